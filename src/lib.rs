@@ -1,0 +1,8 @@
+//! yuxi-operator: a Kubernetes operator that runs LLM agents and subagents declared as custom resources.
+//!
+//! The rules live in pure modules ([`resources::validation`], [`run`]); the Kubernetes, HTTP and process
+//! I/O are thin shells around them ([`webhook`]). See the README for the architecture.
+
+pub mod resources;
+pub mod run;
+pub mod webhook;

@@ -1,0 +1,174 @@
+//! The `yuxi-operator` command line: one binary, one subcommand per role.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use clap::{Parser, Subcommand};
+use yuxi_operator::resources::{catalog, crd};
+use yuxi_operator::webhook::{self, Admission, ServeOptions};
+
+#[derive(Parser)]
+#[command(name = "yuxi-operator", version, about = "Runs LLM agents and subagents declared as Kubernetes custom resources")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Print the CustomResourceDefinitions of Agent and AgentRun as YAML.
+    Crd {
+        /// Write `agent.yaml` and `agentrun.yaml` into this folder instead of printing them.
+        #[arg(long, value_name = "DIR")]
+        out_dir: Option<PathBuf>,
+    },
+    /// Check Agent and AgentRun manifests (files, or folders of .yaml files) by the admission rules.
+    Validate {
+        /// Manifest files or folders.
+        #[arg(required = true, value_name = "PATH")]
+        paths: Vec<PathBuf>,
+    },
+    /// Serve the admission webhook (AdmissionReview v1 over TLS).
+    Webhook {
+        /// Address to listen on.
+        #[arg(long, default_value = "0.0.0.0:8443", env = "YUXI_WEBHOOK_LISTEN")]
+        listen: SocketAddr,
+        /// PEM certificate chain; re-read when it changes.
+        #[arg(long, value_name = "FILE", env = "YUXI_WEBHOOK_TLS_CERT")]
+        tls_cert: PathBuf,
+        /// PEM private key; re-read when it changes.
+        #[arg(long, value_name = "FILE", env = "YUXI_WEBHOOK_TLS_KEY")]
+        tls_key: PathBuf,
+        /// How often to check the certificate files for changes, in seconds.
+        #[arg(long, default_value_t = 10, value_parser = clap::value_parser!(u64).range(1..=3600))]
+        cert_reload_seconds: u64,
+        /// Run without a cluster: single-object checks only, no default-agent or subagent-reference checks.
+        #[arg(long)]
+        offline: bool,
+    },
+}
+
+fn main() -> ExitCode {
+    tracing_subscriber::fmt()
+        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
+        .with_writer(std::io::stderr)
+        .init();
+    match Cli::parse().command {
+        Command::Crd { out_dir } => print_crds(out_dir),
+        Command::Validate { paths } => validate(&paths),
+        Command::Webhook { listen, tls_cert, tls_key, cert_reload_seconds, offline } => {
+            let options = ServeOptions { listen, tls_cert, tls_key, reload_interval: Duration::from_secs(cert_reload_seconds) };
+            run_async(run_webhook(options, offline))
+        }
+    }
+}
+
+fn print_crds(out_dir: Option<PathBuf>) -> ExitCode {
+    match out_dir {
+        None => {
+            print!("{}", crd::crds_yaml());
+            ExitCode::SUCCESS
+        }
+        Some(dir) => {
+            for (name, yaml) in crd::crd_files() {
+                let path = dir.join(name);
+                if let Err(err) = std::fs::write(&path, yaml) {
+                    eprintln!("error: cannot write {}: {err}", path.display());
+                    return ExitCode::FAILURE;
+                }
+            }
+            ExitCode::SUCCESS
+        }
+    }
+}
+
+fn validate(paths: &[PathBuf]) -> ExitCode {
+    let files = match catalog::manifest_files(paths) {
+        Ok(files) => files,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let mut failed = 0;
+    for checked in catalog::check_files(&files) {
+        let object = checked.object.as_deref().unwrap_or("(unreadable)");
+        if checked.report.is_ok() {
+            println!("ok       {} ({object})", checked.origin);
+        } else {
+            failed += 1;
+            println!("rejected {} ({object})", checked.origin);
+        }
+        for error in &checked.report.errors {
+            println!("  error:   {error}");
+        }
+        for warning in &checked.report.warnings {
+            println!("  warning: {warning}");
+        }
+    }
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
+
+fn run_async<F: std::future::Future<Output = anyhow::Result<()>>>(future: F) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    match runtime.block_on(future) {
+        Ok(()) => ExitCode::SUCCESS,
+        Err(err) => {
+            eprintln!("error: {err:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()> {
+    let client = if offline {
+        tracing::info!("offline: single-object checks only");
+        None
+    } else {
+        Some(connect().await?)
+    };
+    let handle = axum_server::Handle::new();
+    tokio::spawn(shutdown_on_signal(handle.clone()));
+    tracing::info!(listen = %options.listen, "serving the admission webhook");
+    webhook::serve(options, Admission::new(client), handle).await?;
+    Ok(())
+}
+
+/// Connects to the cluster and checks that the API server answers.
+async fn connect() -> anyhow::Result<kube::Client> {
+    const HINT: &str = "the webhook reads Agents through the Kubernetes API for its cross-object checks; run it in a cluster or with a kubeconfig, or pass --offline for the single-object checks only";
+    let client = kube::Client::try_default().await.map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {HINT}"))?;
+    client.apiserver_version().await.map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {HINT}"))?;
+    Ok(client)
+}
+
+/// Stops the server gracefully on SIGTERM (what a kubelet sends) or Ctrl-C, letting open requests finish
+/// for up to 10 seconds.
+async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
+    let ctrl_c = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {},
+        _ = term => {},
+    }
+    tracing::info!("shutting down");
+    handle.graceful_shutdown(Some(Duration::from_secs(10)));
+}

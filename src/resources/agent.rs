@@ -1,0 +1,283 @@
+//! The `Agent` custom resource (`agents.yuxi.dev/v1alpha1`).
+//!
+//! An Agent declares one agent of the Yuxi platform: its backend, its runtime context (model, tools,
+//! knowledge bases, MCP servers, skills, system prompt), who may see and manage it, and, for main agents,
+//! which subagents it may delegate to. A subagent is an Agent with `backend: SubAgentBackend` and
+//! `isSubagent: true`; there is no second kind. `metadata.name` is the agent's slug.
+//!
+//! The single-object rules are carried twice, by design: as CEL `x-kubernetes-validations` in the CRD
+//! (enforced by the API server even when the webhook is down) and in [`crate::resources::validation`]
+//! (used by the webhook, the facade and the local mode, with precise field paths). A test keeps the two in
+//! agreement over every example manifest.
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Condition;
+use kube::{CustomResource, KubeSchema};
+use schemars::JsonSchema;
+use serde::{Deserialize, Serialize};
+
+use super::{BACKEND_CHATBOT, BACKEND_SUBAGENT};
+
+/// The desired state of an Agent.
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "yuxi.dev",
+    version = "v1alpha1",
+    kind = "Agent",
+    plural = "agents",
+    singular = "agent",
+    shortname = "ag",
+    category = "yuxi",
+    namespaced,
+    status = "AgentStatus",
+    doc = "An agent or subagent of the Yuxi platform: its backend, runtime context, sharing and (for main agents) the subagents it may delegate to. `metadata.name` is the agent's slug.",
+    printcolumn(name = "Backend", type_ = "string", json_path = ".spec.backend", description = "The agent backend"),
+    printcolumn(name = "Subagent", type_ = "boolean", json_path = ".spec.isSubagent", description = "Whether the agent is a subagent"),
+    printcolumn(name = "Default", type_ = "boolean", json_path = ".spec.default", description = "Whether the agent is the namespace's default agent"),
+    printcolumn(name = "Accepted", type_ = "string", json_path = ".status.conditions[?(@.type==\"Accepted\")].status", description = "Whether the spec is valid and its references resolve"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    validation = Rule::new("size(self.metadata.name) <= 63 && self.metadata.name.matches('^[a-z0-9]([-a-z0-9]*[a-z0-9])?$')")
+        .message("an Agent's name is its slug and must be a DNS-1123 label (at most 63 lowercase letters, digits and '-')")
+        .field_path(".metadata.name"),
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("!has(self.isSubagent) || !self.isSubagent || self.backend == 'SubAgentBackend'")
+        .message("true requires backend SubAgentBackend; an ordinary agent cannot pose as a subagent")
+        .field_path(".isSubagent"),
+    validation = Rule::new("!has(self.isSubagent) || self.isSubagent || self.backend != 'SubAgentBackend'")
+        .message("backend SubAgentBackend requires isSubagent true (or omit it to derive it)")
+        .field_path(".isSubagent"),
+    validation = Rule::new("self.backend != 'SubAgentBackend' || !has(self.default) || !self.default")
+        .message("a subagent cannot be the default agent")
+        .field_path(".default"),
+    validation = Rule::new("self.backend != 'SubAgentBackend' || !has(self.context) || !has(self.context.subagents)")
+        .message("a subagent cannot configure subagents (no nesting)")
+        .field_path(".context.subagents"),
+)]
+pub struct AgentSpec {
+    /// Human-readable name shown in user interfaces (Yuxi `name`). Defaults to `metadata.name`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 200))]
+    pub display_name: Option<String>,
+
+    /// What the agent is for. For a subagent this is what a parent's model reads when choosing whom to
+    /// delegate to, so say when to use it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 4096))]
+    pub description: Option<String>,
+
+    /// The agent backend (Yuxi `backend_id`): `ChatbotAgent` for a main agent, `SubAgentBackend` for a
+    /// subagent.
+    #[schemars(extend("enum" = [BACKEND_CHATBOT, BACKEND_SUBAGENT]))]
+    pub backend: String,
+
+    /// Whether the agent is a subagent. Must be true exactly when `backend` is `SubAgentBackend`; when
+    /// omitted, the mutating webhook derives it from `backend`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub is_subagent: Option<bool>,
+
+    /// Whether this is the namespace's default agent. At most one Agent per namespace may be the default,
+    /// and a subagent never is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub default: Option<bool>,
+
+    /// The runtime configuration: model, tools, knowledge bases, MCP servers, skills, system prompt and,
+    /// for main agents, the subagent allowlist. Empty fields resolve from the system defaults at run time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context: Option<AgentContext>,
+
+    /// Who may see and who may manage this agent (Yuxi `share_config`). Omitted: only the owner and
+    /// administrators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<AgentShare>,
+
+    /// The user id (uid) of the agent's owner, who may always manage it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 128))]
+    pub owner: Option<String>,
+}
+
+/// The runtime configuration of an agent (Yuxi `config_json.context`).
+///
+/// List semantics follow Yuxi: an absent `tools`, `knowledges`, `mcps` or `skills` list means everything
+/// the user may use; an absent or empty `subagents` list means every subagent visible to the user, the
+/// built-in `general-purpose` included.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentContext {
+    /// The system prompt. Empty: the backend's default prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
+    pub system_prompt: Option<String>,
+
+    /// The chat model, as `<provider>/<model>` (for example `openai/gpt-4o-mini`, `scripted/echo`).
+    /// Empty: the system's default model.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub model: Option<String>,
+
+    /// Names of the tools the agent may call. Absent: every tool the user may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub tools: Option<Vec<String>>,
+
+    /// Names of the knowledge bases the agent may query. Absent: every knowledge base the user may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub knowledges: Option<Vec<String>>,
+
+    /// Names of the MCP servers whose tools the agent may call. Absent: every MCP server the user may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub mcps: Option<Vec<String>>,
+
+    /// Names of the skills (folders with a `SKILL.md` in the skills library) projected into the agent's
+    /// skills scope. Absent: every skill the user may use.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub skills: Option<Vec<String>>,
+
+    /// Skills whose `SKILL.md` is put into the system prompt up front rather than read on demand.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub preload_skills: Option<Vec<String>>,
+
+    /// Slugs of the subagents this main agent may delegate to (its allowlist). Absent or empty: every
+    /// subagent visible to the user, `general-purpose` included. Subagents cannot set this field.
+    /// Entries that name no subagent in the namespace are admitted with a warning and never resolved.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 63)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub subagents: Option<Vec<String>>,
+
+    /// Which tools run without approval: `Default` turns off `write_file`, `edit_file` and `execute` for
+    /// subagents; `AlwaysTrust` allows every granted tool. Absent: `Default`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode: Option<ToolApprovalMode>,
+
+    /// The most model-and-tools steps one run may take before it stops (Yuxi default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub max_execution_steps: Option<u32>,
+
+    /// How many times a model call is retried on transient errors (429, 5xx, time-outs) (Yuxi default 2).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 10))]
+    pub model_retry_times: Option<u32>,
+}
+
+/// Whether tools that write or execute need approval (Yuxi `tool_approval_mode`: `default`,
+/// `always_trust`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum ToolApprovalMode {
+    // Subagents get no write_file, edit_file or execute.
+    #[default]
+    Default,
+    // Every granted tool runs.
+    AlwaysTrust,
+}
+
+/// Who may see and who may manage an agent (Yuxi `share_config` version 2).
+///
+/// The owner (`spec.owner`) and administrators may always manage. `manageScope` must lie within
+/// `readScope`: whoever may manage may also read (see [`crate::resources::validation::scope_within`]).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new(MANAGE_WITHIN_READ_RULE)
+        .message("must lie within readScope: a Global read scope includes every scope; otherwise both scopes need the same accessLevel and manageScope may only list departments or users that readScope lists")
+        .field_path(".manageScope"),
+)]
+pub struct AgentShare {
+    /// Who may see and use the agent. Omitted: only the owner and administrators.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_scope: Option<ShareScope>,
+
+    /// Who may edit and delete the agent, beyond the owner and administrators. Omitted: nobody else.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub manage_scope: Option<ShareScope>,
+}
+
+/// The CEL form of [`crate::resources::validation::scope_within`] for `manageScope` in `readScope`.
+const MANAGE_WITHIN_READ_RULE: &str = "!has(self.manageScope) || (has(self.readScope) && (self.readScope.accessLevel == 'Global' || (self.readScope.accessLevel == self.manageScope.accessLevel && (self.manageScope.accessLevel == 'Department' ? (!has(self.manageScope.departmentIds) || self.manageScope.departmentIds.all(d, has(self.readScope.departmentIds) && d in self.readScope.departmentIds)) : (!has(self.manageScope.userUids) || self.manageScope.userUids.all(u, has(self.readScope.userUids) && u in self.readScope.userUids))))))";
+
+/// One share scope: everybody, members of some departments, or some users.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, PartialEq)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.accessLevel != 'Department' || (has(self.departmentIds) && size(self.departmentIds) > 0)")
+        .message("a Department scope needs at least one department id")
+        .field_path(".departmentIds"),
+    validation = Rule::new("self.accessLevel != 'User' || (has(self.userUids) && size(self.userUids) > 0)")
+        .message("a User scope needs at least one user uid")
+        .field_path(".userUids"),
+)]
+pub struct ShareScope {
+    /// `Global` (every user), `Department` (members of `departmentIds`) or `User` (the users in `userUids`).
+    pub access_level: AccessLevel,
+
+    /// The departments of a `Department` scope; at least one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub department_ids: Vec<i64>,
+
+    /// The user uids of a `User` scope; at least one.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub user_uids: Vec<String>,
+}
+
+/// The reach of a share scope (Yuxi `access_level`: `global`, `department`, `user`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, PartialEq, Eq)]
+pub enum AccessLevel {
+    Global,
+    Department,
+    User,
+}
+
+/// The observed state of an Agent, written by the Agent reconciler.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentStatus {
+    /// The `metadata.generation` the conditions were computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+
+    /// `Accepted` (the spec is valid and its references resolve; the reason says why not) and `Ready`
+    /// (the agent can run).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["type".into()]))]
+    pub conditions: Vec<Condition>,
+}
+
+impl AgentSpec {
+    /// The context, or an empty one when the spec has none.
+    pub fn context(&self) -> std::borrow::Cow<'_, AgentContext> {
+        match &self.context {
+            Some(context) => std::borrow::Cow::Borrowed(context),
+            None => std::borrow::Cow::Owned(AgentContext::default()),
+        }
+    }
+
+    /// Whether `backend` names the subagent backend.
+    pub fn has_subagent_backend(&self) -> bool {
+        self.backend == BACKEND_SUBAGENT
+    }
+
+    /// `isSubagent` as set, or derived from `backend` when omitted (the mutating webhook's rule).
+    pub fn is_subagent(&self) -> bool {
+        self.is_subagent.unwrap_or_else(|| self.has_subagent_backend())
+    }
+
+    /// Whether the spec asks to be the namespace's default agent.
+    pub fn is_default(&self) -> bool {
+        self.default.unwrap_or(false)
+    }
+}

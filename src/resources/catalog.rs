@@ -1,0 +1,104 @@
+//! Checking a set of manifest files together, as `yuxi-operator validate` and the local mode do: every
+//! object by its own rules, and every Agent against the other Agents of its namespace among the files
+//! (the rules the webhook checks against the cluster).
+
+use std::path::{Path, PathBuf};
+
+use kube::ResourceExt;
+
+use super::manifest::{Manifest, read_manifest_file};
+use super::validation::{FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run};
+use super::Agent;
+
+/// The namespace of an object whose manifest names none, as `kubectl apply` would use it by default.
+pub const DEFAULT_NAMESPACE: &str = "default";
+
+/// What was found about one document of one file.
+#[derive(Clone, Debug)]
+pub struct Checked {
+    /// `path` or `path#N` for the N-th document of a multi-document file.
+    pub origin: String,
+    /// `Kind namespace/name`, or `None` when the document could not be read as an object.
+    pub object: Option<String>,
+    /// The findings.
+    pub report: Report,
+}
+
+/// Every manifest file under `paths`: a file is taken as it is, a folder for its `.yaml` and `.yml`
+/// files (not its sub-folders), sorted by name.
+pub fn manifest_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
+    let mut files = Vec::new();
+    for path in paths {
+        if path.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(path)?
+                .filter_map(|entry| entry.ok().map(|e| e.path()))
+                .filter(|p| p.is_file() && matches!(p.extension().and_then(|e| e.to_str()), Some("yaml" | "yml")))
+                .collect();
+            found.sort();
+            files.extend(found);
+        } else {
+            files.push(path.clone());
+        }
+    }
+    Ok(files)
+}
+
+/// Reads and checks every document of `files`. Agents are also checked against the other Agents of
+/// their namespace among the files. A file that cannot be read or decoded gives one finding naming the
+/// document and field.
+pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
+    let mut checked = Vec::new();
+    let mut agents: Vec<(String, Agent)> = Vec::new();
+    for file in files {
+        match read_manifest_file(file) {
+            Err(err) => checked.push(Checked { origin: file.display().to_string(), object: None, report: unreadable(err) }),
+            Ok(manifests) => {
+                let many = manifests.len() > 1;
+                for (i, manifest) in manifests.into_iter().enumerate() {
+                    let origin = origin(file, many.then_some(i + 1));
+                    match manifest {
+                        Manifest::Agent(agent) => agents.push((origin, *agent)),
+                        Manifest::AgentRun(run) => checked.push(Checked {
+                            origin,
+                            object: Some(describe("AgentRun", run.namespace(), &run.name_any())),
+                            report: validate_agent_run(&run),
+                        }),
+                    }
+                }
+            }
+        }
+    }
+    for (origin, agent) in &agents {
+        let namespace = agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        let neighbours: Vec<Agent> = agents
+            .iter()
+            .filter(|(o, a)| o != origin && a.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()) == namespace)
+            .map(|(_, a)| a.clone())
+            .collect();
+        let mut report = validate_agent(agent);
+        report.extend(validate_agent_among(agent, &neighbours));
+        checked.push(Checked { origin: origin.clone(), object: Some(describe("Agent", agent.namespace(), &agent.name_any())), report });
+    }
+    checked.sort_by(|a, b| a.origin.cmp(&b.origin));
+    checked
+}
+
+fn unreadable(err: super::manifest::ManifestError) -> Report {
+    use super::manifest::ManifestError;
+    let (field, message) = match err {
+        ManifestError::Field { field, message, document } => (field, format!("{message} (document {document})")),
+        other => (".".to_string(), other.to_string()),
+    };
+    Report { errors: vec![FieldIssue { field, message }], warnings: Vec::new() }
+}
+
+fn origin(file: &Path, document: Option<usize>) -> String {
+    match document {
+        Some(n) => format!("{}#{n}", file.display()),
+        None => file.display().to_string(),
+    }
+}
+
+fn describe(kind: &str, namespace: Option<String>, name: &str) -> String {
+    format!("{kind} {}/{name}", namespace.unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()))
+}

@@ -1,0 +1,30 @@
+//! The custom resources (`agents.yuxi.dev`, `agentruns.yuxi.dev`), the rules about them, and the
+//! manifests and CRDs they are read from and written to.
+
+pub mod agent;
+pub mod agent_run;
+pub mod catalog;
+pub mod crd;
+pub mod manifest;
+pub mod validation;
+
+pub use agent::{AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode};
+pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};
+
+/// The API group of both resources.
+pub const GROUP: &str = "yuxi.dev";
+/// The API version of both resources.
+pub const VERSION: &str = "v1alpha1";
+/// `apiVersion` as written in manifests.
+pub const API_VERSION: &str = "yuxi.dev/v1alpha1";
+
+/// The backend of main (ordinary) agents (Yuxi `ChatbotAgent`).
+pub const BACKEND_CHATBOT: &str = "ChatbotAgent";
+/// The backend of subagents (Yuxi `SubAgentBackend`); `isSubagent` is true exactly for it.
+pub const BACKEND_SUBAGENT: &str = "SubAgentBackend";
+/// Every backend an Agent may name.
+pub const BACKENDS: [&str; 2] = [BACKEND_CHATBOT, BACKEND_SUBAGENT];
+
+/// The slug of the built-in subagent whose empty context resolves entirely from the system defaults; it
+/// is always resolvable, whether or not a manifest declares it.
+pub const GENERAL_PURPOSE: &str = "general-purpose";

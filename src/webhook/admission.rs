@@ -1,0 +1,157 @@
+//! Admission decisions for Agent and AgentRun: AdmissionReview v1 in, AdmissionReview v1 out.
+//!
+//! The decisions are the rules of [`crate::resources::validation`]; this module only unpacks the review,
+//! reads the other Agents of the namespace when a rule needs them, and packs the verdict.
+
+use json_patch::jsonptr::PointerBuf;
+use json_patch::{AddOperation, Patch, PatchOperation};
+use kube::api::{Api, ListParams};
+use kube::core::DynamicObject;
+use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
+use serde::de::DeserializeOwned;
+
+use crate::resources::manifest::decode;
+use crate::resources::validation::{self, Report};
+use crate::resources::{Agent, AgentRun, GROUP};
+
+/// Why a request body is not an AdmissionReview the webhook can answer; the server answers 400 with it.
+#[derive(Debug, thiserror::Error)]
+pub enum BadReview {
+    /// The body is not JSON of the AdmissionReview shape.
+    #[error("the body is not an AdmissionReview v1: {0}")]
+    Malformed(#[from] serde_json::Error),
+    /// The review has no `request`.
+    #[error("the AdmissionReview has no request")]
+    NoRequest,
+}
+
+/// The kinds this webhook judges.
+enum Kind {
+    Agent,
+    AgentRun,
+}
+
+/// Judges admission requests. `client` reads the other Agents of a namespace for the cross-object rules;
+/// without one (`--offline`) only the single-object rules run.
+#[derive(Clone)]
+pub struct Admission {
+    client: Option<kube::Client>,
+}
+
+impl Admission {
+    /// A judge that reads Agents through `client`, or only checks single objects when it is `None`.
+    pub fn new(client: Option<kube::Client>) -> Self {
+        Self { client }
+    }
+
+    /// Answers a validating review (`POST /validate`), given the raw request body.
+    ///
+    /// Errors: [`BadReview`] when the body is not a review with a request. A review of a kind other than
+    /// Agent and AgentRun is allowed unchanged.
+    pub async fn validate(&self, body: &[u8]) -> Result<AdmissionReview<DynamicObject>, BadReview> {
+        let request = parse_review(body)?;
+        let response = AdmissionResponse::from(&request);
+        let response = match kind_of(&request) {
+            _ if matches!(request.operation, Operation::Delete | Operation::Connect) => response,
+            Some(Kind::Agent) => self.validate_agent(&request, response).await,
+            Some(Kind::AgentRun) => validate_agent_run(&request, response),
+            None => response,
+        };
+        Ok(response.into_review())
+    }
+
+    /// Answers a mutating review (`POST /mutate`): on an Agent whose `spec.isSubagent` is omitted, adds it,
+    /// derived from the backend. Nothing else is ever stamped, so a GitOps tool sees no drift in the
+    /// fields it manages.
+    pub async fn mutate(&self, body: &[u8]) -> Result<AdmissionReview<DynamicObject>, BadReview> {
+        let request = parse_review(body)?;
+        let response = AdmissionResponse::from(&request);
+        let derived = match (kind_of(&request), request.operation) {
+            (Some(Kind::Agent), Operation::Create | Operation::Update) => {
+                decode_object::<Agent>(request.object.as_ref()).ok().and_then(|agent| validation::derived_is_subagent(&agent))
+            }
+            _ => None,
+        };
+        let Some(is_subagent) = derived else { return Ok(response.into_review()) };
+        let patch = Patch(vec![PatchOperation::Add(AddOperation {
+            path: PointerBuf::from_tokens(["spec", "isSubagent"]),
+            value: serde_json::Value::Bool(is_subagent),
+        })]);
+        let response = match response.clone().with_patch(patch) {
+            Ok(patched) => patched,
+            Err(err) => response.deny(format!("cannot encode the patch: {err}")),
+        };
+        Ok(response.into_review())
+    }
+
+    async fn validate_agent(&self, request: &AdmissionRequest<DynamicObject>, response: AdmissionResponse) -> AdmissionResponse {
+        let agent = match decode_object::<Agent>(request.object.as_ref()) {
+            Ok(agent) => agent,
+            Err(reason) => return response.deny(reason),
+        };
+        let mut report = validation::validate_agent(&agent);
+        if let Some(client) = &self.client {
+            let namespace = request.namespace.clone().unwrap_or_default();
+            let api: Api<Agent> = Api::namespaced(client.clone(), &namespace);
+            match api.list(&ListParams::default()).await {
+                Ok(list) => report.extend(validation::validate_agent_among(&agent, &list.items)),
+                Err(err) => {
+                    return response.deny(format!(
+                        "cannot list the Agents of namespace {namespace:?} to check the default agent and the subagent references: {err}"
+                    ));
+                }
+            }
+        }
+        verdict(response, report)
+    }
+}
+
+fn validate_agent_run(request: &AdmissionRequest<DynamicObject>, response: AdmissionResponse) -> AdmissionResponse {
+    let run = match decode_object::<AgentRun>(request.object.as_ref()) {
+        Ok(run) => run,
+        Err(reason) => return response.deny(reason),
+    };
+    let mut report = validation::validate_agent_run(&run);
+    if request.operation == Operation::Update {
+        match decode_object::<AgentRun>(request.old_object.as_ref()) {
+            Ok(old) => report.extend(validation::validate_agent_run_update(&old, &run)),
+            Err(reason) => return response.deny(format!("oldObject: {reason}")),
+        }
+    }
+    verdict(response, report)
+}
+
+/// Turns a report into the response: denied with every error in the message, warnings attached.
+fn verdict(response: AdmissionResponse, report: Report) -> AdmissionResponse {
+    let mut response = if report.is_ok() { response } else { response.deny(report.error_summary()) };
+    if !report.warnings.is_empty() {
+        response.warnings = Some(report.warning_lines());
+    }
+    response
+}
+
+fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, BadReview> {
+    let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    review.try_into().map_err(|_| BadReview::NoRequest)
+}
+
+fn kind_of(request: &AdmissionRequest<DynamicObject>) -> Option<Kind> {
+    if request.kind.group != GROUP {
+        return None;
+    }
+    match request.kind.kind.as_str() {
+        "Agent" => Some(Kind::Agent),
+        "AgentRun" => Some(Kind::AgentRun),
+        _ => None,
+    }
+}
+
+/// Decodes the review's object as `T`; the error names the field that does not fit.
+fn decode_object<T: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<T, String> {
+    let object = object.ok_or_else(|| "the review carries no object".to_string())?;
+    let value = serde_json::to_value(object).map_err(|err| format!("cannot read the object: {err}"))?;
+    decode(value, 1).map_err(|err| match err {
+        crate::resources::manifest::ManifestError::Field { field, message, .. } => format!("{field}: {message}"),
+        other => other.to_string(),
+    })
+}
