@@ -33,9 +33,14 @@ pub const TIMEOUT_SECONDS_RANGE: std::ops::RangeInclusive<i64> = 1..=86_400;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new(immutable_spec_rule())
-        .message("spec is immutable after creation, except cancel")
-        .reason(kube::core::Reason::FieldValueForbidden),
+    validation = immutable("agent"),
+    validation = immutable("input"),
+    validation = immutable("threadId"),
+    validation = immutable("parent"),
+    validation = immutable("uid"),
+    validation = immutable("timeoutSeconds"),
+    validation = immutable("ttlSecondsAfterFinished"),
+    validation = immutable("model"),
     validation = Rule::new("!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)")
         .message("a requested cancel cannot be withdrawn")
         .field_path(".cancel")
@@ -88,19 +93,15 @@ pub struct AgentRunSpec {
     pub model: Option<String>,
 }
 
-/// The spec fields that may never change, in the order the immutability rule checks them.
-const IMMUTABLE_SPEC_FIELDS: [&str; 8] =
-    ["agent", "input", "threadId", "parent", "uid", "timeoutSeconds", "ttlSecondsAfterFinished", "model"];
-
-/// The CEL transition rule that keeps every spec field but `cancel` as it was: for each field, present
-/// in both with equal values, or absent from both (a plain `self == oldSelf` per field would miss a field
-/// being added or removed).
-fn immutable_spec_rule() -> String {
-    IMMUTABLE_SPEC_FIELDS
-        .iter()
-        .map(|f| format!("(has(self.{f}) ? has(oldSelf.{f}) && self.{f} == oldSelf.{f} : !has(oldSelf.{f}))"))
-        .collect::<Vec<_>>()
-        .join(" && ")
+/// The CEL transition rule that keeps the spec field `field` as it was: present in both with equal values,
+/// or absent from both (a plain `self.f == oldSelf.f` would miss the field being added or removed).
+fn immutable(field: &str) -> kube::core::Rule {
+    kube::core::Rule::new(format!(
+        "has(self.{field}) == has(oldSelf.{field}) && (!has(self.{field}) || self.{field} == oldSelf.{field})"
+    ))
+    .message("is immutable after creation; create a new AgentRun instead (only cancel may change)")
+    .field_path(format!(".{field}"))
+    .reason(kube::core::Reason::FieldValueForbidden)
 }
 
 /// The parent run of a delegated run: who delegated, from which conversation, with which tool call.

@@ -291,8 +291,10 @@ pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
     let mut report = Report::default();
     let name = agent.name_any();
     let others: Vec<&Agent> = others.iter().filter(|other| other.name_any() != name).collect();
-    if agent.spec.is_default()
-        && let Some(current) = others.iter().find(|other| other.spec.is_default())
+    // A subagent claiming to be the default is rejected by its own rule; only main agents compete.
+    let claims_default = |a: &Agent| a.spec.is_default() && !a.spec.has_subagent_backend();
+    if claims_default(agent)
+        && let Some(current) = others.iter().find(|other| claims_default(other))
     {
         report.error(
             "spec.default",

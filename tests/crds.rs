@@ -1,0 +1,88 @@
+//! The CRDs: the checked-in `crds/` is what `yuxi-operator crd` prints, the schemas are structural, and
+//! every CEL rule compiles and fits the API server's cost budget.
+
+mod common;
+
+use kube::core::cel::{CompiledSchema, compile_schema, estimate_rule_cost};
+use serde_json::Value;
+use yuxi_operator::resources::crd::{crd_files, crds_yaml};
+
+#[test]
+fn checked_in_crds_equal_the_generated_ones() {
+    for (name, generated) in crd_files() {
+        let path = common::root().join("crds").join(name);
+        let checked_in = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+        assert!(checked_in == generated, "{} drifted from `yuxi-operator crd`; run `make crds`", path.display());
+    }
+}
+
+#[test]
+fn the_crd_command_prints_both_files() {
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_yuxi-operator")).arg("crd").output().expect("runs");
+    assert!(output.status.success());
+    assert_eq!(String::from_utf8(output.stdout).expect("utf-8"), crds_yaml());
+    assert_eq!(crds_yaml().matches("kind: CustomResourceDefinition").count(), 2);
+}
+
+fn schemas() -> Vec<(String, Value)> {
+    crd_files()
+        .into_iter()
+        .map(|(name, yaml)| {
+            let crd: Value = serde_norway::from_str(&yaml).expect("CRD YAML");
+            (name.to_string(), crd["spec"]["versions"][0]["schema"]["openAPIV3Schema"].clone())
+        })
+        .collect()
+}
+
+/// Calls `visit(path, node)` on every schema node below `node`.
+fn walk(path: &str, node: &Value, visit: &mut dyn FnMut(&str, &Value)) {
+    visit(path, node);
+    if let Some(properties) = node.get("properties").and_then(Value::as_object) {
+        for (key, child) in properties {
+            walk(&format!("{path}.{key}"), child, visit);
+        }
+    }
+    if let Some(items) = node.get("items") {
+        walk(&format!("{path}[]"), items, visit);
+    }
+}
+
+#[test]
+fn schemas_are_structural() {
+    for (name, schema) in schemas() {
+        walk(&name, &schema, &mut |path, node| {
+            for forbidden in ["oneOf", "anyOf", "allOf", "not", "$ref", "additionalProperties"] {
+                assert!(node.get(forbidden).is_none(), "{path} uses {forbidden}, which breaks a structural schema");
+            }
+            let typed = node.get("type").and_then(Value::as_str).is_some() || node.get("x-kubernetes-int-or-string").is_some();
+            assert!(typed, "{path} has no type");
+            if let Some(values) = node.get("enum") {
+                assert_eq!(node["type"], "string", "{path}: an enum must be a typed string enum");
+                assert!(values.as_array().is_some_and(|v| !v.is_empty()), "{path}: empty enum");
+            }
+            let described = node.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty());
+            let is_item = path.ends_with("[]");
+            assert!(described || is_item || path.contains(".metadata") || path.matches('.').count() == 0 || path.ends_with(".apiVersion") || path.ends_with(".kind"), "{path} has no description for kubectl explain");
+        });
+    }
+}
+
+#[test]
+fn every_cel_rule_compiles_and_fits_the_cost_budget() {
+    let mut rules = 0;
+    for (name, schema) in schemas() {
+        let compiled: CompiledSchema = compile_schema(&schema);
+        assert!(!compiled.has_errors(), "{name}: {:?}", compiled.compilation_errors());
+        walk(&name, &schema, &mut |path, node| {
+            for rule in node.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
+                rules += 1;
+                let text = rule["rule"].as_str().expect("rule text");
+                let node_schema = compile_schema(node);
+                let warnings = estimate_rule_cost(text, &node_schema);
+                assert!(warnings.is_empty(), "{path}: {text}: {warnings:?}");
+                assert!(rule["message"].as_str().is_some_and(|m| !m.is_empty() && !m.contains('\n')), "{path}: a rule needs a one-line message");
+            }
+        });
+    }
+    assert!(rules >= 10, "found only {rules} CEL rules");
+}

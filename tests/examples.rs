@@ -1,0 +1,105 @@
+//! The example manifests: every file in `examples/` passes every rule, and every file in
+//! `examples/invalid/` is rejected for its one rule alone, by the validation module and, where the rule
+//! is a CEL rule of the CRD, by kube's client-side CEL evaluation of the same CRD.
+
+mod common;
+
+use common::{example_agents, example_manifests, expectation, yaml_files};
+use kube::core::cel::{validate_cel, validate_cel_update};
+use yuxi_operator::resources::manifest::{Manifest, ManifestError, read_manifest_file};
+use yuxi_operator::resources::validation::{
+    Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
+};
+
+#[test]
+fn every_example_passes_validation_without_warnings() {
+    let agents = example_agents();
+    let manifests = example_manifests();
+    assert!(manifests.len() >= 5, "the examples hold the four agents and a run");
+    for (path, manifest) in manifests {
+        let report = match &manifest {
+            Manifest::Agent(agent) => {
+                let mut report = validate_agent(agent);
+                report.extend(validate_agent_among(agent, &agents));
+                report
+            }
+            Manifest::AgentRun(run) => validate_agent_run(run),
+        };
+        assert_eq!(report, Report::default(), "{}", path.display());
+    }
+}
+
+#[test]
+fn every_example_passes_the_crd_cel_rules() {
+    for (path, manifest) in example_manifests() {
+        let result = match &manifest {
+            Manifest::Agent(agent) => validate_cel(agent.as_ref()),
+            Manifest::AgentRun(run) => validate_cel(run.as_ref()).and_then(|()| validate_cel_update(run.as_ref(), run.as_ref())),
+        };
+        assert!(result.is_ok(), "{}: {:?}", path.display(), result);
+    }
+}
+
+/// What the validation module says about one invalid example: an update for a two-document file (the
+/// object as created, then the change), a creation otherwise.
+fn judge(manifests: &[Manifest]) -> Report {
+    match manifests {
+        [Manifest::Agent(agent)] => {
+            let mut report = validate_agent(agent);
+            report.extend(validate_agent_among(agent, &example_agents()));
+            report
+        }
+        [Manifest::AgentRun(run)] => validate_agent_run(run),
+        [Manifest::AgentRun(old), Manifest::AgentRun(new)] => {
+            let mut report = validate_agent_run(new);
+            report.extend(validate_agent_run_update(old, new));
+            report
+        }
+        other => panic!("an invalid example holds one object or an AgentRun update, not {} documents", other.len()),
+    }
+}
+
+/// What the CRD's CEL rules say about one invalid example: the failing field paths.
+fn cel_fields(manifests: &[Manifest]) -> Vec<String> {
+    let result = match manifests {
+        [Manifest::Agent(agent)] => validate_cel(agent.as_ref()),
+        [Manifest::AgentRun(run)] => validate_cel(run.as_ref()),
+        [Manifest::AgentRun(old), Manifest::AgentRun(new)] => validate_cel_update(new.as_ref(), old.as_ref()),
+        _ => unreachable!("checked by judge"),
+    };
+    match result {
+        Ok(()) => Vec::new(),
+        Err(errors) => errors.iter().map(|e| e.field_path.trim_start_matches(".").to_string()).collect(),
+    }
+}
+
+#[test]
+fn every_invalid_example_is_rejected_for_its_rule_alone() {
+    let files = yaml_files("examples/invalid");
+    assert!(files.len() >= 15, "one invalid example per rule");
+    for path in files {
+        let expect = expectation(&path);
+        let shown = path.display();
+        match read_manifest_file(&path) {
+            // A missing required field stops decoding; the error names the field.
+            Err(ManifestError::Field { field, message, .. }) => {
+                assert_eq!(field, expect.field, "{shown}: {message}");
+                assert!(expect.enforced_by.contains(&"schema".to_string()), "{shown}: only the schema can reject an undecodable object");
+            }
+            Err(other) => panic!("{shown}: {other}"),
+            Ok(manifests) => {
+                let report = judge(&manifests);
+                let fields: Vec<&str> = report.errors.iter().map(|e| e.field.as_str()).collect();
+                assert_eq!(fields, vec![expect.field.as_str()], "{shown}: {:?}", report.errors);
+                assert!(!report.errors[0].message.is_empty());
+
+                let cel = cel_fields(&manifests);
+                if expect.enforced_by.contains(&"cel".to_string()) {
+                    assert_eq!(cel, vec![expect.field.clone()], "{shown}: the CRD's CEL rules must reject the same field");
+                } else {
+                    assert!(cel.is_empty(), "{shown}: not a CEL rule, yet CEL rejected {cel:?}");
+                }
+            }
+        }
+    }
+}
