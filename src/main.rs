@@ -10,7 +10,11 @@ use yuxi_operator::resources::{catalog, crd};
 use yuxi_operator::webhook::{self, Admission, ServeOptions};
 
 #[derive(Parser)]
-#[command(name = "yuxi-operator", version, about = "Runs LLM agents and subagents declared as Kubernetes custom resources")]
+#[command(
+    name = "yuxi-operator",
+    version,
+    about = "Runs LLM agents and subagents declared as Kubernetes custom resources"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -59,7 +63,8 @@ fn main() -> ExitCode {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
         Command::Webhook { listen, tls_cert, tls_key, cert_reload_seconds, offline } => {
-            let options = ServeOptions { listen, tls_cert, tls_key, reload_interval: Duration::from_secs(cert_reload_seconds) };
+            let options =
+                ServeOptions { listen, tls_cert, tls_key, reload_interval: Duration::from_secs(cert_reload_seconds) };
             run_async(run_webhook(options, offline))
         }
     }
@@ -145,8 +150,13 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
 /// Connects to the cluster and checks that the API server answers.
 async fn connect() -> anyhow::Result<kube::Client> {
     const HINT: &str = "the webhook reads Agents through the Kubernetes API for its cross-object checks; run it in a cluster or with a kubeconfig, or pass --offline for the single-object checks only";
-    let client = kube::Client::try_default().await.map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {HINT}"))?;
-    client.apiserver_version().await.map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {HINT}"))?;
+    let client = kube::Client::try_default()
+        .await
+        .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {HINT}"))?;
+    client
+        .apiserver_version()
+        .await
+        .map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {HINT}"))?;
     Ok(client)
 }
 

@@ -54,7 +54,8 @@ fn schemas_are_structural() {
             for forbidden in ["oneOf", "anyOf", "allOf", "not", "$ref", "additionalProperties"] {
                 assert!(node.get(forbidden).is_none(), "{path} uses {forbidden}, which breaks a structural schema");
             }
-            let typed = node.get("type").and_then(Value::as_str).is_some() || node.get("x-kubernetes-int-or-string").is_some();
+            let typed =
+                node.get("type").and_then(Value::as_str).is_some() || node.get("x-kubernetes-int-or-string").is_some();
             assert!(typed, "{path} has no type");
             if let Some(values) = node.get("enum") {
                 assert_eq!(node["type"], "string", "{path}: an enum must be a typed string enum");
@@ -62,7 +63,15 @@ fn schemas_are_structural() {
             }
             let described = node.get("description").and_then(Value::as_str).is_some_and(|d| !d.is_empty());
             let is_item = path.ends_with("[]");
-            assert!(described || is_item || path.contains(".metadata") || path.matches('.').count() == 0 || path.ends_with(".apiVersion") || path.ends_with(".kind"), "{path} has no description for kubectl explain");
+            assert!(
+                described
+                    || is_item
+                    || path.contains(".metadata")
+                    || path.matches('.').count() == 0
+                    || path.ends_with(".apiVersion")
+                    || path.ends_with(".kind"),
+                "{path} has no description for kubectl explain"
+            );
         });
     }
 }
@@ -80,7 +89,10 @@ fn every_cel_rule_compiles_and_fits_the_cost_budget() {
                 let node_schema = compile_schema(node);
                 let warnings = estimate_rule_cost(text, &node_schema);
                 assert!(warnings.is_empty(), "{path}: {text}: {warnings:?}");
-                assert!(rule["message"].as_str().is_some_and(|m| !m.is_empty() && !m.contains('\n')), "{path}: a rule needs a one-line message");
+                assert!(
+                    rule["message"].as_str().is_some_and(|m| !m.is_empty() && !m.contains('\n')),
+                    "{path}: a rule needs a one-line message"
+                );
             }
         });
     }

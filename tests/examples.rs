@@ -34,7 +34,9 @@ fn every_example_passes_the_crd_cel_rules() {
     for (path, manifest) in example_manifests() {
         let result = match &manifest {
             Manifest::Agent(agent) => validate_cel(agent.as_ref()),
-            Manifest::AgentRun(run) => validate_cel(run.as_ref()).and_then(|()| validate_cel_update(run.as_ref(), run.as_ref())),
+            Manifest::AgentRun(run) => {
+                validate_cel(run.as_ref()).and_then(|()| validate_cel_update(run.as_ref(), run.as_ref()))
+            }
         };
         assert!(result.is_ok(), "{}: {:?}", path.display(), result);
     }
@@ -84,7 +86,10 @@ fn every_invalid_example_is_rejected_for_its_rule_alone() {
             // A missing required field stops decoding; the error names the field.
             Err(ManifestError::Field { field, message, .. }) => {
                 assert_eq!(field, expect.field, "{shown}: {message}");
-                assert!(expect.enforced_by.contains(&"schema".to_string()), "{shown}: only the schema can reject an undecodable object");
+                assert!(
+                    expect.enforced_by.contains(&"schema".to_string()),
+                    "{shown}: only the schema can reject an undecodable object"
+                );
             }
             Err(other) => panic!("{shown}: {other}"),
             Ok(manifests) => {
@@ -95,7 +100,11 @@ fn every_invalid_example_is_rejected_for_its_rule_alone() {
 
                 let cel = cel_fields(&manifests);
                 if expect.enforced_by.contains(&"cel".to_string()) {
-                    assert_eq!(cel, vec![expect.field.clone()], "{shown}: the CRD's CEL rules must reject the same field");
+                    assert_eq!(
+                        cel,
+                        vec![expect.field.clone()],
+                        "{shown}: the CRD's CEL rules must reject the same field"
+                    );
                 } else {
                     assert!(cel.is_empty(), "{shown}: not a CEL rule, yet CEL rejected {cel:?}");
                 }

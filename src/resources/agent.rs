@@ -18,6 +18,8 @@ use serde::{Deserialize, Serialize};
 use super::{BACKEND_CHATBOT, BACKEND_SUBAGENT};
 
 /// The desired state of an Agent.
+// Each `printcolumn(...)` repeats the same keys, which clippy takes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "yuxi.dev",

@@ -14,6 +14,8 @@ use serde::{Deserialize, Serialize};
 pub const TIMEOUT_SECONDS_RANGE: std::ops::RangeInclusive<i64> = 1..=86_400;
 
 /// The desired state of an AgentRun.
+// Each `printcolumn(...)` repeats the same keys, which clippy takes for duplicated attributes.
+#[allow(clippy::duplicated_attributes)]
 #[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[kube(
     group = "yuxi.dev",
@@ -27,9 +29,19 @@ pub const TIMEOUT_SECONDS_RANGE: std::ops::RangeInclusive<i64> = 1..=86_400;
     status = "AgentRunStatus",
     doc = "One execution of one Agent: a delegation from a parent agent (`task`, `subagent_start`) or a run a user started. The spec is immutable after creation, except `cancel`.",
     printcolumn(name = "Agent", type_ = "string", json_path = ".spec.agent", description = "The agent that runs"),
-    printcolumn(name = "Phase", type_ = "string", json_path = ".status.phase", description = "Where the run is in its lifecycle"),
-    printcolumn(name = "Thread", type_ = "string", json_path = ".spec.threadId", description = "The conversation thread the run belongs to"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Phase",
+        type_ = "string",
+        json_path = ".status.phase",
+        description = "Where the run is in its lifecycle"
+    ),
+    printcolumn(
+        name = "Thread",
+        type_ = "string",
+        json_path = ".spec.threadId",
+        description = "The conversation thread the run belongs to"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(

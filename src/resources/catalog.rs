@@ -2,13 +2,16 @@
 //! object by its own rules, and every Agent against the other Agents of its namespace among the files
 //! (the rules the webhook checks against the cluster).
 
+use std::collections::HashMap;
 use std::path::{Path, PathBuf};
 
 use kube::ResourceExt;
 
 use super::manifest::{Manifest, read_manifest_file};
-use super::validation::{FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run};
-use super::Agent;
+use super::validation::{
+    FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
+};
+use super::{Agent, AgentRun};
 
 /// The namespace of an object whose manifest names none, as `kubectl apply` would use it by default.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -43,26 +46,36 @@ pub fn manifest_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
     Ok(files)
 }
 
-/// Reads and checks every document of `files`. Agents are also checked against the other Agents of
-/// their namespace among the files. A file that cannot be read or decoded gives one finding naming the
+/// Reads and checks every document of `files`, in order. Agents are also checked against the other
+/// Agents of their namespace among the files; an AgentRun named again is checked as an update of the
+/// earlier one. A file that cannot be read or decoded gives one finding naming the
 /// document and field.
 pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut checked = Vec::new();
     let mut agents: Vec<(String, Agent)> = Vec::new();
+    let mut runs: HashMap<String, AgentRun> = HashMap::new();
     for file in files {
         match read_manifest_file(file) {
-            Err(err) => checked.push(Checked { origin: file.display().to_string(), object: None, report: unreadable(err) }),
+            Err(err) => {
+                checked.push(Checked { origin: file.display().to_string(), object: None, report: unreadable(err) })
+            }
             Ok(manifests) => {
                 let many = manifests.len() > 1;
                 for (i, manifest) in manifests.into_iter().enumerate() {
                     let origin = origin(file, many.then_some(i + 1));
                     match manifest {
                         Manifest::Agent(agent) => agents.push((origin, *agent)),
-                        Manifest::AgentRun(run) => checked.push(Checked {
-                            origin,
-                            object: Some(describe("AgentRun", run.namespace(), &run.name_any())),
-                            report: validate_agent_run(&run),
-                        }),
+                        Manifest::AgentRun(run) => {
+                            let object = describe("AgentRun", run.namespace(), &run.name_any());
+                            let mut report = validate_agent_run(&run);
+                            // A run that appears again is an update of the earlier one, as applying the
+                            // files in order would make it.
+                            if let Some(earlier) = runs.get(&object) {
+                                report.extend(validate_agent_run_update(earlier, &run));
+                            }
+                            runs.insert(object.clone(), *run);
+                            checked.push(Checked { origin, object: Some(object), report });
+                        }
                     }
                 }
             }
@@ -77,7 +90,11 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
             .collect();
         let mut report = validate_agent(agent);
         report.extend(validate_agent_among(agent, &neighbours));
-        checked.push(Checked { origin: origin.clone(), object: Some(describe("Agent", agent.namespace(), &agent.name_any())), report });
+        checked.push(Checked {
+            origin: origin.clone(),
+            object: Some(describe("Agent", agent.namespace(), &agent.name_any())),
+            report,
+        });
     }
     checked.sort_by(|a, b| a.origin.cmp(&b.origin));
     checked

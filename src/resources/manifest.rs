@@ -38,7 +38,9 @@ pub enum ManifestError {
         source: serde_norway::Error,
     },
     /// The document is not one of this operator's resources.
-    #[error("document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent or AgentRun of {API_VERSION}")]
+    #[error(
+        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent or AgentRun of {API_VERSION}"
+    )]
     UnknownKind {
         /// Which document of the file.
         document: usize,
@@ -67,7 +69,8 @@ pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ManifestError> {
     let mut manifests = Vec::new();
     for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
         let document_number = index + 1;
-        let value = Value::deserialize(document).map_err(|source| ManifestError::Yaml { document: document_number, source })?;
+        let value =
+            Value::deserialize(document).map_err(|source| ManifestError::Yaml { document: document_number, source })?;
         if value.is_null() {
             continue;
         }
@@ -78,7 +81,8 @@ pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ManifestError> {
 
 /// Reads the manifests of one file; see [`parse_manifests`].
 pub fn read_manifest_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
-    let text = std::fs::read_to_string(path).map_err(|source| ManifestError::Io { path: path.display().to_string(), source })?;
+    let text = std::fs::read_to_string(path)
+        .map_err(|source| ManifestError::Io { path: path.display().to_string(), source })?;
     parse_manifests(&text)
 }
 
@@ -99,7 +103,8 @@ pub fn decode<T: serde::de::DeserializeOwned>(value: Value, document: usize) -> 
         let path = err.path().to_string();
         let message = err.into_inner().to_string();
         // serde reports a missing field at its parent; name the field itself.
-        let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name);
+        let missing =
+            message.strip_prefix("missing field `").and_then(|rest| rest.split_once('`')).map(|(name, _)| name);
         let field = match missing {
             Some(name) if path == "." => name.to_string(),
             Some(name) => format!("{path}.{name}"),

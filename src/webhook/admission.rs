@@ -68,7 +68,9 @@ impl Admission {
         let response = AdmissionResponse::from(&request);
         let derived = match (kind_of(&request), request.operation) {
             (Some(Kind::Agent), Operation::Create | Operation::Update) => {
-                decode_object::<Agent>(request.object.as_ref()).ok().and_then(|agent| validation::derived_is_subagent(&agent))
+                decode_object::<Agent>(request.object.as_ref())
+                    .ok()
+                    .and_then(|agent| validation::derived_is_subagent(&agent))
             }
             _ => None,
         };
@@ -84,7 +86,11 @@ impl Admission {
         Ok(response.into_review())
     }
 
-    async fn validate_agent(&self, request: &AdmissionRequest<DynamicObject>, response: AdmissionResponse) -> AdmissionResponse {
+    async fn validate_agent(
+        &self,
+        request: &AdmissionRequest<DynamicObject>,
+        response: AdmissionResponse,
+    ) -> AdmissionResponse {
         let agent = match decode_object::<Agent>(request.object.as_ref()) {
             Ok(agent) => agent,
             Err(reason) => return response.deny(reason),

@@ -94,7 +94,11 @@ pub struct ServeOptions {
 /// Errors: [`WebhookError::Tls`] when the certificate or key cannot be loaded at start,
 /// [`WebhookError::Serve`] when the listener fails. A certificate that fails to load on a later reload
 /// is logged and the previous one stays in use.
-pub async fn serve(options: ServeOptions, admission: Admission, handle: Handle<SocketAddr>) -> Result<(), WebhookError> {
+pub async fn serve(
+    options: ServeOptions,
+    admission: Admission,
+    handle: Handle<SocketAddr>,
+) -> Result<(), WebhookError> {
     let tls_error = |source| WebhookError::Tls { cert: options.tls_cert.clone(), key: options.tls_key.clone(), source };
     let files = read_pair(&options.tls_cert, &options.tls_key).await.map_err(tls_error)?;
     let config = RustlsConfig::from_pem(files.0.clone(), files.1.clone()).await.map_err(tls_error)?;
@@ -135,7 +139,9 @@ async fn watch_certificate(config: RustlsConfig, options: ServeOptions, mut curr
                 tracing::info!(cert = %options.tls_cert.display(), "reloaded the TLS certificate");
                 current = files;
             }
-            Err(err) => tracing::warn!(error = %err, "the changed TLS files do not load; keeping the current certificate"),
+            Err(err) => {
+                tracing::warn!(error = %err, "the changed TLS files do not load; keeping the current certificate")
+            }
         }
     }
 }

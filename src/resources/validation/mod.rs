@@ -17,7 +17,7 @@ use serde::Serialize;
 
 use super::agent::{AccessLevel, Agent, AgentContext, AgentShare, ShareScope};
 use super::agent_run::{AgentRun, AgentRunSpec, TIMEOUT_SECONDS_RANGE};
-use super::{BACKENDS, BACKEND_SUBAGENT};
+use super::{BACKEND_SUBAGENT, BACKENDS};
 use crate::run::thread_id::{is_child_thread_of, is_valid_id};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
@@ -95,7 +95,10 @@ const DNS1123_LABEL_HINT: &str = "must be a DNS-1123 label: at most 63 lowercase
 fn check_len(report: &mut Report, field: &str, value: &str, min: usize, max: usize) {
     let len = value.chars().count();
     if len < min {
-        report.error(field, if min == 1 { "must not be empty".to_string() } else { format!("must be at least {min} characters") });
+        report.error(
+            field,
+            if min == 1 { "must not be empty".to_string() } else { format!("must be at least {min} characters") },
+        );
     } else if len > max {
         report.error(field, format!("must be at most {max} characters (has {len})"));
     }
@@ -168,7 +171,10 @@ pub fn validate_agent(agent: &Agent) -> Report {
     }
     if let Some(context) = &spec.context {
         if subagent_backend && context.subagents.is_some() {
-            report.error("spec.context.subagents", "a subagent cannot configure subagents (no nesting); remove the field");
+            report.error(
+                "spec.context.subagents",
+                "a subagent cannot configure subagents (no nesting); remove the field",
+            );
         }
         validate_context(&mut report, context);
     }
@@ -197,7 +203,10 @@ fn validate_context(report: &mut Report, context: &AgentContext) {
         check_name_list(report, "spec.context.subagents", subagents, 256, MAX_LABEL_LEN);
         for (i, slug) in subagents.iter().enumerate() {
             if !slug.is_empty() && !is_dns1123_label(slug) {
-                report.error(format!("spec.context.subagents[{i}]"), format!("{slug:?} is not a valid slug: it {DNS1123_LABEL_HINT}"));
+                report.error(
+                    format!("spec.context.subagents[{i}]"),
+                    format!("{slug:?} is not a valid slug: it {DNS1123_LABEL_HINT}"),
+                );
             }
         }
     }
@@ -214,7 +223,8 @@ fn validate_context(report: &mut Report, context: &AgentContext) {
 }
 
 fn validate_share(report: &mut Report, share: &AgentShare) {
-    for (field, scope) in [("spec.share.readScope", &share.read_scope), ("spec.share.manageScope", &share.manage_scope)] {
+    for (field, scope) in [("spec.share.readScope", &share.read_scope), ("spec.share.manageScope", &share.manage_scope)]
+    {
         if let Some(scope) = scope {
             validate_scope(report, field, scope);
         }
@@ -245,7 +255,10 @@ fn validate_scope(report: &mut Report, field: &str, scope: &ShareScope) {
         _ => {}
     }
     if scope.department_ids.len() > 256 {
-        report.error(format!("{field}.departmentIds"), format!("must have at most 256 entries (has {})", scope.department_ids.len()));
+        report.error(
+            format!("{field}.departmentIds"),
+            format!("must have at most 256 entries (has {})", scope.department_ids.len()),
+        );
     }
     let mut seen = HashSet::new();
     for (i, id) in scope.department_ids.iter().enumerate() {
@@ -309,7 +322,9 @@ pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
         let field = format!("spec.context.subagents[{i}]");
         match others.iter().find(|other| other.name_any() == *slug) {
             None if slug == super::GENERAL_PURPOSE => {}
-            None => report.warn(field, format!("no Agent {slug:?} in this namespace yet; it is ignored until one exists")),
+            None => {
+                report.warn(field, format!("no Agent {slug:?} in this namespace yet; it is ignored until one exists"))
+            }
             Some(other) if !other.spec.is_subagent() => {
                 report.warn(field, format!("Agent {slug:?} is not a subagent; it is ignored until it becomes one"));
             }
@@ -343,7 +358,10 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
         check_id(&mut report, "spec.parent.fileThreadId", parent.file_thread_id.as_deref());
         check_opt_len(&mut report, "spec.parent.toolCallId", parent.tool_call_id.as_deref(), 256);
         if !is_dns1123_label(&parent.agent) {
-            report.error("spec.parent.agent", format!("{:?} is not an Agent name: it {DNS1123_LABEL_HINT}", parent.agent));
+            report.error(
+                "spec.parent.agent",
+                format!("{:?} is not an Agent name: it {DNS1123_LABEL_HINT}", parent.agent),
+            );
         }
         if let Some(thread_id) = &spec.thread_id
             && !is_child_thread_of(thread_id, &parent.thread_id, &spec.agent)
@@ -362,7 +380,11 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
     {
         report.error(
             "spec.timeoutSeconds",
-            format!("must be within {}..{} seconds (is {timeout})", TIMEOUT_SECONDS_RANGE.start(), TIMEOUT_SECONDS_RANGE.end()),
+            format!(
+                "must be within {}..{} seconds (is {timeout})",
+                TIMEOUT_SECONDS_RANGE.start(),
+                TIMEOUT_SECONDS_RANGE.end()
+            ),
         );
     }
     if let Some(ttl) = spec.ttl_seconds_after_finished
@@ -400,7 +422,8 @@ pub fn validate_agent_run_update(old: &AgentRun, new: &AgentRun) -> Report {
         ("spec.model", o.model != n.model),
     ];
     for (field, _) in changed.iter().filter(|(_, changed)| *changed) {
-        report.error(*field, "is immutable after creation; create a new AgentRun instead (only spec.cancel may change)");
+        report
+            .error(*field, "is immutable after creation; create a new AgentRun instead (only spec.cancel may change)");
     }
     if o.is_cancel_requested() && !n.is_cancel_requested() {
         report.error("spec.cancel", "a requested cancel cannot be withdrawn");

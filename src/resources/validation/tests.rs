@@ -56,8 +56,16 @@ fn omitted_is_subagent_is_derived_from_the_backend() {
     assert_eq!(derived_is_subagent(&agent_with("a", "backend: SubAgentBackend")), Some(true));
     assert_eq!(derived_is_subagent(&agent_with("a", "backend: ChatbotAgent")), Some(false));
     assert_eq!(derived_is_subagent(&agent_with("a", "backend: SubAgentBackend\nisSubagent: true")), None);
-    assert_eq!(derived_is_subagent(&agent_with("a", "backend: ChatbotAgent\nisSubagent: true")), None, "a set flag is never overwritten");
-    assert_eq!(derived_is_subagent(&agent_with("a", "backend: Nope")), None, "nothing is stamped on an unknown backend");
+    assert_eq!(
+        derived_is_subagent(&agent_with("a", "backend: ChatbotAgent\nisSubagent: true")),
+        None,
+        "a set flag is never overwritten"
+    );
+    assert_eq!(
+        derived_is_subagent(&agent_with("a", "backend: Nope")),
+        None,
+        "nothing is stamped on an unknown backend"
+    );
 }
 
 #[test]
@@ -72,7 +80,8 @@ fn a_subagent_cannot_configure_subagents_even_an_empty_list() {
     assert_admits(&validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  subagents: [b]")));
     assert_admits(&validate_agent(&agent_with("a", "backend: SubAgentBackend\ncontext:\n  tools: [ls]")));
     for list in ["[b]", "[]"] {
-        let report = validate_agent(&agent_with("a", &format!("backend: SubAgentBackend\ncontext:\n  subagents: {list}")));
+        let report =
+            validate_agent(&agent_with("a", &format!("backend: SubAgentBackend\ncontext:\n  subagents: {list}")));
         assert_rejects_only(&report, "spec.context.subagents");
     }
 }
@@ -82,7 +91,10 @@ fn unknown_backend_is_rejected_with_the_known_ones_listed() {
     let report = validate_agent(&agent_with("a", "backend: LangGraphAgent"));
     assert_rejects_only(&report, "spec.backend");
     let message = &report.errors[0].message;
-    assert!(message.contains("ChatbotAgent") && message.contains("SubAgentBackend") && message.contains("LangGraphAgent"), "{message}");
+    assert!(
+        message.contains("ChatbotAgent") && message.contains("SubAgentBackend") && message.contains("LangGraphAgent"),
+        "{message}"
+    );
 }
 
 #[test]
@@ -135,8 +147,14 @@ fn manage_scope_lies_within_read_scope() {
 
 #[test]
 fn lists_are_sets_of_non_empty_names() {
-    assert_rejects_only(&validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  tools: [ls, ls]")), "spec.context.tools[1]");
-    assert_rejects_only(&validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  skills: ['']")), "spec.context.skills[0]");
+    assert_rejects_only(
+        &validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  tools: [ls, ls]")),
+        "spec.context.tools[1]",
+    );
+    assert_rejects_only(
+        &validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  skills: ['']")),
+        "spec.context.skills[0]",
+    );
     assert_rejects_only(
         &validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  subagents: [Explorer]")),
         "spec.context.subagents[0]",
@@ -145,7 +163,10 @@ fn lists_are_sets_of_non_empty_names() {
 
 #[test]
 fn step_and_retry_bounds() {
-    assert_admits(&validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  maxExecutionSteps: 300\n  modelRetryTimes: 0")));
+    assert_admits(&validate_agent(&agent_with(
+        "a",
+        "backend: ChatbotAgent\ncontext:\n  maxExecutionSteps: 300\n  modelRetryTimes: 0",
+    )));
     assert_rejects_only(
         &validate_agent(&agent_with("a", "backend: ChatbotAgent\ncontext:\n  maxExecutionSteps: 0")),
         "spec.context.maxExecutionSteps",
@@ -162,7 +183,11 @@ fn at_most_one_default_per_namespace() {
     let second = agent_with("quick-chat", "backend: ChatbotAgent\ndefault: true");
     let report = validate_agent_among(&second, std::slice::from_ref(&current));
     assert_rejects_only(&report, "spec.default");
-    assert!(report.errors[0].message.contains("deep-research"), "the message names the current default: {}", report.errors[0]);
+    assert!(
+        report.errors[0].message.contains("deep-research"),
+        "the message names the current default: {}",
+        report.errors[0]
+    );
 
     // The default itself, updated, is not its own rival; a non-default agent has no conflict.
     assert_admits(&validate_agent_among(&current, std::slice::from_ref(&current)));
@@ -173,7 +198,10 @@ fn at_most_one_default_per_namespace() {
 fn subagent_references_that_do_not_resolve_are_warnings() {
     let explorer = agent_with("explorer", "backend: SubAgentBackend\nisSubagent: true");
     let chat = agent_with("chat", "backend: ChatbotAgent");
-    let parent = agent_with("parent", "backend: ChatbotAgent\ncontext:\n  subagents: [explorer, general-purpose, missing, chat]");
+    let parent = agent_with(
+        "parent",
+        "backend: ChatbotAgent\ncontext:\n  subagents: [explorer, general-purpose, missing, chat]",
+    );
     let report = validate_agent_among(&parent, &[explorer, chat]);
     assert_admits(&report);
     let warned: Vec<&str> = report.warnings.iter().map(|w| w.field.as_str()).collect();
@@ -205,7 +233,10 @@ fn timeout_seconds_within_one_second_and_one_day() {
         assert_admits(&validate_agent_run(&run_with(&format!("agent: a\ninput: x\ntimeoutSeconds: {ok}"))));
     }
     for bad in [0, -5, 86_401] {
-        assert_rejects_only(&validate_agent_run(&run_with(&format!("agent: a\ninput: x\ntimeoutSeconds: {bad}"))), "spec.timeoutSeconds");
+        assert_rejects_only(
+            &validate_agent_run(&run_with(&format!("agent: a\ninput: x\ntimeoutSeconds: {bad}"))),
+            "spec.timeoutSeconds",
+        );
     }
 }
 
@@ -251,7 +282,10 @@ fn the_spec_is_immutable_except_cancel() {
 #[test]
 fn a_requested_cancel_cannot_be_withdrawn() {
     let cancelled = run_with(&format!("{CHILD_RUN}\ncancel: true"));
-    assert_rejects_only(&validate_agent_run_update(&cancelled, &run_with(&format!("{CHILD_RUN}\ncancel: false"))), "spec.cancel");
+    assert_rejects_only(
+        &validate_agent_run_update(&cancelled, &run_with(&format!("{CHILD_RUN}\ncancel: false"))),
+        "spec.cancel",
+    );
     assert_rejects_only(&validate_agent_run_update(&cancelled, &run_with(CHILD_RUN)), "spec.cancel");
     assert_admits(&validate_agent_run_update(&cancelled, &cancelled));
 }
