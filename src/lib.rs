@@ -3,6 +3,9 @@
 //! The rules live in pure modules ([`resources::validation`], [`run`]); the Kubernetes, HTTP and process
 //! I/O are thin shells around them ([`webhook`]). See the README for the architecture.
 
+pub mod keys;
 pub mod resources;
 pub mod run;
+pub mod runner;
+pub mod store;
 pub mod webhook;

@@ -7,6 +7,12 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use yuxi_operator::resources::{catalog, crd};
+use yuxi_operator::runner::graph::Status;
+use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
+use yuxi_operator::runner::tools::execute::LocalExecutor;
+use yuxi_operator::runner::tools::files::VolumePaths;
+use yuxi_operator::runner::{self, RunnerOptions, mcp};
+use yuxi_operator::store::Store;
 use yuxi_operator::webhook::{self, Admission, ServeOptions};
 
 #[derive(Parser)]
@@ -52,6 +58,55 @@ enum Command {
         #[arg(long)]
         offline: bool,
     },
+    /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
+    Runner(RunnerArgs),
+    /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
+    SandboxExec {
+        /// The Unix socket to listen on, on a volume shared with the runner.
+        #[arg(long, value_name = "PATH", default_value = "/run/yuxi/sandbox.sock")]
+        socket: PathBuf,
+        /// The folder commands run in.
+        #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/workspace")]
+        workdir: PathBuf,
+    },
+}
+
+/// The runner's inputs; see the `runner` module for the contract.
+#[derive(clap::Args)]
+struct RunnerArgs {
+    /// The AgentRun manifest to execute.
+    #[arg(long, value_name = "FILE")]
+    run: PathBuf,
+    /// The Agent manifest the run names.
+    #[arg(long, value_name = "FILE")]
+    agent: PathBuf,
+    /// The user's workspace volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/workspace")]
+    workspace: PathBuf,
+    /// The parent conversation's uploads volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/uploads")]
+    uploads: PathBuf,
+    /// The parent conversation's outputs volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/outputs")]
+    outputs: PathBuf,
+    /// The agent's skills scope.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/skills")]
+    skills: PathBuf,
+    /// Run `execute` commands in the sandbox container listening on this socket, not as subprocesses.
+    #[arg(long, value_name = "PATH")]
+    sandbox_socket: Option<PathBuf>,
+    /// Redis, where events, history and the result go.
+    #[arg(long, env = "YUXI_REDIS_URL", hide_env_values = true)]
+    redis_url: String,
+    /// The model of agents whose context names none.
+    #[arg(long, env = "YUXI_DEFAULT_MODEL")]
+    default_model: Option<String>,
+    /// The OpenAI-compatible endpoint of `openai/` models.
+    #[arg(long, env = "OPENAI_BASE_URL")]
+    openai_base_url: Option<String>,
+    /// The MCP servers agents may use (a YAML map of name to {url, tools}).
+    #[arg(long, env = "YUXI_MCP_SERVERS", value_name = "FILE")]
+    mcp_servers: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -62,12 +117,82 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
+        Command::Runner(args) => run_runner(args),
+        Command::SandboxExec { socket, workdir } => run_async(async move {
+            tracing::info!(socket = %socket.display(), "serving execute requests");
+            yuxi_operator::runner::tools::execute::serve_socket(&socket, LocalExecutor::plain(workdir)).await?;
+            Ok(())
+        }),
         Command::Webhook { listen, tls_cert, tls_key, cert_reload_seconds, offline } => {
             let options =
                 ServeOptions { listen, tls_cert, tls_key, reload_interval: Duration::from_secs(cert_reload_seconds) };
             run_async(run_webhook(options, offline))
         }
     }
+}
+
+/// Exit status of a runner that could not run at all.
+const EXIT_UNUSABLE: u8 = 2;
+
+fn run_runner(args: RunnerArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    runtime.block_on(async move {
+        let mcp_servers = match &args.mcp_servers {
+            Some(path) => match mcp::load_servers(path) {
+                Ok(servers) => servers,
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    return ExitCode::from(EXIT_UNUSABLE);
+                }
+            },
+            None => Default::default(),
+        };
+        let openai = args
+            .openai_base_url
+            .clone()
+            .map(|base_url| OpenAiEndpoint { base_url, api_key: std::env::var("OPENAI_API_KEY").unwrap_or_default() });
+        let options = RunnerOptions {
+            run_file: args.run,
+            agent_file: args.agent,
+            volumes: VolumePaths {
+                workspace: args.workspace,
+                uploads: args.uploads,
+                outputs: args.outputs,
+                skills: args.skills,
+            },
+            sandbox_socket: args.sandbox_socket,
+            default_model: args.default_model,
+            models: ModelSettings { openai },
+            mcp_servers,
+            cancel_poll: Duration::from_secs(1),
+        };
+        let store = match Store::connect_redis(&args.redis_url).await {
+            Ok(store) => store,
+            Err(err) => {
+                eprintln!("error: cannot reach Redis (YUXI_REDIS_URL): {err}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        };
+        match runner::run(&options, store).await {
+            Err(err) => {
+                eprintln!("error: {err}");
+                ExitCode::from(EXIT_UNUSABLE)
+            }
+            Ok(report) => {
+                match &report.error {
+                    Some(error) => eprintln!("run {}: {error}", report.status.as_str()),
+                    None => eprintln!("run {}", report.status.as_str()),
+                }
+                if report.status == Status::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+            }
+        }
+    })
 }
 
 fn print_crds(out_dir: Option<PathBuf>) -> ExitCode {

@@ -52,9 +52,9 @@ impl Webhook {
 
     /// A client that trusts only `ca_pem` and reaches `localhost` at the webhook's address, opening a
     /// new connection for every request (so every request sees the certificate served now).
-    fn client_trusting(&self, ca_pem: &str) -> reqwest::Client {
-        reqwest::Client::builder()
-            .add_root_certificate(reqwest::Certificate::from_pem(ca_pem.as_bytes()).expect("CA"))
+    fn client_trusting(&self, ca_pem: &str) -> reqwest12::Client {
+        reqwest12::Client::builder()
+            .add_root_certificate(reqwest12::Certificate::from_pem(ca_pem.as_bytes()).expect("CA"))
             .tls_built_in_root_certs(false)
             .resolve("localhost", self.addr)
             .pool_max_idle_per_host(0)
@@ -66,7 +66,7 @@ impl Webhook {
         format!("https://localhost:{}{path}", self.addr.port())
     }
 
-    async fn post(&self, path: &str, body: impl Into<reqwest::Body>) -> (u16, String) {
+    async fn post(&self, path: &str, body: impl Into<reqwest12::Body>) -> (u16, String) {
         let response = self
             .client_trusting(&self.trusted)
             .post(self.url(path))

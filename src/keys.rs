@@ -1,0 +1,40 @@
+//! The Redis keys and channels of a run, shared by the runner, the facade and the controller
+//! (DESIGN.md section 6). Every id is checked by [`crate::run::thread_id::is_valid_id`] before it gets
+//! here, so a key can never name another run's data.
+
+/// How long a run's event stream lives after its last write, in seconds (Yuxi keeps run streams 7200 s).
+pub const EVENTS_TTL_SECONDS: i64 = 7200;
+/// How long a cancel request is kept, in seconds (Yuxi: 1800 s).
+pub const CANCEL_TTL_SECONDS: i64 = 1800;
+/// How long a run's result is kept, in seconds (seven days).
+pub const RESULT_TTL_SECONDS: i64 = 7 * 24 * 3600;
+/// The most entries a run's event stream keeps (approximately; older entries are trimmed).
+pub const EVENTS_MAX_LEN: usize = 10_000;
+
+/// The run's event stream. Each entry has two fields: `event` (the event name) and `data` (the JSON
+/// envelope `{schema_version, run_id, thread_id, event, payload, created_at}`); the entry id is the
+/// `after_seq` cursor.
+pub fn run_events(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:events")
+}
+
+/// The run's cancel request: a key whose presence means "cancel", and a pub/sub channel of the same name
+/// on which the request is announced so the runner stops at once.
+pub fn run_cancel(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:cancel")
+}
+
+/// The run's result: JSON `{status, output, error, agent_slug, run_id, thread_id, token_usage}`.
+pub fn run_result(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:result")
+}
+
+/// The thread's conversation history: a list of JSON chat messages, oldest first.
+pub fn thread_messages(thread_id: &str) -> String {
+    format!("yuxi:thread:{thread_id}:messages")
+}
+
+/// The thread's lock: holds the id of the thread's one non-terminal run.
+pub fn thread_active_run(thread_id: &str) -> String {
+    format!("yuxi:thread:{thread_id}:active_run")
+}

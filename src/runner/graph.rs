@@ -1,0 +1,363 @@
+//! The graph: the model-and-tools loop that takes one run to a terminal state.
+//!
+//! Each step calls the model on the conversation so far; a turn with tool calls runs them and feeds the
+//! results back; a turn without tool calls is the final answer. The loop stops on the final answer, on
+//! `maxExecutionSteps`, on a cancel request (within the cancel poll interval, at the latest) or on the
+//! deadline. Whatever way it stops, the thread's new messages and the result are persisted and exactly one
+//! `end` event is written.
+
+use std::time::Duration;
+
+use serde::Serialize;
+use serde_json::{Value, json};
+use tokio::sync::mpsc;
+use tokio::time::Instant;
+
+use super::message::{Message, ToolCall};
+use super::model::{Model, ModelDelta, ModelError, ModelTurn};
+use super::tools::ToolBox;
+use crate::resources::TokenUsage;
+use crate::store::{Store, StoreError};
+
+/// Text deltas are sent at most this often...
+const BATCH_INTERVAL: Duration = Duration::from_millis(100);
+/// ...or when this many characters are waiting.
+const BATCH_CHARS: usize = 512;
+/// The first retry waits this long; each further one twice as long, up to [`MAX_BACKOFF`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(500);
+const MAX_BACKOFF: Duration = Duration::from_secs(8);
+
+/// How a run ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Status {
+    /// The model gave its final answer.
+    Completed,
+    /// Something went wrong; `error` says what.
+    Failed,
+    /// A cancel was requested.
+    Cancelled,
+}
+
+impl Status {
+    /// The status as events and results spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Status::Completed => "completed",
+            Status::Failed => "failed",
+            Status::Cancelled => "cancelled",
+        }
+    }
+}
+
+/// What a run produced.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct RunReport {
+    /// How it ended.
+    pub status: Status,
+    /// The final assistant text (empty unless completed).
+    pub output: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Tokens used, summed over the model calls.
+    pub token_usage: TokenUsage,
+}
+
+/// Who and what one run is.
+#[derive(Clone, Debug)]
+pub struct RunIdentity {
+    /// The run id.
+    pub run_id: String,
+    /// The run's thread.
+    pub thread_id: String,
+    /// The agent's slug.
+    pub agent_slug: String,
+}
+
+/// Everything the loop works with.
+pub struct Graph {
+    /// The run.
+    pub identity: RunIdentity,
+    /// Where events, history and the result go.
+    pub store: Store,
+    /// The model.
+    pub model: Model,
+    /// The granted tools.
+    pub tools: ToolBox,
+    /// The system prompt.
+    pub system_prompt: String,
+    /// The task.
+    pub input: String,
+    /// The most model calls.
+    pub max_steps: u32,
+    /// Retries of a model call that failed transiently.
+    pub model_retries: u32,
+    /// How long the run may take.
+    pub timeout: Duration,
+    /// How often the cancel key is checked besides the pub/sub notice.
+    pub cancel_poll: Duration,
+}
+
+/// Why the loop stopped early.
+enum Stop {
+    Failed(String),
+}
+
+impl From<StoreError> for Stop {
+    fn from(err: StoreError) -> Self {
+        Stop::Failed(format!("cannot write the run's state: {err}"))
+    }
+}
+
+/// The conversation as it grows during the run.
+#[derive(Default)]
+struct Conversation {
+    messages: Vec<Message>,
+    added: Vec<Message>,
+    usage: TokenUsage,
+    steps: u32,
+}
+
+impl Conversation {
+    fn push(&mut self, message: Message) {
+        self.messages.push(message.clone());
+        self.added.push(message);
+    }
+}
+
+impl Graph {
+    /// Runs to a terminal state, with `metadata` already written by the caller. Never panics on bad input;
+    /// always persists what was said and writes one `end` event (a failure to write it is logged).
+    pub async fn run(&self, metadata: Value) -> RunReport {
+        let mut conversation = Conversation::default();
+        let outcome = match self.emit("metadata", metadata).await {
+            Err(err) => Err(Stop::from(err)),
+            Ok(()) => {
+                let deadline = tokio::time::sleep(self.timeout);
+                tokio::select! {
+                    result = self.steps(&mut conversation) => result,
+                    () = self.store.cancelled(&self.identity.run_id, self.cancel_poll) => Ok(None),
+                    () = deadline => Err(Stop::Failed(format!("the run exceeded its deadline of {} s", self.timeout.as_secs()))),
+                }
+            }
+        };
+        let report = match outcome {
+            Ok(Some(output)) => {
+                RunReport { status: Status::Completed, output, error: None, token_usage: conversation.usage.clone() }
+            }
+            Ok(None) => RunReport {
+                status: Status::Cancelled,
+                output: String::new(),
+                error: None,
+                token_usage: conversation.usage.clone(),
+            },
+            Err(Stop::Failed(error)) => RunReport {
+                status: Status::Failed,
+                output: String::new(),
+                error: Some(error),
+                token_usage: conversation.usage.clone(),
+            },
+        };
+        self.finish(&conversation, &report).await;
+        report
+    }
+
+    /// The loop. `Ok(Some(text))` is a final answer.
+    async fn steps(&self, conversation: &mut Conversation) -> Result<Option<String>, Stop> {
+        let history = self.store.thread_messages(&self.identity.thread_id).await?;
+        conversation.messages.push(Message::System { content: self.system_prompt.clone() });
+        conversation.messages.extend(history);
+        conversation.push(Message::User { content: self.input.clone() });
+        let specs = self.tools.specs();
+        loop {
+            if conversation.steps >= self.max_steps {
+                return Err(Stop::Failed(format!(
+                    "the run reached maxExecutionSteps ({}) without a final answer",
+                    self.max_steps
+                )));
+            }
+            conversation.steps += 1;
+            let message_id = format!("{}-{}", self.identity.run_id, conversation.steps);
+            let turn = self.call_model(&conversation.messages, &specs, &message_id).await?;
+            if let Some(usage) = &turn.usage {
+                conversation.usage.prompt_tokens += usage.prompt_tokens;
+                conversation.usage.completion_tokens += usage.completion_tokens;
+                conversation.usage.total_tokens += usage.total_tokens;
+            }
+            let content = (!turn.content.is_empty()).then(|| turn.content.clone());
+            conversation.push(Message::Assistant { content, tool_calls: turn.tool_calls.clone() });
+            if turn.tool_calls.is_empty() {
+                return Ok(Some(turn.content));
+            }
+            for call in &turn.tool_calls {
+                let result = self.call_tool(call, &message_id).await?;
+                conversation.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+            }
+        }
+    }
+
+    /// One model turn, retried on transient errors, its text streamed as batched `messages` events.
+    async fn call_model(
+        &self,
+        messages: &[Message],
+        specs: &[super::tools::ToolSpec],
+        message_id: &str,
+    ) -> Result<ModelTurn, Stop> {
+        let mut attempt = 0;
+        loop {
+            match self.stream_turn(messages, specs, message_id).await? {
+                Ok(turn) => return Ok(turn),
+                Err(err) if err.is_transient() && attempt < self.model_retries => {
+                    attempt += 1;
+                    let backoff = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(8)).min(MAX_BACKOFF);
+                    self.emit(
+                        "custom",
+                        json!({"type": "model_retry", "attempt": attempt, "of": self.model_retries, "error": err.to_string(), "backoff_ms": backoff.as_millis() as u64}),
+                    )
+                    .await?;
+                    tokio::time::sleep(backoff).await;
+                }
+                Err(err) => {
+                    let tries = attempt + 1;
+                    return Err(Stop::Failed(format!(
+                        "the model call failed after {tries} attempt{}: {err}",
+                        if tries == 1 { "" } else { "s" }
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Runs one model call while forwarding its deltas in batches.
+    async fn stream_turn(
+        &self,
+        messages: &[Message],
+        specs: &[super::tools::ToolSpec],
+        message_id: &str,
+    ) -> Result<Result<ModelTurn, ModelError>, Stop> {
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        let call = self.model.complete(messages, specs, &sender);
+        tokio::pin!(call);
+        let mut batch = Batch::default();
+        let result = loop {
+            let flush_at = batch.flush_at();
+            tokio::select! {
+                biased;
+                Some(delta) = receiver.recv() => {
+                    batch.push(delta);
+                    if batch.chars() >= BATCH_CHARS {
+                        self.flush(&mut batch, message_id).await?;
+                    }
+                }
+                result = &mut call => break result,
+                () = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
+                    self.flush(&mut batch, message_id).await?;
+                }
+            }
+        };
+        while let Ok(delta) = receiver.try_recv() {
+            batch.push(delta);
+        }
+        self.flush(&mut batch, message_id).await?;
+        Ok(result)
+    }
+
+    async fn flush(&self, batch: &mut Batch, message_id: &str) -> Result<(), Stop> {
+        if let Some(payload) = batch.take(message_id) {
+            self.emit("messages", payload).await?;
+        }
+        Ok(())
+    }
+
+    /// Runs one tool call, writing the call and its result as `messages` events. A tool's failure is
+    /// fed back to the model as the result, prefixed `Error:`.
+    async fn call_tool(&self, call: &ToolCall, message_id: &str) -> Result<String, Stop> {
+        let name = &call.function.name;
+        self.emit(
+            "messages",
+            json!({"type": "tool_call", "message_id": message_id, "tool_call_id": call.id, "name": name, "args": call.function.arguments}),
+        )
+        .await?;
+        let (content, is_error) = match self.tools.call(name, &call.function.arguments).await {
+            Ok(output) => (output, false),
+            Err(err) => (format!("Error: {err}"), true),
+        };
+        self.emit(
+            "messages",
+            json!({"type": "tool_result", "tool_call_id": call.id, "name": name, "content": content, "is_error": is_error}),
+        )
+        .await?;
+        Ok(content)
+    }
+
+    async fn emit(&self, event: &str, payload: Value) -> Result<(), StoreError> {
+        self.store.append_event(&self.identity.run_id, &self.identity.thread_id, event, payload).await.map(|_| ())
+    }
+
+    /// Persists the new messages and the result, then writes `error` (when failed) and `end`.
+    async fn finish(&self, conversation: &Conversation, report: &RunReport) {
+        let identity = &self.identity;
+        let result = json!({
+            "status": report.status.as_str(),
+            "output": report.output,
+            "error": report.error,
+            "agent_slug": identity.agent_slug,
+            "run_id": identity.run_id,
+            "thread_id": identity.thread_id,
+            "token_usage": report.token_usage,
+        });
+        if let Err(err) =
+            self.store.finish_run(&identity.run_id, &identity.thread_id, &conversation.added, &result).await
+        {
+            tracing::error!(run_id = %identity.run_id, error = %err, "cannot persist the run's messages and result");
+        }
+        if let Some(message) = &report.error {
+            if let Err(err) = self.emit("error", json!({"message": message, "retryable": false})).await {
+                tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
+            }
+        }
+        let end = json!({"status": report.status.as_str(), "error": report.error});
+        if let Err(err) = self.emit("end", end).await {
+            tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the end event");
+        }
+    }
+}
+
+/// Deltas waiting to be sent.
+#[derive(Default)]
+struct Batch {
+    content: String,
+    reasoning: String,
+    since: Option<Instant>,
+}
+
+impl Batch {
+    fn push(&mut self, delta: ModelDelta) {
+        match delta {
+            ModelDelta::Content(text) => self.content.push_str(&text),
+            ModelDelta::Reasoning(text) => self.reasoning.push_str(&text),
+        }
+        self.since.get_or_insert_with(Instant::now);
+    }
+
+    fn chars(&self) -> usize {
+        self.content.chars().count() + self.reasoning.chars().count()
+    }
+
+    fn flush_at(&self) -> Option<Instant> {
+        self.since.map(|since| since + BATCH_INTERVAL)
+    }
+
+    fn take(&mut self, message_id: &str) -> Option<Value> {
+        self.since = None;
+        if self.content.is_empty() && self.reasoning.is_empty() {
+            return None;
+        }
+        let mut payload =
+            json!({"type": "message_delta", "message_id": message_id, "content": std::mem::take(&mut self.content)});
+        if !self.reasoning.is_empty() {
+            payload["reasoning_content"] = Value::String(std::mem::take(&mut self.reasoning));
+        }
+        Some(payload)
+    }
+}

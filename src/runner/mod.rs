@@ -1,0 +1,225 @@
+//! The runner: executes one AgentRun of one Agent to a terminal state (the `runner` role; in a pod the
+//! `runner` container, in the local mode a subprocess).
+//!
+//! # Contract
+//!
+//! The controller and the local mode start it the same way:
+//!
+//! ```text
+//! yuxi-operator runner --run RUN.yaml --agent AGENT.yaml
+//!     [--workspace DIR --uploads DIR --outputs DIR --skills DIR]   (default: the pod's /home/gem paths)
+//!     [--sandbox-socket PATH]                                      (run `execute` in the sandbox container)
+//! environment: YUXI_REDIS_URL (required), YUXI_DEFAULT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY,
+//!              YUXI_MCP_SERVERS (a file)
+//! ```
+//!
+//! `RUN.yaml` is the AgentRun manifest (its `metadata.name` is the run id; its `spec.threadId`, or the run
+//! id when absent, the thread), `AGENT.yaml` the Agent manifest it names. Events, history and the result
+//! go to Redis (DESIGN.md section 6). Exit status: 0 when the run completed or was cancelled, 1 when it
+//! failed (its `error` and `end` events say why), 2 when the input files are unusable or the store is
+//! unreachable (nothing could be written). Secrets are never printed and never passed to `execute`.
+
+pub mod graph;
+pub mod mcp;
+pub mod message;
+pub mod model;
+pub mod skills;
+pub mod tools;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::resources::manifest::{Manifest, read_manifest_file};
+use crate::resources::validation::{validate_agent, validate_agent_run};
+use crate::resources::{Agent, AgentRun, TokenUsage};
+use crate::store::Store;
+use graph::{Graph, RunIdentity, RunReport, Status};
+use model::{Model, ModelSettings};
+use tools::execute::{ExecuteTool, Executor, LocalExecutor};
+use tools::files::{FileOp, FileTool, VolumePaths, Volumes};
+use tools::{Grants, ToolBox, names};
+
+/// The system prompt of an agent whose context sets none.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a capable assistant. Work step by step, use the tools you have when they help, and finish with a clear, complete answer.";
+/// The default of `maxExecutionSteps` (Yuxi: 300).
+pub const DEFAULT_MAX_STEPS: u32 = 300;
+/// The default of `modelRetryTimes` (Yuxi: 2).
+pub const DEFAULT_MODEL_RETRIES: u32 = 2;
+/// The default of `timeoutSeconds`, in seconds (Yuxi's job time-out: 3600).
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
+
+/// What the runner needs besides the run and the agent.
+#[derive(Clone, Debug)]
+pub struct RunnerOptions {
+    /// The AgentRun manifest.
+    pub run_file: PathBuf,
+    /// The Agent manifest.
+    pub agent_file: PathBuf,
+    /// Where the volumes are.
+    pub volumes: VolumePaths,
+    /// The sandbox container's socket; `None` runs commands as local subprocesses.
+    pub sandbox_socket: Option<PathBuf>,
+    /// The model of agents whose context and run name none.
+    pub default_model: Option<String>,
+    /// Where `openai/` models are served.
+    pub models: ModelSettings,
+    /// The MCP servers agents may use, by name.
+    pub mcp_servers: mcp::McpServers,
+    /// How often the cancel key is checked besides the pub/sub notice.
+    pub cancel_poll: Duration,
+}
+
+/// Why the runner could not run at all (nothing was written for the run).
+#[derive(Debug, thiserror::Error)]
+pub enum RunnerError {
+    /// The run manifest is unusable.
+    #[error("{0}")]
+    BadInput(String),
+}
+
+/// Reads the run, then runs it against `store` (see the module's contract).
+///
+/// Errors: [`RunnerError::BadInput`] when the run manifest cannot be read as one valid AgentRun. Every
+/// later problem (a bad agent, an unknown model, an unreachable endpoint) ends the run `failed` with an
+/// `error` event, and is in the returned report.
+pub async fn run(options: &RunnerOptions, store: Store) -> Result<RunReport, RunnerError> {
+    let run = read_run(options)?;
+    let identity = RunIdentity {
+        run_id: run.name_any(),
+        thread_id: run.spec.thread_id.clone().unwrap_or_else(|| run.name_any()),
+        agent_slug: run.spec.agent.clone(),
+    };
+    let mut metadata = json!({
+        "agent_slug": identity.agent_slug,
+        "run_id": identity.run_id,
+        "thread_id": identity.thread_id,
+        "parent": run.spec.parent,
+        "input": run.spec.input,
+    });
+    match prepare(options, &run, &identity, store.clone(), &mut metadata).await {
+        Ok(graph) => Ok(graph.run(metadata).await),
+        Err(error) => Ok(fail_before_start(&store, &identity, metadata, error).await),
+    }
+}
+
+fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {
+    let bad = |m: String| RunnerError::BadInput(format!("{}: {m}", options.run_file.display()));
+    let run = match read_manifest_file(&options.run_file).map_err(|e| bad(e.to_string()))?.as_slice() {
+        [Manifest::AgentRun(run)] => (**run).clone(),
+        _ => return Err(bad("must hold exactly one AgentRun".to_string())),
+    };
+    let report = validate_agent_run(&run);
+    if !report.is_ok() {
+        return Err(bad(report.error_summary()));
+    }
+    Ok(run)
+}
+
+/// Builds the graph: the agent, its model, its tools and its prompt. Errors are the run's failure.
+async fn prepare(
+    options: &RunnerOptions,
+    run: &AgentRun,
+    identity: &RunIdentity,
+    store: Store,
+    metadata: &mut Value,
+) -> Result<Graph, String> {
+    let agent = read_agent(options, &run.spec.agent)?;
+    let spec = &agent.spec;
+    let context = spec.context();
+    metadata["is_subagent"] = Value::Bool(spec.is_subagent());
+
+    let model_id = run
+        .spec
+        .model
+        .clone()
+        .or_else(|| context.model.clone().filter(|m| !m.is_empty()))
+        .or_else(|| options.default_model.clone())
+        .ok_or("no model: set spec.context.model on the Agent, spec.model on the AgentRun, or YUXI_DEFAULT_MODEL")?;
+    metadata["model"] = Value::String(model_id.clone());
+    let model = Model::resolve(&model_id, &options.models)?;
+
+    let grants = Grants::for_agent(spec);
+    let volumes = Arc::new(Volumes::open(&options.volumes).map_err(|e| e.to_string())?);
+    let mut tools = ToolBox::new();
+    for op in FileOp::ALL.into_iter().filter(|op| grants.allows_builtin(op.name())) {
+        tools.insert(Arc::new(FileTool::new(op, volumes.clone())));
+    }
+    if grants.allows_builtin(names::EXECUTE) {
+        let executor = match &options.sandbox_socket {
+            Some(socket) => Executor::Socket(socket.clone()),
+            None => Executor::Local(LocalExecutor::isolated(&options.volumes).await),
+        };
+        tools.insert(Arc::new(ExecuteTool::new(executor)));
+    }
+    for tool in mcp::connect_granted(&options.mcp_servers, &grants).await? {
+        tools.insert(tool);
+    }
+    metadata["tools"] = json!(tools.names());
+
+    let mut system_prompt = context
+        .system_prompt
+        .clone()
+        .filter(|p| !p.trim().is_empty())
+        .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+    let skills = skills::read_skills(&options.volumes.skills);
+    if let Some(section) = skills::prompt_section(&skills, context.preload_skills.as_deref().unwrap_or_default()) {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&section);
+    }
+
+    Ok(Graph {
+        identity: identity.clone(),
+        store,
+        model,
+        tools,
+        system_prompt,
+        input: run.spec.input.clone(),
+        max_steps: context.max_execution_steps.unwrap_or(DEFAULT_MAX_STEPS),
+        model_retries: context.model_retry_times.unwrap_or(DEFAULT_MODEL_RETRIES),
+        timeout: Duration::from_secs(run.spec.timeout_seconds.map_or(DEFAULT_TIMEOUT_SECONDS, |t| t.max(1) as u64)),
+        cancel_poll: options.cancel_poll,
+    })
+}
+
+fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
+    let path = options.agent_file.display();
+    let agent = match read_manifest_file(&options.agent_file).map_err(|e| format!("{path}: {e}"))?.as_slice() {
+        [Manifest::Agent(agent)] => (**agent).clone(),
+        _ => return Err(format!("{path} must hold exactly one Agent")),
+    };
+    if agent.name_any() != slug {
+        return Err(format!("{path} holds Agent {:?}, but the run names {slug:?}", agent.name_any()));
+    }
+    let report = validate_agent(&agent);
+    if !report.is_ok() {
+        return Err(format!("Agent {slug:?} is not valid: {}", report.error_summary()));
+    }
+    Ok(agent)
+}
+
+/// Ends a run that could not start: `metadata`, `error`, the result, and `end`, as a run that failed.
+async fn fail_before_start(store: &Store, identity: &RunIdentity, metadata: Value, error: String) -> RunReport {
+    let report = RunReport {
+        status: Status::Failed,
+        output: String::new(),
+        error: Some(error.clone()),
+        token_usage: TokenUsage::default(),
+    };
+    let result = json!({"status": "failed", "output": "", "error": error, "agent_slug": identity.agent_slug,
+        "run_id": identity.run_id, "thread_id": identity.thread_id, "token_usage": report.token_usage});
+    let (run_id, thread_id) = (&identity.run_id, &identity.thread_id);
+    let writes = async {
+        store.append_event(run_id, thread_id, "metadata", metadata).await?;
+        store.append_event(run_id, thread_id, "error", json!({"message": error, "retryable": false})).await?;
+        store.finish_run(run_id, thread_id, &[], &result).await?;
+        store.append_event(run_id, thread_id, "end", json!({"status": "failed", "error": error})).await
+    };
+    if let Err(err) = writes.await {
+        tracing::error!(run_id = %run_id, error = %err, "cannot record the run's failure");
+    }
+    report
+}

@@ -1,0 +1,108 @@
+//! Chat models: an OpenAI-compatible endpoint (`openai/<model>`) and the offline `scripted` provider.
+//!
+//! A model turn streams its text as [`ModelDelta`]s while it is generated and returns the whole turn
+//! (text, tool calls, token usage) at the end.
+
+pub mod openai;
+pub mod scripted;
+
+use serde::Serialize;
+use tokio::sync::mpsc::UnboundedSender;
+
+use super::message::{Message, ToolCall};
+use super::tools::ToolSpec;
+use crate::resources::TokenUsage;
+
+pub use openai::{OpenAiEndpoint, OpenAiModel};
+pub use scripted::ScriptedModel;
+
+/// A piece of a model turn, as it streams.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ModelDelta {
+    /// Answer text.
+    Content(String),
+    /// Reasoning text, from models that expose it (`reasoning_content`).
+    Reasoning(String),
+}
+
+/// One complete model turn.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ModelTurn {
+    /// The answer text (empty when the turn only calls tools).
+    pub content: String,
+    /// The tools the model asked to call, in order.
+    pub tool_calls: Vec<ToolCall>,
+    /// Tokens used by this call, when the endpoint reports them.
+    pub usage: Option<TokenUsage>,
+}
+
+/// Why a model call failed. Transient failures (rate limits, server errors, time-outs, broken
+/// connections) are retried; the others end the run.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
+pub enum ModelError {
+    /// Worth retrying: HTTP 408, 429 or 5xx, a time-out, a refused or broken connection.
+    #[error("{0}")]
+    Transient(String),
+    /// Not worth retrying: a bad request, a refused key, an unknown model, a malformed answer.
+    #[error("{0}")]
+    Fatal(String),
+}
+
+impl ModelError {
+    /// Whether the call may succeed if tried again.
+    pub fn is_transient(&self) -> bool {
+        matches!(self, ModelError::Transient(_))
+    }
+}
+
+/// A chat model a run talks to.
+pub enum Model {
+    /// An OpenAI-compatible chat-completions endpoint.
+    OpenAi(OpenAiModel),
+    /// A fixed script of turns, for tests and demos without an endpoint.
+    Scripted(ScriptedModel),
+}
+
+/// Where `openai/<model>` models are served.
+#[derive(Clone, Debug, Default)]
+pub struct ModelSettings {
+    /// The OpenAI-compatible endpoint; `None` when no endpoint is configured.
+    pub openai: Option<OpenAiEndpoint>,
+}
+
+impl Model {
+    /// Resolves a model id: `openai/<model>`, `scripted/echo` or `scripted/file:<path>`.
+    ///
+    /// Errors: an unknown provider, `openai/` without a configured endpoint, or an unreadable or
+    /// malformed script, each with a message naming what to fix.
+    pub fn resolve(id: &str, settings: &ModelSettings) -> Result<Model, String> {
+        let (provider, name) = id.split_once('/').filter(|(p, n)| !p.is_empty() && !n.is_empty()).ok_or_else(|| {
+            format!("model {id:?} is not of the form <provider>/<model> (providers: openai, scripted)")
+        })?;
+        match provider {
+            "openai" => {
+                let endpoint = settings.openai.clone().ok_or_else(|| {
+                    format!(
+                        "model {id:?} needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY)"
+                    )
+                })?;
+                Ok(Model::OpenAi(OpenAiModel::new(endpoint, name)?))
+            }
+            "scripted" => ScriptedModel::from_name(name).map(Model::Scripted),
+            other => Err(format!("model {id:?} names the unknown provider {other:?} (providers: openai, scripted)")),
+        }
+    }
+
+    /// Runs one model turn on `messages` with `tools` offered, streaming its text to `deltas`.
+    pub async fn complete(
+        &self,
+        messages: &[Message],
+        tools: &[ToolSpec],
+        deltas: &UnboundedSender<ModelDelta>,
+    ) -> Result<ModelTurn, ModelError> {
+        match self {
+            Model::OpenAi(model) => model.complete(messages, tools, deltas).await,
+            Model::Scripted(model) => model.complete(messages, deltas).await,
+        }
+    }
+}

@@ -1,0 +1,330 @@
+//! The `execute` tool: a shell command in the sandbox, with a time-out and bounded output.
+//!
+//! Commands run through an [`Executor`]: in a pod, the `sandbox` container over a Unix socket (the
+//! `sandbox-exec` role, which holds no secret); in the local mode, a subprocess in the workspace with an
+//! emptied environment, isolated with bubblewrap when `bwrap` is installed and works. Either way the
+//! command sees neither the model API key nor the run's credentials: they are never in its environment.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::time::Duration;
+
+use futures::future::BoxFuture;
+use serde::{Deserialize, Serialize};
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
+use tokio::net::UnixStream;
+use tokio::process::Command;
+
+use super::files::{Scope, VolumePaths};
+use super::{Tool, ToolError, ToolSpec, names, opt_u64, req_str};
+
+/// The `PATH` commands get; nothing else of the runner's environment is passed on.
+const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
+/// The default time-out of a command, in seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 120;
+/// The longest time-out a call may ask for, in seconds.
+pub const MAX_TIMEOUT_SECONDS: u64 = 600;
+/// The most output a command returns to the model, in bytes (stdout and stderr together).
+pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
+/// The largest request line the sandbox accepts, in bytes.
+const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
+
+/// One command to run.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecRequest {
+    /// A shell command line, run by `/bin/sh -c`.
+    pub command: String,
+    /// How long it may run, in seconds; then its whole process group is killed.
+    pub timeout_seconds: u64,
+    /// The most output bytes to return; the rest is counted, not kept.
+    pub max_output_bytes: usize,
+}
+
+/// What a command did.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ExecOutcome {
+    /// The exit code; `None` when it was killed by a signal or timed out.
+    pub exit_code: Option<i32>,
+    /// Its stdout and stderr, interleaved, cut to `max_output_bytes` (lossy UTF-8).
+    pub output: String,
+    /// Output bytes left out.
+    pub truncated_bytes: u64,
+    /// Whether the time-out killed it.
+    pub timed_out: bool,
+}
+
+/// Where commands run.
+#[derive(Clone, Debug)]
+pub enum Executor {
+    /// A subprocess of this process (the local mode).
+    Local(LocalExecutor),
+    /// The sandbox container, reached over the Unix socket at this path (a pod).
+    Socket(PathBuf),
+}
+
+impl Executor {
+    /// Runs one command. Errors: the sandbox cannot be reached or the command cannot be started.
+    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, String> {
+        match self {
+            Executor::Local(local) => local.execute(request).await,
+            Executor::Socket(path) => execute_over_socket(path, request).await,
+        }
+    }
+}
+
+/// Runs commands as subprocesses in the workspace, with an emptied environment; inside bubblewrap (the
+/// volumes mounted at the paths the model sees, no network, its own process tree) when `bwrap` works.
+#[derive(Clone, Debug)]
+pub struct LocalExecutor {
+    workdir: PathBuf,
+    bwrap: Option<(PathBuf, VolumePaths)>,
+}
+
+impl LocalExecutor {
+    /// Commands run in `workdir` with no isolation beyond the emptied environment (the sandbox
+    /// container's own side, where the pod is the isolation).
+    pub fn plain(workdir: impl Into<PathBuf>) -> Self {
+        Self { workdir: workdir.into(), bwrap: None }
+    }
+
+    /// Commands run in the workspace of `volumes`, inside bubblewrap when it is installed and works here,
+    /// plainly otherwise (logged).
+    pub async fn isolated(volumes: &VolumePaths) -> Self {
+        let bwrap = match which_bwrap() {
+            Some(program) if bwrap_works(&program).await => Some((program, volumes.clone())),
+            Some(_) => {
+                tracing::warn!(
+                    "bwrap is installed but cannot create a sandbox here; commands run as plain subprocesses"
+                );
+                None
+            }
+            None => None,
+        };
+        Self { workdir: volumes.workspace.clone(), bwrap }
+    }
+
+    /// Whether commands run inside bubblewrap.
+    pub fn is_isolated(&self) -> bool {
+        self.bwrap.is_some()
+    }
+
+    /// Runs one command. Errors: it cannot be started.
+    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, String> {
+        // Interleave stderr with stdout, in the order the command writes them.
+        let script = format!("exec 2>&1\n{}", request.command);
+        let mut command = match &self.bwrap {
+            Some((program, volumes)) => {
+                let mut command = Command::new(program);
+                command.args(bwrap_args(volumes)).args(["--", "/bin/sh", "-c", &script]);
+                command
+            }
+            None => {
+                let mut command = Command::new("/bin/sh");
+                command.args(["-c", &script]).current_dir(&self.workdir);
+                command
+            }
+        };
+        command
+            .env_clear()
+            .env("PATH", SAFE_PATH)
+            .env("LANG", "C.UTF-8")
+            .env("HOME", if self.bwrap.is_some() { Path::new(Scope::Workspace.virtual_root()) } else { &self.workdir })
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .process_group(0);
+        let mut child = command.spawn().map_err(|e| format!("cannot start the command: {e}"))?;
+        let pid = child.id();
+        let mut stdout = child.stdout.take().expect("stdout is piped");
+        let limit = request.max_output_bytes;
+        let run = async {
+            let mut kept = Vec::new();
+            let mut dropped = 0u64;
+            let mut buffer = [0u8; 8192];
+            loop {
+                let n = stdout.read(&mut buffer).await.unwrap_or(0);
+                if n == 0 {
+                    break;
+                }
+                let room = limit.saturating_sub(kept.len());
+                kept.extend_from_slice(&buffer[..n.min(room)]);
+                dropped += n.saturating_sub(room) as u64;
+            }
+            let status = child.wait().await;
+            (kept, dropped, status)
+        };
+        match tokio::time::timeout(Duration::from_secs(request.timeout_seconds), run).await {
+            Ok((kept, dropped, status)) => Ok(ExecOutcome {
+                exit_code: status.ok().and_then(|s| s.code()),
+                output: String::from_utf8_lossy(&kept).into_owned(),
+                truncated_bytes: dropped,
+                timed_out: false,
+            }),
+            Err(_) => {
+                kill_group(pid);
+                Ok(ExecOutcome { timed_out: true, ..ExecOutcome::default() })
+            }
+        }
+    }
+}
+
+/// Kills the command and everything it started (its process group).
+fn kill_group(pid: Option<u32>) {
+    if let Some(pid) = pid.and_then(|p| i32::try_from(p).ok()) {
+        // SAFETY: killpg only sends a signal; the group is the one the child leads (process_group(0)).
+        unsafe {
+            libc::killpg(pid, libc::SIGKILL);
+        }
+    }
+}
+
+fn which_bwrap() -> Option<PathBuf> {
+    ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].into_iter().map(PathBuf::from).find(|p| p.is_file())
+}
+
+async fn bwrap_works(program: &Path) -> bool {
+    let probe = Command::new(program)
+        .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status();
+    matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Ok(status)) if status.success())
+}
+
+/// The system read-only, a private /tmp, /home replaced by the four volumes at the paths the model sees
+/// (skills read-only), no network, a new session, killed with its parent.
+fn bwrap_args(volumes: &VolumePaths) -> Vec<String> {
+    let mut args: Vec<String> = [
+        "--ro-bind",
+        "/",
+        "/",
+        "--dev",
+        "/dev",
+        "--proc",
+        "/proc",
+        "--tmpfs",
+        "/tmp",
+        "--tmpfs",
+        "/home",
+        "--tmpfs",
+        "/root",
+        "--unshare-all",
+        "--new-session",
+        "--die-with-parent",
+    ]
+    .map(String::from)
+    .to_vec();
+    for scope in [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills] {
+        let flag = if scope == Scope::Skills { "--ro-bind" } else { "--bind" };
+        args.extend([flag.to_string(), volumes.of(scope).display().to_string(), scope.virtual_root().to_string()]);
+    }
+    args.extend(["--chdir".to_string(), Scope::Workspace.virtual_root().to_string()]);
+    args
+}
+
+async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecOutcome, String> {
+    let unreachable = |e: std::io::Error| format!("cannot reach the sandbox at {}: {e}", path.display());
+    let mut stream = UnixStream::connect(path).await.map_err(unreachable)?;
+    let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    line.push(b'\n');
+    stream.write_all(&line).await.map_err(unreachable)?;
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).await.map_err(unreachable)?;
+    serde_json::from_str(&answer).map_err(|e| format!("the sandbox answered something that is not an outcome ({e})"))
+}
+
+/// Serves `execute` requests on the Unix socket at `socket` (the `sandbox-exec` role), one JSON request
+/// line and one JSON outcome line per connection, running each command with `executor`. Runs until the
+/// listener fails.
+pub async fn serve_socket(socket: &Path, executor: LocalExecutor) -> std::io::Result<()> {
+    let _ = std::fs::remove_file(socket);
+    let listener = tokio::net::UnixListener::bind(socket)?;
+    loop {
+        let (stream, _) = listener.accept().await?;
+        let executor = executor.clone();
+        tokio::spawn(async move {
+            let (read, mut write) = stream.into_split();
+            let mut line = String::new();
+            let answer = match BufReader::new(read.take(MAX_REQUEST_BYTES)).read_line(&mut line).await {
+                Ok(_) => match serde_json::from_str::<ExecRequest>(&line) {
+                    Ok(request) => match executor.execute(&bounded(request)).await {
+                        Ok(outcome) => outcome,
+                        Err(err) => ExecOutcome { output: err, ..ExecOutcome::default() },
+                    },
+                    Err(err) => {
+                        ExecOutcome { output: format!("not an execute request: {err}"), ..ExecOutcome::default() }
+                    }
+                },
+                Err(err) => ExecOutcome { output: format!("cannot read the request: {err}"), ..ExecOutcome::default() },
+            };
+            let mut bytes = serde_json::to_vec(&answer).unwrap_or_default();
+            bytes.push(b'\n');
+            let _ = write.write_all(&bytes).await;
+        });
+    }
+}
+
+/// Clamps a request to the limits, whoever sent it.
+fn bounded(mut request: ExecRequest) -> ExecRequest {
+    request.timeout_seconds = request.timeout_seconds.clamp(1, MAX_TIMEOUT_SECONDS);
+    request.max_output_bytes = request.max_output_bytes.min(MAX_OUTPUT_BYTES);
+    request
+}
+
+/// The `execute` tool.
+pub struct ExecuteTool {
+    executor: Executor,
+}
+
+impl ExecuteTool {
+    /// The tool, running commands with `executor`.
+    pub fn new(executor: Executor) -> Self {
+        Self { executor }
+    }
+}
+
+impl Tool for ExecuteTool {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec {
+            name: names::EXECUTE.to_string(),
+            description: format!(
+                "Run a shell command in the sandbox, in /home/gem/user-data/workspace. Output (stdout and stderr) is cut to {MAX_OUTPUT_BYTES} bytes. Default time-out {DEFAULT_TIMEOUT_SECONDS} s, at most {MAX_TIMEOUT_SECONDS} s."
+            ),
+            parameters: json!({"type": "object", "required": ["command"], "properties": {
+                "command": {"type": "string", "description": "A /bin/sh command line"},
+                "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECONDS}}}),
+        }
+    }
+
+    fn call(&self, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
+        Box::pin(async move {
+            let command = req_str(&arguments, "command")?.to_string();
+            if command.trim().is_empty() {
+                return Err(ToolError::new("argument command is empty"));
+            }
+            let timeout_seconds = opt_u64(&arguments, "timeout_seconds")?.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
+            let request = bounded(ExecRequest { command, timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES });
+            let outcome = self.executor.execute(&request).await.map_err(ToolError::new)?;
+            Ok(describe(&request, &outcome))
+        })
+    }
+}
+
+fn describe(request: &ExecRequest, outcome: &ExecOutcome) -> String {
+    let mut text = outcome.output.clone();
+    if outcome.truncated_bytes > 0 {
+        text.push_str(&format!("\n[output cut: {} more bytes]", outcome.truncated_bytes));
+    }
+    if !text.is_empty() && !text.ends_with('\n') {
+        text.push('\n');
+    }
+    match (outcome.timed_out, outcome.exit_code) {
+        (true, _) => text.push_str(&format!("[timed out after {} s; the command was killed]", request.timeout_seconds)),
+        (false, Some(code)) => text.push_str(&format!("[exit code {code}]")),
+        (false, None) => text.push_str("[killed by a signal]"),
+    }
+    text
+}

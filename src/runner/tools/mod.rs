@@ -1,0 +1,202 @@
+//! The tools a run may call: the built-in file tools and `execute`, MCP servers' tools, and (for main
+//! agents) the subagent tools.
+//!
+//! Which tools a run has is decided once, from the agent's context ([`Grants`]); a tool outside the grant
+//! is refused when the model calls it, whatever the model was shown (Yuxi bug #1000 hid tools but still ran
+//! them).
+
+pub mod execute;
+pub mod files;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use futures::future::BoxFuture;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::resources::{AgentSpec, ToolApprovalMode};
+
+/// What the model is told about a tool: its name, what it does, and its arguments as a JSON Schema.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ToolSpec {
+    /// The tool name the model calls.
+    pub name: String,
+    /// What the tool does, for the model.
+    pub description: String,
+    /// The JSON Schema of the arguments object.
+    pub parameters: Value,
+}
+
+/// A tool call that did not produce a result; the message is fed back to the model as the tool's answer,
+/// so it can correct itself.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{0}")]
+pub struct ToolError(pub String);
+
+impl ToolError {
+    /// An error with `message`.
+    pub fn new(message: impl Into<String>) -> Self {
+        Self(message.into())
+    }
+}
+
+/// A callable tool.
+pub trait Tool: Send + Sync {
+    /// The tool's description for the model.
+    fn spec(&self) -> ToolSpec;
+    /// Runs the tool on its parsed arguments, returning its text output.
+    fn call(&self, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>>;
+}
+
+/// The built-in tool names (the deepagents names Yuxi uses).
+pub mod names {
+    /// List a directory.
+    pub const LS: &str = "ls";
+    /// Read a file, with line numbers.
+    pub const READ_FILE: &str = "read_file";
+    /// Create or overwrite a file.
+    pub const WRITE_FILE: &str = "write_file";
+    /// Replace text in a file.
+    pub const EDIT_FILE: &str = "edit_file";
+    /// Find files by glob pattern.
+    pub const GLOB: &str = "glob";
+    /// Search file contents by regular expression.
+    pub const GREP: &str = "grep";
+    /// Run a shell command in the sandbox.
+    pub const EXECUTE: &str = "execute";
+    /// Every built-in tool.
+    pub const BUILTIN: [&str; 7] = [LS, READ_FILE, WRITE_FILE, EDIT_FILE, GLOB, GREP, EXECUTE];
+    /// The tools a subagent in `Default` approval mode does not get (Yuxi: write, edit and execute).
+    pub const NEED_APPROVAL: [&str; 3] = [WRITE_FILE, EDIT_FILE, EXECUTE];
+}
+
+/// Which built-in tools and MCP servers a run may use, from the agent's context:
+/// - `context.tools` absent: every built-in tool; present: only those it lists;
+/// - a subagent in `Default` approval mode loses `write_file`, `edit_file` and `execute`;
+/// - `context.mcps` absent: every configured MCP server; present: only those it lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Grants {
+    /// The granted built-in tools.
+    pub builtin: Vec<&'static str>,
+    /// The MCP servers whose tools may be used; `None` means every configured server.
+    pub mcps: Option<Vec<String>>,
+}
+
+impl Grants {
+    /// The grants of an agent.
+    pub fn for_agent(spec: &AgentSpec) -> Self {
+        let context = spec.context();
+        let approval = context.tool_approval_mode.unwrap_or_default();
+        let builtin = names::BUILTIN
+            .into_iter()
+            .filter(|name| context.tools.as_ref().is_none_or(|listed| listed.iter().any(|t| t == name)))
+            .filter(|name| {
+                !(spec.is_subagent() && approval == ToolApprovalMode::Default && names::NEED_APPROVAL.contains(name))
+            })
+            .collect();
+        Grants { builtin, mcps: context.mcps.clone() }
+    }
+
+    /// Whether the built-in tool `name` is granted.
+    pub fn allows_builtin(&self, name: &str) -> bool {
+        self.builtin.contains(&name)
+    }
+
+    /// Whether the MCP server `server` is granted.
+    pub fn allows_mcp(&self, server: &str) -> bool {
+        self.mcps.as_ref().is_none_or(|listed| listed.iter().any(|m| m == server))
+    }
+}
+
+/// The tools of one run, by name. Only granted tools are ever put in; [`ToolBox::call`] refuses any
+/// other name.
+#[derive(Clone, Default)]
+pub struct ToolBox {
+    tools: BTreeMap<String, Arc<dyn Tool>>,
+}
+
+impl ToolBox {
+    /// An empty tool box.
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    /// Adds a tool under its spec's name, replacing any tool of that name.
+    pub fn insert(&mut self, tool: Arc<dyn Tool>) {
+        self.tools.insert(tool.spec().name, tool);
+    }
+
+    /// The specs of every tool, sorted by name, to offer to the model.
+    pub fn specs(&self) -> Vec<ToolSpec> {
+        self.tools.values().map(|t| t.spec()).collect()
+    }
+
+    /// The names of every tool, sorted.
+    pub fn names(&self) -> Vec<String> {
+        self.tools.keys().cloned().collect()
+    }
+
+    /// Calls the tool `name` with the model's `arguments` text.
+    ///
+    /// Errors (all fed back to the model): a tool this run was not granted, arguments that are not a JSON
+    /// object, the tool's own error, or a tool that panicked.
+    pub async fn call(&self, name: &str, arguments: &str) -> Result<String, ToolError> {
+        let Some(tool) = self.tools.get(name).cloned() else {
+            return Err(ToolError::new(format!(
+                "tool {name:?} is not available to this agent; available tools: {}",
+                self.names().join(", ")
+            )));
+        };
+        let arguments: Value = if arguments.trim().is_empty() {
+            Value::Object(Default::default())
+        } else {
+            serde_json::from_str(arguments)
+                .map_err(|e| ToolError::new(format!("the arguments of {name} are not valid JSON ({e}): {arguments}")))?
+        };
+        if !arguments.is_object() {
+            return Err(ToolError::new(format!("the arguments of {name} must be a JSON object, not {arguments}")));
+        }
+        // Each call runs as its own task, so a tool that panics fails only its call.
+        let task = tokio::spawn(async move { tool.call(arguments).await });
+        match task.await {
+            Ok(result) => result,
+            Err(err) if err.is_panic() => Err(ToolError::new(format!("the tool {name} failed unexpectedly"))),
+            Err(err) => Err(ToolError::new(format!("the tool {name} was stopped: {err}"))),
+        }
+    }
+}
+
+/// Reads an optional string argument.
+pub(crate) fn opt_str<'a>(arguments: &'a Value, key: &str) -> Result<Option<&'a str>, ToolError> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::String(s)) => Ok(Some(s)),
+        Some(other) => Err(ToolError::new(format!("argument {key} must be a string, not {other}"))),
+    }
+}
+
+/// Reads a required string argument.
+pub(crate) fn req_str<'a>(arguments: &'a Value, key: &str) -> Result<&'a str, ToolError> {
+    opt_str(arguments, key)?.ok_or_else(|| ToolError::new(format!("argument {key} is required")))
+}
+
+/// Reads an optional non-negative integer argument.
+pub(crate) fn opt_u64(arguments: &Value, key: &str) -> Result<Option<u64>, ToolError> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(value) => value
+            .as_u64()
+            .map(Some)
+            .ok_or_else(|| ToolError::new(format!("argument {key} must be a non-negative integer, not {value}"))),
+    }
+}
+
+/// Reads an optional boolean argument.
+pub(crate) fn opt_bool(arguments: &Value, key: &str) -> Result<Option<bool>, ToolError> {
+    match arguments.get(key) {
+        None | Some(Value::Null) => Ok(None),
+        Some(Value::Bool(b)) => Ok(Some(*b)),
+        Some(other) => Err(ToolError::new(format!("argument {key} must be true or false, not {other}"))),
+    }
+}

@@ -1,0 +1,347 @@
+//! Where runs keep their state: the event stream, the thread history, the result and the cancel request
+//! (DESIGN.md section 6; key names in [`crate::keys`]).
+//!
+//! Two implementations of one contract: Redis, used in a cluster and by the local mode when a Redis is
+//! reachable; and an in-process store, the local mode's fallback when none is.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use futures::StreamExt;
+use redis::AsyncCommands;
+use redis::aio::ConnectionManager;
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::keys;
+use crate::runner::message::Message;
+
+/// The version of the event envelope.
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// One entry of a run's event stream (DESIGN.md section 6).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Envelope {
+    /// Always [`SCHEMA_VERSION`].
+    pub schema_version: u32,
+    /// The run.
+    pub run_id: String,
+    /// The run's thread.
+    pub thread_id: String,
+    /// `metadata`, `messages`, `custom`, `error` or `end`.
+    pub event: String,
+    /// The event's data.
+    pub payload: Value,
+    /// When the event was written, RFC 3339.
+    pub created_at: String,
+}
+
+/// An event as read back: its stream id (the `after_seq` cursor) and its envelope.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct StoredEvent {
+    /// The stream entry id, such as `1764464400000-0`.
+    pub seq: String,
+    /// The event.
+    pub envelope: Envelope,
+}
+
+/// A store operation failed.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// Redis answered with an error or could not be reached.
+    #[error("redis: {0}")]
+    Redis(#[from] redis::RedisError),
+    /// Stored data could not be read back.
+    #[error("stored data for {key} is not valid: {source}")]
+    Corrupt {
+        /// The key.
+        key: String,
+        /// The decoding error.
+        source: serde_json::Error,
+    },
+}
+
+/// The run state store.
+#[derive(Clone)]
+pub enum Store {
+    /// Redis.
+    Redis(RedisStore),
+    /// In this process.
+    Memory(MemoryStore),
+}
+
+/// The Redis store: one multiplexed connection that reconnects by itself, and the client for pub/sub.
+#[derive(Clone)]
+pub struct RedisStore {
+    client: redis::Client,
+    connection: ConnectionManager,
+}
+
+/// The in-process store.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    state: Arc<Mutex<MemoryState>>,
+    cancel_notice: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    events: HashMap<String, Vec<StoredEvent>>,
+    last_seq: u64,
+    threads: HashMap<String, Vec<Message>>,
+    results: HashMap<String, Value>,
+    cancelled: std::collections::HashSet<String>,
+}
+
+impl Store {
+    /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`) and checks that it answers.
+    pub async fn connect_redis(url: &str) -> Result<Store, StoreError> {
+        let client = redis::Client::open(url)?;
+        let mut connection = ConnectionManager::new(client.clone()).await?;
+        let _: String = redis::cmd("PING").query_async(&mut connection).await?;
+        Ok(Store::Redis(RedisStore { client, connection }))
+    }
+
+    /// An empty in-process store.
+    pub fn memory() -> Store {
+        Store::Memory(MemoryStore::default())
+    }
+
+    /// Appends an event to the run's stream (refreshing the stream's time to live) and returns its id.
+    pub async fn append_event(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        event: &str,
+        payload: Value,
+    ) -> Result<String, StoreError> {
+        let envelope = Envelope {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.to_string(),
+            thread_id: thread_id.to_string(),
+            event: event.to_string(),
+            payload,
+            created_at: jiff::Timestamp::now().to_string(),
+        };
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_events(run_id);
+                let data = serde_json::to_string(&envelope).expect("an envelope serializes");
+                let mut connection = redis.connection.clone();
+                let (seq,): (String,) = redis::pipe()
+                    .atomic()
+                    .cmd("XADD")
+                    .arg(&key)
+                    .arg("MAXLEN")
+                    .arg("~")
+                    .arg(keys::EVENTS_MAX_LEN)
+                    .arg("*")
+                    .arg("event")
+                    .arg(event)
+                    .arg("data")
+                    .arg(data)
+                    .cmd("EXPIRE")
+                    .arg(&key)
+                    .arg(keys::EVENTS_TTL_SECONDS)
+                    .ignore()
+                    .query_async(&mut connection)
+                    .await?;
+                Ok(seq)
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                state.last_seq += 1;
+                let seq = format!("{}-0", state.last_seq);
+                state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq: seq.clone(), envelope });
+                Ok(seq)
+            }
+        }
+    }
+
+    /// Up to `limit` events of the run after the cursor `after_seq` (`0-0` for the start), oldest first.
+    pub async fn read_events(
+        &self,
+        run_id: &str,
+        after_seq: &str,
+        limit: usize,
+    ) -> Result<Vec<StoredEvent>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_events(run_id);
+                let mut connection = redis.connection.clone();
+                let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+                    .arg(&key)
+                    .arg(format!("({after_seq}"))
+                    .arg("+")
+                    .arg("COUNT")
+                    .arg(limit)
+                    .query_async(&mut connection)
+                    .await?;
+                reply
+                    .ids
+                    .into_iter()
+                    .map(|entry| {
+                        let data: String = entry.get("data").unwrap_or_default();
+                        let envelope = serde_json::from_str(&data)
+                            .map_err(|source| StoreError::Corrupt { key: key.clone(), source })?;
+                        Ok(StoredEvent { seq: entry.id, envelope })
+                    })
+                    .collect()
+            }
+            Store::Memory(memory) => {
+                let state = memory.state.lock().expect("store lock");
+                let after = seq_number(after_seq);
+                Ok(state
+                    .events
+                    .get(run_id)
+                    .map(|events| events.iter().filter(|e| seq_number(&e.seq) > after).take(limit).cloned().collect())
+                    .unwrap_or_default())
+            }
+        }
+    }
+
+    /// The thread's messages, oldest first; empty for a new thread.
+    pub async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::thread_messages(thread_id);
+                let mut connection = redis.connection.clone();
+                let items: Vec<String> = connection.lrange(&key, 0, -1).await?;
+                items
+                    .iter()
+                    .map(|item| {
+                        serde_json::from_str(item).map_err(|source| StoreError::Corrupt { key: key.clone(), source })
+                    })
+                    .collect()
+            }
+            Store::Memory(memory) => {
+                Ok(memory.state.lock().expect("store lock").threads.get(thread_id).cloned().unwrap_or_default())
+            }
+        }
+    }
+
+    /// Appends the run's new messages to its thread and records its result, in one transaction.
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        new_messages: &[Message],
+        result: &Value,
+    ) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut pipe = redis::pipe();
+                pipe.atomic();
+                let thread_key = keys::thread_messages(thread_id);
+                for message in new_messages {
+                    pipe.rpush(&thread_key, serde_json::to_string(message).expect("a message serializes")).ignore();
+                }
+                pipe.set_ex(keys::run_result(run_id), result.to_string(), keys::RESULT_TTL_SECONDS as u64).ignore();
+                let mut connection = redis.connection.clone();
+                pipe.query_async::<()>(&mut connection).await?;
+                Ok(())
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                state.threads.entry(thread_id.to_string()).or_default().extend(new_messages.iter().cloned());
+                state.results.insert(run_id.to_string(), result.clone());
+                Ok(())
+            }
+        }
+    }
+
+    /// The run's result, once it has finished.
+    pub async fn run_result(&self, run_id: &str) -> Result<Option<Value>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_result(run_id);
+                let mut connection = redis.connection.clone();
+                let text: Option<String> = connection.get(&key).await?;
+                text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
+            }
+            Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").results.get(run_id).cloned()),
+        }
+    }
+
+    /// Asks the run to stop: sets its cancel key and announces it on the cancel channel.
+    pub async fn request_cancel(&self, run_id: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_cancel(run_id);
+                let mut connection = redis.connection.clone();
+                redis::pipe()
+                    .set_ex(&key, "1", keys::CANCEL_TTL_SECONDS as u64)
+                    .ignore()
+                    .publish(&key, "cancel")
+                    .ignore()
+                    .query_async::<()>(&mut connection)
+                    .await?;
+                Ok(())
+            }
+            Store::Memory(memory) => {
+                memory.state.lock().expect("store lock").cancelled.insert(run_id.to_string());
+                memory.cancel_notice.notify_waiters();
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether a cancel was requested for the run.
+    pub async fn is_cancel_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                Ok(connection.exists(keys::run_cancel(run_id)).await?)
+            }
+            Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").cancelled.contains(run_id)),
+        }
+    }
+
+    /// Resolves when a cancel is requested for the run: at once on the pub/sub notice, and by checking the
+    /// key every `poll` in case a notice was missed (or pub/sub is unavailable).
+    pub async fn cancelled(&self, run_id: &str, poll: Duration) {
+        let mut notices = match self {
+            Store::Redis(redis) => match redis.client.get_async_pubsub().await {
+                Ok(mut pubsub) => match pubsub.subscribe(keys::run_cancel(run_id)).await {
+                    Ok(()) => Some(pubsub),
+                    Err(err) => {
+                        tracing::warn!(error = %err, "cannot subscribe to cancel notices; polling only");
+                        None
+                    }
+                },
+                Err(err) => {
+                    tracing::warn!(error = %err, "cannot open a pub/sub connection; polling only");
+                    None
+                }
+            },
+            Store::Memory(_) => None,
+        };
+        let mut messages = notices.as_mut().map(|p| p.on_message());
+        loop {
+            if self.is_cancel_requested(run_id).await.unwrap_or(false) {
+                return;
+            }
+            let notice = async {
+                match (&mut messages, self) {
+                    (Some(messages), _) => {
+                        if messages.next().await.is_none() {
+                            std::future::pending::<()>().await;
+                        }
+                    }
+                    (None, Store::Memory(memory)) => memory.cancel_notice.notified().await,
+                    (None, Store::Redis(_)) => std::future::pending::<()>().await,
+                }
+            };
+            tokio::select! {
+                () = notice => {}
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
+    }
+}
+
+fn seq_number(seq: &str) -> u64 {
+    seq.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
