@@ -8,4 +8,5 @@ pub mod resources;
 pub mod run;
 pub mod runner;
 pub mod store;
+pub mod tls;
 pub mod webhook;

@@ -92,6 +92,7 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Ve
 }
 
 async fn connect(server: &McpServer) -> Result<(Client, Vec<rmcp::model::Tool>), String> {
+    crate::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(server.url.as_str());
     let client = ().serve(transport).await.map_err(|e| format!("cannot connect: {e}"))?;
     let tools = client.list_all_tools().await.map_err(|e| format!("cannot list tools: {e}"))?;

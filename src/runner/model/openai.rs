@@ -9,6 +9,7 @@ use std::time::Duration;
 use async_openai::Client;
 use async_openai::config::OpenAIConfig;
 use async_openai::error::OpenAIError;
+use async_openai::middleware::ReqwestService;
 use futures::StreamExt;
 use serde::Deserialize;
 use serde_json::{Value, json};
@@ -48,13 +49,17 @@ pub struct OpenAiModel {
 impl OpenAiModel {
     /// A client for `model` at `endpoint`. Errors: the HTTP client cannot be built.
     pub fn new(endpoint: OpenAiEndpoint, model: &str) -> Result<Self, String> {
+        crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
             .build()
             .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
         let config = OpenAIConfig::new().with_api_base(endpoint.base_url).with_api_key(endpoint.api_key);
-        Ok(Self { client: Client::build(http, config), model: model.to_string() })
+        // The plain transport, without the client's own retry layer: retries follow the agent's
+        // modelRetryTimes, in the graph, where they are visible as events.
+        let client = Client::build(http.clone(), config).with_http_service(ReqwestService::new(http));
+        Ok(Self { client, model: model.to_string() })
     }
 
     /// Streams one turn. Errors are classified as transient or fatal (see [`ModelError`]).
