@@ -23,7 +23,7 @@ lint:
 	$(CARGO) clippy --all-targets --locked -- -D warnings
 
 unit:
-	$(CARGO) test --all-targets --locked
+	scripts/with-redis $(CARGO) test --all-targets --locked
 
 ## crds: regenerate crds/ from the resource types
 crds: build

@@ -1,0 +1,131 @@
+//! The `execute` tool's executors: a local subprocess with an emptied environment, and the sandbox
+//! container's side (`yuxi-operator sandbox-exec`) over a real Unix socket.
+
+use std::process::{Child, Command};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+use yuxi_operator::runner::tools::execute::{ExecRequest, Executor, LocalExecutor, MAX_OUTPUT_BYTES};
+
+fn request(command: &str, timeout_seconds: u64) -> ExecRequest {
+    ExecRequest { command: command.to_string(), timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES }
+}
+
+#[tokio::test]
+async fn a_command_runs_in_the_workdir_with_stderr_and_exit_code() {
+    let dir = TempDir::new().expect("temp dir");
+    let executor = LocalExecutor::plain(dir.path());
+    let outcome = executor.execute(&request("echo out; echo err >&2; pwd; exit 3", 10)).await.expect("runs");
+    let pwd = dir.path().canonicalize().expect("path");
+    assert_eq!(outcome.output, format!("out\nerr\n{}\n", pwd.display()));
+    assert_eq!(outcome.exit_code, Some(3));
+    assert!(!outcome.timed_out);
+}
+
+#[tokio::test]
+async fn the_environment_is_emptied() {
+    let dir = TempDir::new().expect("temp dir");
+    // The test process's own environment (with whatever it holds) must not reach the command.
+    let outcome = LocalExecutor::plain(dir.path()).execute(&request("env", 10)).await.expect("runs");
+    let names: Vec<&str> = outcome.output.lines().filter_map(|l| l.split_once('=').map(|(k, _)| k)).collect();
+    let mut expected = vec!["HOME", "LANG", "PATH", "PWD"];
+    let mut names: Vec<&str> = names.into_iter().filter(|n| *n != "SHLVL" && *n != "_").collect();
+    names.sort_unstable();
+    expected.sort_unstable();
+    assert_eq!(names, expected, "{}", outcome.output);
+}
+
+#[tokio::test]
+async fn a_command_past_its_time_out_is_killed_with_its_children() {
+    let dir = TempDir::new().expect("temp dir");
+    let marker = dir.path().join("survived");
+    let command = format!("(sleep 3; touch {}) & sleep 30", marker.display());
+    let started = Instant::now();
+    let outcome = LocalExecutor::plain(dir.path()).execute(&request(&command, 1)).await.expect("runs");
+    assert!(outcome.timed_out);
+    assert!(started.elapsed() < Duration::from_secs(5));
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!marker.exists(), "the background child was killed with the group");
+}
+
+#[tokio::test]
+async fn output_is_bounded() {
+    let dir = TempDir::new().expect("temp dir");
+    let mut req = request("head -c 100000 /dev/zero | tr '\\0' 'a'", 10);
+    req.max_output_bytes = 1000;
+    let outcome = LocalExecutor::plain(dir.path()).execute(&req).await.expect("runs");
+    assert_eq!(outcome.output.len(), 1000);
+    assert_eq!(outcome.truncated_bytes, 99_000);
+    assert_eq!(outcome.exit_code, Some(0));
+}
+
+struct Sandbox {
+    child: Child,
+    socket: std::path::PathBuf,
+    _dir: TempDir,
+    workdir: TempDir,
+}
+
+impl Drop for Sandbox {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts `yuxi-operator sandbox-exec` on a socket in a fresh folder, with a secret in its environment.
+fn sandbox() -> Sandbox {
+    let dir = TempDir::new().expect("temp dir");
+    let workdir = TempDir::new().expect("temp dir");
+    let socket = dir.path().join("sandbox.sock");
+    let child = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
+        .args(["sandbox-exec", "--socket"])
+        .arg(&socket)
+        .arg("--workdir")
+        .arg(workdir.path())
+        .env("OPENAI_API_KEY", "sk-should-not-leak")
+        .spawn()
+        .expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !socket.exists() {
+        assert!(Instant::now() < deadline, "sandbox-exec did not listen");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    Sandbox { child, socket, _dir: dir, workdir }
+}
+
+#[tokio::test]
+async fn the_sandbox_container_runs_commands_over_its_socket() {
+    let sandbox = sandbox();
+    let executor = Executor::Socket(sandbox.socket.clone());
+    let outcome = executor.execute(&request("echo hi > made.txt; cat made.txt; env; exit 4", 10)).await.expect("runs");
+    assert!(outcome.output.starts_with("hi\n"), "{}", outcome.output);
+    assert!(!outcome.output.contains("sk-should-not-leak"), "{}", outcome.output);
+    assert_eq!(outcome.exit_code, Some(4));
+    assert_eq!(std::fs::read_to_string(sandbox.workdir.path().join("made.txt")).expect("made"), "hi\n");
+
+    let timed = executor.execute(&request("sleep 30", 1)).await.expect("runs");
+    assert!(timed.timed_out);
+}
+
+#[tokio::test]
+async fn the_sandbox_answers_a_malformed_request_and_keeps_serving() {
+    use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
+    let sandbox = sandbox();
+    let mut stream = tokio::net::UnixStream::connect(&sandbox.socket).await.expect("connects");
+    stream.write_all(b"{not json}\n").await.expect("writes");
+    let mut answer = String::new();
+    BufReader::new(stream).read_line(&mut answer).await.expect("answers");
+    assert!(answer.contains("not an execute request"), "{answer}");
+    let outcome =
+        Executor::Socket(sandbox.socket.clone()).execute(&request("echo still here", 10)).await.expect("runs");
+    assert_eq!(outcome.output, "still here\n");
+}
+
+#[tokio::test]
+async fn an_unreachable_sandbox_is_an_error() {
+    let dir = TempDir::new().expect("temp dir");
+    let err =
+        Executor::Socket(dir.path().join("missing.sock")).execute(&request("true", 1)).await.expect_err("no sandbox");
+    assert!(err.contains("cannot reach the sandbox"), "{err}");
+}

@@ -1,0 +1,288 @@
+//! The runner against a real Redis: the store's contract, and the `runner` binary run as the controller
+//! and the local mode run it (a subprocess with the contract's files and environment).
+//! `make test` starts the Redis server and sets `YUXI_TEST_REDIS_URL`.
+
+mod common;
+
+use std::path::PathBuf;
+use std::process::{Command, Output, Stdio};
+use std::time::{Duration, Instant};
+
+use common::{redis_url, unique};
+use serde_json::json;
+use tempfile::TempDir;
+use yuxi_operator::keys;
+use yuxi_operator::runner::message::Message;
+use yuxi_operator::store::{Envelope, Store};
+
+async fn store() -> Store {
+    Store::connect_redis(&redis_url()).await.expect("the test Redis answers")
+}
+
+async fn raw() -> redis::aio::MultiplexedConnection {
+    redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("connects")
+}
+
+#[tokio::test]
+async fn events_are_a_stream_with_a_cursor_and_a_refreshed_ttl() {
+    let store = store().await;
+    let run = unique("run");
+    let first = store.append_event(&run, "t", "metadata", json!({"a": 1})).await.expect("append");
+    let second = store.append_event(&run, "t", "messages", json!({"b": 2})).await.expect("append");
+    let third = store.append_event(&run, "t", "end", json!({"status": "completed"})).await.expect("append");
+
+    let all = store.read_events(&run, "0-0", 50).await.expect("read");
+    assert_eq!(
+        all.iter().map(|e| e.seq.as_str()).collect::<Vec<_>>(),
+        [first.as_str(), second.as_str(), third.as_str()]
+    );
+    assert_eq!(all[0].envelope.event, "metadata");
+    assert_eq!(all[0].envelope.payload, json!({"a": 1}));
+    assert_eq!((all[0].envelope.schema_version, all[0].envelope.run_id.as_str()), (1, run.as_str()));
+    let after_first = store.read_events(&run, &first, 1).await.expect("read");
+    assert_eq!(after_first.len(), 1);
+    assert_eq!(after_first[0].seq, second, "after_seq is exclusive and limit bounds the page");
+
+    let mut connection = raw().await;
+    let ttl: i64 = redis::cmd("TTL").arg(keys::run_events(&run)).query_async(&mut connection).await.expect("ttl");
+    assert!(ttl > keys::EVENTS_TTL_SECONDS - 60 && ttl <= keys::EVENTS_TTL_SECONDS, "ttl {ttl}");
+    // The raw entry carries the event name and the JSON envelope.
+    let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+        .arg(keys::run_events(&run))
+        .arg("-")
+        .arg("+")
+        .query_async(&mut connection)
+        .await
+        .expect("xrange");
+    assert_eq!(reply.ids[2].get::<String>("event").as_deref(), Some("end"));
+    let envelope: Envelope =
+        serde_json::from_str(&reply.ids[2].get::<String>("data").expect("data")).expect("envelope");
+    assert_eq!(envelope.payload["status"], "completed");
+}
+
+#[tokio::test]
+async fn history_and_result_are_written_together() {
+    let store = store().await;
+    let (run, thread) = (unique("run"), unique("thread"));
+    let messages = vec![
+        Message::User { content: "q".into() },
+        Message::Assistant { content: Some("a".into()), tool_calls: vec![] },
+    ];
+    store.finish_run(&run, &thread, &messages, &json!({"status": "completed", "output": "a"})).await.expect("finish");
+    assert_eq!(store.thread_messages(&thread).await.expect("history"), messages);
+    assert_eq!(store.run_result(&run).await.expect("result"), Some(json!({"status": "completed", "output": "a"})));
+    assert_eq!(store.thread_messages(&unique("thread")).await.expect("history"), vec![]);
+}
+
+#[tokio::test]
+async fn a_cancel_notice_arrives_at_once() {
+    let store = store().await;
+    let run = unique("run");
+    assert!(!store.is_cancel_requested(&run).await.expect("flag"));
+    let waiter = {
+        let store = store.clone();
+        let run = run.clone();
+        // A long poll interval: only the pub/sub notice can wake it in time.
+        tokio::spawn(async move { store.cancelled(&run, Duration::from_secs(60)).await })
+    };
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let asked = Instant::now();
+    store.request_cancel(&run).await.expect("cancel");
+    tokio::time::timeout(Duration::from_secs(2), waiter).await.expect("woken by the notice").expect("no panic");
+    assert!(asked.elapsed() < Duration::from_secs(2));
+    assert!(store.is_cancel_requested(&run).await.expect("flag"));
+    let mut connection = raw().await;
+    let ttl: i64 = redis::cmd("TTL").arg(keys::run_cancel(&run)).query_async(&mut connection).await.expect("ttl");
+    assert!(ttl > 0 && ttl <= keys::CANCEL_TTL_SECONDS, "ttl {ttl}");
+}
+
+/// A run's files: the volumes, the manifests, and a model script.
+struct RunFiles {
+    dir: TempDir,
+    run_id: String,
+}
+
+impl RunFiles {
+    fn new(agent_yaml: &str, script: &str) -> RunFiles {
+        let dir = TempDir::new().expect("temp dir");
+        let run_id = unique("run");
+        for volume in ["workspace", "uploads", "outputs", "skills"] {
+            std::fs::create_dir_all(dir.path().join(volume)).expect("mkdir");
+        }
+        std::fs::write(dir.path().join("script.yaml"), script).expect("script");
+        std::fs::write(dir.path().join("agent.yaml"), agent_yaml).expect("agent");
+        let run = format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata:\n  name: {run_id}\nspec:\n  agent: helper\n  input: Look around.\n  threadId: {run_id}-thread\n  timeoutSeconds: 60\n"
+        );
+        std::fs::write(dir.path().join("run.yaml"), run).expect("run");
+        RunFiles { dir, run_id }
+    }
+
+    fn path(&self, name: &str) -> PathBuf {
+        self.dir.path().join(name)
+    }
+
+    fn command(&self) -> Command {
+        let mut command = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
+        command.arg("runner").arg("--run").arg(self.path("run.yaml")).arg("--agent").arg(self.path("agent.yaml"));
+        for volume in ["workspace", "uploads", "outputs", "skills"] {
+            command.arg(format!("--{volume}")).arg(self.path(volume));
+        }
+        command
+            .env("YUXI_REDIS_URL", redis_url())
+            .env("YUXI_DEFAULT_MODEL", format!("scripted/file:{}", self.path("script.yaml").display()))
+            .env("OPENAI_API_KEY", "sk-secret-model-key")
+            .env("YUXI_RUN_TOKEN", "run-token-secret")
+            .env_remove("OPENAI_BASE_URL")
+            .env_remove("YUXI_MCP_SERVERS")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        command
+    }
+}
+
+fn subagent(context: &str) -> String {
+    format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata:\n  name: helper\nspec:\n  backend: SubAgentBackend\n  context: {context}\n"
+    )
+}
+
+async fn run_events(run_id: &str) -> Vec<Envelope> {
+    store().await.read_events(run_id, "0-0", 1000).await.expect("events").into_iter().map(|e| e.envelope).collect()
+}
+
+fn assert_framed(events: &[Envelope], status: &str) {
+    let names: Vec<&str> = events.iter().map(|e| e.event.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"), "{names:?}");
+    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    assert_eq!(names.iter().filter(|n| **n == "end").count(), 1);
+    assert_eq!(events.last().expect("end").payload["status"], status);
+}
+
+fn stderr(output: &Output) -> String {
+    String::from_utf8_lossy(&output.stderr).into_owned()
+}
+
+#[tokio::test]
+async fn the_runner_binary_completes_a_run_and_execute_sees_no_secret() {
+    let files = RunFiles::new(
+        &subagent("{toolApprovalMode: AlwaysTrust}"),
+        "[{tool_calls: [{name: execute, arguments: {command: env}}, {name: write_file, arguments: {path: /home/gem/user-data/outputs/out.md, content: hi}}]}, {content: all done}]",
+    );
+    let output = files.command().output().expect("runs");
+    assert!(output.status.success(), "{}", stderr(&output));
+    let log = format!("{}{}", String::from_utf8_lossy(&output.stdout), stderr(&output));
+    for secret in ["sk-secret-model-key", "run-token-secret"] {
+        assert!(!log.contains(secret), "the runner printed a secret: {log}");
+    }
+
+    let events = run_events(&files.run_id).await;
+    assert_framed(&events, "completed");
+    assert_eq!(events[0].payload["model"], format!("scripted/file:{}", files.path("script.yaml").display()));
+    assert_eq!(events[0].payload["thread_id"], format!("{}-thread", files.run_id));
+    let env_result = events
+        .iter()
+        .find(|e| e.event == "messages" && e.payload["type"] == "tool_result" && e.payload["name"] == "execute")
+        .expect("execute ran");
+    let env = env_result.payload["content"].as_str().expect("text");
+    assert!(env.contains("PATH="), "{env}");
+    for secret in ["sk-secret-model-key", "run-token-secret", "YUXI_REDIS_URL", "OPENAI_API_KEY"] {
+        assert!(!env.contains(secret), "execute saw {secret}: {env}");
+    }
+    assert_eq!(std::fs::read_to_string(files.path("outputs/out.md")).expect("written"), "hi");
+
+    let store = store().await;
+    let result = store.run_result(&files.run_id).await.expect("result").expect("stored");
+    assert_eq!((result["status"].as_str(), result["output"].as_str()), (Some("completed"), Some("all done")));
+    let history = store.thread_messages(&format!("{}-thread", files.run_id)).await.expect("history");
+    assert_eq!(history.len(), 5, "user, assistant with two calls, two tool results, answer: {history:#?}");
+}
+
+#[tokio::test]
+async fn a_cancel_through_redis_stops_the_runner_binary() {
+    let files = RunFiles::new(&subagent("{}"), "[{delay_ms: 60000, content: never}]");
+    let mut child = files.command().spawn().expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while run_events(&files.run_id).await.is_empty() {
+        assert!(Instant::now() < deadline, "the runner wrote no metadata");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let asked = Instant::now();
+    store().await.request_cancel(&files.run_id).await.expect("cancel");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(asked.elapsed() < Duration::from_secs(5), "the runner did not stop");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    assert!(asked.elapsed() < Duration::from_secs(2), "stopped in {:?}", asked.elapsed());
+    assert!(status.success(), "a cancelled run exits 0");
+    assert_framed(&run_events(&files.run_id).await, "cancelled");
+}
+
+fn assert_failed_with(events: &[Envelope], fragment: &str) {
+    assert_framed(events, "failed");
+    let error = events.iter().find(|e| e.event == "error").expect("an error event");
+    let message = error.payload["message"].as_str().expect("message");
+    assert!(message.contains(fragment), "{message}");
+}
+
+#[tokio::test]
+async fn a_malformed_agent_fails_the_run_with_an_error_event() {
+    let files = RunFiles::new(&subagent("{maxExecutionSteps: many}"), "[{content: x}]");
+    let output = files.command().output().expect("runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_failed_with(&run_events(&files.run_id).await, "spec.context.maxExecutionSteps");
+}
+
+#[tokio::test]
+async fn an_unknown_model_provider_fails_the_run() {
+    let files = RunFiles::new(&subagent("{model: anthropic/claude}"), "[{content: x}]");
+    let output = files.command().output().expect("runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_failed_with(&run_events(&files.run_id).await, "unknown provider \"anthropic\"");
+}
+
+#[tokio::test]
+async fn a_model_script_that_is_not_a_list_fails_the_run() {
+    let files = RunFiles::new(&subagent("{}"), "content: not a list");
+    let output = files.command().output().expect("runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    assert_failed_with(&run_events(&files.run_id).await, "is not a list of turns");
+}
+
+#[tokio::test]
+async fn an_unusable_run_file_writes_nothing_and_exits_2() {
+    let files = RunFiles::new(&subagent("{}"), "[{content: x}]");
+    std::fs::write(
+        files.path("run.yaml"),
+        "apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata: {name: r}\nspec: {input: x}\n",
+    )
+    .expect("write");
+    let output = files.command().output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("spec.agent: is required"), "{}", stderr(&output));
+}
+
+#[tokio::test]
+async fn an_unreachable_redis_exits_2_with_a_message() {
+    let files = RunFiles::new(&subagent("{}"), "[{content: x}]");
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
+    drop(listener);
+    let output = files.command().env("YUXI_REDIS_URL", format!("redis://127.0.0.1:{port}")).output().expect("runs");
+    assert_eq!(output.status.code(), Some(2));
+    assert!(stderr(&output).contains("cannot reach Redis"), "{}", stderr(&output));
+}
+
+#[test]
+fn the_runner_contract_is_in_its_help() {
+    let output = Command::new(env!("CARGO_BIN_EXE_yuxi-operator")).args(["runner", "--help"]).output().expect("runs");
+    let help = String::from_utf8_lossy(&output.stdout);
+    for flag in
+        ["--run", "--agent", "--workspace", "--uploads", "--outputs", "--skills", "--sandbox-socket", "YUXI_REDIS_URL"]
+    {
+        assert!(help.contains(flag), "{flag} missing from: {help}");
+    }
+}
