@@ -311,10 +311,10 @@ impl Graph {
         {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot persist the run's messages and result");
         }
-        if let Some(message) = &report.error {
-            if let Err(err) = self.emit("error", json!({"message": message, "retryable": false})).await {
-                tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
-            }
+        if let Some(message) = &report.error
+            && let Err(err) = self.emit("error", json!({"message": message, "retryable": false})).await
+        {
+            tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
         }
         let end = json!({"status": report.status.as_str(), "error": report.error});
         if let Err(err) = self.emit("end", end).await {

@@ -535,7 +535,7 @@ fn walk_files(volumes: &Volumes, path: &str) -> Result<Vec<(Scope, PathBuf, Path
             }
         }
     }
-    files.sort_by(|a, b| virtual_path(a.0, &a.1).cmp(&virtual_path(b.0, &b.1)));
+    files.sort_by_key(|a| virtual_path(a.0, &a.1));
     Ok(files)
 }
 

@@ -1,0 +1,135 @@
+//! MCP tools: a real MCP server (the official SDK's streamable HTTP server on loopback) whose tools the
+//! runner lists, filters by name, and calls.
+
+use std::sync::Arc;
+
+use rmcp::model::{
+    CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+    ServerCapabilities, ServerConfig, Tool,
+};
+use rmcp::service::RequestContext;
+use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+use rmcp::{ErrorData, RoleServer, ServerHandler};
+use serde_json::json;
+use yuxi_operator::resources::Agent;
+use yuxi_operator::runner::mcp::{McpServer, McpServers, connect_granted};
+use yuxi_operator::runner::tools::{Grants, ToolBox};
+
+/// A documentation server: `search` echoes its query, `broken` reports a tool error, `ls` collides with a
+/// built-in tool.
+#[derive(Clone)]
+struct Docs;
+
+fn schema() -> Arc<serde_json::Map<String, serde_json::Value>> {
+    let value = json!({"type": "object", "properties": {"query": {"type": "string"}}});
+    Arc::new(value.as_object().expect("object").clone())
+}
+
+impl ServerHandler for Docs {
+    fn get_info(&self) -> ServerConfig {
+        ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<PaginatedRequestParams>,
+        _: RequestContext<RoleServer>,
+    ) -> Result<ListToolsResult, ErrorData> {
+        Ok(ListToolsResult::with_all_items(vec![
+            Tool::new("search", "Search the docs", schema()),
+            Tool::new("broken", "Always fails", schema()),
+            Tool::new("ls", "A name taken by a built-in tool", schema()),
+            Tool::new("admin", "Not exposed by the filter", schema()),
+        ]))
+    }
+
+    async fn call_tool(
+        &self,
+        request: CallToolRequestParams,
+        _: RequestContext<RoleServer>,
+    ) -> Result<CallToolResponse, ErrorData> {
+        let query = request
+            .arguments
+            .as_ref()
+            .and_then(|a| a.get("query"))
+            .and_then(|q| q.as_str())
+            .unwrap_or_default()
+            .to_string();
+        let result = match request.name.as_ref() {
+            "broken" => CallToolResult::error(vec![ContentBlock::text("the index is offline")]),
+            name => CallToolResult::success(vec![ContentBlock::text(format!("{name}: results for {query}"))]),
+        };
+        Ok(result.into())
+    }
+}
+
+/// Serves [`Docs`] on a free loopback port; returns its URL.
+async fn serve_docs() -> String {
+    let service: StreamableHttpService<Docs, LocalSessionManager> =
+        StreamableHttpService::new(|| Ok(Docs), Default::default(), StreamableHttpServerConfig::default());
+    let router = axum::Router::new().nest_service("/mcp", service);
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("MCP server serves") });
+    format!("http://{addr}/mcp")
+}
+
+fn grants(mcps: &str) -> Grants {
+    let agent: Agent = serde_norway::from_str(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: a}}\nspec:\n  backend: ChatbotAgent\n  context: {mcps}\n"
+    ))
+    .expect("agent");
+    Grants::for_agent(&agent.spec)
+}
+
+fn servers(url: &str, only: Option<Vec<&str>>) -> McpServers {
+    McpServers::from([(
+        "docs".to_string(),
+        McpServer { url: url.to_string(), tools: only.map(|o| o.into_iter().map(String::from).collect()) },
+    )])
+}
+
+#[tokio::test]
+async fn mcp_tools_are_listed_filtered_and_called() {
+    let url = serve_docs().await;
+    let tools = connect_granted(&servers(&url, Some(vec!["search", "broken", "ls"])), &grants("{mcps: [docs]}"))
+        .await
+        .expect("connects");
+    let mut toolbox = ToolBox::new();
+    for tool in tools {
+        toolbox.insert(tool);
+    }
+    assert_eq!(toolbox.names(), ["broken", "search"], "filtered by the list, and no built-in name taken");
+    let spec = toolbox.specs().into_iter().find(|s| s.name == "search").expect("search");
+    assert_eq!(spec.description, "Search the docs");
+    assert_eq!(spec.parameters["properties"]["query"]["type"], "string");
+
+    assert_eq!(toolbox.call("search", r#"{"query": "pods"}"#).await.expect("answers"), "search: results for pods");
+    let err = toolbox.call("broken", "{}").await.expect_err("a tool error");
+    assert_eq!(err.0, "the index is offline");
+    let err = toolbox.call("admin", "{}").await.expect_err("filtered out");
+    assert!(err.0.contains("not available"), "{err}");
+}
+
+#[tokio::test]
+async fn servers_the_agent_does_not_name_are_not_connected() {
+    let url = serve_docs().await;
+    let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}")).await.expect("nothing to connect");
+    assert!(tools.is_empty());
+    let all = connect_granted(&servers(&url, None), &grants("{}")).await.expect("every configured server");
+    assert_eq!(all.len(), 3, "absent mcps means every configured server; ls is still left out");
+}
+
+#[tokio::test]
+async fn an_unknown_or_unreachable_server_is_a_clear_error() {
+    let err = connect_granted(&McpServers::new(), &grants("{mcps: [docs]}")).await.err().expect("not configured");
+    assert_eq!(err, "spec.context.mcps names the MCP server \"docs\", which is not configured");
+
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    drop(listener);
+    let err =
+        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}")).await.err().expect("unreachable");
+    assert!(err.starts_with("MCP server \"docs\" at http://"), "{err}");
+}
