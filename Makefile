@@ -32,14 +32,15 @@ crds: build
 build:
 	$(CARGO) build --locked
 
-## tools: the Rust components the checks use
+## tools: the Rust components the checks use, and bubblewrap (the local sandbox the tests exercise)
 tools:
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
+	@command -v bwrap >/dev/null 2>&1 || scripts/apt-install bubblewrap
 
 # A self-signed certificate for trying the webhook locally.
 $(RUN_DIR)/tls.crt:
-	@command -v openssl >/dev/null || (apt-get update -qq && apt-get install -y -qq openssl)
+	@command -v openssl >/dev/null || scripts/apt-install openssl
 	mkdir -p $(RUN_DIR)
 	openssl req -x509 -newkey rsa:2048 -nodes -days 30 -subj /CN=localhost \
 		-addext subjectAltName=DNS:localhost,IP:127.0.0.1 \

@@ -131,6 +131,9 @@ fn main() -> ExitCode {
     }
 }
 
+/// The endpoint of `openai/` models when only `OPENAI_API_KEY` is set.
+const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
+
 /// Exit status of a runner that could not run at all.
 const EXIT_UNUSABLE: u8 = 2;
 
@@ -153,10 +156,11 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             },
             None => Default::default(),
         };
-        let openai = args
-            .openai_base_url
-            .clone()
-            .map(|base_url| OpenAiEndpoint { base_url, api_key: std::env::var("OPENAI_API_KEY").unwrap_or_default() });
+        // OPENAI_BASE_URL names the endpoint; a key alone means OpenAI's own.
+        let api_key = std::env::var("OPENAI_API_KEY").unwrap_or_default();
+        let base_url =
+            args.openai_base_url.clone().or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
+        let openai = base_url.map(|base_url| OpenAiEndpoint { base_url, api_key });
         let options = RunnerOptions {
             run_file: args.run,
             agent_file: args.agent,

@@ -129,3 +129,40 @@ async fn an_unreachable_sandbox_is_an_error() {
         Executor::Socket(dir.path().join("missing.sock")).execute(&request("true", 1)).await.expect_err("no sandbox");
     assert!(err.contains("cannot reach the sandbox"), "{err}");
 }
+
+#[tokio::test]
+async fn isolated_commands_see_only_the_volumes_at_the_models_paths() {
+    use yuxi_operator::runner::tools::files::VolumePaths;
+    assert!(
+        std::path::Path::new("/usr/bin/bwrap").exists(),
+        "bubblewrap is missing: `make test` installs it (apt-get install bubblewrap)"
+    );
+    let root = TempDir::new().expect("temp dir");
+    let volumes = VolumePaths {
+        workspace: root.path().join("workspace"),
+        uploads: root.path().join("uploads"),
+        outputs: root.path().join("outputs"),
+        skills: root.path().join("skills"),
+    };
+    for dir in [&volumes.workspace, &volumes.uploads, &volumes.outputs, &volumes.skills] {
+        std::fs::create_dir_all(dir).expect("mkdir");
+    }
+    std::fs::write(volumes.skills.join("SKILL.md"), "skill text").expect("write");
+    std::fs::write(root.path().join("outside.txt"), "outside").expect("write");
+
+    let executor = LocalExecutor::isolated(&volumes).await;
+    assert!(executor.is_isolated(), "bwrap works on this machine, so commands must run inside it");
+    let script = format!(
+        "pwd; ls /home/gem/user-data; cat /home/gem/skills/SKILL.md; echo; \
+         echo made > /home/gem/user-data/outputs/made.txt; \
+         touch /home/gem/skills/new 2>/dev/null || echo skills-read-only; \
+         cat {} 2>/dev/null || echo outside-hidden",
+        root.path().join("outside.txt").display()
+    );
+    let outcome = executor.execute(&request(&script, 20)).await.expect("runs");
+    assert_eq!(
+        outcome.output,
+        "/home/gem/user-data/workspace\noutputs\nuploads\nworkspace\nskill text\nskills-read-only\noutside-hidden\n"
+    );
+    assert_eq!(std::fs::read_to_string(volumes.outputs.join("made.txt")).expect("made"), "made\n");
+}
