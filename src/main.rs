@@ -124,8 +124,13 @@ fn main() -> ExitCode {
             Ok(())
         }),
         Command::Webhook { listen, tls_cert, tls_key, cert_reload_seconds, offline } => {
-            let options =
-                ServeOptions { listen, tls_cert, tls_key, reload_interval: Duration::from_secs(cert_reload_seconds) };
+            let options = ServeOptions {
+                listen,
+                tls_cert,
+                tls_key,
+                reload_interval: Duration::from_secs(cert_reload_seconds),
+                header_read_timeout: webhook::HEADER_READ_TIMEOUT,
+            };
             run_async(run_webhook(options, offline))
         }
     }
@@ -226,21 +231,36 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    let checked = catalog::check_files(&files);
+    let mut out = String::new();
     let mut failed = 0;
-    for checked in catalog::check_files(&files) {
-        let object = checked.object.as_deref().unwrap_or("(unreadable)");
-        if checked.report.is_ok() {
-            println!("ok       {} ({object})", checked.origin);
-        } else {
-            failed += 1;
-            println!("rejected {} ({object})", checked.origin);
+    for item in &checked {
+        let object = item.object.as_deref().unwrap_or("unreadable");
+        let verdict = match (item.skipped, item.report.is_ok()) {
+            (true, _) => "skipped ",
+            (false, true) => "ok      ",
+            (false, false) => {
+                failed += 1;
+                "rejected"
+            }
+        };
+        out.push_str(&format!("{verdict} {} ({object})\n", item.origin));
+        for error in &item.report.errors {
+            out.push_str(&format!("  error:   {error}\n"));
         }
-        for error in &checked.report.errors {
-            println!("  error:   {error}");
+        for warning in &item.report.warnings {
+            out.push_str(&format!("  warning: {warning}\n"));
         }
-        for warning in &checked.report.warnings {
-            println!("  warning: {warning}");
-        }
+    }
+    let checked_objects = checked.iter().filter(|c| !c.skipped).count();
+    // A closed pipe (`| head`) or a full disk ends the listing, not the process.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    if checked_objects == 0 {
+        eprintln!(
+            "error: no Agent or AgentRun manifests found in {}",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        return ExitCode::FAILURE;
     }
     if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
 }

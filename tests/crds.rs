@@ -51,7 +51,7 @@ fn walk(path: &str, node: &Value, visit: &mut dyn FnMut(&str, &Value)) {
 fn schemas_are_structural() {
     for (name, schema) in schemas() {
         walk(&name, &schema, &mut |path, node| {
-            for forbidden in ["oneOf", "anyOf", "allOf", "not", "$ref", "additionalProperties"] {
+            for forbidden in ["oneOf", "anyOf", "allOf", "not", "$ref", "additionalProperties", "nullable"] {
                 assert!(node.get(forbidden).is_none(), "{path} uses {forbidden}, which breaks a structural schema");
             }
             let typed =

@@ -42,6 +42,7 @@ impl Webhook {
             tls_cert: dir.path().join("tls.crt"),
             tls_key: dir.path().join("tls.key"),
             reload_interval: Duration::from_millis(100),
+            header_read_timeout: Duration::from_secs(1),
         };
         let handle = axum_server::Handle::new();
         let server = handle.clone();
@@ -98,7 +99,10 @@ impl Drop for Webhook {
 
 /// An AdmissionReview v1 as kube-apiserver sends it for `operation` on `object` in namespace `team-a`.
 fn review(kind: &str, resource: &str, operation: &str, object: Value, old_object: Value) -> Value {
-    let name = if object.is_null() { &old_object } else { &object }["metadata"]["name"].clone();
+    let name = if object.is_null() { &old_object } else { &object }["metadata"]["name"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
     let (group, version) = if kind == "ConfigMap" { ("", "v1") } else { ("yuxi.dev", "v1alpha1") };
     let options_kind = match operation {
         "CREATE" => "CreateOptions",
@@ -238,6 +242,68 @@ async fn a_malformed_review_answers_400_with_a_reason() {
     missing_uid["request"].as_object_mut().expect("object").remove("uid");
     let (status, _) = webhook.post("/validate", missing_uid.to_string()).await;
     assert_eq!(status, 400);
+}
+
+#[tokio::test]
+async fn a_body_of_another_type_or_version_answers_400() {
+    let webhook = Webhook::start(offline()).await;
+    let mut review = review("Agent", "agents", "CREATE", agent("a", json!({"backend": "ChatbotAgent"})), Value::Null);
+    for (api_version, kind) in [("admission.k8s.io/v1beta1", "AdmissionReview"), ("v1", "Pod")] {
+        review["apiVersion"] = json!(api_version);
+        review["kind"] = json!(kind);
+        let (status, body) = webhook.post("/validate", review.to_string()).await;
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("admission.k8s.io/v1 AdmissionReview"), "{body}");
+    }
+}
+
+#[tokio::test]
+async fn an_object_that_is_not_the_reviewed_kind_is_denied() {
+    let webhook = Webhook::start(offline()).await;
+    let pod =
+        json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "a"}, "spec": {"backend": "ChatbotAgent"}});
+    let response = webhook.review("/validate", &review("Agent", "agents", "CREATE", pod, Value::Null)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        response["status"]["message"].as_str().expect("message").starts_with("object: apiVersion \"v1\" kind \"Pod\""),
+        "{response}"
+    );
+
+    let response =
+        webhook.review("/validate", &review("AgentRun", "agentruns", "CREATE", Value::Null, Value::Null)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert_eq!(response["status"]["message"], "object: the review carries no object");
+}
+
+#[tokio::test]
+async fn a_huge_list_gets_one_finding_not_one_per_entry() {
+    let webhook = Webhook::start(offline()).await;
+    let tools = vec![""; 100_000];
+    let object = agent("chat", json!({"backend": "ChatbotAgent", "context": {"tools": tools}}));
+    let response = webhook.review("/validate", &review("Agent", "agents", "CREATE", object, Value::Null)).await;
+    assert_eq!(response["allowed"], false);
+    assert_eq!(response["status"]["message"], "spec.context.tools: must have at most 256 entries (has 100000)");
+}
+
+#[tokio::test]
+async fn a_client_that_stalls_is_disconnected() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let webhook = Webhook::start(offline()).await;
+    let mut roots = rustls::RootCertStore::empty();
+    for cert in rustls_pki_types::pem::PemObject::pem_slice_iter(webhook.trusted.as_bytes()) {
+        roots.add(cert.expect("PEM")).expect("root");
+    }
+    yuxi_operator::tls::install_crypto_provider();
+    let config = rustls::ClientConfig::builder().with_root_certificates(roots).with_no_client_auth();
+    let connector = tokio_rustls::TlsConnector::from(std::sync::Arc::new(config));
+    let tcp = tokio::net::TcpStream::connect(webhook.addr).await.expect("connects");
+    let name = rustls_pki_types::ServerName::try_from("localhost").expect("name");
+    let mut tls = connector.connect(name, tcp).await.expect("handshake");
+    // Half a request, then silence.
+    tls.write_all(b"POST /validate HTTP/1.1\r\nHost: localhost\r\n").await.expect("writes");
+    let mut rest = Vec::new();
+    let closed = tokio::time::timeout(Duration::from_secs(5), tls.read_to_end(&mut rest)).await;
+    assert!(closed.is_ok(), "the stalled connection was still open after 5 s");
 }
 
 #[tokio::test]

@@ -125,8 +125,8 @@ pub struct ParentRef {
     #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub run_id: String,
 
-    /// The parent conversation's thread id.
-    #[schemars(length(min = 1, max = 180), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    /// The parent conversation's thread id (at most 176 characters, so its child thread ids fit 253).
+    #[schemars(length(min = 1, max = 176), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
     pub thread_id: String,
 
     /// The parent agent's slug.

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use kube::ResourceExt;
 
-use super::manifest::{Manifest, read_manifest_file};
+use super::manifest::{Manifest, ManifestError, parse_documents};
 use super::validation::{
     FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
 };
@@ -25,6 +25,8 @@ pub struct Checked {
     pub object: Option<String>,
     /// The findings.
     pub report: Report,
+    /// Whether the document is of another kind, and was not checked.
+    pub skipped: bool,
 }
 
 /// Every manifest file under `paths`: a file is taken as it is, a folder for its `.yaml` and `.yml`
@@ -48,62 +50,69 @@ pub fn manifest_files(paths: &[PathBuf]) -> std::io::Result<Vec<PathBuf>> {
 
 /// Reads and checks every document of `files`, in order. Agents are also checked against the other
 /// Agents of their namespace among the files; an AgentRun named again is checked as an update of the
-/// earlier one. A file that cannot be read or decoded gives one finding naming the
-/// document and field.
+/// earlier one. Documents of other kinds are reported as skipped (a GitOps folder holds more than these
+/// two kinds); a document that cannot be read gives one finding naming the document and field, and the
+/// file's other documents are still checked.
 pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut checked = Vec::new();
     let mut agents: Vec<(String, Agent)> = Vec::new();
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
     for file in files {
-        match read_manifest_file(file) {
-            Err(err) => {
-                checked.push(Checked { origin: file.display().to_string(), object: None, report: unreadable(err) })
-            }
-            Ok(manifests) => {
-                let many = manifests.len() > 1;
-                for (i, manifest) in manifests.into_iter().enumerate() {
-                    let origin = origin(file, many.then_some(i + 1));
-                    match manifest {
-                        Manifest::Agent(agent) => agents.push((origin, *agent)),
-                        Manifest::AgentRun(run) => {
-                            let object = describe("AgentRun", run.namespace(), &run.name_any());
-                            let mut report = validate_agent_run(&run);
-                            // A run that appears again is an update of the earlier one, as applying the
-                            // files in order would make it.
-                            if let Some(earlier) = runs.get(&object) {
-                                report.extend(validate_agent_run_update(earlier, &run));
-                            }
-                            runs.insert(object.clone(), *run);
-                            checked.push(Checked { origin, object: Some(object), report });
+        let documents = match std::fs::read_to_string(file) {
+            Ok(text) => parse_documents(&text),
+            Err(source) => vec![Err(ManifestError::Io { path: file.display().to_string(), source })],
+        };
+        let many = documents.len() > 1;
+        for (i, document) in documents.into_iter().enumerate() {
+            let origin = origin(file, many.then_some(i + 1));
+            match document {
+                Ok(Manifest::Agent(agent)) => agents.push((origin, *agent)),
+                Ok(Manifest::AgentRun(run)) => {
+                    let object = describe("AgentRun", run.namespace(), &run.name_any());
+                    let mut report = validate_agent_run(&run);
+                    // A run named again is an update of the earlier one, as applying the files in order
+                    // would make it; runs named by generateName are always new.
+                    let named = run.metadata.name.as_deref().is_some_and(|n| !n.is_empty());
+                    if named {
+                        if let Some(earlier) = runs.get(&object) {
+                            report.extend(validate_agent_run_update(earlier, &run));
                         }
+                        runs.insert(object.clone(), *run);
                     }
+                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
                 }
+                Err(ManifestError::UnknownKind { api_version, kind, .. }) => checked.push(Checked {
+                    origin,
+                    object: Some(format!("{kind} ({api_version})")),
+                    report: Report::default(),
+                    skipped: true,
+                }),
+                Err(err) => checked.push(Checked { origin, object: None, report: unreadable(err), skipped: false }),
             }
         }
     }
+    let mut by_namespace: HashMap<String, Vec<Agent>> = HashMap::new();
+    for (_, agent) in &agents {
+        by_namespace.entry(namespace_of(agent)).or_default().push(agent.clone());
+    }
     for (origin, agent) in &agents {
-        let namespace = agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
-        let neighbours: Vec<Agent> = agents
-            .iter()
-            .filter(|(o, a)| o != origin && a.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string()) == namespace)
-            .map(|(_, a)| a.clone())
-            .collect();
         let mut report = validate_agent(agent);
-        report.extend(validate_agent_among(agent, &neighbours));
-        checked.push(Checked {
-            origin: origin.clone(),
-            object: Some(describe("Agent", agent.namespace(), &agent.name_any())),
-            report,
-        });
+        report.extend(validate_agent_among(agent, &by_namespace[&namespace_of(agent)]));
+        let object = Some(describe("Agent", agent.namespace(), &agent.name_any()));
+        checked.push(Checked { origin: origin.clone(), object, report, skipped: false });
     }
     checked.sort_by(|a, b| a.origin.cmp(&b.origin));
     checked
 }
 
+fn namespace_of(agent: &Agent) -> String {
+    agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
+}
+
 fn unreadable(err: super::manifest::ManifestError) -> Report {
     use super::manifest::ManifestError;
     let (field, message) = match err {
-        ManifestError::Field { field, message, document } => (field, format!("{message} (document {document})")),
+        ManifestError::Field { field, message, .. } => (field, message),
         other => (".".to_string(), other.to_string()),
     };
     Report { errors: vec![FieldIssue { field, message }], warnings: Vec::new() }

@@ -61,22 +61,72 @@ pub enum ManifestError {
     },
 }
 
-/// Reads every non-empty YAML document of `text` as an Agent or AgentRun.
+/// Reads every non-empty YAML document of `text` as an Agent or AgentRun; the first failure stops it.
 ///
-/// Errors: [`ManifestError::Yaml`] for text that does not parse, [`ManifestError::UnknownKind`] for
-/// another `apiVersion`/`kind`, [`ManifestError::Field`] for a field of the wrong shape, naming it.
+/// Errors: as [`parse_documents`].
 pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ManifestError> {
-    let mut manifests = Vec::new();
+    parse_documents(text).into_iter().collect()
+}
+
+/// Reads each non-empty YAML document of `text` on its own, so one bad document does not hide the others.
+///
+/// Errors, per document: [`ManifestError::Yaml`] for text that does not parse, [`ManifestError::UnknownKind`]
+/// for another `apiVersion`/`kind`, [`ManifestError::Field`] for a field the schema does not declare, a number
+/// that is not finite (`.inf`, `.nan`), a non-string key, or a value of the wrong shape, naming the field.
+pub fn parse_documents(text: &str) -> Vec<Result<Manifest, ManifestError>> {
+    let text = text.strip_prefix('\u{feff}').unwrap_or(text);
+    let mut documents = Vec::new();
     for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
-        let document_number = index + 1;
-        let value =
-            Value::deserialize(document).map_err(|source| ManifestError::Yaml { document: document_number, source })?;
-        if value.is_null() {
-            continue;
+        let number = index + 1;
+        let parsed = serde_norway::Value::deserialize(document)
+            .map_err(|source| ManifestError::Yaml { document: number, source });
+        match parsed {
+            Ok(serde_norway::Value::Null) => {}
+            Ok(yaml) => documents.push(to_json(&yaml, number).and_then(|value| manifest_from_value(value, number))),
+            Err(err) => {
+                documents.push(Err(err));
+                // The parser cannot resume after a syntax error.
+                break;
+            }
         }
-        manifests.push(manifest_from_value(value, document_number)?);
     }
-    Ok(manifests)
+    documents
+}
+
+/// Converts a YAML document to JSON, refusing what JSON cannot hold (non-finite numbers, non-string keys)
+/// rather than silently turning it into null.
+fn to_json(yaml: &serde_norway::Value, document: usize) -> Result<Value, ManifestError> {
+    fn check(yaml: &serde_norway::Value, path: &str, document: usize) -> Result<(), ManifestError> {
+        let field = |p: &str| if p.is_empty() { ".".to_string() } else { p.to_string() };
+        match yaml {
+            serde_norway::Value::Number(n) if n.as_f64().is_some_and(|f| !f.is_finite()) => Err(ManifestError::Field {
+                document,
+                field: field(path),
+                message: format!("{n} is not a finite number"),
+            }),
+            serde_norway::Value::Sequence(items) => {
+                items.iter().enumerate().try_for_each(|(i, item)| check(item, &format!("{path}[{i}]"), document))
+            }
+            serde_norway::Value::Mapping(map) => map.iter().try_for_each(|(key, value)| {
+                let Some(key) = key.as_str() else {
+                    return Err(ManifestError::Field {
+                        document,
+                        field: field(path),
+                        message: format!("the key {key:?} is not a string"),
+                    });
+                };
+                check(value, &if path.is_empty() { key.to_string() } else { format!("{path}.{key}") }, document)
+            }),
+            serde_norway::Value::Tagged(tagged) => check(&tagged.value, path, document),
+            _ => Ok(()),
+        }
+    }
+    check(yaml, "", document)?;
+    serde_json::to_value(yaml).map_err(|e| ManifestError::Field {
+        document,
+        field: ".".to_string(),
+        message: e.to_string(),
+    })
 }
 
 /// Reads the manifests of one file; see [`parse_manifests`].
@@ -90,6 +140,12 @@ pub fn read_manifest_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
 pub fn manifest_from_value(value: Value, document: usize) -> Result<Manifest, ManifestError> {
     let field_of = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
     let (api_version, kind) = (field_of("apiVersion"), field_of("kind"));
+    if api_version == API_VERSION
+        && let Some(schema) = super::crd::schema(&kind)
+        && let Some(field) = super::crd::unknown_fields(&value, schema).into_iter().next()
+    {
+        return Err(ManifestError::Field { document, field, message: format!("unknown field of {kind}") });
+    }
     match (api_version.as_str(), kind.as_str()) {
         (API_VERSION, "Agent") => decode(value, document).map(|a| Manifest::Agent(Box::new(a))),
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),

@@ -9,6 +9,10 @@ use std::fmt::Write;
 /// The longest thread id, in characters (a DNS-1123 subdomain's limit, so any id fits an object name).
 pub const MAX_THREAD_ID_LEN: usize = 253;
 
+/// The longest parent thread id, in characters: a child's id adds `_sub_`, a slug of up to 63 characters,
+/// `_` and 8 hex digits, and must stay within [`MAX_THREAD_ID_LEN`].
+pub const MAX_PARENT_THREAD_ID_LEN: usize = MAX_THREAD_ID_LEN - 5 - 63 - 9;
+
 /// The separator between a parent thread id and the subagent slug in a child thread id.
 const CHILD_MARKER: &str = "_sub_";
 

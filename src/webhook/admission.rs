@@ -23,6 +23,16 @@ pub enum BadReview {
     /// The review has no `request`.
     #[error("the AdmissionReview has no request")]
     NoRequest,
+    /// The body is another type, or another version of the review.
+    #[error(
+        "the body is apiVersion {api_version:?} kind {kind:?}; this webhook answers admission.k8s.io/v1 AdmissionReview"
+    )]
+    WrongType {
+        /// The body's `apiVersion`.
+        api_version: String,
+        /// The body's `kind`.
+        kind: String,
+    },
 }
 
 /// The kinds this webhook judges.
@@ -138,6 +148,10 @@ fn verdict(response: AdmissionResponse, report: Report) -> AdmissionResponse {
 
 fn parse_review(body: &[u8]) -> Result<AdmissionRequest<DynamicObject>, BadReview> {
     let review: AdmissionReview<DynamicObject> = serde_json::from_slice(body)?;
+    let (api_version, kind) = (review.types.api_version.as_str(), review.types.kind.as_str());
+    if (api_version, kind) != ("admission.k8s.io/v1", "AdmissionReview") {
+        return Err(BadReview::WrongType { api_version: api_version.to_string(), kind: kind.to_string() });
+    }
     review.try_into().map_err(|_| BadReview::NoRequest)
 }
 
@@ -152,9 +166,21 @@ fn kind_of(request: &AdmissionRequest<DynamicObject>) -> Option<Kind> {
     }
 }
 
-/// Decodes the review's object as `T`; the error names the field that does not fit.
-fn decode_object<T: DeserializeOwned>(object: Option<&DynamicObject>) -> Result<T, String> {
-    let object = object.ok_or_else(|| "the review carries no object".to_string())?;
+/// Decodes the review's object as `T`, which must be of the kind the review is for; the error names the
+/// field that does not fit.
+fn decode_object<T: DeserializeOwned + kube::Resource<DynamicType = ()>>(
+    object: Option<&DynamicObject>,
+) -> Result<T, String> {
+    let object = object.ok_or_else(|| "object: the review carries no object".to_string())?;
+    let (api_version, kind) =
+        object.types.as_ref().map(|t| (t.api_version.as_str(), t.kind.as_str())).unwrap_or_default();
+    if (api_version, kind) != (T::api_version(&()).as_ref(), T::kind(&()).as_ref()) {
+        return Err(format!(
+            "object: apiVersion {api_version:?} kind {kind:?} is not the {} {} the review is for",
+            T::api_version(&()),
+            T::kind(&())
+        ));
+    }
     let value = serde_json::to_value(object).map_err(|err| format!("cannot read the object: {err}"))?;
     decode(value, 1).map_err(|err| match err {
         crate::resources::manifest::ManifestError::Field { field, message, .. } => format!("{field}: {message}"),

@@ -19,8 +19,15 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum_server::Handle;
 use axum_server::tls_rustls::RustlsConfig;
+use hyper_util::rt::TokioTimer;
+use tower_http::timeout::TimeoutLayer;
 
 pub use admission::{Admission, BadReview};
+
+/// The default of [`ServeOptions::header_read_timeout`].
+pub const HEADER_READ_TIMEOUT: Duration = Duration::from_secs(10);
+/// How long one request may take, its body included.
+const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// The largest review body accepted, in bytes: an object and its old version, each up to etcd's 1.5 MiB.
 const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
@@ -87,6 +94,8 @@ pub struct ServeOptions {
     pub tls_key: PathBuf,
     /// How often the certificate files are checked for changes.
     pub reload_interval: Duration,
+    /// How long a client may take to send a request's headers, and may sit idle between requests.
+    pub header_read_timeout: Duration,
 }
 
 /// Serves the webhook until `handle` is told to shut down.
@@ -103,9 +112,15 @@ pub async fn serve(
     let files = read_pair(&options.tls_cert, &options.tls_key).await.map_err(tls_error)?;
     let config = RustlsConfig::from_pem(files.0.clone(), files.1.clone()).await.map_err(tls_error)?;
     let reloader = tokio::spawn(watch_certificate(config.clone(), options.clone(), files));
-    let result = axum_server::bind_rustls(options.listen, config)
-        .handle(handle)
-        .serve(router(admission).into_make_service())
+    let mut server = axum_server::bind_rustls(options.listen, config).handle(handle);
+    // A client that sends its headers or body too slowly, or sits idle, is dropped rather than holding
+    // a connection (and a file handle) forever. The API server gives a webhook at most 30 s anyway.
+    let idle = options.header_read_timeout;
+    server.http_builder().http1().timer(TokioTimer::new()).header_read_timeout(idle);
+    server.http_builder().http2().timer(TokioTimer::new()).keep_alive_interval(Some(idle)).keep_alive_timeout(idle);
+    let app = router(admission).layer(TimeoutLayer::with_status_code(StatusCode::REQUEST_TIMEOUT, REQUEST_TIMEOUT));
+    let result = server
+        .serve(app.into_make_service())
         .await
         .map_err(|source| WebhookError::Serve { addr: options.listen, source });
     reloader.abort();

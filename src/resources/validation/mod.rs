@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::agent::{AccessLevel, Agent, AgentContext, AgentShare, ShareScope};
 use super::agent_run::{AgentRun, AgentRunSpec, TIMEOUT_SECONDS_RANGE};
 use super::{BACKEND_SUBAGENT, BACKENDS};
-use crate::run::thread_id::{is_child_thread_of, is_valid_id};
+use crate::run::thread_id::{MAX_PARENT_THREAD_ID_LEN, is_child_thread_of, is_valid_id};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
@@ -50,9 +50,14 @@ impl Report {
         self.errors.is_empty()
     }
 
-    /// The errors as one line, `field: message; field: message`.
+    /// The errors as one line, `field: message; field: message`, the first [`SUMMARY_ERRORS`] of them.
     pub fn error_summary(&self) -> String {
-        self.errors.iter().map(ToString::to_string).collect::<Vec<_>>().join("; ")
+        let mut summary =
+            self.errors.iter().take(SUMMARY_ERRORS).map(ToString::to_string).collect::<Vec<_>>().join("; ");
+        if self.errors.len() > SUMMARY_ERRORS {
+            summary.push_str(&format!("; and {} more errors", self.errors.len() - SUMMARY_ERRORS));
+        }
+        summary
     }
 
     /// The warnings, one `field: message` string each.
@@ -75,6 +80,9 @@ impl Report {
     }
 }
 
+/// The most errors [`Report::error_summary`] spells out.
+pub const SUMMARY_ERRORS: usize = 20;
+
 /// The longest DNS-1123 label, in characters.
 const MAX_LABEL_LEN: usize = 63;
 
@@ -88,6 +96,21 @@ pub fn is_dns1123_label(name: &str) -> bool {
         && edge_ok(bytes[0])
         && edge_ok(bytes[bytes.len() - 1])
         && bytes.iter().all(|&b| edge_ok(b) || b == b'-')
+}
+
+/// Whether `name` is a DNS-1123 subdomain: 1 to 253 characters of `a-z 0-9 - .`, starting and ending
+/// with a letter or digit (the Kubernetes rule for most object names).
+pub fn is_dns1123_subdomain(name: &str) -> bool {
+    name.len() <= 253 && !name.is_empty() && name.split('.').all(is_dns1123_label)
+}
+
+/// Checks `metadata.namespace` (a DNS-1123 label when set).
+fn check_namespace(report: &mut Report, meta: &kube::core::ObjectMeta) {
+    if let Some(namespace) = &meta.namespace
+        && !is_dns1123_label(namespace)
+    {
+        report.error("metadata.namespace", format!("{namespace:?} is not a namespace name: it {DNS1123_LABEL_HINT}"));
+    }
 }
 
 const DNS1123_LABEL_HINT: &str = "must be a DNS-1123 label: at most 63 lowercase letters, digits and '-', starting and ending with a letter or digit";
@@ -114,7 +137,9 @@ fn check_opt_len(report: &mut Report, field: &str, value: Option<&str>, max: usi
 /// (the CRD declares these lists as sets).
 fn check_name_list(report: &mut Report, field: &str, list: &[String], max_items: usize, max_len: usize) {
     if list.len() > max_items {
+        // One finding, not one per entry: a huge list must not make a huge answer.
         report.error(field, format!("must have at most {max_items} entries (has {})", list.len()));
+        return;
     }
     let mut seen = HashSet::new();
     for (i, item) in list.iter().enumerate() {
@@ -136,6 +161,7 @@ fn check_name_list(report: &mut Report, field: &str, list: &[String], max_items:
 /// - the schema's bounds: lengths, list sizes, duplicate-free lists, step and retry ranges.
 pub fn validate_agent(agent: &Agent) -> Report {
     let mut report = Report::default();
+    check_namespace(&mut report, &agent.metadata);
     let name = agent.name_any();
     if !is_dns1123_label(&name) {
         report.error("metadata.name", format!("{name:?} is not a valid slug: an Agent's name {DNS1123_LABEL_HINT}"));
@@ -259,6 +285,7 @@ fn validate_scope(report: &mut Report, field: &str, scope: &ShareScope) {
             format!("{field}.departmentIds"),
             format!("must have at most 256 entries (has {})", scope.department_ids.len()),
         );
+        return;
     }
     let mut seen = HashSet::new();
     for (i, id) in scope.department_ids.iter().enumerate() {
@@ -342,6 +369,17 @@ pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
 /// - `timeoutSeconds` within 1..86400, `ttlSecondsAfterFinished` not negative.
 pub fn validate_agent_run(run: &AgentRun) -> Report {
     let mut report = Report::default();
+    check_namespace(&mut report, &run.metadata);
+    match run.metadata.name.as_deref() {
+        Some(name) if !is_dns1123_subdomain(name) => report.error(
+            "metadata.name",
+            format!("{name:?} is not an object name: at most 253 lowercase letters, digits, '-' and '.', starting and ending with a letter or digit"),
+        ),
+        None | Some("") if run.metadata.generate_name.as_deref().unwrap_or_default().is_empty() => {
+            report.error("metadata.name", "is required (or metadata.generateName)");
+        }
+        _ => {}
+    }
     let spec = &run.spec;
     if spec.agent.is_empty() {
         report.error("spec.agent", "is required: name the Agent to run");
@@ -350,13 +388,28 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
     }
     check_len(&mut report, "spec.input", &spec.input, 1, 262_144);
     check_id(&mut report, "spec.threadId", spec.thread_id.as_deref());
-    check_opt_len(&mut report, "spec.uid", spec.uid.as_deref(), 128);
-    check_opt_len(&mut report, "spec.model", spec.model.as_deref(), 256);
+    if let Some(uid) = &spec.uid {
+        check_len(&mut report, "spec.uid", uid, 1, 128);
+    }
+    if let Some(model) = &spec.model {
+        check_len(&mut report, "spec.model", model, 1, 256);
+    }
     if let Some(parent) = &spec.parent {
         check_id(&mut report, "spec.parent.runId", Some(&parent.run_id));
         check_id(&mut report, "spec.parent.threadId", Some(&parent.thread_id));
+        if parent.thread_id.len() > MAX_PARENT_THREAD_ID_LEN {
+            report.error(
+                "spec.parent.threadId",
+                format!(
+                    "must be at most {MAX_PARENT_THREAD_ID_LEN} characters, so that its child thread ids fit (has {})",
+                    parent.thread_id.len()
+                ),
+            );
+        }
         check_id(&mut report, "spec.parent.fileThreadId", parent.file_thread_id.as_deref());
-        check_opt_len(&mut report, "spec.parent.toolCallId", parent.tool_call_id.as_deref(), 256);
+        if let Some(tool_call_id) = &parent.tool_call_id {
+            check_len(&mut report, "spec.parent.toolCallId", tool_call_id, 1, 256);
+        }
         if !is_dns1123_label(&parent.agent) {
             report.error(
                 "spec.parent.agent",

@@ -299,3 +299,43 @@ fn dns1123_labels() {
         assert!(!is_dns1123_label(bad), "{bad}");
     }
 }
+
+#[test]
+fn run_names_namespaces_and_optional_strings_have_the_crd_bounds() {
+    let named = |name: &str| {
+        run(&format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata: {{name: '{name}'}}\nspec: {{agent: a, input: x}}\n"
+        ))
+    };
+    assert_admits(&validate_agent_run(&named("run-1.retry")));
+    assert_rejects_only(&validate_agent_run(&named("Run 1")), "metadata.name");
+    let unnamed = run("apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata: {}\nspec: {agent: a, input: x}\n");
+    assert_rejects_only(&validate_agent_run(&unnamed), "metadata.name");
+    let generated = run(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata: {generateName: run-}\nspec: {agent: a, input: x}\n",
+    );
+    assert_admits(&validate_agent_run(&generated));
+
+    let mut in_namespace = agent_with("a", "backend: ChatbotAgent");
+    in_namespace.metadata.namespace = Some("Team A".into());
+    assert_rejects_only(&validate_agent(&in_namespace), "metadata.namespace");
+
+    assert_rejects_only(&validate_agent_run(&run_with("agent: a\ninput: x\nuid: ''")), "spec.uid");
+    assert_rejects_only(&validate_agent_run(&run_with("agent: a\ninput: x\nmodel: ''")), "spec.model");
+    let long_parent = "t".repeat(177);
+    let child = format!("agent: a\ninput: x\nparent: {{runId: r, threadId: {long_parent}, agent: p}}");
+    assert_rejects_only(&validate_agent_run(&run_with(&child)), "spec.parent.threadId");
+    let empty_call = "agent: a\ninput: x\nparent: {runId: r, threadId: t, agent: p, toolCallId: ''}";
+    assert_rejects_only(&validate_agent_run(&run_with(empty_call)), "spec.parent.toolCallId");
+}
+
+#[test]
+fn a_summary_spells_out_at_most_twenty_errors() {
+    let report = Report {
+        errors: (0..25).map(|i| FieldIssue { field: format!("f{i}"), message: "bad".into() }).collect(),
+        warnings: vec![],
+    };
+    let summary = report.error_summary();
+    assert!(summary.starts_with("f0: bad; f1: bad"));
+    assert!(summary.ends_with("f19: bad; and 5 more errors"), "{summary}");
+}
