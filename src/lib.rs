@@ -10,3 +10,4 @@ pub mod runner;
 pub mod store;
 pub mod tls;
 pub mod webhook;
+pub mod access;

@@ -1,0 +1,103 @@
+//! Who may see and manage which agent, and which subagents a parent may call (pure; Yuxi's share rules,
+//! YUXI-REFERENCE.md "Agent model", and SEED-subagents.md "如何让主 Agent 调用子智能体").
+//!
+//! - a superadmin manages every agent; the owner (`spec.owner`) manages their own;
+//! - a user matched by `manageScope` manages, one matched by `readScope` reads;
+//! - an agent with no share scopes is seen by its owner and superadmins only;
+//! - only admins and superadmins may save `Global` or `Department` scopes;
+//! - the built-in `general-purpose` subagent is always visible.
+
+use kube::ResourceExt;
+use serde::{Deserialize, Serialize};
+
+use crate::resources::{AccessLevel, Agent, GENERAL_PURPOSE, ShareScope};
+
+/// A user's role (Yuxi: `user`, `admin`, `superadmin`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Role {
+    /// An ordinary user.
+    User,
+    /// May save Global and Department share scopes.
+    Admin,
+    /// May also manage every agent.
+    Superadmin,
+}
+
+/// Who is asking.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Identity {
+    /// The user id.
+    pub uid: String,
+    /// The role.
+    pub role: Role,
+    /// The user's department, if any.
+    #[serde(default)]
+    pub department_id: Option<i64>,
+}
+
+/// What a user may do with an agent, weakest first.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Permission {
+    /// Neither see nor use it.
+    None,
+    /// See and use it.
+    Read,
+    /// Also edit and delete it.
+    Manage,
+}
+
+/// Whether `who` is in `scope`.
+pub fn in_scope(who: &Identity, scope: &ShareScope) -> bool {
+    match scope.access_level {
+        AccessLevel::Global => true,
+        AccessLevel::Department => who.department_id.is_some_and(|d| scope.department_ids.contains(&d)),
+        AccessLevel::User => scope.user_uids.iter().any(|u| *u == who.uid),
+    }
+}
+
+/// What `who` may do with `agent`.
+pub fn permission(who: &Identity, agent: &Agent) -> Permission {
+    if who.role == Role::Superadmin || agent.spec.owner.as_deref() == Some(who.uid.as_str()) {
+        return Permission::Manage;
+    }
+    let share = agent.spec.share.as_ref();
+    if share.and_then(|s| s.manage_scope.as_ref()).is_some_and(|scope| in_scope(who, scope)) {
+        return Permission::Manage;
+    }
+    if agent.name_any() == GENERAL_PURPOSE
+        || share.and_then(|s| s.read_scope.as_ref()).is_some_and(|scope| in_scope(who, scope))
+    {
+        return Permission::Read;
+    }
+    Permission::None
+}
+
+/// Whether `who` may save `scope` on an agent: `User` scopes anyone, `Global` and `Department` scopes
+/// admins and superadmins only.
+pub fn may_save_scope(who: &Identity, scope: &ShareScope) -> bool {
+    scope.access_level == AccessLevel::User || who.role >= Role::Admin
+}
+
+/// The subagents `parent` may call for `who`, by slug: its `context.subagents` list (absent or empty:
+/// every subagent), kept to the Agents that exist in `agents`, are subagents, and `who` may read. A
+/// subagent parent gets none (no nesting). Listed order is kept; otherwise sorted by slug.
+pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity) -> Vec<&'a Agent> {
+    if parent.spec.is_subagent() {
+        return Vec::new();
+    }
+    let usable = |agent: &&Agent| agent.spec.is_subagent() && permission(who, agent) >= Permission::Read;
+    let listed = parent.spec.context.as_ref().and_then(|c| c.subagents.as_ref()).filter(|l| !l.is_empty());
+    match listed {
+        Some(slugs) => slugs.iter().filter_map(|slug| agents.iter().find(|a| a.name_any() == *slug)).filter(usable).collect(),
+        None => {
+            let mut all: Vec<&Agent> = agents.iter().filter(usable).collect();
+            all.sort_by_key(|a| a.name_any());
+            all
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests;
