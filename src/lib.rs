@@ -3,6 +3,7 @@
 //! The rules live in pure modules ([`resources::validation`], [`run`]); the Kubernetes, HTTP and process
 //! I/O are thin shells around them ([`webhook`]). See the README for the architecture.
 
+pub mod access;
 pub mod keys;
 pub mod resources;
 pub mod run;
@@ -10,4 +11,3 @@ pub mod runner;
 pub mod store;
 pub mod tls;
 pub mod webhook;
-pub mod access;

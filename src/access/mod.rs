@@ -90,7 +90,9 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
     let usable = |agent: &&Agent| agent.spec.is_subagent() && permission(who, agent) >= Permission::Read;
     let listed = parent.spec.context.as_ref().and_then(|c| c.subagents.as_ref()).filter(|l| !l.is_empty());
     match listed {
-        Some(slugs) => slugs.iter().filter_map(|slug| agents.iter().find(|a| a.name_any() == *slug)).filter(usable).collect(),
+        Some(slugs) => {
+            slugs.iter().filter_map(|slug| agents.iter().find(|a| a.name_any() == *slug)).filter(usable).collect()
+        }
         None => {
             let mut all: Vec<&Agent> = agents.iter().filter(usable).collect();
             all.sort_by_key(|a| a.name_any());

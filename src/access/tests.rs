@@ -1,8 +1,10 @@
 use super::*;
 
 fn agent(name: &str, yaml_spec: &str) -> Agent {
-    serde_norway::from_str(&format!("apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {name}}}\nspec: {yaml_spec}\n"))
-        .expect("agent")
+    serde_norway::from_str(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {name}}}\nspec: {yaml_spec}\n"
+    ))
+    .expect("agent")
 }
 
 fn user(uid: &str, department: Option<i64>) -> Identity {
@@ -43,7 +45,8 @@ fn an_agent_without_scopes_is_private_and_general_purpose_is_public() {
 #[test]
 fn only_admins_save_wide_scopes() {
     let wide: ShareScope = serde_norway::from_str("{accessLevel: Global}").expect("scope");
-    let department: ShareScope = serde_norway::from_str("{accessLevel: Department, departmentIds: [1]}").expect("scope");
+    let department: ShareScope =
+        serde_norway::from_str("{accessLevel: Department, departmentIds: [1]}").expect("scope");
     let narrow: ShareScope = serde_norway::from_str("{accessLevel: User, userUids: [a]}").expect("scope");
     let admin = Identity { uid: "ops".into(), role: Role::Admin, department_id: None };
     assert!(!may_save_scope(&user("a", None), &wide));
@@ -71,7 +74,11 @@ fn the_allowlist_is_the_listed_visible_subagents() {
     assert_eq!(names(allowed_subagents(&empty_list, &agents, &bob)), ["explorer", "general-purpose"]);
 
     let listed = agent("parent", "{backend: ChatbotAgent, context: {subagents: [private, explorer, chat, missing]}}");
-    assert_eq!(names(allowed_subagents(&listed, &agents, &bob)), ["explorer"], "invisible, non-subagent and missing entries drop out");
+    assert_eq!(
+        names(allowed_subagents(&listed, &agents, &bob)),
+        ["explorer"],
+        "invisible, non-subagent and missing entries drop out"
+    );
     assert_eq!(names(allowed_subagents(&listed, &agents, &alice)), ["private", "explorer"], "listed order is kept");
 
     let nested = agent("sub", "{backend: SubAgentBackend}");

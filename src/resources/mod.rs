@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod crd;
 pub mod manifest;
 pub mod validation;
+pub mod yuxi;
 
 pub use agent::{AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode};
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};

@@ -1,0 +1,277 @@
+//! The Yuxi JSON shape of an agent (the facade's `/api/agent`), and the one mapping between it and the
+//! Agent resource (DESIGN.md section 4). Yuxi spells fields in snake_case and enum values in lowercase
+//! (`always_trust`, `department`); the resource follows Kubernetes conventions (`AlwaysTrust`,
+//! `Department`).
+
+use serde::{Deserialize, Serialize};
+
+use super::{AccessLevel, AgentContext, AgentShare, ShareScope, ToolApprovalMode};
+
+/// `config_json.context` as Yuxi spells it.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YuxiContext {
+    /// The system prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub system_prompt: Option<String>,
+    /// `<provider>/<model>`; empty for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model: Option<String>,
+    /// Granted tools; absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tools: Option<Vec<String>>,
+    /// Knowledge bases; absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub knowledges: Option<Vec<String>>,
+    /// MCP servers; absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcps: Option<Vec<String>>,
+    /// Skills; absent for all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub skills: Option<Vec<String>>,
+    /// Skills put into the prompt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub preload_skills: Option<Vec<String>>,
+    /// The subagent allowlist; absent or empty for all visible subagents.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub subagents: Option<Vec<String>>,
+    /// `default` or `always_trust`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode: Option<YuxiApprovalMode>,
+    /// The step limit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_execution_steps: Option<u32>,
+    /// Model call retries.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_retry_times: Option<u32>,
+}
+
+/// Yuxi's `tool_approval_mode` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum YuxiApprovalMode {
+    /// `default`.
+    Default,
+    /// `always_trust`.
+    AlwaysTrust,
+}
+
+/// `config_json`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YuxiConfig {
+    /// The runtime context.
+    #[serde(default)]
+    pub context: YuxiContext,
+}
+
+/// One share scope as Yuxi spells it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YuxiScope {
+    /// `global`, `department` or `user`.
+    pub access_level: YuxiAccessLevel,
+    /// Departments of a `department` scope.
+    #[serde(default)]
+    pub department_ids: Vec<i64>,
+    /// Users of a `user` scope.
+    #[serde(default)]
+    pub user_uids: Vec<String>,
+}
+
+/// Yuxi's `access_level` values.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum YuxiAccessLevel {
+    /// Everybody.
+    Global,
+    /// Members of some departments.
+    Department,
+    /// Some users.
+    User,
+}
+
+/// `share_config` (version 2).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct YuxiShare {
+    /// Always 2.
+    #[serde(default = "share_version")]
+    pub version: u32,
+    /// Who may read; null for the owner only.
+    #[serde(default)]
+    pub read_scope: Option<YuxiScope>,
+    /// Who may manage; null for the owner only.
+    #[serde(default)]
+    pub manage_scope: Option<YuxiScope>,
+}
+
+fn share_version() -> u32 {
+    2
+}
+
+impl From<&AgentContext> for YuxiContext {
+    fn from(c: &AgentContext) -> Self {
+        YuxiContext {
+            system_prompt: c.system_prompt.clone(),
+            model: c.model.clone(),
+            tools: c.tools.clone(),
+            knowledges: c.knowledges.clone(),
+            mcps: c.mcps.clone(),
+            skills: c.skills.clone(),
+            preload_skills: c.preload_skills.clone(),
+            subagents: c.subagents.clone(),
+            tool_approval_mode: c.tool_approval_mode.map(|m| match m {
+                ToolApprovalMode::Default => YuxiApprovalMode::Default,
+                ToolApprovalMode::AlwaysTrust => YuxiApprovalMode::AlwaysTrust,
+            }),
+            max_execution_steps: c.max_execution_steps,
+            model_retry_times: c.model_retry_times,
+        }
+    }
+}
+
+impl From<&YuxiContext> for AgentContext {
+    fn from(c: &YuxiContext) -> Self {
+        AgentContext {
+            system_prompt: c.system_prompt.clone(),
+            model: c.model.clone(),
+            tools: c.tools.clone(),
+            knowledges: c.knowledges.clone(),
+            mcps: c.mcps.clone(),
+            skills: c.skills.clone(),
+            preload_skills: c.preload_skills.clone(),
+            subagents: c.subagents.clone(),
+            tool_approval_mode: c.tool_approval_mode.map(|m| match m {
+                YuxiApprovalMode::Default => ToolApprovalMode::Default,
+                YuxiApprovalMode::AlwaysTrust => ToolApprovalMode::AlwaysTrust,
+            }),
+            max_execution_steps: c.max_execution_steps,
+            model_retry_times: c.model_retry_times,
+        }
+    }
+}
+
+impl From<&ShareScope> for YuxiScope {
+    fn from(s: &ShareScope) -> Self {
+        YuxiScope {
+            access_level: match s.access_level {
+                AccessLevel::Global => YuxiAccessLevel::Global,
+                AccessLevel::Department => YuxiAccessLevel::Department,
+                AccessLevel::User => YuxiAccessLevel::User,
+            },
+            department_ids: s.department_ids.clone(),
+            user_uids: s.user_uids.clone(),
+        }
+    }
+}
+
+impl From<&YuxiScope> for ShareScope {
+    fn from(s: &YuxiScope) -> Self {
+        ShareScope {
+            access_level: match s.access_level {
+                YuxiAccessLevel::Global => AccessLevel::Global,
+                YuxiAccessLevel::Department => AccessLevel::Department,
+                YuxiAccessLevel::User => AccessLevel::User,
+            },
+            department_ids: s.department_ids.clone(),
+            user_uids: s.user_uids.clone(),
+        }
+    }
+}
+
+impl From<&AgentShare> for YuxiShare {
+    fn from(s: &AgentShare) -> Self {
+        YuxiShare {
+            version: 2,
+            read_scope: s.read_scope.as_ref().map(Into::into),
+            manage_scope: s.manage_scope.as_ref().map(Into::into),
+        }
+    }
+}
+
+impl From<&YuxiShare> for AgentShare {
+    fn from(s: &YuxiShare) -> Self {
+        AgentShare {
+            read_scope: s.read_scope.as_ref().map(Into::into),
+            manage_scope: s.manage_scope.as_ref().map(Into::into),
+        }
+    }
+}
+
+/// An agent as `/api/agent` shows it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct YuxiAgent {
+    /// `metadata.name`.
+    pub slug: String,
+    /// `spec.displayName`, or the slug.
+    pub name: String,
+    /// `spec.description`.
+    pub description: String,
+    /// `spec.backend`.
+    pub backend_id: String,
+    /// `spec.isSubagent`, derived from the backend when unset.
+    pub is_subagent: bool,
+    /// `spec.default`.
+    pub is_default: bool,
+    /// `{context: spec.context}`.
+    pub config_json: YuxiConfig,
+    /// `spec.share`.
+    pub share_config: YuxiShare,
+    /// `spec.owner`.
+    pub created_by: Option<String>,
+}
+
+impl YuxiAgent {
+    /// The Yuxi view of `agent`.
+    pub fn from_agent(agent: &super::Agent) -> Self {
+        let spec = &agent.spec;
+        let slug = kube::ResourceExt::name_any(agent);
+        YuxiAgent {
+            name: spec.display_name.clone().unwrap_or_else(|| slug.clone()),
+            slug,
+            description: spec.description.clone().unwrap_or_default(),
+            backend_id: spec.backend.clone(),
+            is_subagent: spec.is_subagent(),
+            is_default: spec.is_default(),
+            config_json: YuxiConfig { context: YuxiContext::from(spec.context().as_ref()) },
+            share_config: spec.share.as_ref().map(YuxiShare::from).unwrap_or(YuxiShare {
+                version: 2,
+                read_scope: None,
+                manage_scope: None,
+            }),
+            created_by: spec.owner.clone(),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn context_and_share_round_trip_between_the_two_spellings() {
+        let yuxi: YuxiContext = serde_json::from_value(serde_json::json!({
+            "system_prompt": "p", "model": "openai/m", "tools": ["ls"], "subagents": ["x"],
+            "tool_approval_mode": "always_trust", "max_execution_steps": 5, "model_retry_times": 1
+        }))
+        .expect("Yuxi context");
+        let context = AgentContext::from(&yuxi);
+        assert_eq!(context.tool_approval_mode, Some(ToolApprovalMode::AlwaysTrust));
+        assert_eq!(YuxiContext::from(&context), yuxi);
+
+        let share: YuxiShare = serde_json::from_value(serde_json::json!({
+            "version": 2, "read_scope": {"access_level": "department", "department_ids": [1]}, "manage_scope": null
+        }))
+        .expect("share");
+        let agent_share = AgentShare::from(&share);
+        assert_eq!(agent_share.read_scope.as_ref().map(|s| s.access_level), Some(AccessLevel::Department));
+        assert_eq!(YuxiShare::from(&agent_share), share);
+    }
+
+    #[test]
+    fn unknown_fields_are_refused() {
+        let err = serde_json::from_value::<YuxiContext>(serde_json::json!({"tool": ["ls"]})).expect_err("unknown");
+        assert!(err.to_string().contains("unknown field `tool`"), "{err}");
+    }
+}
