@@ -9,7 +9,7 @@ pub const CANCEL_TTL_SECONDS: i64 = 1800;
 /// How long a run's result is kept, in seconds (seven days).
 pub const RESULT_TTL_SECONDS: i64 = 7 * 24 * 3600;
 /// The most entries a run's event stream keeps (approximately; older entries are trimmed).
-pub const EVENTS_MAX_LEN: usize = 10_000;
+pub const EVENTS_MAX_LEN: usize = 100_000;
 
 /// The run's event stream. Each entry has two fields: `event` (the event name) and `data` (the JSON
 /// envelope `{schema_version, run_id, thread_id, event, payload, created_at}`); the entry id is the
@@ -32,6 +32,12 @@ pub fn run_result(run_id: &str) -> String {
 /// The thread's conversation history: a list of JSON chat messages, oldest first.
 pub fn thread_messages(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:messages")
+}
+
+/// The runner lease of a run: held by the one runner executing it, with a short time to live it keeps
+/// refreshing, so a second runner for the same run refuses to start.
+pub fn run_lease(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:lease")
 }
 
 /// The thread's lock: holds the id of the thread's one non-terminal run.

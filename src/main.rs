@@ -104,6 +104,9 @@ struct RunnerArgs {
     /// The OpenAI-compatible endpoint of `openai/` models.
     #[arg(long, env = "OPENAI_BASE_URL")]
     openai_base_url: Option<String>,
+    /// The folder `scripted/file:<name>` model scripts are read from (none: such models are refused).
+    #[arg(long, env = "YUXI_SCRIPTS_DIR", value_name = "DIR")]
+    scripts_dir: Option<PathBuf>,
     /// The MCP servers agents may use (a YAML map of name to {url, tools}).
     #[arg(long, env = "YUXI_MCP_SERVERS", value_name = "FILE")]
     mcp_servers: Option<PathBuf>,
@@ -113,13 +116,14 @@ fn main() -> ExitCode {
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .init();
     match Cli::parse().command {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
         Command::Runner(args) => run_runner(args),
         Command::SandboxExec { socket, workdir } => run_async(async move {
-            tracing::info!(socket = %socket.display(), "serving execute requests");
+            anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a folder", workdir.display());
             yuxi_operator::runner::tools::execute::serve_socket(&socket, LocalExecutor::plain(workdir)).await?;
             Ok(())
         }),
@@ -150,7 +154,13 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             return ExitCode::from(EXIT_UNUSABLE);
         }
     };
-    runtime.block_on(async move {
+    // Commands the model runs as this user must not read this process's memory or environment through
+    // /proc (it holds the model key and the run's credentials).
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's own dumpable flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+    }
+    let code = runtime.block_on(async move {
         let mcp_servers = match &args.mcp_servers {
             Some(path) => match mcp::load_servers(path) {
                 Ok(servers) => servers,
@@ -177,7 +187,7 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             },
             sandbox_socket: args.sandbox_socket,
             default_model: args.default_model,
-            models: ModelSettings { openai },
+            models: ModelSettings { openai, scripts_dir: args.scripts_dir },
             mcp_servers,
             cancel_poll: Duration::from_secs(1),
         };
@@ -201,7 +211,11 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
                 if report.status == Status::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
             }
         }
-    })
+    });
+    // A tool stuck in a blocking call (a file operation the deadline abandoned) must not keep the process
+    // alive after the run has ended.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    code
 }
 
 fn print_crds(out_dir: Option<PathBuf>) -> ExitCode {
@@ -235,7 +249,7 @@ fn validate(paths: &[PathBuf]) -> ExitCode {
     let mut out = String::new();
     let mut failed = 0;
     for item in &checked {
-        let object = item.object.as_deref().unwrap_or("unreadable");
+        let object = item.object.as_deref().unwrap_or("not decoded");
         let verdict = match (item.skipped, item.report.is_ok()) {
             (true, _) => "skipped ",
             (false, true) => "ok      ",
@@ -291,7 +305,6 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
     };
     let handle = axum_server::Handle::new();
     tokio::spawn(shutdown_on_signal(handle.clone()));
-    tracing::info!(listen = %options.listen, "serving the admission webhook");
     webhook::serve(options, Admission::new(client), handle).await?;
     Ok(())
 }

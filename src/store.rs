@@ -93,6 +93,7 @@ struct MemoryState {
     threads: HashMap<String, Vec<Message>>,
     results: HashMap<String, Value>,
     cancelled: std::collections::HashSet<String>,
+    leases: HashMap<String, String>,
 }
 
 impl Store {
@@ -283,6 +284,68 @@ impl Store {
             Store::Memory(memory) => {
                 memory.state.lock().expect("store lock").cancelled.insert(run_id.to_string());
                 memory.cancel_notice.notify_waiters();
+                Ok(())
+            }
+        }
+    }
+
+    /// Takes the run's runner lease for `holder` for `ttl`, or renews it when `holder` has it. Returns
+    /// whether `holder` holds it now.
+    pub async fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_lease(run_id);
+                let mut connection = redis.connection.clone();
+                let millis = ttl.as_millis().max(1) as u64;
+                let taken: Option<String> = redis::cmd("SET")
+                    .arg(&key)
+                    .arg(holder)
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(millis)
+                    .query_async(&mut connection)
+                    .await?;
+                if taken.is_some() {
+                    return Ok(true);
+                }
+                // Renew only our own lease: compare and extend in one step.
+                let renewed: i64 = redis::Script::new(
+                    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('PEXPIRE', KEYS[1], ARGV[2]) else return 0 end",
+                )
+                .key(&key)
+                .arg(holder)
+                .arg(millis)
+                .invoke_async(&mut connection)
+                .await?;
+                Ok(renewed == 1)
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                let current = state.leases.entry(run_id.to_string()).or_insert_with(|| holder.to_string());
+                Ok(current == holder)
+            }
+        }
+    }
+
+    /// Gives up the run's runner lease if `holder` has it.
+    pub async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                redis::Script::new(
+                    "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end",
+                )
+                .key(keys::run_lease(run_id))
+                .arg(holder)
+                .invoke_async::<i64>(&mut connection)
+                .await?;
+                Ok(())
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                if state.leases.get(run_id).is_some_and(|h| h == holder) {
+                    state.leases.remove(run_id);
+                }
                 Ok(())
             }
         }

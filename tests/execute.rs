@@ -49,6 +49,14 @@ async fn a_command_past_its_time_out_is_killed_with_its_children() {
 }
 
 #[tokio::test]
+async fn a_timed_out_command_keeps_the_output_it_wrote() {
+    let dir = TempDir::new().expect("temp dir");
+    let outcome = LocalExecutor::plain(dir.path()).execute(&request("echo before; sleep 30", 1)).await.expect("runs");
+    assert!(outcome.timed_out);
+    assert_eq!(outcome.output, "before\n");
+}
+
+#[tokio::test]
 async fn output_is_bounded() {
     let dir = TempDir::new().expect("temp dir");
     let mut req = request("head -c 100000 /dev/zero | tr '\\0' 'a'", 10);
@@ -156,13 +164,33 @@ async fn isolated_commands_see_only_the_volumes_at_the_models_paths() {
         "pwd; ls /home/gem/user-data; cat /home/gem/skills/SKILL.md; echo; \
          echo made > /home/gem/user-data/outputs/made.txt; \
          touch /home/gem/skills/new 2>/dev/null || echo skills-read-only; \
-         cat {} 2>/dev/null || echo outside-hidden",
+         cat {} 2>/dev/null || echo outside-hidden; \
+         grep CapEff /proc/self/status; \
+         mount -o remount,bind,rw / 2>/dev/null && echo remounted || echo no-remount",
         root.path().join("outside.txt").display()
     );
     let outcome = executor.execute(&request(&script, 20)).await.expect("runs");
     assert_eq!(
         outcome.output,
-        "/home/gem/user-data/workspace\noutputs\nuploads\nworkspace\nskill text\nskills-read-only\noutside-hidden\n"
+        "/home/gem/user-data/workspace\noutputs\nuploads\nworkspace\nskill text\nskills-read-only\noutside-hidden\n\
+         CapEff:\t0000000000000000\nno-remount\n"
     );
     assert_eq!(std::fs::read_to_string(volumes.outputs.join("made.txt")).expect("made"), "made\n");
+}
+
+#[tokio::test]
+async fn the_sandbox_stops_a_command_when_the_runner_hangs_up() {
+    use tokio::io::AsyncWriteExt;
+    let sandbox = sandbox();
+    let marker = sandbox.workdir.path().join("survived");
+    let line = format!(
+        "{{\"command\": \"sleep 2; touch {}\", \"timeout_seconds\": 30, \"max_output_bytes\": 100}}\n",
+        marker.display()
+    );
+    let mut stream = tokio::net::UnixStream::connect(&sandbox.socket).await.expect("connects");
+    stream.write_all(line.as_bytes()).await.expect("writes");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    drop(stream);
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!marker.exists(), "the command went on after the runner hung up");
 }

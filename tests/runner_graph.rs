@@ -175,6 +175,7 @@ async fn the_step_limit_fails_the_run() {
 fn openai(endpoint: &FakeOpenAi) -> Model {
     let settings = ModelSettings {
         openai: Some(OpenAiEndpoint { base_url: endpoint.base_url.clone(), api_key: "sk-test".into() }),
+        scripts_dir: None,
     };
     Model::resolve("openai/test-model", &settings).expect("model")
 }
@@ -236,6 +237,7 @@ async fn an_unreachable_endpoint_fails_after_its_retries() {
     drop(listener);
     let settings = ModelSettings {
         openai: Some(OpenAiEndpoint { base_url: format!("http://{addr}/v1"), api_key: String::new() }),
+        scripts_dir: None,
     };
     let store = Store::memory();
     let mut g = graph(&store, Model::resolve("openai/m", &settings).expect("model"), ToolBox::new());
@@ -425,4 +427,77 @@ async fn long_answers_stream_in_batches() {
         "1300 deltas are batched, at most 512 characters each: {batches:?}"
     );
     assert!(batches.iter().all(|&b| b <= 512), "{batches:?}");
+}
+
+#[tokio::test]
+async fn a_cancel_requested_before_the_run_starts_runs_nothing() {
+    let store = Store::memory();
+    let v = volumes();
+    store.request_cancel("run-1").await.expect("cancel");
+    let script = "[{tool_calls: [{name: write_file, arguments: {path: early.txt, content: x}}]}, {content: done}]";
+    let report = graph(&store, scripted(script), file_tools(&v.paths, &all_grants())).run(json!({})).await;
+    assert_eq!(report.status, Status::Cancelled);
+    assert!(!v.paths.workspace.join("early.txt").exists(), "no tool ran after the cancel");
+    let events = assert_framed(&store, &report).await;
+    assert!(payloads(&events, "tool_call").is_empty());
+}
+
+struct Sleeps;
+
+impl Tool for Sleeps {
+    fn spec(&self) -> ToolSpec {
+        ToolSpec { name: "wait".into(), description: "sleeps".into(), parameters: json!({"type": "object"}) }
+    }
+
+    fn call(&self, _: Value) -> BoxFuture<'_, Result<String, ToolError>> {
+        Box::pin(async {
+            tokio::time::sleep(Duration::from_secs(30)).await;
+            Ok("woke".into())
+        })
+    }
+}
+
+#[tokio::test]
+async fn a_run_stopped_during_a_tool_call_leaves_a_valid_history() {
+    let store = Store::memory();
+    let mut tools = ToolBox::new();
+    tools.insert(Arc::new(Sleeps));
+    let mut g = graph(&store, scripted("[{tool_calls: [{name: wait}, {name: wait}]}, {content: never}]"), tools);
+    g.timeout = Duration::from_millis(300);
+    let report = g.run(json!({})).await;
+    assert_eq!(report.status, Status::Failed);
+    let history = store.thread_messages("thread-1").await.expect("history");
+    let answered: Vec<(String, String)> = history
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, content } => Some((tool_call_id.clone(), content.clone())),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(
+        answered,
+        [
+            ("call_0_0".to_string(), "Error: the run ended (failed) before this tool call finished".to_string()),
+            ("call_0_1".to_string(), "Error: the run ended (failed) before this tool call finished".to_string()),
+        ],
+        "every tool call of the history has its answer"
+    );
+}
+
+#[tokio::test]
+async fn one_turn_runs_at_most_sixty_four_tool_calls() {
+    let store = Store::memory();
+    let v = volumes();
+    let calls: Vec<String> = (0..66).map(|_| "{name: ls}".to_string()).collect();
+    let script = format!("[{{tool_calls: [{}]}}, {{content: done}}]", calls.join(", "));
+    let report = graph(&store, scripted(&script), file_tools(&v.paths, &all_grants())).run(json!({})).await;
+    assert_eq!(report.status, Status::Completed);
+    let events = assert_framed(&store, &report).await;
+    assert_eq!(payloads(&events, "tool_call").len(), 64);
+    let history = store.thread_messages("thread-1").await.expect("history");
+    let refused = history
+        .iter()
+        .filter(|m| matches!(m, Message::Tool { content, .. } if content.starts_with("Error: at most 64 tool calls")))
+        .count();
+    assert_eq!(refused, 2);
 }

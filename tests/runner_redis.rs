@@ -130,7 +130,8 @@ impl RunFiles {
         }
         command
             .env("YUXI_REDIS_URL", redis_url())
-            .env("YUXI_DEFAULT_MODEL", format!("scripted/file:{}", self.path("script.yaml").display()))
+            .env("YUXI_DEFAULT_MODEL", "scripted/file:script.yaml")
+            .env("YUXI_SCRIPTS_DIR", self.dir.path())
             .env("OPENAI_API_KEY", "sk-secret-model-key")
             .env("YUXI_RUN_TOKEN", "run-token-secret")
             .env_remove("OPENAI_BASE_URL")
@@ -178,7 +179,7 @@ async fn the_runner_binary_completes_a_run_and_execute_sees_no_secret() {
 
     let events = run_events(&files.run_id).await;
     assert_framed(&events, "completed");
-    assert_eq!(events[0].payload["model"], format!("scripted/file:{}", files.path("script.yaml").display()));
+    assert_eq!(events[0].payload["model"], "scripted/file:script.yaml");
     assert_eq!(events[0].payload["thread_id"], format!("{}-thread", files.run_id));
     let env_result = events
         .iter()
@@ -285,4 +286,36 @@ fn the_runner_contract_is_in_its_help() {
     {
         assert!(help.contains(flag), "{flag} missing from: {help}");
     }
+}
+
+#[tokio::test]
+async fn a_script_outside_the_scripts_folder_is_refused_without_quoting_it() {
+    let files = RunFiles::new(&subagent("{model: \"scripted/file:../../../etc/passwd\"}"), "[{content: x}]");
+    let output = files.command().output().expect("runs");
+    assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
+    let events = run_events(&files.run_id).await;
+    assert_failed_with(&events, "cannot read the model script ../../../etc/passwd");
+    let all = serde_json::to_string(&events.iter().map(|e| &e.payload).collect::<Vec<_>>()).expect("json");
+    assert!(!all.contains("root:"), "the file's content leaked: {all}");
+}
+
+#[tokio::test]
+async fn one_runner_per_run_and_never_twice() {
+    let files = RunFiles::new(&subagent("{}"), "[{delay_ms: 1500, content: finished}]");
+    let mut first = files.command().spawn().expect("starts");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while run_events(&files.run_id).await.is_empty() {
+        assert!(Instant::now() < deadline, "the first runner wrote no metadata");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let second = files.command().output().expect("runs");
+    assert_eq!(second.status.code(), Some(2));
+    assert!(stderr(&second).contains("already being executed by another runner"), "{}", stderr(&second));
+    assert!(first.wait().expect("waits").success());
+    let third = files.command().output().expect("runs");
+    assert_eq!(third.status.code(), Some(2));
+    assert!(stderr(&third).contains("has already finished"), "{}", stderr(&third));
+    let events = run_events(&files.run_id).await;
+    assert_framed(&events, "completed");
+    assert_eq!(events.iter().filter(|e| e.event == "metadata").count(), 1);
 }

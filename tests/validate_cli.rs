@@ -80,7 +80,7 @@ fn each_document_of_a_file_is_checked_and_other_kinds_are_skipped() {
     let output = validate(&[&file]);
     let out = stdout(&output);
     assert_eq!(output.status.code(), Some(1), "{out}");
-    assert!(out.contains("all.yaml#1 (unreadable)") && out.contains("error:   spec.backend:"), "{out}");
+    assert!(out.contains("all.yaml#1 (not decoded)") && out.contains("error:   spec.backend:"), "{out}");
     assert!(out.contains("ok       ") && out.contains("all.yaml#2 (Agent default/chat)"), "{out}");
     assert!(out.contains("skipped  ") && out.contains("all.yaml#3 (ConfigMap (v1))"), "{out}");
 }

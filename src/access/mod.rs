@@ -53,7 +53,7 @@ pub fn in_scope(who: &Identity, scope: &ShareScope) -> bool {
     match scope.access_level {
         AccessLevel::Global => true,
         AccessLevel::Department => who.department_id.is_some_and(|d| scope.department_ids.contains(&d)),
-        AccessLevel::User => scope.user_uids.iter().any(|u| *u == who.uid),
+        AccessLevel::User => scope.user_uids.contains(&who.uid),
     }
 }
 

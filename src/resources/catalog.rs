@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use kube::ResourceExt;
 
-use super::manifest::{Manifest, ManifestError, parse_documents};
+use super::manifest::{Manifest, ManifestError, parse_documents, read_manifest_text};
 use super::validation::{
     FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
 };
@@ -58,9 +58,9 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut agents: Vec<(String, Agent)> = Vec::new();
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
     for file in files {
-        let documents = match std::fs::read_to_string(file) {
+        let documents = match read_manifest_text(file) {
             Ok(text) => parse_documents(&text),
-            Err(source) => vec![Err(ManifestError::Io { path: file.display().to_string(), source })],
+            Err(err) => vec![Err(err)],
         };
         let many = documents.len() > 1;
         for (i, document) in documents.into_iter().enumerate() {

@@ -129,11 +129,26 @@ fn to_json(yaml: &serde_norway::Value, document: usize) -> Result<Value, Manifes
     })
 }
 
+/// The largest manifest file read, in bytes (etcd stores objects of at most 1.5 MiB).
+pub const MAX_MANIFEST_BYTES: u64 = 4 * 1024 * 1024;
+
 /// Reads the manifests of one file; see [`parse_manifests`].
 pub fn read_manifest_file(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
-    let text = std::fs::read_to_string(path)
-        .map_err(|source| ManifestError::Io { path: path.display().to_string(), source })?;
-    parse_manifests(&text)
+    parse_manifests(&read_manifest_text(path)?)
+}
+
+/// Reads a manifest file: a regular file of at most [`MAX_MANIFEST_BYTES`], as UTF-8 text.
+pub fn read_manifest_text(path: &Path) -> Result<String, ManifestError> {
+    use std::io::Read;
+    let io = |source| ManifestError::Io { path: path.display().to_string(), source };
+    let metadata = std::fs::metadata(path).map_err(io)?;
+    if !metadata.is_file() || metadata.len() > MAX_MANIFEST_BYTES {
+        let message = format!("not a regular file of at most {MAX_MANIFEST_BYTES} bytes");
+        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, message)));
+    }
+    let mut text = String::new();
+    std::fs::File::open(path).map_err(io)?.take(MAX_MANIFEST_BYTES).read_to_string(&mut text).map_err(io)?;
+    Ok(text)
 }
 
 /// Decodes one document, already parsed, as an Agent or AgentRun; `document` is its number in the file.

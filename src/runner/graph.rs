@@ -19,6 +19,10 @@ use super::tools::ToolBox;
 use crate::resources::TokenUsage;
 use crate::store::{Store, StoreError};
 
+/// The most tool calls one model turn may make; the rest are answered with an error, so one turn cannot
+/// flood the event stream.
+pub const MAX_TOOL_CALLS_PER_TURN: usize = 64;
+
 /// Text deltas are sent at most this often...
 const BATCH_INTERVAL: Duration = Duration::from_millis(100);
 /// ...or when this many characters are waiting.
@@ -101,11 +105,12 @@ pub struct Graph {
 /// Why the loop stopped early.
 enum Stop {
     Failed(String),
+    Cancelled,
 }
 
 impl From<StoreError> for Stop {
     fn from(err: StoreError) -> Self {
-        Stop::Failed(format!("cannot write the run's state: {err}"))
+        Stop::Failed(format!("the run's state store failed: {err}"))
     }
 }
 
@@ -157,8 +162,14 @@ impl Graph {
                 error: Some(error),
                 token_usage: conversation.usage.clone(),
             },
+            Err(Stop::Cancelled) => RunReport {
+                status: Status::Cancelled,
+                output: String::new(),
+                error: None,
+                token_usage: conversation.usage.clone(),
+            },
         };
-        self.finish(&conversation, &report).await;
+        self.finish(&mut conversation, &report).await;
         report
     }
 
@@ -170,6 +181,7 @@ impl Graph {
         conversation.push(Message::User { content: self.input.clone() });
         let specs = self.tools.specs();
         loop {
+            self.stop_if_cancelled().await?;
             if conversation.steps >= self.max_steps {
                 return Err(Stop::Failed(format!(
                     "the run reached maxExecutionSteps ({}) without a final answer",
@@ -189,11 +201,24 @@ impl Graph {
             if turn.tool_calls.is_empty() {
                 return Ok(Some(turn.content));
             }
-            for call in &turn.tool_calls {
-                let result = self.call_tool(call, &message_id).await?;
+            for (i, call) in turn.tool_calls.iter().enumerate() {
+                self.stop_if_cancelled().await?;
+                let result = if i < MAX_TOOL_CALLS_PER_TURN {
+                    self.call_tool(call, &message_id).await?
+                } else {
+                    format!(
+                        "Error: at most {MAX_TOOL_CALLS_PER_TURN} tool calls are run per turn; call the rest in the next turn"
+                    )
+                };
                 conversation.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }
         }
+    }
+
+    /// Stops the loop when a cancel was requested: checked before every model call and every tool call,
+    /// so a cancel set before the run starts, or between two steps, is never acted against.
+    async fn stop_if_cancelled(&self) -> Result<(), Stop> {
+        if self.store.is_cancel_requested(&self.identity.run_id).await? { Err(Stop::Cancelled) } else { Ok(()) }
     }
 
     /// One model turn, retried on transient errors, its text streamed as batched `messages` events.
@@ -294,8 +319,31 @@ impl Graph {
         self.store.append_event(&self.identity.run_id, &self.identity.thread_id, event, payload).await.map(|_| ())
     }
 
-    /// Persists the new messages and the result, then writes `error` (when failed) and `end`.
-    async fn finish(&self, conversation: &Conversation, report: &RunReport) {
+    /// Persists the new messages and the result, then writes `error` (when failed) and `end`. A run stopped
+    /// in the middle of a turn's tool calls gets an answer for each call left open, so the thread stays a
+    /// valid conversation (chat APIs refuse a tool call without its result).
+    async fn finish(&self, conversation: &mut Conversation, report: &RunReport) {
+        let open_calls: Vec<String> =
+            match conversation.added.iter().rposition(|m| matches!(m, Message::Assistant { .. })) {
+                Some(at) => {
+                    let Message::Assistant { tool_calls, .. } = &conversation.added[at] else {
+                        unreachable!("found above")
+                    };
+                    let answered: Vec<&str> = conversation.added[at + 1..]
+                        .iter()
+                        .filter_map(|m| match m {
+                            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+                            _ => None,
+                        })
+                        .collect();
+                    tool_calls.iter().map(|c| c.id.clone()).filter(|id| !answered.contains(&id.as_str())).collect()
+                }
+                None => Vec::new(),
+            };
+        for id in open_calls {
+            let content = format!("Error: the run ended ({}) before this tool call finished", report.status.as_str());
+            conversation.push(Message::Tool { tool_call_id: id, content });
+        }
         let identity = &self.identity;
         let result = json!({
             "status": report.status.as_str(),

@@ -10,14 +10,15 @@
 //!     [--workspace DIR --uploads DIR --outputs DIR --skills DIR]   (default: the pod's /home/gem paths)
 //!     [--sandbox-socket PATH]                                      (run `execute` in the sandbox container)
 //! environment: YUXI_REDIS_URL (required), YUXI_DEFAULT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY,
-//!              YUXI_MCP_SERVERS (a file)
+//!              YUXI_SCRIPTS_DIR (where scripted/file: models are read), YUXI_MCP_SERVERS (a file)
 //! ```
 //!
 //! `RUN.yaml` is the AgentRun manifest (its `metadata.name` is the run id; its `spec.threadId`, or the run
 //! id when absent, the thread), `AGENT.yaml` the Agent manifest it names. Events, history and the result
 //! go to Redis (DESIGN.md section 6). Exit status: 0 when the run completed or was cancelled, 1 when it
-//! failed (its `error` and `end` events say why), 2 when the input files are unusable or the store is
-//! unreachable (nothing could be written). Secrets are never printed and never passed to `execute`.
+//! failed (its `error` and `end` events say why; this includes an Agent file that does not fit the run),
+//! 2 when the run file is unusable, the store is unreachable, another runner holds the run, or the run
+//! has already finished (nothing was written). Secrets are never printed and never passed to `execute`.
 
 pub mod graph;
 pub mod mcp;
@@ -79,7 +80,16 @@ pub enum RunnerError {
     /// The run manifest is unusable.
     #[error("{0}")]
     BadInput(String),
+    /// Another runner executes the run, or it has already finished.
+    #[error("{0}")]
+    NotRunnable(String),
+    /// The store could not be reached.
+    #[error("the run's state store failed: {0}")]
+    Store(#[from] crate::store::StoreError),
 }
+
+/// How long a runner's lease on its run lasts without renewal.
+const LEASE_TTL: Duration = Duration::from_secs(30);
 
 /// Reads the run, then runs it against `store` (see the module's contract).
 ///
@@ -100,10 +110,39 @@ pub async fn run(options: &RunnerOptions, store: Store) -> Result<RunReport, Run
         "parent": run.spec.parent,
         "input": run.spec.input,
     });
-    match prepare(options, &run, &identity, store.clone(), &mut metadata).await {
-        Ok(graph) => Ok(graph.run(metadata).await),
-        Err(error) => Ok(fail_before_start(&store, &identity, metadata, error).await),
+    // One runner per run: a second one (a duplicated pod, a retried subprocess) refuses to start, and a
+    // finished run is never run again.
+    let holder = format!("{}-{}", std::process::id(), jiff::Timestamp::now().as_nanosecond());
+    if !store.hold_run_lease(&identity.run_id, &holder, LEASE_TTL).await? {
+        return Err(RunnerError::NotRunnable(format!(
+            "run {} is already being executed by another runner",
+            identity.run_id
+        )));
     }
+    if store.run_result(&identity.run_id).await?.is_some() {
+        store.release_run_lease(&identity.run_id, &holder).await?;
+        return Err(RunnerError::NotRunnable(format!("run {} has already finished", identity.run_id)));
+    }
+    let renewal = {
+        let (store, run_id, holder) = (store.clone(), identity.run_id.clone(), holder.clone());
+        tokio::spawn(async move {
+            loop {
+                tokio::time::sleep(LEASE_TTL / 3).await;
+                if let Err(err) = store.hold_run_lease(&run_id, &holder, LEASE_TTL).await {
+                    tracing::warn!(error = %err, "cannot renew the run's lease");
+                }
+            }
+        })
+    };
+    let report = match prepare(options, &run, &identity, store.clone(), &mut metadata).await {
+        Ok(graph) => graph.run(metadata).await,
+        Err(error) => fail_before_start(&store, &identity, metadata, error).await,
+    };
+    renewal.abort();
+    if let Err(err) = store.release_run_lease(&identity.run_id, &holder).await {
+        tracing::warn!(error = %err, "cannot release the run's lease");
+    }
+    Ok(report)
 }
 
 fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {

@@ -17,21 +17,41 @@ pub struct Skill {
     pub text: String,
 }
 
-/// The skills in `dir`, sorted by name: each sub-folder with a readable `SKILL.md`. A missing folder has
-/// no skills.
+/// The largest `SKILL.md` read, in bytes.
+const MAX_SKILL_BYTES: u64 = 256 * 1024;
+
+/// The skills in `dir`, sorted by name: each sub-folder with a `SKILL.md` that is a regular UTF-8 file of
+/// at most 256 KiB. Reads go through a capability handle on `dir`, so a `SKILL.md` that is a symlink out
+/// of the folder is skipped, and never block (a FIFO is skipped too). A missing folder has no skills.
 pub fn read_skills(dir: &Path) -> Vec<Skill> {
-    let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+    let Ok(root) = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()) else { return Vec::new() };
+    let Ok(entries) = root.entries() else { return Vec::new() };
     let mut skills: Vec<Skill> = entries
         .filter_map(Result::ok)
         .filter(|e| e.file_type().map(|t| t.is_dir()).unwrap_or(false))
         .filter_map(|e| {
             let name = e.file_name().to_str()?.to_string();
-            let text = std::fs::read_to_string(e.path().join("SKILL.md")).ok()?;
+            let text = read_bounded(&root, &Path::new(&name).join("SKILL.md"))?;
             Some(Skill { description: describe(&text), name, text })
         })
         .collect();
     skills.sort_by(|a, b| a.name.cmp(&b.name));
     skills
+}
+
+fn read_bounded(root: &cap_std::fs::Dir, path: &Path) -> Option<String> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt};
+    use std::io::Read;
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = root.open_with(path, &options).ok()?;
+    let metadata = file.metadata().ok()?;
+    if !metadata.is_file() || metadata.len() > MAX_SKILL_BYTES {
+        return None;
+    }
+    let mut text = String::new();
+    file.take(MAX_SKILL_BYTES).read_to_string(&mut text).ok()?;
+    Some(text)
 }
 
 fn describe(text: &str) -> String {
@@ -85,7 +105,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn skills_are_listed_with_their_descriptions_and_preloaded_whole() {
+    fn only_regular_skill_files_inside_the_scope_are_listed_and_preloaded() {
         let dir = tempfile::tempdir().expect("temp dir");
         std::fs::create_dir_all(dir.path().join("claim-checking")).expect("mkdir");
         std::fs::write(
@@ -96,9 +116,21 @@ mod tests {
         std::fs::create_dir_all(dir.path().join("notes")).expect("mkdir");
         std::fs::write(dir.path().join("notes/SKILL.md"), "# Taking notes\nWrite them down.\n").expect("write");
         std::fs::create_dir_all(dir.path().join("empty")).expect("mkdir");
+        let outside = tempfile::tempdir().expect("temp dir");
+        std::fs::write(outside.path().join("secret"), "the secret").expect("write");
+        std::fs::create_dir_all(dir.path().join("linked")).expect("mkdir");
+        std::os::unix::fs::symlink(outside.path().join("secret"), dir.path().join("linked/SKILL.md")).expect("symlink");
+        std::fs::create_dir_all(dir.path().join("fifo")).expect("mkdir");
+        let fifo = std::ffi::CString::new(dir.path().join("fifo/SKILL.md").to_str().expect("utf-8")).expect("path");
+        // SAFETY: mkfifo only creates a file at the given NUL-terminated path.
+        assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
 
         let skills = read_skills(dir.path());
-        assert_eq!(skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(), ["claim-checking", "notes"]);
+        assert_eq!(
+            skills.iter().map(|s| s.name.as_str()).collect::<Vec<_>>(),
+            ["claim-checking", "notes"],
+            "a SKILL.md linked out of the folder, or a FIFO, is skipped without blocking"
+        );
         assert_eq!(skills[0].description, "Check claims against sources");
         assert_eq!(skills[1].description, "Taking notes");
 

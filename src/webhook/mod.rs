@@ -36,7 +36,7 @@ const MAX_REVIEW_BYTES: usize = 8 * 1024 * 1024;
 #[derive(Debug, thiserror::Error)]
 pub enum WebhookError {
     /// The certificate or key could not be loaded.
-    #[error("cannot load the TLS certificate {cert} and key {key}: {source}")]
+    #[error("cannot load the TLS certificate {cert} and key {key}")]
     Tls {
         /// The certificate file.
         cert: PathBuf,
@@ -46,7 +46,7 @@ pub enum WebhookError {
         source: std::io::Error,
     },
     /// The listener failed.
-    #[error("the webhook server on {addr} failed: {source}")]
+    #[error("the webhook server on {addr} failed")]
     Serve {
         /// The listen address.
         addr: SocketAddr,
@@ -112,6 +112,7 @@ pub async fn serve(
     let files = read_pair(&options.tls_cert, &options.tls_key).await.map_err(tls_error)?;
     let config = RustlsConfig::from_pem(files.0.clone(), files.1.clone()).await.map_err(tls_error)?;
     let reloader = tokio::spawn(watch_certificate(config.clone(), options.clone(), files));
+    tracing::info!(listen = %options.listen, "serving the admission webhook");
     let mut server = axum_server::bind_rustls(options.listen, config).handle(handle);
     // A client that sends its headers or body too slowly, or sits idle, is dropped rather than holding
     // a connection (and a file handle) forever. The API server gives a webhook at most 30 s anyway.

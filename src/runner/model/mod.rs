@@ -63,15 +63,17 @@ pub enum Model {
     Scripted(ScriptedModel),
 }
 
-/// Where `openai/<model>` models are served.
+/// Where models come from.
 #[derive(Clone, Debug, Default)]
 pub struct ModelSettings {
-    /// The OpenAI-compatible endpoint; `None` when no endpoint is configured.
+    /// The OpenAI-compatible endpoint of `openai/<model>`; `None` when none is configured.
     pub openai: Option<OpenAiEndpoint>,
+    /// The folder `scripted/file:<name>` scripts are read from; `None` disables them.
+    pub scripts_dir: Option<std::path::PathBuf>,
 }
 
 impl Model {
-    /// Resolves a model id: `openai/<model>`, `scripted/echo` or `scripted/file:<path>`.
+    /// Resolves a model id: `openai/<model>`, `scripted/echo` or `scripted/file:<name>`.
     ///
     /// Errors: an unknown provider, `openai/` without a configured endpoint, or an unreadable or
     /// malformed script, each with a message naming what to fix.
@@ -88,7 +90,7 @@ impl Model {
                 })?;
                 Ok(Model::OpenAi(OpenAiModel::new(endpoint, name)?))
             }
-            "scripted" => ScriptedModel::from_name(name).map(Model::Scripted),
+            "scripted" => ScriptedModel::from_name(name, settings.scripts_dir.as_deref()).map(Model::Scripted),
             other => Err(format!("model {id:?} names the unknown provider {other:?} (providers: openai, scripted)")),
         }
     }

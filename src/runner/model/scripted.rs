@@ -1,7 +1,8 @@
 //! The `scripted` provider: deterministic, offline model turns.
 //!
 //! - `scripted/echo` answers the last user message verbatim.
-//! - `scripted/file:<path>` replays a YAML list of turns, one per model call. Each turn may have
+//! - `scripted/file:<name>` replays a YAML list of turns from the file `<name>` of the scripts folder
+//!   (`YUXI_SCRIPTS_DIR`), one turn per model call. Each turn may have
 //!   `delay_ms` (wait before answering), `content` (the text) and `tool_calls` (a list of
 //!   `{name, arguments}`, `arguments` any YAML value, sent to the tool as JSON; a string is sent as it is,
 //!   so a script can also send arguments that are not JSON). When the script runs out, the last turn's
@@ -16,6 +17,29 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{ModelDelta, ModelError, ModelTurn};
 use crate::runner::message::{Message, ToolCall};
+
+/// The largest script, in bytes.
+const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
+
+/// Reads the script `name` inside `dir`: a regular file, confined to the folder, bounded.
+fn read_script(dir: &std::path::Path, name: &str) -> Result<String, String> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt};
+    use std::io::Read;
+    let unreadable = |e: std::io::Error| format!("cannot read the model script {name} in {}: {e}", dir.display());
+    let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(unreadable)?;
+    let mut options = OpenOptions::new();
+    options.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = dir.open_with(name, &options).map_err(unreadable)?;
+    let metadata = file.metadata().map_err(unreadable)?;
+    if !metadata.is_file() || metadata.len() > MAX_SCRIPT_BYTES {
+        return Err(format!("the model script {name} must be a regular file of at most {MAX_SCRIPT_BYTES} bytes"));
+    }
+    let mut text = String::new();
+    file.take(MAX_SCRIPT_BYTES)
+        .read_to_string(&mut text)
+        .map_err(|_| format!("the model script {name} is not UTF-8 text"))?;
+    Ok(text)
+}
 
 /// One scripted assistant turn.
 #[derive(Clone, Debug, Default, Deserialize, PartialEq)]
@@ -50,21 +74,32 @@ pub struct ScriptedModel {
 }
 
 impl ScriptedModel {
-    /// `echo` or `file:<path>`. Errors: an unknown name, an unreadable or malformed script file.
-    pub fn from_name(name: &str) -> Result<Self, String> {
+    /// `echo` or `file:<name>`, `<name>` a file in `scripts_dir` (the folder the operator configures for
+    /// scripts; a script can never be read from anywhere else, so a manifest cannot make the runner read
+    /// its own files).
+    ///
+    /// Errors: an unknown name, no scripts folder, a name that leaves it, a script that is not a regular
+    /// file of at most 1 MiB, or one that is not a list of turns. Messages never quote the file.
+    pub fn from_name(name: &str, scripts_dir: Option<&std::path::Path>) -> Result<Self, String> {
         if name == "echo" {
             return Ok(Self { script: None, calls: AtomicUsize::new(0) });
         }
-        let Some(path) = name.strip_prefix("file:") else {
-            return Err(format!("scripted model {name:?} is unknown (scripted/echo or scripted/file:<path>)"));
+        let Some(file) = name.strip_prefix("file:") else {
+            return Err(format!("scripted model {name:?} is unknown (scripted/echo or scripted/file:<name>)"));
         };
-        let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read the model script {path}: {e}"))?;
-        Self::from_script(&text).map_err(|e| format!("the model script {path} is not a list of turns: {e}"))
+        let dir =
+            scripts_dir.ok_or_else(|| format!("scripted/file:{file} needs a scripts folder (YUXI_SCRIPTS_DIR)"))?;
+        let text = read_script(dir, file)?;
+        Self::from_script(&text).map_err(|e| format!("the model script {file} is not a list of turns: {e}"))
     }
 
-    /// A model that replays the YAML list of turns `yaml`.
+    /// A model that replays the YAML list of turns `yaml`. The error gives where the script is wrong, not
+    /// what it holds.
     pub fn from_script(yaml: &str) -> Result<Self, String> {
-        let turns: Vec<ScriptTurn> = serde_norway::from_str(yaml).map_err(|e| e.to_string())?;
+        let turns: Vec<ScriptTurn> = serde_norway::from_str(yaml).map_err(|e| match e.location() {
+            Some(at) => format!("line {}, column {}", at.line(), at.column()),
+            None => "not a YAML list".to_string(),
+        })?;
         if turns.is_empty() {
             return Err("the script has no turns".to_string());
         }

@@ -136,12 +136,14 @@ impl LocalExecutor {
             .kill_on_drop(true)
             .process_group(0);
         let mut child = command.spawn().map_err(|e| format!("cannot start the command: {e}"))?;
-        let pid = child.id();
+        // Whatever ends this call (a time-out, a cancelled run dropping it), the command's whole process
+        // group goes with it.
+        let guard = KillGroupOnDrop(child.id());
         let mut stdout = child.stdout.take().expect("stdout is piped");
         let limit = request.max_output_bytes;
+        let mut kept = Vec::new();
+        let mut dropped = 0u64;
         let run = async {
-            let mut kept = Vec::new();
-            let mut dropped = 0u64;
             let mut buffer = [0u8; 8192];
             loop {
                 let n = stdout.read(&mut buffer).await.unwrap_or(0);
@@ -152,21 +154,25 @@ impl LocalExecutor {
                 kept.extend_from_slice(&buffer[..n.min(room)]);
                 dropped += n.saturating_sub(room) as u64;
             }
-            let status = child.wait().await;
-            (kept, dropped, status)
+            child.wait().await
         };
-        match tokio::time::timeout(Duration::from_secs(request.timeout_seconds), run).await {
-            Ok((kept, dropped, status)) => Ok(ExecOutcome {
-                exit_code: status.ok().and_then(|s| s.code()),
-                output: String::from_utf8_lossy(&kept).into_owned(),
-                truncated_bytes: dropped,
-                timed_out: false,
-            }),
-            Err(_) => {
-                kill_group(pid);
-                Ok(ExecOutcome { timed_out: true, ..ExecOutcome::default() })
-            }
-        }
+        let finished = tokio::time::timeout(Duration::from_secs(request.timeout_seconds), run).await;
+        drop(guard);
+        Ok(ExecOutcome {
+            exit_code: finished.as_ref().ok().and_then(|status| status.as_ref().ok()).and_then(|s| s.code()),
+            output: String::from_utf8_lossy(&kept).into_owned(),
+            truncated_bytes: dropped,
+            timed_out: finished.is_err(),
+        })
+    }
+}
+
+/// Kills a process group when dropped.
+struct KillGroupOnDrop(Option<u32>);
+
+impl Drop for KillGroupOnDrop {
+    fn drop(&mut self) {
+        kill_group(self.0);
     }
 }
 
@@ -186,7 +192,7 @@ fn which_bwrap() -> Option<PathBuf> {
 
 async fn bwrap_works(program: &Path) -> bool {
     let probe = Command::new(program)
-        .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "/bin/true"])
+        .args(["--ro-bind", "/", "/", "--unshare-all", "--die-with-parent", "--cap-drop", "ALL", "/bin/true"])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::null())
@@ -195,7 +201,8 @@ async fn bwrap_works(program: &Path) -> bool {
 }
 
 /// The system read-only, a private /tmp, /home replaced by the four volumes at the paths the model sees
-/// (skills read-only), no network, a new session, killed with its parent.
+/// (skills read-only), no network, a new session, no capabilities (so nothing can be remounted, even
+/// when the runner is root), killed with its parent.
 fn bwrap_args(volumes: &VolumePaths) -> Vec<String> {
     let mut args: Vec<String> = [
         "--ro-bind",
@@ -214,6 +221,8 @@ fn bwrap_args(volumes: &VolumePaths) -> Vec<String> {
         "--unshare-all",
         "--new-session",
         "--die-with-parent",
+        "--cap-drop",
+        "ALL",
     ]
     .map(String::from)
     .to_vec();
@@ -241,19 +250,31 @@ async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecO
 /// listener fails.
 pub async fn serve_socket(socket: &Path, executor: LocalExecutor) -> std::io::Result<()> {
     let _ = std::fs::remove_file(socket);
-    let listener = tokio::net::UnixListener::bind(socket)?;
+    let listener = tokio::net::UnixListener::bind(socket)
+        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", socket.display())))?;
+    tracing::info!(socket = %socket.display(), "serving execute requests");
     loop {
         let (stream, _) = listener.accept().await?;
         let executor = executor.clone();
         tokio::spawn(async move {
             let (read, mut write) = stream.into_split();
+            let mut reader = BufReader::new(read.take(MAX_REQUEST_BYTES));
             let mut line = String::new();
-            let answer = match BufReader::new(read.take(MAX_REQUEST_BYTES)).read_line(&mut line).await {
+            let answer = match reader.read_line(&mut line).await {
                 Ok(_) => match serde_json::from_str::<ExecRequest>(&line) {
-                    Ok(request) => match executor.execute(&bounded(request)).await {
-                        Ok(outcome) => outcome,
-                        Err(err) => ExecOutcome { output: err, ..ExecOutcome::default() },
-                    },
+                    Ok(request) => {
+                        // The runner hangs up when its run is cancelled or times out: the command stops
+                        // with it (dropping the execution kills its process group).
+                        let mut rest = Vec::new();
+                        let request = bounded(request);
+                        tokio::select! {
+                            outcome = executor.execute(&request) => match outcome {
+                                Ok(outcome) => outcome,
+                                Err(err) => ExecOutcome { output: err, ..ExecOutcome::default() },
+                            },
+                            _ = reader.read_to_end(&mut rest) => return,
+                        }
+                    }
                     Err(err) => {
                         ExecOutcome { output: format!("not an execute request: {err}"), ..ExecOutcome::default() }
                     }

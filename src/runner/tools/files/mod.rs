@@ -397,22 +397,61 @@ fn ls(volumes: &Volumes, path: &str) -> Result<String, ToolError> {
     Ok(lines.join("\n"))
 }
 
-/// Reads a whole text file of at most [`MAX_FILE_BYTES`].
-fn read_text(dir: &Dir, rel: &Path, path: &str) -> Result<String, ToolError> {
-    let file = dir.open(rel).map_err(|e| io_error(path, e))?;
+/// Opens a regular file for reading, or for writing (created, truncated), without blocking: a FIFO or a
+/// device in a volume must not hang the tool (a FIFO opened for writing with no reader fails at once, one
+/// opened for reading is refused as not a regular file).
+fn open_regular(dir: &Dir, rel: &Path, path: &str, write: bool) -> Result<cap_std::fs::File, ToolError> {
+    use cap_std::fs::{OpenOptions, OpenOptionsExt};
+    let mut options = OpenOptions::new();
+    if write {
+        options.write(true).create(true);
+    } else {
+        options.read(true);
+    }
+    options.custom_flags(libc::O_NONBLOCK);
+    let file = dir.open_with(rel, &options).map_err(|e| match e.raw_os_error() {
+        Some(libc::ENXIO) => ToolError::new(format!("{path} is not a regular file")),
+        _ => io_error(path, e),
+    })?;
     let metadata = file.metadata().map_err(|e| io_error(path, e))?;
     if metadata.is_dir() {
         return Err(ToolError::new(format!("{path} is a folder; use ls")));
     }
-    if metadata.len() > MAX_FILE_BYTES {
+    if !metadata.is_file() {
+        return Err(ToolError::new(format!("{path} is not a regular file")));
+    }
+    if write {
+        file.set_len(0).map_err(|e| io_error(path, e))?;
+    }
+    Ok(file)
+}
+
+/// Reads a whole text file of at most [`MAX_FILE_BYTES`].
+fn read_text(dir: &Dir, rel: &Path, path: &str) -> Result<String, ToolError> {
+    let file = open_regular(dir, rel, path, false)?;
+    let length = file.metadata().map_err(|e| io_error(path, e))?.len();
+    if length > MAX_FILE_BYTES {
+        return Err(ToolError::new(format!("{path} has {length} bytes, more than the {MAX_FILE_BYTES} a tool reads")));
+    }
+    let mut bytes = Vec::with_capacity(length as usize);
+    // A file that grows while it is read still stops at the limit.
+    file.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
+    if bytes.len() as u64 > MAX_FILE_BYTES {
+        return Err(ToolError::new(format!("{path} has more than the {MAX_FILE_BYTES} bytes a tool reads")));
+    }
+    String::from_utf8(bytes).map_err(|_| ToolError::new(format!("{path} is not a UTF-8 text file")))
+}
+
+/// Writes `content` to a regular file (created when missing), refusing more than [`MAX_FILE_BYTES`].
+fn write_text(dir: &Dir, rel: &Path, path: &str, content: &str) -> Result<(), ToolError> {
+    if content.len() as u64 > MAX_FILE_BYTES {
         return Err(ToolError::new(format!(
-            "{path} has {} bytes, more than the {MAX_FILE_BYTES} a tool reads",
-            metadata.len()
+            "the new content of {path} has {} bytes, more than the {MAX_FILE_BYTES} a tool writes",
+            content.len()
         )));
     }
-    let mut bytes = Vec::with_capacity(metadata.len() as usize);
-    file.take(MAX_FILE_BYTES).read_to_end(&mut bytes).map_err(|e| io_error(path, e))?;
-    String::from_utf8(bytes).map_err(|_| ToolError::new(format!("{path} is not a UTF-8 text file")))
+    let mut file = open_regular(dir, rel, path, true)?;
+    std::io::Write::write_all(&mut file, content.as_bytes()).map_err(|e| io_error(path, e))
 }
 
 fn cut_line(line: &str) -> String {
@@ -442,25 +481,20 @@ fn read_file(volumes: &Volumes, path: &str, offset: u64, limit: u64) -> Result<S
         .take(limit as usize)
         .map(|(i, line)| format!("{:>6}\t{}", i + 1, cut_line(line)))
         .collect();
-    if offset + limit < total {
-        out.push(format!("... {} more lines (read on with offset {})", total - offset - limit, offset + limit));
+    let end = offset.saturating_add(limit);
+    if end < total {
+        out.push(format!("... {} more lines (read on with offset {end})", total - end));
     }
     Ok(out.join("\n"))
 }
 
 fn write_file(volumes: &Volumes, path: &str, content: &str) -> Result<String, ToolError> {
     let (scope, rel) = writable(path)?;
-    if content.len() as u64 > MAX_FILE_BYTES {
-        return Err(ToolError::new(format!(
-            "the content has {} bytes, more than the {MAX_FILE_BYTES} a tool writes",
-            content.len()
-        )));
-    }
     let dir = volumes.dir(scope);
     if let Some(parent) = rel.parent().filter(|p| !p.as_os_str().is_empty()) {
         dir.create_dir_all(parent).map_err(|e| io_error(path, e))?;
     }
-    dir.write(&rel, content).map_err(|e| io_error(path, e))?;
+    write_text(dir, &rel, path, content)?;
     Ok(format!("wrote {} bytes to {path}", content.len()))
 }
 
@@ -482,7 +516,7 @@ fn edit_file(volumes: &Volumes, path: &str, old: &str, new: &str, replace_all: b
             )));
         }
     };
-    dir.write(&rel, replaced).map_err(|e| io_error(path, e))?;
+    write_text(dir, &rel, path, &replaced)?;
     Ok(format!("replaced {count} occurrence{} in {path}", if count == 1 { "" } else { "s" }))
 }
 

@@ -272,3 +272,47 @@ fn resolution_table() {
         assert_eq!(resolve(path).map_err(|_| ()), expected, "{path:?}");
     }
 }
+
+#[tokio::test]
+async fn a_fifo_in_a_volume_does_not_hang_a_tool() {
+    let f = fixture();
+    let fifo = std::ffi::CString::new(f.paths.workspace.join("pipe").to_str().expect("utf-8")).expect("path");
+    // SAFETY: mkfifo only creates a file at the given NUL-terminated path.
+    assert_eq!(unsafe { libc::mkfifo(fifo.as_ptr(), 0o600) }, 0);
+    let calls = [
+        (FileOp::ReadFile, json!({"path": "pipe"})),
+        (FileOp::WriteFile, json!({"path": "pipe", "content": "x"})),
+        (FileOp::EditFile, json!({"path": "pipe", "old_string": "a", "new_string": "b"})),
+    ];
+    for (op, arguments) in calls {
+        let result = tokio::time::timeout(std::time::Duration::from_secs(5), f.call(op, arguments.clone())).await;
+        let err = result.expect("answers without blocking").expect_err("not a regular file");
+        assert!(err.0.contains("not a regular file"), "{} {arguments}: {err}", op.name());
+    }
+    let grep =
+        tokio::time::timeout(std::time::Duration::from_secs(5), f.call(FileOp::Grep, json!({"pattern": "x"}))).await;
+    assert!(grep.expect("grep skips the FIFO without blocking").is_ok());
+}
+
+#[tokio::test]
+async fn edit_refuses_a_result_over_the_size_limit() {
+    let f = fixture();
+    f.write(Scope::Workspace, "a.txt", &"a".repeat(100_000));
+    let err = f
+        .call(
+            FileOp::EditFile,
+            json!({"path": "a.txt", "old_string": "a", "new_string": "b".repeat(100), "replace_all": true}),
+        )
+        .await
+        .expect_err("too large");
+    assert!(err.0.contains("more than the 5242880 a tool writes"), "{err}");
+    assert_eq!(f.read(Scope::Workspace, "a.txt").map(|t| t.len()), Some(100_000), "the file is unchanged");
+}
+
+#[tokio::test]
+async fn a_huge_read_limit_is_not_an_overflow() {
+    let f = fixture();
+    f.write(Scope::Workspace, "a.txt", "one\ntwo\n");
+    let text = f.call(FileOp::ReadFile, json!({"path": "a.txt", "offset": 1, "limit": u64::MAX})).await.expect("reads");
+    assert_eq!(text, "     2\ttwo");
+}
