@@ -146,15 +146,8 @@ async fn isolated_commands_see_only_the_volumes_at_the_models_paths() {
         "bubblewrap is missing: `make test` installs it (apt-get install bubblewrap)"
     );
     let root = TempDir::new().expect("temp dir");
-    let volumes = VolumePaths {
-        workspace: root.path().join("workspace"),
-        uploads: root.path().join("uploads"),
-        outputs: root.path().join("outputs"),
-        skills: root.path().join("skills"),
-    };
-    for dir in [&volumes.workspace, &volumes.uploads, &volumes.outputs, &volumes.skills] {
-        std::fs::create_dir_all(dir).expect("mkdir");
-    }
+    let volumes = VolumePaths::under(root.path());
+    volumes.create_all().expect("mkdir");
     std::fs::write(volumes.skills.join("SKILL.md"), "skill text").expect("write");
     std::fs::write(root.path().join("outside.txt"), "outside").expect("write");
 

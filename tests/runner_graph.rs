@@ -26,15 +26,8 @@ struct Volumes4 {
 
 fn volumes() -> Volumes4 {
     let dir = TempDir::new().expect("temp dir");
-    let paths = VolumePaths {
-        workspace: dir.path().join("workspace"),
-        uploads: dir.path().join("uploads"),
-        outputs: dir.path().join("outputs"),
-        skills: dir.path().join("skills"),
-    };
-    for p in [&paths.workspace, &paths.uploads, &paths.outputs, &paths.skills] {
-        std::fs::create_dir_all(p).expect("mkdir");
-    }
+    let paths = VolumePaths::under(dir.path());
+    paths.create_all().expect("mkdir");
     Volumes4 { _dir: dir, paths }
 }
 

@@ -106,9 +106,7 @@ impl RunFiles {
     fn new(agent_yaml: &str, script: &str) -> RunFiles {
         let dir = TempDir::new().expect("temp dir");
         let run_id = unique("run");
-        for volume in ["workspace", "uploads", "outputs", "skills"] {
-            std::fs::create_dir_all(dir.path().join(volume)).expect("mkdir");
-        }
+        yuxi_operator::runner::tools::files::VolumePaths::under(dir.path()).create_all().expect("mkdir");
         std::fs::write(dir.path().join("script.yaml"), script).expect("script");
         std::fs::write(dir.path().join("agent.yaml"), agent_yaml).expect("agent");
         let run = format!(

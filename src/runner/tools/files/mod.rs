@@ -97,6 +97,21 @@ impl VolumePaths {
         }
     }
 
+    /// The four volumes as the folders `workspace`, `uploads`, `outputs` and `skills` under `root`.
+    pub fn under(root: &Path) -> Self {
+        Self {
+            workspace: root.join("workspace"),
+            uploads: root.join("uploads"),
+            outputs: root.join("outputs"),
+            skills: root.join("skills"),
+        }
+    }
+
+    /// Creates the four folders, with their parents, where they are missing.
+    pub fn create_all(&self) -> io::Result<()> {
+        Scope::ALL.into_iter().try_for_each(|scope| std::fs::create_dir_all(self.of(scope)))
+    }
+
     /// The real path of a volume.
     pub fn of(&self, scope: Scope) -> &Path {
         match scope {

@@ -18,15 +18,8 @@ struct Fixture {
 
 fn fixture() -> Fixture {
     let root = TempDir::new().expect("temp dir");
-    let paths = VolumePaths {
-        workspace: root.path().join("workspace"),
-        uploads: root.path().join("uploads"),
-        outputs: root.path().join("outputs"),
-        skills: root.path().join("skills"),
-    };
-    for scope in Scope::ALL {
-        std::fs::create_dir_all(paths.of(scope)).expect("mkdir");
-    }
+    let paths = VolumePaths::under(root.path());
+    paths.create_all().expect("mkdir");
     let outside = root.path().join("outside");
     std::fs::create_dir_all(&outside).expect("mkdir");
     std::fs::write(outside.join("secret.txt"), "the secret\n").expect("write");
