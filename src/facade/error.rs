@@ -1,0 +1,76 @@
+//! The facade's errors, mapped to HTTP status in one place. Every error answers JSON
+//! `{"code": ..., "message": ..., "field": ...}`, the field present when one is at fault.
+
+use axum::Json;
+use axum::http::StatusCode;
+use axum::response::{IntoResponse, Response};
+use serde::Serialize;
+
+/// An error answered to a client.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum ApiError {
+    /// No bearer token, or one that names nobody (401).
+    #[error("{0}")]
+    Unauthorized(String),
+    /// The caller may see the thing but not do this to it (403).
+    #[error("{0}")]
+    Forbidden(String),
+    /// Unknown, or invisible to the caller (404): the two answer alike.
+    #[error("{0}")]
+    NotFound(String),
+    /// The request conflicts with the state (409).
+    #[error("{0}")]
+    Conflict(String),
+    /// The body is not JSON, or not of the expected shape (400).
+    #[error("{0}")]
+    BadRequest(String),
+    /// The body is larger than the facade accepts (413).
+    #[error("{0}")]
+    TooLarge(String),
+    /// The request is well-formed but breaks a rule (422); `field` names the field.
+    #[error("{field}: {message}")]
+    Invalid {
+        /// The field, in the request's own spelling.
+        field: String,
+        /// What is wrong.
+        message: String,
+    },
+}
+
+#[derive(Serialize)]
+struct Body<'a> {
+    code: &'a str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    field: Option<&'a str>,
+}
+
+impl ApiError {
+    /// The HTTP status and the machine-readable code.
+    pub fn status(&self) -> (StatusCode, &'static str) {
+        match self {
+            ApiError::Unauthorized(_) => (StatusCode::UNAUTHORIZED, "unauthorized"),
+            ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
+            ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
+            ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
+            ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
+        }
+    }
+}
+
+impl IntoResponse for ApiError {
+    fn into_response(self) -> Response {
+        let (status, code) = self.status();
+        let field = match &self {
+            ApiError::Invalid { field, .. } => Some(field.as_str()),
+            _ => None,
+        };
+        let mut response = (status, Json(Body { code, message: self.to_string(), field })).into_response();
+        if status == StatusCode::UNAUTHORIZED {
+            response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
+        }
+        response
+    }
+}

@@ -1,0 +1,194 @@
+//! `/api/agent` over real HTTP: authentication, visibility and rights across users, validation errors in
+//! Yuxi's field names, and bad bodies answered with JSON 4xx errors.
+
+mod common;
+
+use serde_json::{Value, json};
+use yuxi_operator::access::Role;
+use yuxi_operator::facade::auth::UserEntry;
+use yuxi_operator::facade::{AgentCatalog, FacadeState, Users, router};
+
+struct Api {
+    base: String,
+    client: reqwest12::Client,
+}
+
+fn user(token: &str, uid: &str, role: Role, department_id: Option<i64>) -> UserEntry {
+    UserEntry { token: token.into(), uid: uid.into(), role, department_id }
+}
+
+async fn start() -> Api {
+    let users = Users::new(vec![
+        user("alice-token", "alice", Role::User, Some(1)),
+        user("bob-token", "bob", Role::User, Some(2)),
+        user("admin-token", "ops", Role::Admin, None),
+        user("root-token", "root", Role::Superadmin, None),
+    ])
+    .expect("users");
+    let state = FacadeState { users, agents: AgentCatalog::new(common::example_agents()) };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });
+    Api { base: format!("http://{addr}"), client: reqwest12::Client::new() }
+}
+
+impl Api {
+    async fn call(&self, method: &str, path: &str, token: Option<&str>, body: Option<String>) -> (u16, Value) {
+        let mut request = self.client.request(method.parse().expect("method"), format!("{}{path}", self.base));
+        if let Some(token) = token {
+            request = request.bearer_auth(token);
+        }
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body);
+        }
+        let response = request.send().await.expect("reaches the facade");
+        let status = response.status().as_u16();
+        let text = response.text().await.expect("body");
+        (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON answer") })
+    }
+
+    async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        self.call("GET", path, Some(token), None).await
+    }
+
+    async fn send(&self, method: &str, path: &str, token: &str, body: Value) -> (u16, Value) {
+        self.call(method, path, Some(token), Some(body.to_string())).await
+    }
+}
+
+fn slugs(list: &Value) -> Vec<&str> {
+    list["agents"].as_array().expect("agents").iter().map(|a| a["slug"].as_str().expect("slug")).collect()
+}
+
+#[tokio::test]
+async fn a_request_without_a_valid_token_is_401() {
+    let api = start().await;
+    for token in [None, Some("nobody")] {
+        let (status, body) = api.call("GET", "/api/agent", token, None).await;
+        assert_eq!(status, 401);
+        assert_eq!(body["code"], "unauthorized");
+    }
+}
+
+#[tokio::test]
+async fn lists_hide_subagents_unless_asked() {
+    let api = start().await;
+    let (status, list) = api.get("/api/agent", "alice-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(slugs(&list), ["deep-research"]);
+    let (_, all) = api.get("/api/agent?include_subagents=true", "alice-token").await;
+    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+    let (_, explorer) = api.get("/api/agent/research-explorer", "alice-token").await;
+    assert_eq!(explorer["backend_id"], "SubAgentBackend");
+    assert_eq!(explorer["is_subagent"], true);
+    assert_eq!(explorer["config_json"]["context"]["tool_approval_mode"], "always_trust");
+    assert_eq!(explorer["share_config"]["read_scope"]["access_level"], "global");
+    assert_eq!(
+        (explorer["can_manage"].as_bool(), explorer["effective_permission"].as_str()),
+        (Some(false), Some("read"))
+    );
+    let (status, bad) = api.get("/api/agent?include_subagents=maybe", "alice-token").await;
+    assert_eq!((status, bad["code"].as_str()), (400, Some("bad_request")));
+    let (_, default) = api.get("/api/agent/default", "bob-token").await;
+    assert_eq!(default["slug"], "deep-research");
+    let (_, backends) = api.get("/api/agent/backends", "bob-token").await;
+    assert_eq!(backends["backends"].as_array().expect("list").len(), 2);
+}
+
+#[tokio::test]
+async fn a_new_agent_is_private_to_its_owner_until_shared() {
+    let api = start().await;
+    let (status, created) = api.send("POST", "/api/agent", "alice-token", json!({"name": "Notes Helper"})).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["slug"], "notes-helper");
+    assert_eq!(created["created_by"], "alice");
+    assert_eq!(created["can_manage"], true);
+    let (again, second) = api.send("POST", "/api/agent", "alice-token", json!({"name": "Notes helper"})).await;
+    assert_eq!((again, second["slug"].as_str()), (201, Some("notes-helper-2")));
+
+    let (status, hidden) = api.get("/api/agent/notes-helper", "bob-token").await;
+    assert_eq!((status, hidden["code"].as_str()), (404, Some("not_found")));
+    let (status, _) = api.send("PUT", "/api/agent/notes-helper", "bob-token", json!({"description": "mine now"})).await;
+    assert_eq!(status, 404, "an invisible agent answers as a missing one");
+    assert!(!slugs(&api.get("/api/agent", "bob-token").await.1).contains(&"notes-helper"));
+
+    let share = json!({"version": 2, "read_scope": {"access_level": "user", "user_uids": ["alice", "bob"]}, "manage_scope": null});
+    let (status, _) = api.send("PUT", "/api/agent/notes-helper", "alice-token", json!({"share_config": share})).await;
+    assert_eq!(status, 200);
+    let (status, seen) = api.get("/api/agent/notes-helper", "bob-token").await;
+    assert_eq!((status, seen["effective_permission"].as_str()), (200, Some("read")));
+    let (status, refused) =
+        api.send("PUT", "/api/agent/notes-helper", "bob-token", json!({"description": "mine now"})).await;
+    assert_eq!((status, refused["code"].as_str()), (403, Some("forbidden")));
+    let (status, _) = api.call("DELETE", "/api/agent/notes-helper", Some("bob-token"), None).await;
+    assert_eq!(status, 403);
+
+    let (status, _) = api.call("DELETE", "/api/agent/notes-helper", Some("alice-token"), None).await;
+    assert_eq!(status, 204);
+    assert_eq!(api.get("/api/agent/notes-helper", "alice-token").await.0, 404);
+}
+
+#[tokio::test]
+async fn only_admins_share_widely_or_set_the_default() {
+    let api = start().await;
+    let global = json!({"name": "Open", "share_config": {"version": 2, "read_scope": {"access_level": "global"}}});
+    let (status, body) = api.send("POST", "/api/agent", "alice-token", global.clone()).await;
+    assert_eq!(status, 403, "{body}");
+    assert!(body["message"].as_str().expect("message").starts_with("share_config.read_scope"), "{body}");
+    assert_eq!(api.send("POST", "/api/agent", "admin-token", global).await.0, 201);
+    let (status, _) = api.send("POST", "/api/agent", "alice-token", json!({"name": "Main", "set_default": true})).await;
+    assert_eq!(status, 403);
+}
+
+#[tokio::test]
+async fn the_builtin_subagent_cannot_be_deleted() {
+    let api = start().await;
+    let (status, body) = api.call("DELETE", "/api/agent/general-purpose", Some("root-token"), None).await;
+    assert_eq!((status, body["code"].as_str()), (409, Some("conflict")));
+}
+
+#[tokio::test]
+async fn rule_violations_are_422_naming_the_yuxi_field() {
+    let api = start().await;
+    let cases = [
+        (json!({"name": "Helper", "backend_id": "SubAgentBackend", "is_subagent": false}), "is_subagent"),
+        (json!({"name": "Chat", "is_subagent": true}), "is_subagent"),
+        (json!({"name": "Helper", "backend_id": "LangGraph"}), "backend_id"),
+        (
+            json!({"name": "Chat", "config_json": {"context": {"max_execution_steps": 0}}}),
+            "config_json.context.max_execution_steps",
+        ),
+        (
+            json!({"name": "Helper", "backend_id": "SubAgentBackend", "config_json": {"context": {"subagents": []}}}),
+            "config_json.context.subagents",
+        ),
+        (json!({"name": "Chat", "slug": "Not A Slug"}), "slug"),
+    ];
+    for (body, field) in cases {
+        let (status, answer) = api.send("POST", "/api/agent", "alice-token", body.clone()).await;
+        assert_eq!(status, 422, "{body} -> {answer}");
+        assert_eq!(answer["field"], field, "{body} -> {answer}");
+        assert_eq!(answer["code"], "validation_failed");
+    }
+}
+
+#[tokio::test]
+async fn bad_bodies_are_4xx_with_a_json_error() {
+    let api = start().await;
+    let (status, body) = api.call("POST", "/api/agent", Some("alice-token"), Some("{not json".into())).await;
+    assert_eq!((status, body["code"].as_str()), (400, Some("bad_request")));
+    let (status, body) = api.send("POST", "/api/agent", "alice-token", json!({"name": "x", "colour": "red"})).await;
+    assert_eq!(status, 422);
+    assert!(body["message"].as_str().expect("message").contains("unknown field `colour`"), "{body}");
+    let (status, body) = api
+        .send("POST", "/api/agent", "alice-token", json!({"name": "x", "config_json": {"context": {"tools": "ls"}}}))
+        .await;
+    assert_eq!((status, body["field"].as_str()), (422, Some("config_json.context.tools")), "{body}");
+    let (status, body) = api.send("POST", "/api/agent", "alice-token", json!({"description": "no name"})).await;
+    assert_eq!(status, 422, "{body}");
+    let huge = json!({"name": "x".repeat(2 * 1024 * 1024)}).to_string();
+    let (status, body) = api.call("POST", "/api/agent", Some("alice-token"), Some(huge)).await;
+    assert_eq!((status, body["code"].as_str()), (413, Some("payload_too_large")));
+    let (status, body) = api.get("/api/nowhere", "alice-token").await;
+    assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
+}
