@@ -3,14 +3,20 @@
 CARGO ?= cargo
 BIN := target/debug/yuxi-operator
 RUN_DIR := .run
+LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run test fmt lint unit crds build tools clean
+.PHONY: run webhook test fmt lint unit crds build tools clean
 
-## run: check the manifests in examples/ and serve the admission webhook for them on $(WEBHOOK_LISTEN)
-run: build $(RUN_DIR)/tls.crt
+## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN)
+run: build
 	$(BIN) validate examples
-	@echo "Serving the admission webhook on https://$(WEBHOOK_LISTEN) (offline: single-object checks). Ctrl-C stops it."
+	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
+	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' http://$(LISTEN)/api/agent?include_subagents=true"
+	$(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data
+
+## webhook: the admission webhook, offline, with a self-signed certificate, on $(WEBHOOK_LISTEN)
+webhook: build $(RUN_DIR)/tls.crt
 	$(BIN) webhook --offline --listen $(WEBHOOK_LISTEN) --tls-cert $(RUN_DIR)/tls.crt --tls-key $(RUN_DIR)/tls.key
 
 ## test: formatting, lints (warnings denied) and every test

@@ -58,6 +58,21 @@ enum Command {
         #[arg(long)]
         offline: bool,
     },
+    /// Run the system on this machine without a cluster: the facade over the Agent manifests of a folder.
+    Local {
+        /// The folder of Agent manifests.
+        #[arg(long, value_name = "DIR", default_value = "examples")]
+        manifests: PathBuf,
+        /// Address the facade listens on.
+        #[arg(long, default_value = "127.0.0.1:8080")]
+        listen: SocketAddr,
+        /// The users file: a YAML list of {token, uid, role, department_id}.
+        #[arg(long, value_name = "FILE", default_value = "examples/local-users.yaml")]
+        users: PathBuf,
+        /// Where runs keep their volumes.
+        #[arg(long, value_name = "DIR", default_value = ".run/data")]
+        data_dir: PathBuf,
+    },
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(RunnerArgs),
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
@@ -122,6 +137,9 @@ fn main() -> ExitCode {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
         Command::Runner(args) => run_runner(args),
+        Command::Local { manifests, listen, users, data_dir } => {
+            run_async(run_local(manifests, listen, users, data_dir))
+        }
         Command::SandboxExec { socket, workdir } => run_async(async move {
             anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a folder", workdir.display());
             yuxi_operator::runner::tools::execute::serve_socket(&socket, LocalExecutor::plain(workdir)).await?;
@@ -309,6 +327,21 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
     Ok(())
 }
 
+async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, data_dir: PathBuf) -> anyhow::Result<()> {
+    let files = catalog::manifest_files(std::slice::from_ref(&manifests))?;
+    let agents = catalog::load_agents(&files).map_err(|problems| {
+        anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
+    })?;
+    let users = yuxi_operator::facade::Users::load(&users).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&data_dir)?;
+    let state = yuxi_operator::facade::FacadeState { users, agents: yuxi_operator::facade::AgentCatalog::new(agents) };
+    let listener =
+        tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+    tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
+    axum::serve(listener, yuxi_operator::facade::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
+}
+
 /// Connects to the cluster and checks that the API server answers.
 async fn connect() -> anyhow::Result<kube::Client> {
     const HINT: &str = "the webhook reads Agents through the Kubernetes API for its cross-object checks; run it in a cluster or with a kubeconfig, or pass --offline for the single-object checks only";
@@ -322,9 +355,8 @@ async fn connect() -> anyhow::Result<kube::Client> {
     Ok(client)
 }
 
-/// Stops the server gracefully on SIGTERM (what a kubelet sends) or Ctrl-C, letting open requests finish
-/// for up to 10 seconds.
-async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
+/// Resolves on SIGTERM (what a kubelet sends) or Ctrl-C.
+async fn shutdown_signal() {
     let ctrl_c = tokio::signal::ctrl_c();
     #[cfg(unix)]
     let term = async {
@@ -342,5 +374,10 @@ async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
         _ = term => {},
     }
     tracing::info!("shutting down");
+}
+
+/// Stops the server gracefully on a shutdown signal, letting open requests finish for up to 10 seconds.
+async fn shutdown_on_signal(handle: axum_server::Handle<SocketAddr>) {
+    shutdown_signal().await;
     handle.graceful_shutdown(Some(Duration::from_secs(10)));
 }

@@ -105,6 +105,30 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     checked
 }
 
+/// The Agents of `files` when every document is valid (documents of other kinds and AgentRuns are
+/// ignored); otherwise every problem, as `origin: field: message` lines.
+pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
+    let mut problems = Vec::new();
+    for item in check_files(files) {
+        for error in &item.report.errors {
+            problems.push(format!("{}: {error}", item.origin));
+        }
+    }
+    if !problems.is_empty() {
+        return Err(problems);
+    }
+    let mut agents = Vec::new();
+    for file in files {
+        let text = read_manifest_text(file).map_err(|e| vec![e.to_string()])?;
+        for document in parse_documents(&text) {
+            if let Ok(Manifest::Agent(agent)) = document {
+                agents.push(*agent);
+            }
+        }
+    }
+    Ok(agents)
+}
+
 fn namespace_of(agent: &Agent) -> String {
     agent.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string())
 }

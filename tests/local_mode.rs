@@ -1,0 +1,72 @@
+//! `yuxi-operator local`: the system on one machine, started as a user starts it.
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use tempfile::TempDir;
+
+struct Local(Child);
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port()
+}
+
+fn local(manifests: &std::path::Path, port: u16, data: &TempDir) -> Command {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut command = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
+    command
+        .arg("local")
+        .arg("--manifests")
+        .arg(manifests)
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--users")
+        .arg(root.join("examples/local-users.yaml"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    command
+}
+
+#[tokio::test]
+async fn the_local_mode_serves_the_example_agents() {
+    let data = TempDir::new().expect("dir");
+    let port = free_port();
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let _local = Local(local(&root.join("examples"), port, &data).spawn().expect("starts"));
+    let client = reqwest12::Client::new();
+    let url = format!("http://127.0.0.1:{port}/api/agent?include_subagents=true");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    let body: serde_json::Value = loop {
+        if let Ok(response) = client.get(&url).bearer_auth("bob-token").send().await {
+            break response.json().await.expect("JSON");
+        }
+        assert!(Instant::now() < deadline, "the local mode did not answer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let slugs: Vec<&str> =
+        body["agents"].as_array().expect("agents").iter().map(|a| a["slug"].as_str().expect("slug")).collect();
+    assert_eq!(slugs, ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+}
+
+#[test]
+fn an_invalid_manifest_stops_the_local_mode_naming_the_file_and_field() {
+    let data = TempDir::new().expect("dir");
+    let manifests = TempDir::new().expect("dir");
+    std::fs::write(
+        manifests.path().join("helper.yaml"),
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: helper}\nspec: {backend: SubAgentBackend, default: true}\n",
+    )
+    .expect("write");
+    let output = local(manifests.path(), free_port(), &data).output().expect("runs");
+    assert!(!output.status.success());
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(stderr.contains("helper.yaml: spec.default: a subagent cannot be the default agent"), "{stderr}");
+}
