@@ -44,3 +44,16 @@ pub fn run_lease(run_id: &str) -> String {
 pub fn thread_active_run(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:active_run")
 }
+
+/// The run's record (JSON [`crate::runs::RunRecord`]).
+pub fn run_record(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:record")
+}
+
+/// An idempotent start: holds the run id a parent's tool call started.
+pub fn start(key: &str) -> String {
+    format!("yuxi:start:{key}")
+}
+
+/// How long an idempotent start is remembered, in seconds (one day).
+pub const START_TTL_SECONDS: i64 = 24 * 3600;

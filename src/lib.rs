@@ -9,6 +9,7 @@ pub mod keys;
 pub mod resources;
 pub mod run;
 pub mod runner;
+pub mod runs;
 pub mod store;
 pub mod tls;
 pub mod webhook;

@@ -72,6 +72,15 @@ enum Command {
         /// Where runs keep their volumes.
         #[arg(long, value_name = "DIR", default_value = ".run/data")]
         data_dir: PathBuf,
+        /// Redis, where runs keep their state; without it the agents are served but runs cannot start.
+        #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+        redis_url: Option<String>,
+        /// The model of agents that name none.
+        #[arg(long, env = "YUXI_DEFAULT_MODEL", default_value = "scripted/echo")]
+        default_model: String,
+        /// Where `scripted/file:` model scripts are read from.
+        #[arg(long, env = "YUXI_SCRIPTS_DIR", value_name = "DIR")]
+        scripts_dir: Option<PathBuf>,
     },
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(RunnerArgs),
@@ -137,8 +146,9 @@ fn main() -> ExitCode {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
         Command::Runner(args) => run_runner(args),
-        Command::Local { manifests, listen, users, data_dir } => {
-            run_async(run_local(manifests, listen, users, data_dir))
+        Command::Local { manifests, listen, users, data_dir, redis_url, default_model, scripts_dir } => {
+            let runs = LocalRuns { data_dir, redis_url, default_model, scripts_dir };
+            run_async(run_local(manifests, listen, users, runs))
         }
         Command::SandboxExec { socket, workdir } => run_async(async move {
             anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a folder", workdir.display());
@@ -327,14 +337,45 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
     Ok(())
 }
 
-async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, data_dir: PathBuf) -> anyhow::Result<()> {
+/// How the local mode runs agents.
+struct LocalRuns {
+    data_dir: PathBuf,
+    redis_url: Option<String>,
+    default_model: String,
+    scripts_dir: Option<PathBuf>,
+}
+
+async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs: LocalRuns) -> anyhow::Result<()> {
     let files = catalog::manifest_files(std::slice::from_ref(&manifests))?;
     let agents = catalog::load_agents(&files).map_err(|problems| {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
     })?;
     let users = yuxi_operator::facade::Users::load(&users).map_err(anyhow::Error::msg)?;
-    std::fs::create_dir_all(&data_dir)?;
-    let state = yuxi_operator::facade::FacadeState { users, agents: yuxi_operator::facade::AgentCatalog::new(agents) };
+    std::fs::create_dir_all(&runs.data_dir)?;
+    let data_dir = runs.data_dir.canonicalize()?;
+    let run_state = match &runs.redis_url {
+        None => {
+            tracing::warn!("no REDIS_URL: agents are served, runs cannot start");
+            None
+        }
+        Some(url) => Some(yuxi_operator::facade::Runs {
+            store: Store::connect_redis(url)
+                .await
+                .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?,
+            launcher: yuxi_operator::facade::launch::LocalLauncher {
+                exe: std::env::current_exe()?,
+                data_dir,
+                redis_url: url.clone(),
+                default_model: runs.default_model.clone(),
+                scripts_dir: runs.scripts_dir.clone(),
+            },
+        }),
+    };
+    let state = yuxi_operator::facade::FacadeState {
+        users,
+        agents: yuxi_operator::facade::AgentCatalog::new(agents),
+        runs: run_state,
+    };
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");

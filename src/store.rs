@@ -17,6 +17,7 @@ use tokio::sync::Notify;
 
 use crate::keys;
 use crate::runner::message::Message;
+use crate::runs::{Created, RunRecord, RunStatus};
 
 /// The version of the event envelope.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -94,6 +95,9 @@ struct MemoryState {
     results: HashMap<String, Value>,
     cancelled: std::collections::HashSet<String>,
     leases: HashMap<String, String>,
+    records: HashMap<String, RunRecord>,
+    thread_locks: HashMap<String, String>,
+    starts: HashMap<String, String>,
 }
 
 impl Store {
@@ -347,6 +351,126 @@ impl Store {
                     state.leases.remove(run_id);
                 }
                 Ok(())
+            }
+        }
+    }
+
+    /// Records a new run, atomically: when `start_key` already started a run, that run is `Existing`; when
+    /// the record's thread has a non-terminal run, it is `Busy`; otherwise the record is stored, takes the
+    /// thread's lock, and remembers `start_key`.
+    pub async fn create_run(&self, record: &RunRecord, start_key: Option<&str>) -> Result<Created, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                let (outcome, run_id): (String, String) = redis::Script::new(
+                    r"
+                    if KEYS[3] ~= '' then
+                      local existing = redis.call('GET', KEYS[3])
+                      if existing then return {'existing', existing} end
+                    end
+                    local active = redis.call('GET', KEYS[2])
+                    if active then return {'busy', active} end
+                    redis.call('SET', KEYS[1], ARGV[2])
+                    redis.call('SET', KEYS[2], ARGV[1])
+                    if KEYS[3] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3]) end
+                    return {'started', ARGV[1]}
+                    ",
+                )
+                .key(keys::run_record(&record.run_id))
+                .key(keys::thread_active_run(&record.thread_id))
+                .key(start_key.map(keys::start).unwrap_or_default())
+                .arg(&record.run_id)
+                .arg(serde_json::to_string(record).expect("a record serializes"))
+                .arg(keys::START_TTL_SECONDS)
+                .invoke_async(&mut connection)
+                .await?;
+                Ok(match outcome.as_str() {
+                    "existing" => Created::Existing(run_id),
+                    "busy" => Created::Busy(run_id),
+                    _ => Created::Started,
+                })
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                if let Some(existing) = start_key.and_then(|k| state.starts.get(k)) {
+                    return Ok(Created::Existing(existing.clone()));
+                }
+                if let Some(active) = state.thread_locks.get(&record.thread_id) {
+                    return Ok(Created::Busy(active.clone()));
+                }
+                state.records.insert(record.run_id.clone(), record.clone());
+                state.thread_locks.insert(record.thread_id.clone(), record.run_id.clone());
+                if let Some(key) = start_key {
+                    state.starts.insert(key.to_string(), record.run_id.clone());
+                }
+                Ok(Created::Started)
+            }
+        }
+    }
+
+    /// The run's record.
+    pub async fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let key = keys::run_record(run_id);
+                let mut connection = redis.connection.clone();
+                let text: Option<String> = connection.get(&key).await?;
+                text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
+            }
+            Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").records.get(run_id).cloned()),
+        }
+    }
+
+    /// Moves the run to `status` (never out of a terminal status), with `error` when given; a terminal
+    /// status releases the thread's lock. Returns whether the record changed.
+    pub async fn set_run_status(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
+                let mut connection = redis.connection.clone();
+                let changed: i64 = redis::Script::new(
+                    r"
+                    local raw = redis.call('GET', KEYS[1])
+                    if not raw then return 0 end
+                    local record = cjson.decode(raw)
+                    local s = record.status
+                    if s == 'completed' or s == 'failed' or s == 'cancelled' or s == 'interrupted' then return 0 end
+                    record.status = ARGV[1]
+                    if ARGV[2] ~= '' then record.error = ARGV[2] end
+                    redis.call('SET', KEYS[1], cjson.encode(record))
+                    if ARGV[3] == '1' and redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
+                    return 1
+                    ",
+                )
+                .key(keys::run_record(run_id))
+                .key(keys::thread_active_run(&record.thread_id))
+                .arg(status.as_str())
+                .arg(error.unwrap_or_default())
+                .arg(if status.is_terminal() { "1" } else { "0" })
+                .invoke_async(&mut connection)
+                .await?;
+                Ok(changed == 1)
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                let Some(record) = state.records.get_mut(run_id) else { return Ok(false) };
+                if record.status.is_terminal() {
+                    return Ok(false);
+                }
+                record.status = status;
+                if let Some(error) = error {
+                    record.error = Some(error.to_string());
+                }
+                let thread = record.thread_id.clone();
+                if status.is_terminal() && state.thread_locks.get(&thread).is_some_and(|r| r == run_id) {
+                    state.thread_locks.remove(&thread);
+                }
+                Ok(true)
             }
         }
     }

@@ -41,6 +41,12 @@ impl Users {
             if entry.token.is_empty() {
                 return Err(format!("users[{i}].token is empty"));
             }
+            if !crate::run::thread_id::is_valid_id(&entry.uid) {
+                return Err(format!(
+                    "users[{i}].uid {:?} is not a valid id (letters, digits, '.', '_', '-')",
+                    entry.uid
+                ));
+            }
             let identity = Identity { uid: entry.uid, role: entry.role, department_id: entry.department_id };
             if by_token.insert(entry.token, identity).is_some() {
                 return Err(format!("users[{i}].token is used twice"));

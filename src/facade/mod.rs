@@ -5,6 +5,8 @@ pub mod agents;
 pub mod auth;
 pub mod body;
 pub mod error;
+pub mod launch;
+pub mod tools;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
@@ -24,6 +26,17 @@ pub struct FacadeState {
     pub users: Users,
     /// The agents.
     pub agents: AgentCatalog,
+    /// Where runs are recorded and how they start; `None` when no Redis is configured.
+    pub runs: Option<Runs>,
+}
+
+/// Runs: their store and their launcher.
+#[derive(Clone)]
+pub struct Runs {
+    /// Records, events, results.
+    pub store: crate::store::Store,
+    /// Starts runs.
+    pub launcher: launch::LocalLauncher,
 }
 
 impl FromRef<FacadeState> for Users {
@@ -39,6 +52,11 @@ pub fn router(state: FacadeState) -> Router {
         .route("/api/agent/default", get(agents::get_default))
         .route("/api/agent/backends", get(agents::backends))
         .route("/api/agent/{slug}", get(agents::get).put(agents::update).delete(agents::delete))
+        .route("/api/tools/subagent_start", axum::routing::post(tools::subagent_start))
+        .route("/api/tools/subagent_status", axum::routing::post(tools::subagent_status))
+        .route("/api/tools/subagent_await", axum::routing::post(tools::subagent_await))
+        .route("/api/tools/subagent_cancel", axum::routing::post(tools::subagent_cancel))
+        .route("/api/tools/task", axum::routing::post(tools::task))
         .route("/healthz", get(|| async { "ok" }))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))

@@ -1,0 +1,124 @@
+//! Starting runs. In the local mode a run is a `yuxi-operator runner` subprocess, with the volume layout
+//! of DESIGN.md section 5 under the data folder; in a cluster it will be an AgentRun resource that the
+//! controller turns into a sandbox pod.
+
+use std::path::PathBuf;
+use std::process::Stdio;
+
+use kube::core::ObjectMeta;
+
+use crate::resources::{Agent, AgentRun, AgentRunSpec};
+use crate::runner::tools::files::VolumePaths;
+use crate::runs::{RunRecord, RunStatus};
+use crate::store::Store;
+
+/// Runs `runner` subprocesses of this binary.
+#[derive(Clone, Debug)]
+pub struct LocalLauncher {
+    /// The `yuxi-operator` binary.
+    pub exe: PathBuf,
+    /// Where runs keep their files: `runs/<run_id>`, `users/<uid>/workspace`,
+    /// `threads/<file_thread_id>/{uploads,outputs}`, `skills/<thread_id>`.
+    pub data_dir: PathBuf,
+    /// The Redis the runner writes to.
+    pub redis_url: String,
+    /// The model of agents that name none.
+    pub default_model: String,
+    /// Where `scripted/file:` scripts are read from.
+    pub scripts_dir: Option<PathBuf>,
+}
+
+impl LocalLauncher {
+    /// The volumes of a run. Every segment is an id checked by
+    /// [`crate::run::thread_id::is_valid_id`] (no `/`, no leading `.`), so none can climb out.
+    pub fn volumes(&self, record: &RunRecord) -> VolumePaths {
+        let file_thread = record
+            .parent
+            .as_ref()
+            .map(|p| p.file_thread_id.clone().unwrap_or_else(|| p.thread_id.clone()))
+            .unwrap_or_else(|| record.thread_id.clone());
+        let thread = self.data_dir.join("threads").join(&file_thread);
+        VolumePaths {
+            workspace: self.data_dir.join("users").join(&record.uid).join("workspace"),
+            uploads: thread.join("uploads"),
+            outputs: thread.join("outputs"),
+            skills: self.data_dir.join("skills").join(&record.thread_id),
+        }
+    }
+
+    /// Starts the run in the background: writes its manifests, runs the runner, and records the final
+    /// status (`interrupted` when the runner ended without a result).
+    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String) {
+        let launcher = self.clone();
+        tokio::spawn(async move {
+            let run_id = record.run_id.clone();
+            if let Err(error) = launcher.execute(&store, &record, &agent, input).await {
+                tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
+                let _ = store.set_run_status(&run_id, RunStatus::Failed, Some(&error)).await;
+                return;
+            }
+            let status = match store.run_result(&run_id).await {
+                Ok(Some(result)) => match result["status"].as_str() {
+                    Some("completed") => (RunStatus::Completed, None),
+                    Some("cancelled") => (RunStatus::Cancelled, None),
+                    _ => (RunStatus::Failed, result["error"].as_str().map(String::from)),
+                },
+                _ => (RunStatus::Interrupted, Some("the runner ended without a result".to_string())),
+            };
+            if let Err(err) = store.set_run_status(&run_id, status.0, status.1.as_deref()).await {
+                tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end");
+            }
+        });
+    }
+
+    async fn execute(&self, store: &Store, record: &RunRecord, agent: &Agent, input: String) -> Result<(), String> {
+        let dir = self.data_dir.join("runs").join(&record.run_id);
+        let volumes = self.volumes(record);
+        volumes.create_all().map_err(|e| format!("cannot make the run's volumes: {e}"))?;
+        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        let mut run = AgentRun::new(
+            &record.run_id,
+            AgentRunSpec {
+                agent: record.agent_slug.clone(),
+                input,
+                thread_id: Some(record.thread_id.clone()),
+                parent: record.parent.clone(),
+                uid: Some(record.uid.clone()),
+                ..AgentRunSpec::default()
+            },
+        );
+        run.metadata = ObjectMeta { name: Some(record.run_id.clone()), ..ObjectMeta::default() };
+        let write = |name: &str, text: String| {
+            std::fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))
+        };
+        write("run.yaml", serde_norway::to_string(&run).map_err(|e| e.to_string())?)?;
+        write("agent.yaml", serde_norway::to_string(agent).map_err(|e| e.to_string())?)?;
+        store.set_run_status(&record.run_id, RunStatus::Running, None).await.map_err(|e| e.to_string())?;
+        let mut command = tokio::process::Command::new(&self.exe);
+        command
+            .arg("runner")
+            .arg("--run")
+            .arg(dir.join("run.yaml"))
+            .arg("--agent")
+            .arg(dir.join("agent.yaml"))
+            .arg("--workspace")
+            .arg(&volumes.workspace)
+            .arg("--uploads")
+            .arg(&volumes.uploads)
+            .arg("--outputs")
+            .arg(&volumes.outputs)
+            .arg("--skills")
+            .arg(&volumes.skills)
+            .env("YUXI_REDIS_URL", &self.redis_url)
+            .env("YUXI_DEFAULT_MODEL", &self.default_model)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        if let Some(scripts) = &self.scripts_dir {
+            command.env("YUXI_SCRIPTS_DIR", scripts);
+        }
+        let status = command.status().await.map_err(|e| format!("cannot start the runner: {e}"))?;
+        tracing::info!(run_id = %record.run_id, status = %status, "runner ended");
+        Ok(())
+    }
+}

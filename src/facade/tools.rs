@@ -1,0 +1,310 @@
+//! The subagent tools for parent agents (SEED-subagents.md "同步调用与异步调用"):
+//! `POST /api/tools/{subagent_start, subagent_status, subagent_await, subagent_cancel, task}`.
+//!
+//! Every body names the calling parent. A run-id tool answers a run created by another parent run, or for
+//! another user, exactly as a run that does not exist.
+
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::State;
+use kube::ResourceExt;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::FacadeState;
+use super::auth::Caller;
+use super::body::JsonBody;
+use super::error::ApiError;
+use crate::access::{Identity, Permission, allowed_subagents, permission};
+use crate::resources::ParentRef;
+use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
+use crate::runs::{Created, RunRecord, RunStatus, start_key};
+use crate::store::Store;
+
+/// The longest `subagent_await` / `task` wait, in seconds (Yuxi: 30 minutes).
+pub const MAX_AWAIT_SECONDS: u64 = 1800;
+/// How often a waiting call looks at the run.
+const POLL: Duration = Duration::from_millis(200);
+
+/// The calling parent, as every tool body names it.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Parent {
+    agent: String,
+    run_id: String,
+    thread_id: String,
+    #[serde(default)]
+    file_thread_id: Option<String>,
+    #[serde(default)]
+    tool_call_id: Option<String>,
+}
+
+/// `subagent_start` and `task`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StartBody {
+    parent: Parent,
+    description: String,
+    subagent_slug: String,
+    #[serde(default)]
+    thread_id: Option<String>,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+}
+
+/// The run-id tools.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RunBody {
+    parent: Parent,
+    run_id: String,
+    #[serde(default)]
+    timeout_seconds: Option<u64>,
+}
+
+fn invalid(field: &str, message: String) -> ApiError {
+    ApiError::Invalid { field: field.to_string(), message }
+}
+
+fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
+    state
+        .runs
+        .as_ref()
+        .map(|r| &r.store)
+        .ok_or_else(|| ApiError::Conflict("runs need a Redis: start the facade with REDIS_URL".into()))
+}
+
+fn check_parent(parent: &Parent) -> Result<(), ApiError> {
+    for (field, id) in [("parent.run_id", &parent.run_id), ("parent.thread_id", &parent.thread_id)] {
+        if !is_valid_id(id) {
+            return Err(invalid(field, format!("{id:?} is not a valid id")));
+        }
+    }
+    if let Some(id) = &parent.file_thread_id
+        && !is_valid_id(id)
+    {
+        return Err(invalid("parent.file_thread_id", format!("{id:?} is not a valid id")));
+    }
+    Ok(())
+}
+
+/// Starts (or finds) a subagent run; the answer of `subagent_start`.
+async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<Value, ApiError> {
+    let store = runs(state)?;
+    check_parent(&body.parent)?;
+    if body.description.trim().is_empty() {
+        return Err(invalid("description", "is empty".into()));
+    }
+    let all = state.agents.all();
+    let parent_agent = all
+        .iter()
+        .find(|a| a.name_any() == body.parent.agent && permission(who, a) >= Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("parent agent {:?} does not exist", body.parent.agent)))?;
+    let allowed = allowed_subagents(parent_agent, &all, who);
+    let Some(subagent) = allowed.iter().find(|a| a.name_any() == body.subagent_slug).map(|a| (*a).clone()) else {
+        let names: Vec<String> = allowed.iter().map(|a| a.name_any()).collect();
+        return Err(invalid(
+            "subagent_slug",
+            format!("{:?} is not allowed here; allowed: {}", body.subagent_slug, names.join(", ")),
+        ));
+    };
+    let slug = subagent.name_any();
+    let (thread_id, continuing) = match &body.thread_id {
+        Some(thread) if is_child_thread_of(thread, &body.parent.thread_id, &slug) => (thread.clone(), true),
+        Some(thread) => {
+            return Err(invalid(
+                "thread_id",
+                format!("{thread:?} is not a thread of {slug} under parent thread {:?}", body.parent.thread_id),
+            ));
+        }
+        None => (child_thread_id(&body.parent.thread_id, &slug, uuid::Uuid::new_v4().as_u128() as u32), false),
+    };
+    let record = RunRecord {
+        run_id: uuid::Uuid::new_v4().simple().to_string(),
+        thread_id: thread_id.clone(),
+        agent_slug: slug.clone(),
+        uid: who.uid.clone(),
+        parent: Some(ParentRef {
+            run_id: body.parent.run_id.clone(),
+            thread_id: body.parent.thread_id.clone(),
+            agent: body.parent.agent.clone(),
+            file_thread_id: body.parent.file_thread_id.clone(),
+            tool_call_id: body.parent.tool_call_id.clone(),
+        }),
+        status: RunStatus::Pending,
+        error: None,
+        created_at: jiff::Timestamp::now().to_string(),
+    };
+    let key = body.parent.tool_call_id.as_deref().map(|call| start_key(&body.parent.run_id, &slug, call));
+    let created = store.create_run(&record, key.as_deref()).await.map_err(store_error)?;
+    let describe = |status: &str, record: &RunRecord| {
+        json!({"status": status, "run_id": record.run_id, "thread_id": record.thread_id, "subagent_slug": record.agent_slug,
+               "subagent_name": subagent.spec.display_name.clone().unwrap_or_else(|| slug.clone()),
+               "created_by_run_id": body.parent.run_id, "run_status": record.status.as_str(), "continuing": continuing})
+    };
+    match created {
+        Created::Started => {
+            let launcher = &state.runs.as_ref().expect("checked above").launcher;
+            launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone());
+            Ok(describe("started", &record))
+        }
+        Created::Existing(run_id) => {
+            let existing = store
+                .run_record(&run_id)
+                .await
+                .map_err(store_error)?
+                .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+            Ok(describe("existing", &existing))
+        }
+        Created::Busy(active) => {
+            let status =
+                store.run_record(&active).await.map_err(store_error)?.map(|r| r.status.as_str()).unwrap_or("running");
+            Ok(json!({"status": "busy", "thread_id": thread_id, "active_run_id": active, "active_run_status": status,
+                      "message": "the thread already has an unfinished run; await or cancel it, or start a new thread"}))
+        }
+    }
+}
+
+fn store_error(err: crate::store::StoreError) -> ApiError {
+    ApiError::Conflict(format!("the run store failed: {err}"))
+}
+
+/// The run, when it was created by this parent run for this user; otherwise not found, whether it exists
+/// or not.
+async fn owned(store: &Store, who: &Identity, body: &RunBody) -> Result<RunRecord, ApiError> {
+    let missing = || ApiError::NotFound("run does not exist or does not belong to the current parent run".into());
+    if !is_valid_id(&body.run_id) {
+        return Err(missing());
+    }
+    let record = store.run_record(&body.run_id).await.map_err(store_error)?.ok_or_else(missing)?;
+    let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == body.parent.run_id);
+    if mine { Ok(record) } else { Err(missing()) }
+}
+
+async fn snapshot(store: &Store, record: &RunRecord) -> Result<Value, ApiError> {
+    let mut answer = json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id,
+                            "subagent_slug": record.agent_slug, "error": record.error});
+    if record.status.is_terminal() {
+        let result = store.run_result(&record.run_id).await.map_err(store_error)?;
+        answer["result"] = result.map(|r| r["output"].clone()).unwrap_or(Value::Null);
+    }
+    Ok(answer)
+}
+
+/// Waits until the run ends or `timeout` passes.
+async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunRecord, bool), ApiError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    loop {
+        let record = store
+            .run_record(run_id)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+        if record.status.is_terminal() {
+            return Ok((record, false));
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok((record, true));
+        }
+        tokio::time::sleep(POLL).await;
+    }
+}
+
+fn await_timeout(requested: Option<u64>) -> Duration {
+    Duration::from_secs(requested.unwrap_or(MAX_AWAIT_SECONDS).clamp(1, MAX_AWAIT_SECONDS))
+}
+
+/// `POST /api/tools/subagent_start`.
+pub async fn subagent_start(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<StartBody>,
+) -> Result<Json<Value>, ApiError> {
+    start(&state, &who, &body).await.map(Json)
+}
+
+/// `POST /api/tools/subagent_status`.
+pub async fn subagent_status(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<RunBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = runs(&state)?;
+    let record = owned(store, &who, &body).await?;
+    snapshot(store, &record).await.map(Json)
+}
+
+/// `POST /api/tools/subagent_await`: the terminal result, or the current snapshot with
+/// `wait_timed_out: true`.
+pub async fn subagent_await(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<RunBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = runs(&state)?;
+    let record = owned(store, &who, &body).await?;
+    let (record, timed_out) = wait(store, &record.run_id, await_timeout(body.timeout_seconds)).await?;
+    let mut answer = snapshot(store, &record).await?;
+    if timed_out {
+        answer["wait_timed_out"] = Value::Bool(true);
+        answer["message"] = Value::String("the run is still going; await it again or read its status".into());
+    }
+    Ok(Json(answer))
+}
+
+/// `POST /api/tools/subagent_cancel`.
+pub async fn subagent_cancel(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<RunBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = runs(&state)?;
+    let record = owned(store, &who, &body).await?;
+    if !record.status.is_terminal() {
+        store.request_cancel(&record.run_id).await.map_err(store_error)?;
+        store.set_run_status(&record.run_id, RunStatus::CancelRequested, None).await.map_err(store_error)?;
+    }
+    let record = store.run_record(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
+    Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
+}
+
+/// `POST /api/tools/task`: starts the subagent and blocks until it ends; `content` is what the parent's
+/// model reads.
+pub async fn task(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<StartBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = runs(&state)?.clone();
+    let started = start(&state, &who, &body).await?;
+    if started["status"] == "busy" {
+        let content = format!(
+            "The subagent thread {} is busy with run {}; await it or start a new thread.",
+            started["thread_id"], started["active_run_id"]
+        );
+        return Ok(Json(
+            json!({"content": content, "status": "busy", "thread_id": started["thread_id"], "run_id": started["active_run_id"]}),
+        ));
+    }
+    let run_id = started["run_id"].as_str().unwrap_or_default().to_string();
+    let (record, timed_out) = wait(&store, &run_id, await_timeout(body.timeout_seconds)).await?;
+    let output =
+        store.run_result(&run_id).await.map_err(store_error)?.and_then(|r| r["output"].as_str().map(String::from));
+    let text = match (timed_out, record.status) {
+        (true, _) => format!(
+            "The subagent is still running (run_id {run_id}); use subagent_status or subagent_await with this run_id."
+        ),
+        (false, RunStatus::Completed) => match output.as_deref() {
+            Some(text) if !text.is_empty() => text.to_string(),
+            _ => "The subagent completed without a text answer.".to_string(),
+        },
+        (false, status) => {
+            format!("The subagent run ended {}: {}", status.as_str(), record.error.clone().unwrap_or_default())
+        }
+    };
+    let content = format!("> 子智能体线程 ID: {}\n\n---\n\n{text}", record.thread_id);
+    Ok(Json(
+        json!({"content": content, "run_id": run_id, "thread_id": record.thread_id, "status": record.status.as_str(), "result": output}),
+    ))
+}

@@ -1,0 +1,217 @@
+//! The subagent tools end to end: the local mode started for real with the test Redis, runner
+//! subprocesses, driven over HTTP as a parent agent would.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+struct Local {
+    child: Child,
+    base: String,
+    data: TempDir,
+    _scripts: TempDir,
+    client: reqwest12::Client,
+}
+
+impl Drop for Local {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// Starts the local mode over `examples/` with `default_model`; `script` is put in its scripts folder as
+/// `script.yaml`.
+async fn start(default_model: &str, script: &str) -> Local {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let data = TempDir::new().expect("dir");
+    let scripts = TempDir::new().expect("dir");
+    std::fs::write(scripts.path().join("script.yaml"), script).expect("script");
+    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
+    let child = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
+        .arg("local")
+        .arg("--manifests")
+        .arg(root.join("examples"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--users")
+        .arg(root.join("examples/local-users.yaml"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--default-model")
+        .arg(default_model)
+        .arg("--scripts-dir")
+        .arg(scripts.path())
+        .env("REDIS_URL", common::redis_url())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("starts");
+    let local = Local {
+        child,
+        base: format!("http://127.0.0.1:{port}"),
+        data,
+        _scripts: scripts,
+        client: reqwest12::Client::new(),
+    };
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while local.client.get(format!("{}/healthz", local.base)).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the local mode did not start");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    local
+}
+
+impl Local {
+    async fn tool(&self, name: &str, token: &str, body: Value) -> (u16, Value) {
+        let response = self
+            .client
+            .post(format!("{}/api/tools/{name}", self.base))
+            .bearer_auth(token)
+            .json(&body)
+            .send()
+            .await
+            .expect("reaches the facade");
+        (response.status().as_u16(), response.json().await.expect("JSON"))
+    }
+}
+
+fn parent(run_id: &str, thread_id: &str) -> Value {
+    json!({"agent": "deep-research", "run_id": run_id, "thread_id": thread_id})
+}
+
+#[tokio::test]
+async fn task_runs_the_subagent_and_returns_its_answer() {
+    let local = start("scripted/echo", "[{content: unused}]").await;
+    let thread = common::unique("thread");
+    let (status, answer) = local
+        .tool("task", "alice-token", json!({"parent": parent("parent-run", &thread), "description": "Survey solid electrolytes.", "subagent_slug": "research-explorer"}))
+        .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(answer["status"], "completed", "{answer}");
+    let child_thread = answer["thread_id"].as_str().expect("thread");
+    assert!(child_thread.starts_with(&format!("{thread}_sub_research-explorer_")), "{child_thread}");
+    assert_eq!(answer["content"], format!("> 子智能体线程 ID: {child_thread}\n\n---\n\nSurvey solid electrolytes."));
+}
+
+#[tokio::test]
+async fn start_await_and_ownership() {
+    let local = start("scripted/echo", "[{content: unused}]").await;
+    let thread = common::unique("thread");
+    let (status, started) = local
+        .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Check the claims.", "subagent_slug": "fact-verifier"}))
+        .await;
+    assert_eq!((status, started["status"].as_str()), (200, Some("started")), "{started}");
+    let run_id = started["run_id"].as_str().expect("run id");
+    let (_, done) = local
+        .tool(
+            "subagent_await",
+            "alice-token",
+            json!({"parent": parent("p1", &thread), "run_id": run_id, "timeout_seconds": 60}),
+        )
+        .await;
+    assert_eq!(
+        (done["status"].as_str(), done["result"].as_str()),
+        (Some("completed"), Some("Check the claims.")),
+        "{done}"
+    );
+
+    let not_found =
+        json!({"code": "not_found", "message": "run does not exist or does not belong to the current parent run"});
+    for (token, parent_run, id) in
+        [("alice-token", "p2", run_id), ("bob-token", "p1", run_id), ("alice-token", "p1", "0123456789abcdef")]
+    {
+        let (status, body) =
+            local.tool("subagent_status", token, json!({"parent": parent(parent_run, &thread), "run_id": id})).await;
+        assert_eq!((status, &body), (404, &not_found), "{token} {parent_run} {id}");
+    }
+
+    let (status, refused) = local
+        .tool(
+            "subagent_start",
+            "alice-token",
+            json!({"parent": parent("p1", &thread), "description": "x", "subagent_slug": "general-purpose"}),
+        )
+        .await;
+    assert_eq!((status, refused["field"].as_str()), (422, Some("subagent_slug")));
+    assert!(
+        refused["message"].as_str().expect("message").contains("allowed: research-explorer, fact-verifier"),
+        "{refused}"
+    );
+    let (status, foreign) = local
+        .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "x", "subagent_slug": "fact-verifier", "thread_id": "other_sub_fact-verifier_0a1b2c3d"}))
+        .await;
+    assert_eq!((status, foreign["field"].as_str()), (422, Some("thread_id")));
+}
+
+#[tokio::test]
+async fn busy_threads_idempotent_retries_cancel_and_outputs() {
+    let script = "[{tool_calls: [{name: write_file, arguments: {path: /home/gem/user-data/outputs/report.md, content: '# Report'}}]}, {delay_ms: 2500, content: report written}]";
+    let local = start("scripted/file:script.yaml", script).await;
+    let thread = common::unique("thread");
+    let mut with_call = parent("p1", &thread);
+    with_call["tool_call_id"] = json!("call-1");
+    let start_body =
+        json!({"parent": with_call, "description": "Write the report.", "subagent_slug": "research-explorer"});
+    let (_, first) = local.tool("subagent_start", "alice-token", start_body.clone()).await;
+    assert_eq!(first["status"], "started", "{first}");
+    let (_, retried) = local.tool("subagent_start", "alice-token", start_body).await;
+    assert_eq!(
+        (retried["status"].as_str(), &retried["run_id"]),
+        (Some("existing"), &first["run_id"]),
+        "a retried tool call returns its run"
+    );
+
+    let child_thread = first["thread_id"].as_str().expect("thread").to_string();
+    let again = json!({"parent": parent("p1", &thread), "description": "More.", "subagent_slug": "research-explorer", "thread_id": child_thread});
+    let (_, busy) = local.tool("subagent_start", "alice-token", again.clone()).await;
+    assert_eq!((busy["status"].as_str(), &busy["active_run_id"]), (Some("busy"), &first["run_id"]), "{busy}");
+
+    let run_id = first["run_id"].as_str().expect("run id");
+    let (_, waiting) = local
+        .tool(
+            "subagent_await",
+            "alice-token",
+            json!({"parent": parent("p1", &thread), "run_id": run_id, "timeout_seconds": 1}),
+        )
+        .await;
+    assert_eq!(waiting["wait_timed_out"], true, "{waiting}");
+    let (_, done) = local
+        .tool(
+            "subagent_await",
+            "alice-token",
+            json!({"parent": parent("p1", &thread), "run_id": run_id, "timeout_seconds": 60}),
+        )
+        .await;
+    assert_eq!(done["result"], "report written", "{done}");
+    let report = local.data.path().join("threads").join(&thread).join("outputs/report.md");
+    assert_eq!(std::fs::read_to_string(&report).expect("the report is in the parent's outputs"), "# Report");
+
+    // Twenty concurrent continuations of the now idle thread: exactly one starts.
+    let starts = (0..20).map(|_| local.tool("subagent_start", "alice-token", again.clone()));
+    let answers: Vec<(u16, Value)> = futures::future::join_all(starts).await;
+    let started: Vec<&Value> = answers.iter().map(|(_, a)| a).filter(|a| a["status"] == "started").collect();
+    assert_eq!(started.len(), 1, "{answers:?}");
+    assert!(answers.iter().all(|(_, a)| a["status"] == "started" || a["status"] == "busy"), "{answers:?}");
+
+    let continued = started[0]["run_id"].as_str().expect("run id");
+    assert_eq!(started[0]["continuing"], true);
+    let (_, cancelling) = local
+        .tool("subagent_cancel", "alice-token", json!({"parent": parent("p1", &thread), "run_id": continued}))
+        .await;
+    assert!(
+        ["cancel_requested", "cancelled"].contains(&cancelling["status"].as_str().expect("status")),
+        "{cancelling}"
+    );
+    let (_, ended) = local
+        .tool(
+            "subagent_await",
+            "alice-token",
+            json!({"parent": parent("p1", &thread), "run_id": continued, "timeout_seconds": 60}),
+        )
+        .await;
+    assert_eq!(ended["status"], "cancelled", "{ended}");
+}
