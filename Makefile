@@ -8,12 +8,13 @@ WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
 .PHONY: run webhook test fmt lint unit crds build tools clean
 
-## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN)
+## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
+## runner subprocesses, a private Redis (or the one REDIS_URL names)
 run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
 	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' http://$(LISTEN)/api/agent?include_subagents=true"
-	$(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data
+	scripts/with-redis sh -c 'REDIS_URL=$${REDIS_URL:-$$YUXI_TEST_REDIS_URL} exec $(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data'
 
 ## webhook: the admission webhook, offline, with a self-signed certificate, on $(WEBHOOK_LISTEN)
 webhook: build $(RUN_DIR)/tls.crt

@@ -421,8 +421,9 @@ impl Store {
         }
     }
 
-    /// Moves the run to `status` (never out of a terminal status), with `error` when given; a terminal
-    /// status releases the thread's lock. Returns whether the record changed.
+    /// Moves the run to `status`, with `error` when given: never out of a terminal status, and to
+    /// `running` only from `pending` (a cancel asked for while the run was starting stays asked for). A
+    /// terminal status releases the thread's lock. Returns whether the record changed.
     pub async fn set_run_status(
         &self,
         run_id: &str,
@@ -440,6 +441,7 @@ impl Store {
                     local record = cjson.decode(raw)
                     local s = record.status
                     if s == 'completed' or s == 'failed' or s == 'cancelled' or s == 'interrupted' then return 0 end
+                    if ARGV[1] == 'running' and s ~= 'pending' then return 0 end
                     record.status = ARGV[1]
                     if ARGV[2] ~= '' then record.error = ARGV[2] end
                     redis.call('SET', KEYS[1], cjson.encode(record))
@@ -459,7 +461,8 @@ impl Store {
             Store::Memory(memory) => {
                 let mut state = memory.state.lock().expect("store lock");
                 let Some(record) = state.records.get_mut(run_id) else { return Ok(false) };
-                if record.status.is_terminal() {
+                if record.status.is_terminal() || (status == RunStatus::Running && record.status != RunStatus::Pending)
+                {
                     return Ok(false);
                 }
                 record.status = status;

@@ -317,3 +317,39 @@ async fn one_runner_per_run_and_never_twice() {
     assert_framed(&events, "completed");
     assert_eq!(events.iter().filter(|e| e.event == "metadata").count(), 1);
 }
+
+#[tokio::test]
+async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
+    use yuxi_operator::runs::{Created, RunRecord, RunStatus};
+    let store = store().await;
+    let thread = unique("thread");
+    let record = |run_id: &str| RunRecord {
+        run_id: run_id.to_string(),
+        thread_id: thread.clone(),
+        agent_slug: "helper".into(),
+        uid: "alice".into(),
+        parent: None,
+        status: RunStatus::Pending,
+        error: None,
+        created_at: "2026-11-30T00:00:00Z".into(),
+    };
+    let (first, second) = (unique("run"), unique("run"));
+    let key = unique("start");
+    assert_eq!(store.create_run(&record(&first), Some(&key)).await.expect("create"), Created::Started);
+    assert_eq!(store.create_run(&record(&second), Some(&key)).await.expect("create"), Created::Existing(first.clone()));
+    assert_eq!(store.create_run(&record(&second), None).await.expect("create"), Created::Busy(first.clone()));
+
+    assert!(store.set_run_status(&first, RunStatus::CancelRequested, None).await.expect("set"));
+    assert!(!store.set_run_status(&first, RunStatus::Running, None).await.expect("set"), "running only from pending");
+    assert!(store.set_run_status(&first, RunStatus::Cancelled, None).await.expect("set"));
+    assert!(
+        !store.set_run_status(&first, RunStatus::Completed, None).await.expect("set"),
+        "a terminal status is final"
+    );
+    assert_eq!(store.run_record(&first).await.expect("read").expect("exists").status, RunStatus::Cancelled);
+    assert_eq!(
+        store.create_run(&record(&second), None).await.expect("create"),
+        Created::Started,
+        "the lock went with the end"
+    );
+}

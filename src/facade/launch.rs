@@ -72,6 +72,10 @@ impl LocalLauncher {
     }
 
     async fn execute(&self, store: &Store, record: &RunRecord, agent: &Agent, input: String) -> Result<(), String> {
+        // A run cancelled before it started is not started at all.
+        if !store.set_run_status(&record.run_id, RunStatus::Running, None).await.map_err(|e| e.to_string())? {
+            return Ok(());
+        }
         let dir = self.data_dir.join("runs").join(&record.run_id);
         let volumes = self.volumes(record);
         volumes.create_all().map_err(|e| format!("cannot make the run's volumes: {e}"))?;
@@ -93,7 +97,6 @@ impl LocalLauncher {
         };
         write("run.yaml", serde_norway::to_string(&run).map_err(|e| e.to_string())?)?;
         write("agent.yaml", serde_norway::to_string(agent).map_err(|e| e.to_string())?)?;
-        store.set_run_status(&record.run_id, RunStatus::Running, None).await.map_err(|e| e.to_string())?;
         let mut command = tokio::process::Command::new(&self.exe);
         command
             .arg("runner")

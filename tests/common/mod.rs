@@ -44,8 +44,13 @@ pub fn example_manifests() -> Vec<(PathBuf, Manifest)> {
     yaml_files("examples")
         .into_iter()
         .flat_map(|path| {
+            let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
+            // Other files of the folder (the local mode's users file) are not manifests.
+            if !text.contains("apiVersion: yuxi.dev/") {
+                return Vec::new();
+            }
             let manifests = read_manifest_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
-            manifests.into_iter().map(move |m| (path.clone(), m))
+            manifests.into_iter().map(|m| (path.clone(), m)).collect()
         })
         .collect()
 }
