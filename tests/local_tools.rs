@@ -119,6 +119,33 @@ async fn start_await_and_ownership() {
         "{done}"
     );
 
+    let (_, status_answer) =
+        local.tool("subagent_status", "alice-token", json!({"parent": parent("p1", &thread), "run_id": run_id})).await;
+    let messages = status_answer["progress"]["messages"].as_array().expect("progress messages");
+    assert_eq!(
+        messages.last().map(|m| (&m["kind"], &m["content"])),
+        Some((&json!("assistant_message"), &json!("Check the claims."))),
+        "{status_answer}"
+    );
+
+    let events_body = |after: &str, limit: usize| json!({"parent": parent("p1", &thread), "run_id": run_id, "after_seq": after, "limit": limit});
+    let (_, page) = local.tool("subagent_events", "alice-token", events_body("0-0", 2)).await;
+    let first: Vec<&str> =
+        page["events"].as_array().expect("events").iter().map(|e| e["event"].as_str().expect("name")).collect();
+    assert_eq!(first, ["metadata", "messages"], "{page}");
+    let (_, rest) =
+        local.tool("subagent_events", "alice-token", events_body(page["last_seq"].as_str().expect("cursor"), 50)).await;
+    let names: Vec<&str> =
+        rest["events"].as_array().expect("events").iter().map(|e| e["event"].as_str().expect("name")).collect();
+    assert_eq!(names.last(), Some(&"end"), "the cursor resumes where the first page stopped: {rest}");
+    assert!(!names.contains(&"metadata"), "nothing repeated: {rest}");
+    for (body, field) in
+        [(events_body("0-0", 0), "limit"), (events_body("0-0", 51), "limit"), (events_body("later", 5), "after_seq")]
+    {
+        let (status, answer) = local.tool("subagent_events", "alice-token", body).await;
+        assert_eq!((status, answer["field"].as_str()), (422, Some(field)), "{answer}");
+    }
+
     let not_found =
         json!({"code": "not_found", "message": "run does not exist or does not belong to the current parent run"});
     for (token, parent_run, id) in

@@ -55,6 +55,7 @@ pub fn router(state: FacadeState) -> Router {
         .route("/api/tools/subagent_start", axum::routing::post(tools::subagent_start))
         .route("/api/tools/subagent_status", axum::routing::post(tools::subagent_status))
         .route("/api/tools/subagent_await", axum::routing::post(tools::subagent_await))
+        .route("/api/tools/subagent_events", axum::routing::post(tools::subagent_events))
         .route("/api/tools/subagent_cancel", axum::routing::post(tools::subagent_cancel))
         .route("/api/tools/task", axum::routing::post(tools::task))
         .route("/healthz", get(|| async { "ok" }))

@@ -182,9 +182,72 @@ async fn owned(store: &Store, who: &Identity, body: &RunBody) -> Result<RunRecor
     if mine { Ok(record) } else { Err(missing()) }
 }
 
+/// How many of the run's latest events `progress` looks at (Yuxi: 100).
+const PROGRESS_SCAN: usize = 100;
+/// How many readable messages `progress` keeps, and how many characters of each (Yuxi: 3 and 800).
+const PROGRESS_MESSAGES: usize = 3;
+const PROGRESS_CHARS: usize = 800;
+
+/// The last readable messages of the run: text deltas of one message joined, tool calls, each cut to its
+/// last 800 characters with a `...` prefix.
+async fn progress(store: &Store, run_id: &str) -> Result<Value, ApiError> {
+    let mut events = Vec::new();
+    let mut cursor = "0-0".to_string();
+    loop {
+        let page = store.read_events(run_id, &cursor, 1000).await.map_err(store_error)?;
+        let Some(last) = page.last() else { break };
+        cursor = last.seq.clone();
+        events.extend(page);
+        if events.len() > PROGRESS_SCAN {
+            events.drain(..events.len() - PROGRESS_SCAN);
+        }
+    }
+    let mut messages: Vec<Value> = Vec::new();
+    for event in events.iter().filter(|e| e.envelope.event == "messages") {
+        let payload = &event.envelope.payload;
+        let (kind, id, text) = match payload["type"].as_str() {
+            Some("message_delta") => (
+                "assistant_message",
+                payload["message_id"].clone(),
+                payload["content"].as_str().unwrap_or_default().to_string(),
+            ),
+            Some("tool_call") => (
+                "tool_call",
+                payload["tool_call_id"].clone(),
+                format!(
+                    "{}({})",
+                    payload["name"].as_str().unwrap_or_default(),
+                    payload["args"].as_str().unwrap_or_default()
+                ),
+            ),
+            _ => continue,
+        };
+        match messages.last_mut() {
+            Some(last) if kind == "assistant_message" && last["kind"] == kind && last["message_id"] == id => {
+                let joined = format!("{}{text}", last["content"].as_str().unwrap_or_default());
+                last["content"] = Value::String(joined);
+                last["seq"] = Value::String(event.seq.clone());
+            }
+            _ => messages.push(json!({"seq": event.seq, "kind": kind, "message_id": id, "content": text})),
+        }
+    }
+    let keep = messages.len().saturating_sub(PROGRESS_MESSAGES);
+    let mut messages = messages.split_off(keep);
+    for message in &mut messages {
+        let text = message["content"].as_str().unwrap_or_default();
+        let count = text.chars().count();
+        if count > PROGRESS_CHARS {
+            let tail: String = text.chars().skip(count - PROGRESS_CHARS).collect();
+            message["content"] = Value::String(format!("...{tail}"));
+        }
+    }
+    Ok(json!({"last_seq": events.last().map(|e| e.seq.clone()).unwrap_or_else(|| "0-0".into()), "messages": messages}))
+}
+
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Value, ApiError> {
     let mut answer = json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id,
-                            "subagent_slug": record.agent_slug, "error": record.error});
+                            "subagent_slug": record.agent_slug, "error": record.error,
+                            "progress": progress(store, &record.run_id).await?});
     if record.status.is_terminal() {
         let result = store.run_result(&record.run_id).await.map_err(store_error)?;
         answer["result"] = result.map(|r| r["output"].clone()).unwrap_or(Value::Null);
@@ -269,6 +332,67 @@ pub async fn subagent_cancel(
     }
     let record = store.run_record(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
     Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
+}
+
+/// `subagent_events`.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsBody {
+    parent: Parent,
+    run_id: String,
+    #[serde(default = "start_of_stream")]
+    after_seq: String,
+    #[serde(default = "default_limit")]
+    limit: usize,
+}
+
+fn start_of_stream() -> String {
+    "0-0".into()
+}
+
+fn default_limit() -> usize {
+    20
+}
+
+/// Whether `seq` is a stream id, `<milliseconds>-<sequence>`.
+fn is_stream_id(seq: &str) -> bool {
+    seq.split_once('-').is_some_and(|(ms, n)| {
+        !ms.is_empty()
+            && !n.is_empty()
+            && ms.len() <= 20
+            && n.len() <= 20
+            && ms.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+    })
+}
+
+/// `POST /api/tools/subagent_events`: up to `limit` (1..50) events after `after_seq`, in stream order.
+pub async fn subagent_events(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<EventsBody>,
+) -> Result<Json<Value>, ApiError> {
+    let store = runs(&state)?;
+    if !(1..=50).contains(&body.limit) {
+        return Err(invalid("limit", format!("must be within 1..50 (is {})", body.limit)));
+    }
+    if !is_stream_id(&body.after_seq) {
+        return Err(invalid(
+            "after_seq",
+            format!("{:?} is not a stream id such as 0-0 or 1764460800000-0", body.after_seq),
+        ));
+    }
+    let record = owned(
+        store,
+        &who,
+        &RunBody { parent: body.parent.clone(), run_id: body.run_id.clone(), timeout_seconds: None },
+    )
+    .await?;
+    let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await.map_err(store_error)?;
+    let last_seq = events.last().map(|e| e.seq.clone()).unwrap_or_else(|| body.after_seq.clone());
+    let events: Vec<Value> = events.into_iter().map(|e| json!({"seq": e.seq, "event": e.envelope.event, "payload": e.envelope.payload, "created_at": e.envelope.created_at})).collect();
+    Ok(Json(
+        json!({"status": "ok", "run_id": record.run_id, "after_seq": body.after_seq, "last_seq": last_seq, "events": events}),
+    ))
 }
 
 /// `POST /api/tools/task`: starts the subagent and blocks until it ends; `content` is what the parent's
