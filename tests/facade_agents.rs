@@ -192,3 +192,18 @@ async fn bad_bodies_are_4xx_with_a_json_error() {
     let (status, body) = api.get("/api/nowhere", "alice-token").await;
     assert_eq!((status, body["code"].as_str()), (404, Some("not_found")));
 }
+
+#[tokio::test]
+async fn the_tools_of_an_agent_list_its_allowed_subagents() {
+    let api = start().await;
+    let (status, tools) = api.get("/api/tools?agent=deep-research", "bob-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(tools["subagents"], json!(["research-explorer", "fact-verifier"]));
+    assert_eq!(tools["tools"].as_array().expect("tools").len(), 6);
+    let prompt = tools["prompt"].as_str().expect("prompt");
+    assert!(prompt.contains("- research-explorer: Explores a research question"), "{prompt}");
+    let (_, sub) = api.get("/api/tools?agent=research-explorer", "bob-token").await;
+    assert_eq!((sub["tools"].as_array().map(Vec::len), &sub["prompt"]), (Some(0), &Value::Null), "no nesting");
+    assert_eq!(api.get("/api/tools?agent=nope", "bob-token").await.0, 404);
+    assert_eq!(api.get("/api/tools", "bob-token").await.0, 400);
+}

@@ -52,6 +52,7 @@ pub fn router(state: FacadeState) -> Router {
         .route("/api/agent/default", get(agents::get_default))
         .route("/api/agent/backends", get(agents::backends))
         .route("/api/agent/{slug}", get(agents::get).put(agents::update).delete(agents::delete))
+        .route("/api/tools", get(tools::list_tools))
         .route("/api/tools/subagent_start", axum::routing::post(tools::subagent_start))
         .route("/api/tools/subagent_status", axum::routing::post(tools::subagent_status))
         .route("/api/tools/subagent_await", axum::routing::post(tools::subagent_await))

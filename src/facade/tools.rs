@@ -278,6 +278,33 @@ fn await_timeout(requested: Option<u64>) -> Duration {
     Duration::from_secs(requested.unwrap_or(MAX_AWAIT_SECONDS).clamp(1, MAX_AWAIT_SECONDS))
 }
 
+/// `GET /api/tools` query.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ToolsQuery {
+    agent: String,
+}
+
+/// `GET /api/tools?agent=<slug>`: the subagent tools' schemas and the prompt section listing the
+/// subagents this agent may call for the caller, so any agent runtime can mount them. A subagent, or an
+/// agent with no allowed subagent, gets no tools.
+pub async fn list_tools(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let all = state.agents.all();
+    let agent = all
+        .iter()
+        .find(|a| a.name_any() == query.agent && permission(&who, a) >= Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", query.agent)))?;
+    let allowed = allowed_subagents(agent, &all, &who);
+    let prompt = crate::delegation::subagent_prompt(&allowed);
+    let tools = if prompt.is_some() { crate::delegation::tool_schemas() } else { Vec::new() };
+    let subagents: Vec<String> = allowed.iter().map(|a| a.name_any()).collect();
+    Ok(Json(json!({"agent": query.agent, "subagents": subagents, "tools": tools, "prompt": prompt})))
+}
+
 /// `POST /api/tools/subagent_start`.
 pub async fn subagent_start(
     State(state): State<FacadeState>,

@@ -1,0 +1,79 @@
+//! What a parent agent's model is told about delegation: the subagent tools' JSON schemas and the prompt
+//! section that lists the allowed subagents with guidance on `task` versus `subagent_start`
+//! (SEED-subagents.md "同步调用与异步调用"). Served by `GET /api/tools` and used by the task middleware.
+
+use kube::ResourceExt;
+use serde_json::{Value, json};
+
+use crate::resources::Agent;
+
+/// The six subagent tools, each `{name, description, parameters}` (parameters a JSON Schema).
+pub fn tool_schemas() -> Vec<Value> {
+    let run_id = json!({"type": "string", "description": "The run_id that subagent_start or task returned"});
+    vec![
+        json!({"name": "task", "description": "Delegate a short task to a subagent and wait for its final answer. Use it when you need the result now.",
+               "parameters": {"type": "object", "required": ["description", "subagent_slug"], "properties": {
+                   "description": {"type": "string", "description": "The whole task, self-contained: the subagent sees nothing else"},
+                   "subagent_slug": {"type": "string", "description": "Which subagent"},
+                   "thread_id": {"type": "string", "description": "Continue an earlier subagent thread (from an earlier result); omit for a new task"}}}}),
+        json!({"name": "subagent_start", "description": "Start a subagent run in the background and return its run_id at once. Use it for long tasks, or to run several subagents in parallel.",
+               "parameters": {"type": "object", "required": ["description", "subagent_slug"], "properties": {
+                   "description": {"type": "string"}, "subagent_slug": {"type": "string"}, "thread_id": {"type": "string"}}}}),
+        json!({"name": "subagent_status", "description": "The status of a subagent run, with its latest progress; the result once it has ended.",
+               "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id}}}),
+        json!({"name": "subagent_events", "description": "A subagent run's events after a cursor.",
+               "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
+                   "after_seq": {"type": "string", "description": "The last_seq of the previous call; default 0-0"},
+                   "limit": {"type": "integer", "minimum": 1, "maximum": 50}}}}),
+        json!({"name": "subagent_cancel", "description": "Cancel a subagent run.",
+               "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id}}}),
+        json!({"name": "subagent_await", "description": "Wait for a subagent run to end and return its result; on time-out, its current status.",
+               "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
+                   "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 1800}}}}),
+    ]
+}
+
+/// The prompt section listing `allowed` (`- slug: description`) with the guidance on which tool to use;
+/// `None` when no subagent is allowed (then the tools are not offered either).
+pub fn subagent_prompt(allowed: &[&Agent]) -> Option<String> {
+    if allowed.is_empty() {
+        return None;
+    }
+    let mut prompt = String::from("## Subagents\n\nYou can delegate work to these subagents:\n\n");
+    for agent in allowed {
+        let description =
+            agent.spec.description.as_deref().unwrap_or_default().split_whitespace().collect::<Vec<_>>().join(" ");
+        prompt.push_str(&format!("- {}: {}\n", agent.name_any(), description));
+    }
+    prompt.push_str(
+        "\nUse `task` for a short task whose result you need before you go on. For long tasks, or several at once, \
+         use `subagent_start`, keep working, and collect the results with `subagent_await` (or check on them with \
+         `subagent_status`). Give each subagent a complete, self-contained description: it sees nothing of this \
+         conversation. To continue a subagent's earlier work, pass the thread_id from its result. Never call \
+         subagents through shell commands or HTTP.\n",
+    );
+    Some(prompt)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_prompt_lists_the_allowed_subagents_and_nothing_when_none() {
+        let agent: Agent = serde_norway::from_str(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: explorer}\nspec: {backend: SubAgentBackend, description: \"Reads\\n widely.\"}\n",
+        )
+        .expect("agent");
+        let prompt = subagent_prompt(&[&agent]).expect("a prompt");
+        assert!(prompt.contains("- explorer: Reads widely.\n"), "{prompt}");
+        assert!(prompt.contains("`subagent_start`") && prompt.contains("`task`"));
+        assert_eq!(subagent_prompt(&[]), None);
+        let schemas = tool_schemas();
+        let names: Vec<&str> = schemas.iter().map(|t| t["name"].as_str().expect("name")).collect();
+        assert_eq!(
+            names,
+            ["task", "subagent_start", "subagent_status", "subagent_events", "subagent_cancel", "subagent_await"]
+        );
+    }
+}
