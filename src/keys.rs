@@ -57,3 +57,8 @@ pub fn start(key: &str) -> String {
 
 /// How long an idempotent start is remembered, in seconds (one day).
 pub const START_TTL_SECONDS: i64 = 24 * 3600;
+
+/// The user (uid) whose runs use the thread.
+pub fn thread_owner(thread_id: &str) -> String {
+    format!("yuxi:thread:{thread_id}:owner")
+}

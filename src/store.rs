@@ -98,6 +98,7 @@ struct MemoryState {
     records: HashMap<String, RunRecord>,
     thread_locks: HashMap<String, String>,
     starts: HashMap<String, String>,
+    thread_owners: HashMap<String, String>,
 }
 
 impl Store {
@@ -372,6 +373,7 @@ impl Store {
                     if active then return {'busy', active} end
                     redis.call('SET', KEYS[1], ARGV[2])
                     redis.call('SET', KEYS[2], ARGV[1])
+                    redis.call('SET', KEYS[4], ARGV[4], 'NX')
                     if KEYS[3] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3]) end
                     return {'started', ARGV[1]}
                     ",
@@ -382,6 +384,8 @@ impl Store {
                 .arg(&record.run_id)
                 .arg(serde_json::to_string(record).expect("a record serializes"))
                 .arg(keys::START_TTL_SECONDS)
+                .key(keys::thread_owner(&record.thread_id))
+                .arg(&record.uid)
                 .invoke_async(&mut connection)
                 .await?;
                 Ok(match outcome.as_str() {
@@ -400,11 +404,23 @@ impl Store {
                 }
                 state.records.insert(record.run_id.clone(), record.clone());
                 state.thread_locks.insert(record.thread_id.clone(), record.run_id.clone());
+                state.thread_owners.entry(record.thread_id.clone()).or_insert_with(|| record.uid.clone());
                 if let Some(key) = start_key {
                     state.starts.insert(key.to_string(), record.run_id.clone());
                 }
                 Ok(Created::Started)
             }
+        }
+    }
+
+    /// The user whose runs use the thread.
+    pub async fn thread_owner(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                Ok(connection.get(keys::thread_owner(thread_id)).await?)
+            }
+            Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").thread_owners.get(thread_id).cloned()),
         }
     }
 

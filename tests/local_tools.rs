@@ -242,3 +242,58 @@ async fn busy_threads_idempotent_retries_cancel_and_outputs() {
         .await;
     assert_eq!(ended["status"], "cancelled", "{ended}");
 }
+
+/// The `(id, event)` pairs of a server-sent events body.
+fn sse_events(body: &str) -> Vec<(String, String)> {
+    body.split("\n\n")
+        .filter_map(|block| {
+            let field = |name: &str| {
+                block.lines().find_map(|l| l.strip_prefix(&format!("{name}:")).map(|v| v.trim().to_string()))
+            };
+            Some((field("id")?, field("event")?))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages() {
+    let local = start("scripted/echo", "[{content: unused}]").await;
+    let thread = common::unique("thread");
+    let (_, started) = local
+        .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Hello there.", "subagent_slug": "research-explorer"}))
+        .await;
+    let run_id = started["run_id"].as_str().expect("run id").to_string();
+    let get = |path: String, token: &'static str| {
+        let request = local.client.get(format!("{}{path}", local.base)).bearer_auth(token);
+        async move { request.send().await.expect("reaches the facade") }
+    };
+    let full = get(format!("/api/agent/runs/{run_id}/events"), "alice-token").await;
+    assert_eq!(full.headers()["content-type"], "text/event-stream");
+    let all = sse_events(&full.text().await.expect("body"));
+    let names: Vec<&str> = all.iter().map(|(_, e)| e.as_str()).collect();
+    assert_eq!(names.first(), Some(&"metadata"));
+    assert_eq!(names.last(), Some(&"end"));
+
+    let resumed = local
+        .client
+        .get(format!("{}/api/agent/runs/{run_id}/events", local.base))
+        .bearer_auth("alice-token")
+        .header("last-event-id", &all[1].0)
+        .send()
+        .await
+        .expect("reaches");
+    let rest = sse_events(&resumed.text().await.expect("body"));
+    assert_eq!(rest, all[2..].to_vec(), "a resumed stream loses and repeats nothing");
+
+    assert_eq!(get(format!("/api/agent/runs/{run_id}/events"), "bob-token").await.status(), 404);
+    let result: Value =
+        get(format!("/api/agent/runs/{run_id}/result"), "alice-token").await.json().await.expect("JSON");
+    assert_eq!((result["status"].as_str(), result["output"].as_str()), (Some("completed"), Some("Hello there.")));
+    let record: Value = get(format!("/api/agent/runs/{run_id}"), "alice-token").await.json().await.expect("JSON");
+    assert_eq!(record["status"], "completed");
+    let child_thread = started["thread_id"].as_str().expect("thread");
+    let messages: Value =
+        get(format!("/api/threads/{child_thread}/messages"), "alice-token").await.json().await.expect("JSON");
+    assert_eq!(messages["messages"].as_array().map(Vec::len), Some(2), "{messages}");
+    assert_eq!(get(format!("/api/threads/{child_thread}/messages"), "bob-token").await.status(), 404);
+}

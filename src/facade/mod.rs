@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod error;
 pub mod launch;
+pub mod runs;
 pub mod tools;
 
 use axum::Router;
@@ -52,6 +53,11 @@ pub fn router(state: FacadeState) -> Router {
         .route("/api/agent/default", get(agents::get_default))
         .route("/api/agent/backends", get(agents::backends))
         .route("/api/agent/{slug}", get(agents::get).put(agents::update).delete(agents::delete))
+        .route("/api/agent/runs/{run_id}", get(runs::get))
+        .route("/api/agent/runs/{run_id}/result", get(runs::result))
+        .route("/api/agent/runs/{run_id}/cancel", axum::routing::post(runs::cancel))
+        .route("/api/agent/runs/{run_id}/events", get(runs::events))
+        .route("/api/threads/{thread_id}/messages", get(runs::thread_messages))
         .route("/api/tools", get(tools::list_tools))
         .route("/api/tools/subagent_start", axum::routing::post(tools::subagent_start))
         .route("/api/tools/subagent_status", axum::routing::post(tools::subagent_status))

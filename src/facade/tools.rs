@@ -382,7 +382,7 @@ fn default_limit() -> usize {
 }
 
 /// Whether `seq` is a stream id, `<milliseconds>-<sequence>`.
-fn is_stream_id(seq: &str) -> bool {
+pub fn is_stream_id(seq: &str) -> bool {
     seq.split_once('-').is_some_and(|(ms, n)| {
         !ms.is_empty()
             && !n.is_empty()

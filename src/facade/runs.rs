@@ -1,0 +1,159 @@
+//! A user's runs: `GET /api/agent/runs/{run_id}`, `.../result`, `POST .../cancel`, `GET .../events`
+//! (server-sent events, resumable with `after_seq` or `Last-Event-ID`, with heartbeats while idle), and
+//! `GET /api/threads/{thread_id}/messages`. A run of another user answers as a missing one.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use super::FacadeState;
+use super::auth::Caller;
+use super::body::QueryParams;
+use super::error::ApiError;
+use crate::access::{Identity, Role};
+use crate::run::thread_id::is_valid_id;
+use crate::runs::{RunRecord, RunStatus};
+use crate::store::Store;
+
+/// How often an idle event stream looks for new events.
+const EVENT_POLL: Duration = Duration::from_millis(250);
+/// How often an idle event stream sends a heartbeat comment.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+fn store(state: &FacadeState) -> Result<&Store, ApiError> {
+    state.runs.as_ref().map(|r| &r.store).ok_or_else(|| ApiError::NotFound("run does not exist".into()))
+}
+
+/// The run, when it belongs to `who` (a superadmin sees every run).
+async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
+    let missing = || ApiError::NotFound(format!("run {run_id:?} does not exist"));
+    if !is_valid_id(run_id) {
+        return Err(missing());
+    }
+    let record = store.run_record(run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?.ok_or_else(missing)?;
+    if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
+}
+
+/// `GET /api/agent/runs/{run_id}`.
+pub async fn get(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(run_id): Path<String>,
+) -> Result<Json<RunRecord>, ApiError> {
+    Ok(Json(mine(store(&state)?, &who, &run_id).await?))
+}
+
+/// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
+pub async fn result(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(run_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(&state)?;
+    let record = mine(store, &who, &run_id).await?;
+    match store.run_result(&record.run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))? {
+        Some(result) => Ok(Json(result)),
+        None => Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str()))),
+    }
+}
+
+/// `POST /api/agent/runs/{run_id}/cancel`.
+pub async fn cancel(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(run_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(&state)?;
+    let record = mine(store, &who, &run_id).await?;
+    if !record.status.is_terminal() {
+        store.request_cancel(&record.run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+        let next = if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
+        store.set_run_status(&record.run_id, next, None).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+    }
+    let record = mine(store, &who, &run_id).await?;
+    Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
+}
+
+/// `GET .../events` query.
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    #[serde(default)]
+    after_seq: Option<String>,
+}
+
+/// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
+/// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event.
+pub async fn events(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let store = store(&state)?.clone();
+    let record = mine(&store, &who, &run_id).await?;
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
+    let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
+    if !super::tools::is_stream_id(&cursor) {
+        return Err(ApiError::Invalid {
+            field: "after_seq".into(),
+            message: format!("{cursor:?} is not a stream id such as 0-0"),
+        });
+    }
+    let stream =
+        futures::stream::unfold((store, record.run_id, cursor, false), |(store, run_id, cursor, ended)| async move {
+            if ended {
+                return None;
+            }
+            loop {
+                match store.read_events(&run_id, &cursor, 100).await {
+                    Ok(page) if !page.is_empty() => {
+                        let ended = page.iter().any(|e| e.envelope.event == "end");
+                        let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
+                        let events: Vec<Result<Event, Infallible>> = page
+                            .into_iter()
+                            .map(|e| {
+                                let data = serde_json::to_string(&e.envelope).unwrap_or_default();
+                                Ok(Event::default().id(e.seq).event(e.envelope.event).data(data))
+                            })
+                            .collect();
+                        return Some((futures::stream::iter(events), (store, run_id, next, ended)));
+                    }
+                    Ok(_) => tokio::time::sleep(EVENT_POLL).await,
+                    Err(err) => {
+                        tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events");
+                        tokio::time::sleep(EVENT_POLL * 4).await;
+                    }
+                }
+            }
+        });
+    Ok(Sse::new(futures::StreamExt::flatten(stream)).keep_alive(KeepAlive::new().interval(HEARTBEAT)))
+}
+
+/// `GET /api/threads/{thread_id}/messages`: a thread's persisted messages, when one of the caller's runs
+/// used it.
+pub async fn thread_messages(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Value>, ApiError> {
+    let store = store(&state)?;
+    let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
+    if !is_valid_id(&thread_id) {
+        return Err(missing());
+    }
+    let owner = store.thread_owner(&thread_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+    if owner.as_deref() != Some(who.uid.as_str()) && who.role != Role::Superadmin {
+        return Err(missing());
+    }
+    let messages = store.thread_messages(&thread_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+    Ok(Json(json!({"thread_id": thread_id, "messages": messages})))
+}
