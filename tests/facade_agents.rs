@@ -207,3 +207,11 @@ async fn the_tools_of_an_agent_list_its_allowed_subagents() {
     assert_eq!(api.get("/api/tools?agent=nope", "bob-token").await.0, 404);
     assert_eq!(api.get("/api/tools", "bob-token").await.0, 400);
 }
+
+#[tokio::test]
+async fn without_a_run_store_the_tools_answer_503() {
+    let api = start().await;
+    let body = json!({"parent": {"agent": "deep-research", "run_id": "r", "thread_id": "t"}, "description": "x", "subagent_slug": "fact-verifier"});
+    let (status, answer) = api.send("POST", "/api/tools/subagent_start", "alice-token", body).await;
+    assert_eq!((status, answer["code"].as_str()), (503, Some("unavailable")), "{answer}");
+}

@@ -27,6 +27,9 @@ pub enum ApiError {
     /// The body is larger than the facade accepts (413).
     #[error("{0}")]
     TooLarge(String),
+    /// A service the facade depends on (Redis) failed or is not configured (503).
+    #[error("{0}")]
+    Unavailable(String),
     /// The request is well-formed but breaks a rule (422); `field` names the field.
     #[error("{field}: {message}")]
     Invalid {
@@ -55,6 +58,7 @@ impl ApiError {
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
         }
     }

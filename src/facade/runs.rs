@@ -37,7 +37,7 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
     if !is_valid_id(run_id) {
         return Err(missing());
     }
-    let record = store.run_record(run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?.ok_or_else(missing)?;
+    let record = store.run_record(run_id).await.map_err(super::tools::store_error)?.ok_or_else(missing)?;
     if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
 }
 
@@ -58,7 +58,7 @@ pub async fn result(
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&state)?;
     let record = mine(store, &who, &run_id).await?;
-    match store.run_result(&record.run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))? {
+    match store.run_result(&record.run_id).await.map_err(super::tools::store_error)? {
         Some(result) => Ok(Json(result)),
         None => Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str()))),
     }
@@ -73,9 +73,9 @@ pub async fn cancel(
     let store = store(&state)?;
     let record = mine(store, &who, &run_id).await?;
     if !record.status.is_terminal() {
-        store.request_cancel(&record.run_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+        store.request_cancel(&record.run_id).await.map_err(super::tools::store_error)?;
         let next = if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
-        store.set_run_status(&record.run_id, next, None).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+        store.set_run_status(&record.run_id, next, None).await.map_err(super::tools::store_error)?;
     }
     let record = mine(store, &who, &run_id).await?;
     Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
@@ -150,10 +150,10 @@ pub async fn thread_messages(
     if !is_valid_id(&thread_id) {
         return Err(missing());
     }
-    let owner = store.thread_owner(&thread_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+    let owner = store.thread_owner(&thread_id).await.map_err(super::tools::store_error)?;
     if owner.as_deref() != Some(who.uid.as_str()) && who.role != Role::Superadmin {
         return Err(missing());
     }
-    let messages = store.thread_messages(&thread_id).await.map_err(|e| ApiError::Conflict(e.to_string()))?;
+    let messages = store.thread_messages(&thread_id).await.map_err(super::tools::store_error)?;
     Ok(Json(json!({"thread_id": thread_id, "messages": messages})))
 }

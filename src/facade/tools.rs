@@ -72,7 +72,7 @@ fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
         .runs
         .as_ref()
         .map(|r| &r.store)
-        .ok_or_else(|| ApiError::Conflict("runs need a Redis: start the facade with REDIS_URL".into()))
+        .ok_or_else(|| ApiError::Unavailable("runs need a Redis: start the facade with REDIS_URL".into()))
 }
 
 fn check_parent(parent: &Parent) -> Result<(), ApiError> {
@@ -166,8 +166,9 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
     }
 }
 
-fn store_error(err: crate::store::StoreError) -> ApiError {
-    ApiError::Conflict(format!("the run store failed: {err}"))
+/// A failure of the run store, as the answer to a client.
+pub fn store_error(err: crate::store::StoreError) -> ApiError {
+    ApiError::Unavailable(format!("the run store failed: {err}"))
 }
 
 /// The run, when it was created by this parent run for this user; otherwise not found, whether it exists
