@@ -494,6 +494,20 @@ impl Store {
         }
     }
 
+    /// Cancels a run that has not ended: a run that has not started ends `cancelled` at once, a running
+    /// one goes `cancel_requested` and its runner is told to stop (Yuxi's cancel). Returns the record as it
+    /// is afterwards; `None` for an unknown run.
+    pub async fn cancel_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
+        let Some(record) = self.run_record(run_id).await? else { return Ok(None) };
+        if !record.status.is_terminal() {
+            self.request_cancel(run_id).await?;
+            let next =
+                if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
+            self.set_run_status(run_id, next, None).await?;
+        }
+        Ok(self.run_record(run_id).await?.or(Some(record)))
+    }
+
     /// Whether a cancel was requested for the run.
     pub async fn is_cancel_requested(&self, run_id: &str) -> Result<bool, StoreError> {
         match self {

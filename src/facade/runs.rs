@@ -19,7 +19,7 @@ use super::body::QueryParams;
 use super::error::ApiError;
 use crate::access::{Identity, Role};
 use crate::run::thread_id::is_valid_id;
-use crate::runs::{RunRecord, RunStatus};
+use crate::runs::RunRecord;
 use crate::store::Store;
 
 /// How often an idle event stream looks for new events.
@@ -72,12 +72,7 @@ pub async fn cancel(
 ) -> Result<Json<Value>, ApiError> {
     let store = store(&state)?;
     let record = mine(store, &who, &run_id).await?;
-    if !record.status.is_terminal() {
-        store.request_cancel(&record.run_id).await.map_err(super::tools::store_error)?;
-        let next = if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
-        store.set_run_status(&record.run_id, next, None).await.map_err(super::tools::store_error)?;
-    }
-    let record = mine(store, &who, &run_id).await?;
+    let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
     Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
 }
 

@@ -352,13 +352,7 @@ pub async fn subagent_cancel(
 ) -> Result<Json<Value>, ApiError> {
     let store = runs(&state)?;
     let record = owned(store, &who, &body).await?;
-    if !record.status.is_terminal() {
-        store.request_cancel(&record.run_id).await.map_err(store_error)?;
-        // A run that has not started ends at once; a running one is asked to stop.
-        let next = if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
-        store.set_run_status(&record.run_id, next, None).await.map_err(store_error)?;
-    }
-    let record = store.run_record(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
+    let record = store.cancel_run(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
     Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
 }
 
