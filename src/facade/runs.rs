@@ -27,10 +27,6 @@ const EVENT_POLL: Duration = Duration::from_millis(250);
 /// How often an idle event stream sends a heartbeat comment.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
-fn store(state: &FacadeState) -> Result<&Store, ApiError> {
-    state.runs.as_ref().map(|r| &r.store).ok_or_else(|| ApiError::NotFound("run does not exist".into()))
-}
-
 /// The run, when it belongs to `who` (a superadmin sees every run).
 async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
     let missing = || ApiError::NotFound(format!("run {run_id:?} does not exist"));
@@ -47,7 +43,7 @@ pub async fn get(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<RunRecord>, ApiError> {
-    Ok(Json(mine(store(&state)?, &who, &run_id).await?))
+    Ok(Json(mine(super::tools::runs(&state)?, &who, &run_id).await?))
 }
 
 /// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
@@ -56,7 +52,7 @@ pub async fn result(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let store = store(&state)?;
+    let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     match store.run_result(&record.run_id).await.map_err(super::tools::store_error)? {
         Some(result) => Ok(Json(result)),
@@ -70,7 +66,7 @@ pub async fn cancel(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let store = store(&state)?;
+    let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
     Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
@@ -93,7 +89,7 @@ pub async fn events(
     headers: HeaderMap,
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let store = store(&state)?.clone();
+    let store = super::tools::runs(&state)?.clone();
     let record = mine(&store, &who, &run_id).await?;
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
@@ -140,7 +136,7 @@ pub async fn thread_messages(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<Value>, ApiError> {
-    let store = store(&state)?;
+    let store = super::tools::runs(&state)?;
     let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
     if !is_valid_id(&thread_id) {
         return Err(missing());

@@ -67,7 +67,8 @@ fn invalid(field: &str, message: String) -> ApiError {
     ApiError::Invalid { field: field.to_string(), message }
 }
 
-fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
+/// The run store, or 503 when the facade has none.
+pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
     state
         .runs
         .as_ref()
