@@ -82,6 +82,9 @@ enum Command {
         #[arg(long, env = "YUXI_SCRIPTS_DIR", value_name = "DIR")]
         scripts_dir: Option<PathBuf>,
     },
+    /// Serve the facade in a cluster: the Agents of one namespace, TokenReview authentication, runs as
+    /// AgentRuns, run state in Redis.
+    Api(ApiArgs),
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(RunnerArgs),
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
@@ -93,6 +96,32 @@ enum Command {
         #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/workspace")]
         workdir: PathBuf,
     },
+}
+
+/// The facade's settings in a cluster.
+#[derive(clap::Args)]
+struct ApiArgs {
+    /// Address to listen on.
+    #[arg(long, default_value = "0.0.0.0:8080", env = "YUXI_API_LISTEN")]
+    listen: SocketAddr,
+    /// The namespace whose Agents are served and where AgentRuns are created.
+    #[arg(long, env = "YUXI_NAMESPACE")]
+    namespace: String,
+    /// Redis, where runs keep their state.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    redis_url: String,
+    /// Audiences a token must be issued for (repeatable; none: the API server's own).
+    #[arg(long = "token-audience", value_name = "AUDIENCE")]
+    token_audiences: Vec<String>,
+    /// Members of this Kubernetes group are administrators.
+    #[arg(long, default_value = "yuxi:admins")]
+    admin_group: String,
+    /// Members of this Kubernetes group are super administrators.
+    #[arg(long, default_value = "yuxi:superadmins")]
+    superadmin_group: String,
+    /// A group `<prefix><n>` puts its members in department `n`.
+    #[arg(long, default_value = "yuxi:department:")]
+    department_group_prefix: String,
 }
 
 /// The runner's inputs; see the `runner` module for the contract.
@@ -145,6 +174,7 @@ fn main() -> ExitCode {
     match Cli::parse().command {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
+        Command::Api(args) => run_async(run_api(args)),
         Command::Runner(args) => run_runner(args),
         Command::Local { manifests, listen, users, data_dir, redis_url, default_model, scripts_dir } => {
             let runs = LocalRuns { data_dir, redis_url, default_model, scripts_dir };
@@ -329,7 +359,7 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
         tracing::info!("offline: single-object checks only");
         None
     } else {
-        Some(connect().await?)
+        Some(connect("the webhook reads Agents through the Kubernetes API for its cross-object checks; run it in a cluster or with a kubeconfig, or pass --offline for the single-object checks only").await?)
     };
     let handle = axum_server::Handle::new();
     tokio::spawn(shutdown_on_signal(handle.clone()));
@@ -364,16 +394,27 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
                 .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?,
             launcher: yuxi_operator::facade::launch::LocalLauncher {
                 exe: std::env::current_exe()?,
-                data_dir,
+                data_dir: data_dir.clone(),
                 redis_url: url.clone(),
                 default_model: runs.default_model.clone(),
                 scripts_dir: runs.scripts_dir.clone(),
-            },
+            }
+            .into(),
         }),
     };
+    // Agents created through the API are kept as manifests here, and served again after a restart.
+    let saved_in = data_dir.join("agents");
+    let saved = if saved_in.is_dir() {
+        catalog::load_agents(&catalog::manifest_files(std::slice::from_ref(&saved_in))?).map_err(|problems| {
+            anyhow::anyhow!("the saved agents in {} are not valid:\n  {}", saved_in.display(), problems.join("\n  "))
+        })?
+    } else {
+        Vec::new()
+    };
+    let agent_catalog = yuxi_operator::facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
     let state = yuxi_operator::facade::FacadeState {
-        users,
-        agents: yuxi_operator::facade::AgentCatalog::new(agents),
+        auth: users.into(),
+        agents: yuxi_operator::facade::AgentCatalog::Local(agent_catalog),
         runs: run_state,
     };
     let listener =
@@ -383,16 +424,45 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
     Ok(())
 }
 
-/// Connects to the cluster and checks that the API server answers.
-async fn connect() -> anyhow::Result<kube::Client> {
-    const HINT: &str = "the webhook reads Agents through the Kubernetes API for its cross-object checks; run it in a cluster or with a kubeconfig, or pass --offline for the single-object checks only";
+async fn run_api(args: ApiArgs) -> anyhow::Result<()> {
+    use yuxi_operator::facade::{self, auth, catalog, launch};
+    let client = connect(
+        "the facade serves the Agents of its namespace and checks tokens through the Kubernetes API; run it in a cluster or with a kubeconfig, or use `yuxi-operator local`",
+    )
+    .await?;
+    let store = Store::connect_redis(&args.redis_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
+    let mapping = auth::GroupMapping {
+        admin_group: args.admin_group,
+        superadmin_group: args.superadmin_group,
+        department_prefix: args.department_group_prefix,
+    };
+    let state = facade::FacadeState {
+        auth: auth::Authenticator::TokenReview(auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping)),
+        agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
+        runs: Some(facade::Runs {
+            store,
+            launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client, &args.namespace)),
+        }),
+    };
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+    tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
+    axum::serve(listener, facade::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    Ok(())
+}
+
+/// Connects to the cluster and checks that the API server answers; `hint` says why the role needs it.
+async fn connect(hint: &str) -> anyhow::Result<kube::Client> {
     let client = kube::Client::try_default()
         .await
-        .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {HINT}"))?;
+        .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
     client
         .apiserver_version()
         .await
-        .map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {HINT}"))?;
+        .map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {hint}"))?;
     Ok(client)
 }
 

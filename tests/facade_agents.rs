@@ -25,7 +25,7 @@ async fn start() -> Api {
         user("root-token", "root", Role::Superadmin, None),
     ])
     .expect("users");
-    let state = FacadeState { users, agents: AgentCatalog::new(common::example_agents()), runs: None };
+    let state = FacadeState { auth: users.into(), agents: AgentCatalog::new(common::example_agents()), runs: None };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

@@ -35,25 +35,74 @@ fn local(manifests: &std::path::Path, port: u16, data: &TempDir) -> Command {
     command
 }
 
+/// Waits until the local mode on `port` answers, and returns the agents Bob sees.
+async fn agents_when_up(client: &reqwest12::Client, port: u16) -> serde_json::Value {
+    let url = format!("http://127.0.0.1:{port}/api/agent?include_subagents=true");
+    let deadline = Instant::now() + Duration::from_secs(20);
+    loop {
+        if let Ok(response) = client.get(&url).bearer_auth("bob-token").send().await {
+            break response.json().await.expect("JSON");
+        }
+        assert!(Instant::now() < deadline, "the local mode did not answer");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn slugs(body: &serde_json::Value) -> Vec<&str> {
+    body["agents"].as_array().expect("agents").iter().map(|a| a["slug"].as_str().expect("slug")).collect()
+}
+
 #[tokio::test]
 async fn the_local_mode_serves_the_example_agents() {
     let data = TempDir::new().expect("dir");
     let port = free_port();
     let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let _local = Local(local(&root.join("examples"), port, &data).spawn().expect("starts"));
+    let body = agents_when_up(&reqwest12::Client::new(), port).await;
+    assert_eq!(slugs(&body), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+}
+
+#[tokio::test]
+async fn agents_created_through_the_api_outlive_a_restart_and_manifest_agents_stay_read_only() {
+    let data = TempDir::new().expect("dir");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
     let client = reqwest12::Client::new();
-    let url = format!("http://127.0.0.1:{port}/api/agent?include_subagents=true");
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let body: serde_json::Value = loop {
-        if let Ok(response) = client.get(&url).bearer_auth("bob-token").send().await {
-            break response.json().await.expect("JSON");
-        }
-        assert!(Instant::now() < deadline, "the local mode did not answer");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    let slugs: Vec<&str> =
-        body["agents"].as_array().expect("agents").iter().map(|a| a["slug"].as_str().expect("slug")).collect();
-    assert_eq!(slugs, ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+    let port = free_port();
+    let first = Local(local(&root.join("examples"), port, &data).spawn().expect("starts"));
+    agents_when_up(&client, port).await;
+    let base = format!("http://127.0.0.1:{port}/api/agent");
+    let created = client
+        .post(&base)
+        .bearer_auth("bob-token")
+        .json(&serde_json::json!({"name": "Bob notes", "backend_id": "SubAgentBackend", "description": "notes"}))
+        .send()
+        .await
+        .expect("create");
+    assert_eq!(created.status(), 201);
+    let refused = client
+        .put(format!("{base}/research-explorer"))
+        .bearer_auth("admin-token")
+        .json(&serde_json::json!({"description": "changed"}))
+        .send()
+        .await
+        .expect("put");
+    assert_eq!(refused.status(), 409);
+    let body: serde_json::Value = refused.json().await.expect("JSON");
+    assert!(body["message"].as_str().expect("message").contains("manifests folder"), "{body}");
+    drop(first);
+
+    let port = free_port();
+    let _second = Local(local(&root.join("examples"), port, &data).spawn().expect("starts again"));
+    let body = agents_when_up(&client, port).await;
+    assert!(slugs(&body).contains(&"bob-notes"), "{body}");
+    let deleted = client
+        .delete(format!("http://127.0.0.1:{port}/api/agent/bob-notes"))
+        .bearer_auth("bob-token")
+        .send()
+        .await
+        .expect("delete");
+    assert_eq!(deleted.status(), 204);
+    assert!(!data.path().join("agents/bob-notes.yaml").exists());
 }
 
 #[test]

@@ -1,9 +1,6 @@
 //! `/api/agent`: Yuxi-compatible agent CRUD (YUXI-REFERENCE.md "/api/agent routes"), with visibility and
 //! rights from the share rules ([`crate::access`]) and every write judged by the validation module.
 
-use std::collections::BTreeMap;
-use std::sync::{Arc, RwLock};
-
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
@@ -15,6 +12,7 @@ use serde_json::Value;
 use super::FacadeState;
 use super::auth::Caller;
 use super::body::{JsonBody, QueryParams};
+use super::catalog::CatalogError;
 use super::error::ApiError;
 use crate::access::{Identity, Permission, Role, may_save_scope, permission};
 use crate::resources::validation::{validate_agent, validate_agent_among};
@@ -22,55 +20,6 @@ use crate::resources::yuxi::{YuxiAgent, YuxiConfig, YuxiShare};
 use crate::resources::{
     AccessLevel, Agent, AgentShare, AgentSpec, BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS, GENERAL_PURPOSE, ShareScope,
 };
-
-/// The agents the facade serves, by slug: in the local mode the manifests folder plus what was created
-/// through the API; the built-in `general-purpose` is always there.
-#[derive(Clone, Default)]
-pub struct AgentCatalog {
-    agents: Arc<RwLock<BTreeMap<String, Agent>>>,
-}
-
-impl AgentCatalog {
-    /// A catalog of `agents`, with the built-in `general-purpose` added when none of them is it.
-    pub fn new(agents: Vec<Agent>) -> Self {
-        let mut map: BTreeMap<String, Agent> = agents.into_iter().map(|a| (a.name_any(), a)).collect();
-        map.entry(GENERAL_PURPOSE.to_string()).or_insert_with(builtin_general_purpose);
-        Self { agents: Arc::new(RwLock::new(map)) }
-    }
-
-    /// Every agent, sorted by slug.
-    pub fn all(&self) -> Vec<Agent> {
-        self.agents.read().expect("catalog lock").values().cloned().collect()
-    }
-
-    /// The agent `slug`.
-    pub fn get(&self, slug: &str) -> Option<Agent> {
-        self.agents.read().expect("catalog lock").get(slug).cloned()
-    }
-}
-
-/// The built-in subagent: an empty context, resolved from the defaults at run time; everybody may use it.
-pub fn builtin_general_purpose() -> Agent {
-    let mut agent = Agent::new(
-        GENERAL_PURPOSE,
-        AgentSpec {
-            display_name: Some("General purpose".into()),
-            description: Some(
-                "A general-purpose subagent for analysis, writing and file work; give it a self-contained task.".into(),
-            ),
-            backend: BACKEND_SUBAGENT.into(),
-            is_subagent: Some(true),
-            share: Some(AgentShare { read_scope: Some(global_scope()), manage_scope: None }),
-            ..AgentSpec::default()
-        },
-    );
-    agent.metadata = ObjectMeta { name: Some(GENERAL_PURPOSE.into()), ..ObjectMeta::default() };
-    agent
-}
-
-fn global_scope() -> ShareScope {
-    ShareScope { access_level: AccessLevel::Global, department_ids: vec![], user_uids: vec![] }
-}
 
 /// An agent as the caller sees it: the Yuxi fields plus the caller's rights.
 #[derive(Serialize)]
@@ -116,21 +65,23 @@ pub async fn list(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     QueryParams(query): QueryParams<ListQuery>,
-) -> Json<Value> {
+) -> Result<Json<Value>, ApiError> {
     let agents: Vec<AgentView> = state
         .agents
         .all()
+        .await
+        .map_err(catalog_error)?
         .iter()
         .filter(|a| permission(&who, a) >= Permission::Read)
         .filter(|a| query.include_subagents || !a.spec.is_subagent())
         .map(|a| view(a, &who))
         .collect();
-    Json(serde_json::json!({ "agents": agents }))
+    Ok(Json(serde_json::json!({ "agents": agents })))
 }
 
 /// `GET /api/agent/default`: the namespace's default agent, when the caller may see it.
 pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<AgentView>, ApiError> {
-    let default = state.agents.all().into_iter().find(|a| a.spec.is_default());
+    let default = state.agents.all().await.map_err(catalog_error)?.into_iter().find(|a| a.spec.is_default());
     let agent =
         visible(default, &who, "default").map_err(|_| ApiError::NotFound("there is no default agent".into()))?;
     Ok(Json(view(&agent, &who)))
@@ -150,7 +101,7 @@ pub async fn get(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<Json<AgentView>, ApiError> {
-    let agent = visible(state.agents.get(&slug), &who, &slug)?;
+    let agent = visible(state.agents.get(&slug).await.map_err(catalog_error)?, &who, &slug)?;
     Ok(Json(view(&agent, &who)))
 }
 
@@ -241,15 +192,25 @@ pub async fn create(
         share: Some(share),
         owner: Some(who.uid.clone()),
     };
-    let mut agents = state.agents.agents.write().expect("catalog lock");
-    let slug = unique_slug(&base, &agents);
-    let mut agent = Agent::new(&slug, spec);
-    agent.metadata = ObjectMeta { name: Some(slug.clone()), ..ObjectMeta::default() };
-    let others: Vec<Agent> = agents.values().cloned().collect();
-    judge(&agent, &others)?;
-    agents.insert(slug, agent.clone());
-    Ok((StatusCode::CREATED, Json(view(&agent, &who))))
+    // Another create may take the slug between the look and the write: the catalog refuses the second,
+    // and the next free suffix is tried.
+    for _ in 0..CREATE_ATTEMPTS {
+        let others = state.agents.all().await.map_err(catalog_error)?;
+        let slug = unique_slug(&base, &others);
+        let mut agent = Agent::new(&slug, spec.clone());
+        agent.metadata = ObjectMeta { name: Some(slug.clone()), ..ObjectMeta::default() };
+        judge(&agent, &others)?;
+        match state.agents.create(agent).await {
+            Ok(agent) => return Ok((StatusCode::CREATED, Json(view(&agent, &who)))),
+            Err(CatalogError::Exists(_)) => continue,
+            Err(err) => return Err(catalog_error(err)),
+        }
+    }
+    Err(ApiError::Conflict(format!("no free slug could be taken for {base:?}; retry")))
 }
+
+/// How many slugs a create tries when others take them first.
+const CREATE_ATTEMPTS: usize = 5;
 
 /// `PUT /api/agent/{slug}`: changes the given fields; the caller must manage the agent.
 pub async fn update(
@@ -259,8 +220,8 @@ pub async fn update(
     JsonBody(body): JsonBody<UpdateAgent>,
 ) -> Result<Json<AgentView>, ApiError> {
     let _ = (&body.icon, &body.pics);
-    let mut agents = state.agents.agents.write().expect("catalog lock");
-    let mut agent = visible(agents.get(&slug).cloned(), &who, &slug)?;
+    let others = state.agents.all().await.map_err(catalog_error)?;
+    let mut agent = visible(others.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
     if permission(&who, &agent) < Permission::Manage {
         return Err(ApiError::Forbidden(format!("you may read agent {slug:?} but not change it")));
     }
@@ -289,9 +250,8 @@ pub async fn update(
         check_scopes(&who, &share)?;
         spec.share = Some(share);
     }
-    let others: Vec<Agent> = agents.values().cloned().collect();
     judge(&agent, &others)?;
-    agents.insert(slug, agent.clone());
+    let agent = state.agents.replace(agent).await.map_err(catalog_error)?;
     Ok(Json(view(&agent, &who)))
 }
 
@@ -301,15 +261,14 @@ pub async fn delete(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let mut agents = state.agents.agents.write().expect("catalog lock");
-    let agent = visible(agents.get(&slug).cloned(), &who, &slug)?;
+    let agent = visible(state.agents.get(&slug).await.map_err(catalog_error)?, &who, &slug)?;
     if slug == GENERAL_PURPOSE {
         return Err(ApiError::Conflict("the built-in general-purpose subagent cannot be deleted".into()));
     }
     if permission(&who, &agent) < Permission::Manage {
         return Err(ApiError::Forbidden(format!("you may read agent {slug:?} but not delete it")));
     }
-    agents.remove(&slug);
+    state.agents.delete(&slug).await.map_err(catalog_error)?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -389,14 +348,37 @@ pub fn slugify(name: &str) -> Option<String> {
     (!slug.is_empty()).then_some(slug)
 }
 
-fn unique_slug(base: &str, taken: &BTreeMap<String, Agent>) -> String {
-    if !taken.contains_key(base) {
-        return base.to_string();
+/// `base`, or the first of `base-2`, `base-3`... that no agent of `taken` has.
+fn unique_slug(base: &str, taken: &[Agent]) -> String {
+    let used: std::collections::HashSet<String> = taken.iter().map(|a| a.name_any()).collect();
+    std::iter::once(base.to_string())
+        .chain((2..=taken.len() + 2).map(|n| format!("{base}-{n}")))
+        .find(|candidate| !used.contains(candidate))
+        .unwrap_or_else(|| format!("{base}-{}", uuid::Uuid::new_v4().simple()))
+}
+
+/// A catalog failure, as the answer to a client.
+pub fn catalog_error(err: CatalogError) -> ApiError {
+    match err {
+        CatalogError::Exists(_) | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
+        CatalogError::Missing(slug) => ApiError::NotFound(format!("agent {slug:?} does not exist")),
+        CatalogError::Rejected(message) => {
+            let field = rejected_field(&message).map(|f| yuxi_field(&f)).unwrap_or_else(|| "agent".to_string());
+            ApiError::Invalid { field, message }
+        }
+        CatalogError::Unavailable(message) => ApiError::Unavailable(message),
     }
-    (2..)
-        .map(|n| format!("{base}-{n}"))
-        .find(|candidate| !taken.contains_key(candidate))
-        .expect("an unused suffix exists")
+}
+
+/// The field a Kubernetes refusal names: `... is invalid: spec.context.tools[0]: Invalid value ...`, or an
+/// admission denial `... denied the request: spec.backend: ...`.
+fn rejected_field(message: &str) -> Option<String> {
+    let rest = message
+        .split_once("is invalid: ")
+        .or_else(|| message.split_once("denied the request: "))
+        .map(|(_, rest)| rest)?;
+    let field = rest.split_once(": ")?.0;
+    (field.starts_with("spec") || field.starts_with("metadata")).then(|| field.to_string())
 }
 
 #[cfg(test)]
@@ -419,5 +401,26 @@ mod tests {
         assert_eq!(yuxi_field("spec.backend"), "backend_id");
         assert_eq!(yuxi_field("metadata.name"), "slug");
         assert_eq!(yuxi_field("spec.context.tools[2]"), "config_json.context.tools[2]");
+    }
+
+    #[test]
+    fn kubernetes_refusals_name_the_yuxi_field() {
+        let cel = r#"Agent.yuxi.dev "x" is invalid: spec.context.maxExecutionSteps: Invalid value: 0: must be >= 1"#;
+        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected(cel.into())) else { panic!() };
+        assert_eq!(field, "config_json.context.max_execution_steps");
+        let webhook = r#"admission webhook "agents.yuxi.dev" denied the request: spec.isSubagent: must be true"#;
+        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected(webhook.into())) else { panic!() };
+        assert_eq!(field, "is_subagent");
+        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected("no field here".into())) else {
+            panic!()
+        };
+        assert_eq!(field, "agent");
+    }
+
+    #[test]
+    fn unique_slugs_take_the_first_free_suffix() {
+        let agents: Vec<Agent> = ["a", "a-2", "a-4"].iter().map(|n| Agent::new(n, AgentSpec::default())).collect();
+        assert_eq!(unique_slug("a", &agents), "a-3");
+        assert_eq!(unique_slug("b", &agents), "b");
     }
 }

@@ -1,9 +1,11 @@
 //! Bearer-token authentication: a token maps to an identity `{uid, role, department_id}`. In the local
-//! mode the tokens come from a users file; in a cluster, Kubernetes TokenReview (to come).
+//! mode the tokens come from a users file; in a cluster, from Kubernetes TokenReview, with the role and
+//! department taken from the user's groups.
 
 use std::collections::HashMap;
 use std::path::Path;
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
@@ -69,18 +71,167 @@ impl Users {
     }
 }
 
+/// How tokens are checked.
+#[derive(Clone)]
+pub enum Authenticator {
+    /// A fixed set of tokens (the local mode's users file).
+    Tokens(Users),
+    /// Kubernetes TokenReview.
+    TokenReview(TokenReviewer),
+}
+
+impl From<Users> for Authenticator {
+    fn from(users: Users) -> Self {
+        Authenticator::Tokens(users)
+    }
+}
+
+impl Authenticator {
+    /// The identity of a bearer token. Errors: 401 for a token that names nobody, 503 when the
+    /// Kubernetes API cannot answer.
+    pub async fn identify(&self, token: &str) -> Result<Identity, ApiError> {
+        let unknown = || ApiError::Unauthorized("the token is not valid".into());
+        match self {
+            Authenticator::Tokens(users) => users.identify(token).cloned().ok_or_else(unknown),
+            Authenticator::TokenReview(reviewer) => reviewer.identify(token).await?.ok_or_else(unknown),
+        }
+    }
+}
+
+/// How a Kubernetes user's groups map to roles and departments.
+#[derive(Clone, Debug)]
+pub struct GroupMapping {
+    /// Members of this group are administrators (`yuxi:admins` by default).
+    pub admin_group: String,
+    /// Members of this group are super administrators (`yuxi:superadmins` by default).
+    pub superadmin_group: String,
+    /// A group `<prefix><n>`, `n` an integer, puts the user in department `n` (`yuxi:department:` by
+    /// default); the first such group counts.
+    pub department_prefix: String,
+}
+
+impl Default for GroupMapping {
+    fn default() -> Self {
+        Self {
+            admin_group: "yuxi:admins".into(),
+            superadmin_group: "yuxi:superadmins".into(),
+            department_prefix: "yuxi:department:".into(),
+        }
+    }
+}
+
+impl GroupMapping {
+    /// The identity of an authenticated Kubernetes user. The uid is the username when it is a valid id;
+    /// otherwise (`system:serviceaccount:ns:name`, `alice@example.com`) its characters outside the id
+    /// alphabet become `-` and the first 8 hex digits of the name's SHA-256 are appended, so two names
+    /// never share a uid. `None` for a user without a username.
+    pub fn identity(&self, username: &str, groups: &[String]) -> Option<Identity> {
+        if username.is_empty() {
+            return None;
+        }
+        let role = if groups.contains(&self.superadmin_group) {
+            Role::Superadmin
+        } else if groups.contains(&self.admin_group) {
+            Role::Admin
+        } else {
+            Role::User
+        };
+        let department_id = groups.iter().find_map(|g| g.strip_prefix(&self.department_prefix)?.parse::<i64>().ok());
+        Some(Identity { uid: uid_of(username), role, department_id })
+    }
+}
+
+/// A uid for a Kubernetes username (see [`GroupMapping::identity`]).
+pub fn uid_of(username: &str) -> String {
+    if crate::run::thread_id::is_valid_id(username) && username.len() <= 63 {
+        return username.to_string();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(username.as_bytes());
+    let mut safe: String = username
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .take(54)
+        .collect();
+    safe = safe.trim_start_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    if safe.is_empty() { format!("u-{hex}") } else { format!("{safe}-{hex}") }
+}
+
+/// How long a token's review is reused.
+const REVIEW_TTL: Duration = Duration::from_secs(60);
+/// How many reviews are kept; the cache is emptied when it is full.
+const REVIEW_CACHE: usize = 10_000;
+
+/// Reviews by the token's SHA-256: when each was made, and its identity (`None`: not authenticated).
+type ReviewCache = HashMap<[u8; 32], (Instant, Option<Identity>)>;
+
+/// Asks the Kubernetes API who a token belongs to (`POST
+/// /apis/authentication.k8s.io/v1/tokenreviews`), remembering answers for a minute by the token's
+/// SHA-256 (never the token itself).
+#[derive(Clone)]
+pub struct TokenReviewer {
+    client: kube::Client,
+    audiences: Vec<String>,
+    mapping: GroupMapping,
+    cache: Arc<Mutex<ReviewCache>>,
+}
+
+impl TokenReviewer {
+    /// A reviewer through `client`, accepting tokens for `audiences` (empty: the API server's own).
+    pub fn new(client: kube::Client, audiences: Vec<String>, mapping: GroupMapping) -> Self {
+        Self { client, audiences, mapping, cache: Arc::default() }
+    }
+
+    /// The identity of `token`, or `None` when the API server does not authenticate it.
+    pub async fn identify(&self, token: &str) -> Result<Option<Identity>, ApiError> {
+        use sha2::Digest;
+        let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
+        if let Some((at, identity)) = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner).get(&key)
+            && at.elapsed() < REVIEW_TTL
+        {
+            return Ok(identity.clone());
+        }
+        use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
+        let review = TokenReview {
+            spec: TokenReviewSpec {
+                token: Some(token.to_string()),
+                audiences: (!self.audiences.is_empty()).then(|| self.audiences.clone()),
+            },
+            ..TokenReview::default()
+        };
+        let api: kube::Api<TokenReview> = kube::Api::all(self.client.clone());
+        let answer = api.create(&kube::api::PostParams::default(), &review).await.map_err(|err| {
+            ApiError::Unavailable(format!("tokens cannot be checked: the Kubernetes TokenReview failed: {err}"))
+        })?;
+        let status = answer.status.unwrap_or_default();
+        let identity = match (status.authenticated, status.user) {
+            (Some(true), Some(user)) => {
+                self.mapping.identity(user.username.as_deref().unwrap_or_default(), &user.groups.unwrap_or_default())
+            }
+            _ => None,
+        };
+        let mut cache = self.cache.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if cache.len() >= REVIEW_CACHE {
+            cache.clear();
+        }
+        cache.insert(key, (Instant::now(), identity.clone()));
+        Ok(identity)
+    }
+}
+
 /// The authenticated caller of a request.
 pub struct Caller(pub Identity);
 
 impl<S> FromRequestParts<S> for Caller
 where
     S: Send + Sync,
-    Users: axum::extract::FromRef<S>,
+    Authenticator: axum::extract::FromRef<S>,
 {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        let users = <Users as axum::extract::FromRef<S>>::from_ref(state);
+        let authenticator = <Authenticator as axum::extract::FromRef<S>>::from_ref(state);
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)
@@ -92,10 +243,36 @@ where
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
-        users
-            .identify(token)
-            .cloned()
-            .map(Caller)
-            .ok_or_else(|| ApiError::Unauthorized("the token is not valid".into()))
+        authenticator.identify(token).await.map(Caller)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn groups_give_the_role_and_department() {
+        let mapping = GroupMapping::default();
+        let groups = |gs: &[&str]| gs.iter().map(|g| g.to_string()).collect::<Vec<_>>();
+        let alice = mapping.identity("alice", &groups(&["system:authenticated", "yuxi:department:7"])).expect("id");
+        assert_eq!((alice.uid.as_str(), alice.role, alice.department_id), ("alice", Role::User, Some(7)));
+        let admin = mapping.identity("root", &groups(&["yuxi:admins", "yuxi:department:x"])).expect("id");
+        assert_eq!((admin.role, admin.department_id), (Role::Admin, None));
+        let both = mapping.identity("boss", &groups(&["yuxi:admins", "yuxi:superadmins"])).expect("id");
+        assert_eq!(both.role, Role::Superadmin);
+        assert!(mapping.identity("", &[]).is_none());
+    }
+
+    #[test]
+    fn usernames_outside_the_id_alphabet_get_distinct_safe_uids() {
+        let a = uid_of("system:serviceaccount:team-a:parent");
+        let b = uid_of("system-serviceaccount-team-a-parent");
+        assert!(a.starts_with("system-serviceaccount-team-a-parent-"), "{a}");
+        assert_ne!(a, b);
+        assert!(crate::run::thread_id::is_valid_id(&a), "{a}");
+        assert!(crate::run::thread_id::is_valid_id(&uid_of("_.@..")), "{}", uid_of("_.@.."));
+        assert!(crate::run::thread_id::is_valid_id(&uid_of(&"é".repeat(300))));
+        assert_eq!(uid_of("alice"), "alice");
     }
 }

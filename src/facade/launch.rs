@@ -125,3 +125,90 @@ impl LocalLauncher {
         Ok(())
     }
 }
+
+/// The label naming the agent of an AgentRun the facade creates.
+pub const AGENT_LABEL: &str = "yuxi.dev/agent";
+/// The label naming the parent run of a subagent's AgentRun.
+pub const PARENT_RUN_LABEL: &str = "yuxi.dev/parent-run";
+
+/// Creates AgentRun resources in one namespace; the controller turns each into a sandbox pod.
+#[derive(Clone)]
+pub struct ClusterLauncher {
+    api: kube::Api<AgentRun>,
+}
+
+impl ClusterLauncher {
+    /// A launcher for `namespace`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self { api: kube::Api::namespaced(client, namespace) }
+    }
+
+    /// The AgentRun of a run record: named by the run id, labelled with its agent and parent run.
+    pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
+        let mut labels = std::collections::BTreeMap::from([(AGENT_LABEL.to_string(), record.agent_slug.clone())]);
+        if let Some(parent) = &record.parent {
+            labels.insert(PARENT_RUN_LABEL.to_string(), parent.run_id.clone());
+        }
+        let mut run = AgentRun::new(
+            &record.run_id,
+            AgentRunSpec {
+                agent: record.agent_slug.clone(),
+                input,
+                thread_id: Some(record.thread_id.clone()),
+                parent: record.parent.clone(),
+                uid: Some(record.uid.clone()),
+                ..AgentRunSpec::default()
+            },
+        );
+        run.metadata = ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), ..ObjectMeta::default() };
+        run
+    }
+
+    /// Creates the run's AgentRun. An AgentRun of that name existing already (a retry) counts as created.
+    /// Errors: the Kubernetes API's refusal or failure, as text.
+    pub async fn create(&self, record: &RunRecord, input: String) -> Result<(), String> {
+        let params =
+            kube::api::PostParams { dry_run: false, field_manager: Some(super::catalog::FIELD_MANAGER.to_string()) };
+        match self.api.create(&params, &Self::agent_run(record, input)).await {
+            Ok(_) => Ok(()),
+            Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
+            Err(err) => Err(format!("the AgentRun could not be created: {err}")),
+        }
+    }
+}
+
+/// Starts runs: as local subprocesses or as AgentRun resources.
+#[derive(Clone)]
+pub enum Launcher {
+    /// The local mode's subprocesses.
+    Local(LocalLauncher),
+    /// A cluster's AgentRuns.
+    Cluster(ClusterLauncher),
+}
+
+impl From<LocalLauncher> for Launcher {
+    fn from(local: LocalLauncher) -> Self {
+        Launcher::Local(local)
+    }
+}
+
+impl Launcher {
+    /// Starts the run in the background. A run whose AgentRun cannot be created is recorded `failed` with
+    /// the reason; from then on, in a cluster, the controller records the run's progress.
+    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String) {
+        match self {
+            Launcher::Local(local) => local.launch(store, record, agent, input),
+            Launcher::Cluster(cluster) => {
+                let cluster = cluster.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = cluster.create(&record, input).await {
+                        tracing::error!(run_id = %record.run_id, error = %error, "the run could not be started");
+                        if let Err(err) = store.set_run_status(&record.run_id, RunStatus::Failed, Some(&error)).await {
+                            tracing::error!(run_id = %record.run_id, error = %err, "cannot record the run's failure");
+                        }
+                    }
+                });
+            }
+        }
+    }
+}

@@ -4,6 +4,7 @@
 pub mod agents;
 pub mod auth;
 pub mod body;
+pub mod catalog;
 pub mod error;
 pub mod launch;
 pub mod runs;
@@ -13,8 +14,8 @@ use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::routing::get;
 
-pub use agents::AgentCatalog;
 pub use auth::Users;
+pub use catalog::AgentCatalog;
 pub use error::ApiError;
 
 /// The largest request body, in bytes.
@@ -23,8 +24,8 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// What every handler can reach.
 #[derive(Clone)]
 pub struct FacadeState {
-    /// Bearer tokens and their identities.
-    pub users: Users,
+    /// How bearer tokens are checked.
+    pub auth: auth::Authenticator,
     /// The agents.
     pub agents: AgentCatalog,
     /// Where runs are recorded and how they start; `None` when no Redis is configured.
@@ -37,12 +38,12 @@ pub struct Runs {
     /// Records, events, results.
     pub store: crate::store::Store,
     /// Starts runs.
-    pub launcher: launch::LocalLauncher,
+    pub launcher: launch::Launcher,
 }
 
-impl FromRef<FacadeState> for Users {
-    fn from_ref(state: &FacadeState) -> Users {
-        state.users.clone()
+impl FromRef<FacadeState> for auth::Authenticator {
+    fn from_ref(state: &FacadeState) -> auth::Authenticator {
+        state.auth.clone()
     }
 }
 

@@ -97,7 +97,7 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
     if body.description.trim().is_empty() {
         return Err(invalid("description", "is empty".into()));
     }
-    let all = state.agents.all();
+    let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
     let parent_agent = all
         .iter()
         .find(|a| a.name_any() == body.parent.agent && permission(who, a) >= Permission::Read)
@@ -295,7 +295,7 @@ pub async fn list_tools(
     Caller(who): Caller,
     super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let all = state.agents.all();
+    let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
     let agent = all
         .iter()
         .find(|a| a.name_any() == query.agent && permission(&who, a) >= Permission::Read)

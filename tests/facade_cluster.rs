@@ -1,0 +1,288 @@
+//! The facade as it runs in a cluster (`yuxi-operator api`), over real HTTP, with the Kubernetes API
+//! server stood in for by kube's mock service: tokens checked by TokenReview, the Agents of the namespace
+//! read and written through the API (its refusals answered as 4xx naming the field), runs created as
+//! AgentRuns.
+
+mod common;
+
+use common::apiserver::{Exchange, api_server, failure};
+use http::Method;
+use serde_json::{Value, json};
+use yuxi_operator::facade::auth::{Authenticator, GroupMapping, TokenReviewer};
+use yuxi_operator::facade::catalog::ClusterCatalog;
+use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
+use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, router};
+use yuxi_operator::store::Store;
+
+const AGENTS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents";
+const REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews?";
+
+/// The facade of namespace `team-a` through `client`, with an in-process run store; its base URL.
+async fn facade(client: kube::Client, store: Store) -> String {
+    let state = FacadeState {
+        auth: Authenticator::TokenReview(TokenReviewer::new(client.clone(), vec![], GroupMapping::default())),
+        agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
+        runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
+    };
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });
+    format!("http://{addr}")
+}
+
+/// The TokenReview exchange for a token of `username` in `groups`.
+fn review(username: &str, groups: &[&str]) -> Exchange {
+    Exchange::new(
+        Method::POST,
+        REVIEWS,
+        201,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {},
+               "spec": {}, "status": {"authenticated": true,
+               "user": {"username": username, "uid": "5f1c", "groups": groups}}}),
+    )
+}
+
+fn agent(name: &str, spec: Value) -> Value {
+    json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent",
+           "metadata": {"name": name, "namespace": "team-a", "resourceVersion": "7", "uid": format!("uid-{name}")},
+           "spec": spec})
+}
+
+fn listing(items: Vec<Value>) -> Exchange {
+    Exchange::new(
+        Method::GET,
+        &format!("{AGENTS}?&limit=500"),
+        200,
+        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentList", "metadata": {"resourceVersion": "90"}, "items": items}),
+    )
+}
+
+fn global() -> Value {
+    json!({"readScope": {"accessLevel": "Global"}})
+}
+
+async fn call(base: &str, method: &str, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    let client = reqwest12::Client::new();
+    let mut request = client.request(method.parse().expect("method"), format!("{base}{path}")).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("reaches the facade");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("JSON") })
+}
+
+#[tokio::test]
+async fn a_reviewed_token_lists_the_namespace_agents_it_may_see_with_the_builtin() {
+    let explorer =
+        agent("research-explorer", json!({"backend": "SubAgentBackend", "isSubagent": true, "share": global()}));
+    let private = agent(
+        "bob-notes",
+        json!({"backend": "ChatbotAgent", "owner": "bob", "share": {"readScope": {"accessLevel": "User", "userUids": ["bob"]}}}),
+    );
+    let (client, server) = api_server(vec![
+        review("alice@example.com", &["system:authenticated", "yuxi:department:1"]),
+        listing(vec![explorer, private]),
+    ]);
+    let base = facade(client, Store::memory()).await;
+    let (status, body) = call(&base, "GET", "/api/agent?include_subagents=true", "alice-oidc-token", None).await;
+    let bodies = server.await.expect("the API server saw both requests");
+    assert_eq!(status, 200, "{body}");
+    let slugs: Vec<&str> =
+        body["agents"].as_array().expect("agents").iter().map(|a| a["slug"].as_str().expect("slug")).collect();
+    assert_eq!(slugs, ["general-purpose", "research-explorer"]);
+    assert_eq!(bodies[0]["spec"]["token"], "alice-oidc-token");
+    assert_eq!(bodies[0]["kind"], "TokenReview");
+}
+
+#[tokio::test]
+async fn a_token_the_api_server_does_not_authenticate_is_401_and_its_review_is_remembered() {
+    let refused = Exchange::new(
+        Method::POST,
+        REVIEWS,
+        201,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {}, "spec": {},
+               "status": {"authenticated": false, "error": "token has expired"}}),
+    );
+    let (client, server) = api_server(vec![refused]);
+    let base = facade(client, Store::memory()).await;
+    assert_eq!(call(&base, "GET", "/api/agent", "stale-token", None).await.0, 401);
+    server.await.expect("one review");
+    // The API server is gone now: a second review would fail with 503, the remembered one answers 401.
+    assert_eq!(call(&base, "GET", "/api/agent", "stale-token", None).await.0, 401);
+}
+
+#[tokio::test]
+async fn an_unreachable_api_server_is_503_not_401() {
+    let (client, server) = api_server(vec![]);
+    server.await.expect("no exchange");
+    let base = facade(client, Store::memory()).await;
+    let (status, body) = call(&base, "GET", "/api/agent", "any-token", None).await;
+    assert_eq!(status, 503, "{body}");
+    assert!(body["message"].as_str().expect("message").contains("TokenReview"), "{body}");
+}
+
+#[tokio::test]
+async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
+    let (client, server) = api_server(vec![
+        review("alice", &["yuxi:department:1"]),
+        listing(vec![]),
+        Exchange::new(
+            Method::POST,
+            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            409,
+            failure(409, "AlreadyExists", "agents.yuxi.dev \"notes\" already exists"),
+        ),
+        listing(vec![agent("notes", json!({"backend": "ChatbotAgent", "owner": "carol"}))]),
+        Exchange::new(
+            Method::POST,
+            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            201,
+            agent(
+                "notes-2",
+                json!({"backend": "ChatbotAgent", "isSubagent": false, "displayName": "Notes", "owner": "alice"}),
+            ),
+        ),
+    ]);
+    let base = facade(client, Store::memory()).await;
+    let (status, body) = call(&base, "POST", "/api/agent", "alice-token", Some(json!({"name": "Notes"}))).await;
+    let bodies = server.await.expect("the whole script");
+    assert_eq!(status, 201, "{body}");
+    assert_eq!(body["slug"], "notes-2");
+    assert_eq!(bodies[2]["metadata"]["name"], "notes");
+    assert_eq!(bodies[4]["metadata"]["name"], "notes-2");
+    assert_eq!(bodies[4]["spec"]["owner"], "alice");
+    assert_eq!(bodies[4]["spec"]["share"]["readScope"], json!({"accessLevel": "User", "userUids": ["alice"]}));
+}
+
+#[tokio::test]
+async fn a_webhook_denial_is_422_naming_the_yuxi_field() {
+    let message = "admission webhook \"agents.yuxi.dev\" denied the request: spec.default: agent \"main\" is already the default of namespace team-a";
+    let (client, server) = api_server(vec![
+        review("ops", &["yuxi:admins"]),
+        listing(vec![]),
+        Exchange::new(
+            Method::POST,
+            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            403,
+            failure(403, "Forbidden", message),
+        ),
+    ]);
+    let base = facade(client, Store::memory()).await;
+    let (status, body) =
+        call(&base, "POST", "/api/agent", "ops-token", Some(json!({"name": "Chat", "set_default": true}))).await;
+    server.await.expect("the whole script");
+    assert_eq!(status, 422, "{body}");
+    assert_eq!(body["field"], "is_default");
+    assert!(body["message"].as_str().expect("message").contains("already the default"), "{body}");
+}
+
+#[tokio::test]
+async fn an_update_over_a_newer_version_is_409_and_sends_the_version_it_read() {
+    let mine = agent("notes", json!({"backend": "ChatbotAgent", "isSubagent": false, "owner": "alice"}));
+    let (client, server) = api_server(vec![
+        review("alice", &[]),
+        listing(vec![mine]),
+        Exchange::new(
+            Method::PUT,
+            &format!("{AGENTS}/notes?&fieldManager=yuxi-operator"),
+            409,
+            failure(
+                409,
+                "Conflict",
+                "Operation cannot be fulfilled on agents.yuxi.dev \"notes\": the object has been modified",
+            ),
+        ),
+    ]);
+    let base = facade(client, Store::memory()).await;
+    let (status, body) =
+        call(&base, "PUT", "/api/agent/notes", "alice-token", Some(json!({"description": "new"}))).await;
+    let bodies = server.await.expect("the whole script");
+    assert_eq!(status, 409, "{body}");
+    assert!(body["message"].as_str().expect("message").contains("changed by somebody else"), "{body}");
+    assert_eq!(bodies[2]["metadata"]["resourceVersion"], "7");
+    assert_eq!(bodies[2]["spec"]["description"], "new");
+}
+
+#[tokio::test]
+async fn a_subagent_start_creates_an_agent_run_labelled_with_its_agent_and_parent() {
+    let parent = agent(
+        "deep-research",
+        json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global(),
+                                               "context": {"subagents": ["research-explorer"]}}),
+    );
+    let explorer =
+        agent("research-explorer", json!({"backend": "SubAgentBackend", "isSubagent": true, "share": global()}));
+    let created = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "metadata": {"name": "x", "namespace": "team-a"},
+                         "spec": {"agent": "research-explorer", "input": "find"}});
+    let (client, server) = api_server(vec![
+        review("system:serviceaccount:team-a:chat", &[]),
+        listing(vec![parent, explorer]),
+        Exchange::new(
+            Method::POST,
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            201,
+            created,
+        ),
+    ]);
+    let store = Store::memory();
+    let base = facade(client, store.clone()).await;
+    let start = json!({"parent": {"agent": "deep-research", "run_id": "parent-run", "thread_id": "t1", "tool_call_id": "call-1"},
+                       "description": "find sources", "subagent_slug": "research-explorer"});
+    let (status, body) = call(&base, "POST", "/api/tools/subagent_start", "sa-token", Some(start)).await;
+    let bodies = server.await.expect("the whole script");
+    assert_eq!((status, body["status"].as_str()), (200, Some("started")), "{body}");
+    let run = &bodies[2];
+    assert_eq!(run["metadata"]["name"], body["run_id"]);
+    assert_eq!(
+        run["metadata"]["labels"],
+        json!({"yuxi.dev/agent": "research-explorer", "yuxi.dev/parent-run": "parent-run"})
+    );
+    assert_eq!(run["spec"]["input"], "find sources");
+    assert_eq!(run["spec"]["threadId"], body["thread_id"]);
+    assert_eq!(run["spec"]["parent"]["toolCallId"], "call-1");
+    let uid = run["spec"]["uid"].as_str().expect("uid");
+    assert!(uid.starts_with("system-serviceaccount-team-a-chat-"), "{uid}");
+    let record = store.run_record(body["run_id"].as_str().expect("run id")).await.expect("store").expect("recorded");
+    assert_eq!(record.uid, uid);
+}
+
+#[tokio::test]
+async fn a_run_whose_agent_run_cannot_be_created_is_recorded_failed_with_the_reason() {
+    let explorer =
+        agent("research-explorer", json!({"backend": "SubAgentBackend", "isSubagent": true, "share": global()}));
+    let parent = agent("chat", json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global()}));
+    let (client, server) = api_server(vec![
+        review("alice", &[]),
+        listing(vec![parent, explorer]),
+        Exchange::new(
+            Method::POST,
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            403,
+            failure(
+                403,
+                "Forbidden",
+                "agentruns.yuxi.dev is forbidden: exceeded quota: runs, requested: count/agentruns.yuxi.dev=1",
+            ),
+        ),
+    ]);
+    let store = Store::memory();
+    let base = facade(client, store.clone()).await;
+    let start = json!({"parent": {"agent": "chat", "run_id": "p1", "thread_id": "t1"},
+                       "description": "x", "subagent_slug": "research-explorer"});
+    let (status, body) = call(&base, "POST", "/api/tools/subagent_start", "alice-token", Some(start)).await;
+    server.await.expect("the whole script");
+    assert_eq!(status, 200, "{body}");
+    let run_id = body["run_id"].as_str().expect("run id");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    let record = loop {
+        let record = store.run_record(run_id).await.expect("store").expect("recorded");
+        if record.status.is_terminal() || std::time::Instant::now() > deadline {
+            break record;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    assert_eq!(record.status.as_str(), "failed");
+    assert!(record.error.as_deref().unwrap_or_default().contains("exceeded quota"), "{:?}", record.error);
+}
