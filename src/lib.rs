@@ -7,6 +7,7 @@ pub mod access;
 pub mod delegation;
 pub mod facade;
 pub mod keys;
+pub mod metrics;
 pub mod resources;
 pub mod run;
 pub mod runner;

@@ -416,6 +416,7 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
         auth: users.into(),
         agents: yuxi_operator::facade::AgentCatalog::Local(agent_catalog),
         runs: run_state,
+        metrics: Default::default(),
     };
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
@@ -445,6 +446,7 @@ async fn run_api(args: ApiArgs) -> anyhow::Result<()> {
             store,
             launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client, &args.namespace)),
         }),
+        metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

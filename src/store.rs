@@ -565,3 +565,16 @@ impl Store {
 fn seq_number(seq: &str) -> u64 {
     seq.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
 }
+
+impl Store {
+    /// Checks that the store answers (Redis `PING`); the in-process store always does.
+    pub async fn ping(&self) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let _: String = redis::cmd("PING").query_async(&mut redis.connection.clone()).await?;
+                Ok(())
+            }
+            Store::Memory(_) => Ok(()),
+        }
+    }
+}

@@ -25,7 +25,12 @@ async fn start() -> Api {
         user("root-token", "root", Role::Superadmin, None),
     ])
     .expect("users");
-    let state = FacadeState { auth: users.into(), agents: AgentCatalog::new(common::example_agents()), runs: None };
+    let state = FacadeState {
+        auth: users.into(),
+        agents: AgentCatalog::new(common::example_agents()),
+        runs: None,
+        metrics: Default::default(),
+    };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });
@@ -214,4 +219,36 @@ async fn without_a_run_store_the_tools_answer_503() {
     let body = json!({"parent": {"agent": "deep-research", "run_id": "r", "thread_id": "t"}, "description": "x", "subagent_slug": "fact-verifier"});
     let (status, answer) = api.send("POST", "/api/tools/subagent_start", "alice-token", body).await;
     assert_eq!((status, answer["code"].as_str()), (503, Some("unavailable")), "{answer}");
+}
+
+#[tokio::test]
+async fn metrics_count_requests_by_route_pattern_not_by_path() {
+    let api = start().await;
+    assert_eq!(api.get("/api/agent/research-explorer", "alice-token").await.0, 200);
+    assert_eq!(api.get("/api/agent/fact-verifier", "alice-token").await.0, 200);
+    assert_eq!(api.get("/api/agent/nobody", "alice-token").await.0, 404);
+    let response = api.client.get(format!("{}/metrics", api.base)).send().await.expect("metrics");
+    assert_eq!(response.status(), 200);
+    assert!(response.headers()["content-type"].to_str().expect("type").starts_with("application/openmetrics-text"));
+    let text = response.text().await.expect("text");
+    assert!(
+        text.contains(r#"yuxi_http_requests_total{method="GET",route="/api/agent/{slug}",status="200"} 2"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"yuxi_http_requests_total{method="GET",route="/api/agent/{slug}",status="404"} 1"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"yuxi_http_request_duration_seconds_count{method="GET",route="/api/agent/{slug}"} 3"#),
+        "{text}"
+    );
+    assert!(!text.contains("research-explorer"), "{text}");
+}
+
+#[tokio::test]
+async fn the_facade_is_ready_when_its_agents_can_be_read() {
+    let api = start().await;
+    let response = api.client.get(format!("{}/readyz", api.base)).send().await.expect("readyz");
+    assert_eq!(response.status(), 200);
 }

@@ -23,6 +23,7 @@ async fn facade(client: kube::Client, store: Store) -> String {
         auth: Authenticator::TokenReview(TokenReviewer::new(client.clone(), vec![], GroupMapping::default())),
         agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
         runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
+        metrics: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -285,4 +286,15 @@ async fn a_run_whose_agent_run_cannot_be_created_is_recorded_failed_with_the_rea
     };
     assert_eq!(record.status.as_str(), "failed");
     assert!(record.error.as_deref().unwrap_or_default().contains("exceeded quota"), "{:?}", record.error);
+}
+
+#[tokio::test]
+async fn the_facade_is_not_ready_while_the_api_server_cannot_be_reached() {
+    let (client, server) = api_server(vec![]);
+    server.await.expect("no exchange");
+    let base = facade(client, Store::memory()).await;
+    let response = reqwest12::get(format!("{base}/readyz")).await.expect("readyz");
+    assert_eq!(response.status(), 503);
+    let body: Value = response.json().await.expect("JSON");
+    assert!(body["message"].as_str().expect("message").starts_with("the agents cannot be read"), "{body}");
 }

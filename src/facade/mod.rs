@@ -30,6 +30,8 @@ pub struct FacadeState {
     pub agents: AgentCatalog,
     /// Where runs are recorded and how they start; `None` when no Redis is configured.
     pub runs: Option<Runs>,
+    /// The metrics served at `/metrics`.
+    pub metrics: crate::metrics::FacadeMetrics,
 }
 
 /// Runs: their store and their launcher.
@@ -39,6 +41,12 @@ pub struct Runs {
     pub store: crate::store::Store,
     /// Starts runs.
     pub launcher: launch::Launcher,
+}
+
+impl FromRef<FacadeState> for crate::metrics::FacadeMetrics {
+    fn from_ref(state: &FacadeState) -> crate::metrics::FacadeMetrics {
+        state.metrics.clone()
+    }
 }
 
 impl FromRef<FacadeState> for auth::Authenticator {
@@ -66,8 +74,21 @@ pub fn router(state: FacadeState) -> Router {
         .route("/api/tools/subagent_events", axum::routing::post(tools::subagent_events))
         .route("/api/tools/subagent_cancel", axum::routing::post(tools::subagent_cancel))
         .route("/api/tools/task", axum::routing::post(tools::task))
+        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track))
         .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(crate::metrics::serve))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .with_state(state)
+}
+
+/// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,
+/// so a load balancer only sends requests to a facade that can serve them.
+async fn readyz(axum::extract::State(state): axum::extract::State<FacadeState>) -> Result<&'static str, ApiError> {
+    state.agents.all().await.map_err(|e| ApiError::Unavailable(format!("the agents cannot be read: {e}")))?;
+    if let Some(runs) = &state.runs {
+        runs.store.ping().await.map_err(|e| ApiError::Unavailable(format!("the run store does not answer: {e}")))?;
+    }
+    Ok("ok")
 }

@@ -148,6 +148,7 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
         Created::Started => {
             let launcher = &state.runs.as_ref().expect("checked above").launcher;
             launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone());
+            state.metrics.run_started(&slug, true);
             Ok(describe("started", &record))
         }
         Created::Existing(run_id) => {
