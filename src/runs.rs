@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use crate::resources::ParentRef;
 
 /// Where a run is, as the facade reports it (Yuxi's run states).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum RunStatus {
     /// Created, not yet executing.
@@ -47,7 +47,7 @@ impl RunStatus {
 }
 
 /// One run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct RunRecord {
     /// The run id.
     pub run_id: String,

@@ -23,7 +23,7 @@ use crate::runs::{Created, RunRecord, RunStatus};
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// One entry of a run's event stream (DESIGN.md section 6).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Envelope {
     /// Always [`SCHEMA_VERSION`].
     pub schema_version: u32,

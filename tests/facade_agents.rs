@@ -252,3 +252,77 @@ async fn the_facade_is_ready_when_its_agents_can_be_read() {
     let response = api.client.get(format!("{}/readyz", api.base)).send().await.expect("readyz");
     assert_eq!(response.status(), 200);
 }
+
+/// Every `$ref` in `value`.
+fn refs<'a>(value: &'a Value, found: &mut Vec<&'a str>) {
+    match value {
+        Value::Object(map) => {
+            for (key, item) in map {
+                match (key.as_str(), item) {
+                    ("$ref", Value::String(target)) => found.push(target),
+                    _ => refs(item, found),
+                }
+            }
+        }
+        Value::Array(items) => items.iter().for_each(|item| refs(item, found)),
+        _ => {}
+    }
+}
+
+#[tokio::test]
+async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
+    let api = start().await;
+    let response = api.client.get(format!("{}/api/openapi.json", api.base)).send().await.expect("document");
+    assert_eq!(response.status(), 200);
+    let document: Value = response.json().await.expect("JSON");
+    assert_eq!(document["openapi"], "3.1.0");
+    let mut operations: Vec<String> = Vec::new();
+    let mut ids = std::collections::HashSet::new();
+    for (path, item) in document["paths"].as_object().expect("paths") {
+        for (method, operation) in item.as_object().expect("path item") {
+            operations.push(format!("{} {path}", method.to_uppercase()));
+            assert!(ids.insert(operation["operationId"].as_str().expect("operationId")), "{method} {path}: id reused");
+            assert_eq!(operation["security"], json!([{"bearer": []}]), "{method} {path}");
+            assert!(operation["responses"]["401"].is_object(), "{method} {path} documents 401");
+        }
+    }
+    operations.sort();
+    let expected = [
+        "DELETE /api/agent/{slug}",
+        "GET /api/agent",
+        "GET /api/agent/backends",
+        "GET /api/agent/default",
+        "GET /api/agent/runs/{run_id}",
+        "GET /api/agent/runs/{run_id}/events",
+        "GET /api/agent/runs/{run_id}/result",
+        "GET /api/agent/{slug}",
+        "GET /api/threads/{thread_id}/messages",
+        "GET /api/tools",
+        "POST /api/agent",
+        "POST /api/agent/runs/{run_id}/cancel",
+        "POST /api/tools/subagent_await",
+        "POST /api/tools/subagent_cancel",
+        "POST /api/tools/subagent_events",
+        "POST /api/tools/subagent_start",
+        "POST /api/tools/subagent_status",
+        "POST /api/tools/task",
+        "PUT /api/agent/{slug}",
+    ];
+    assert_eq!(operations, expected);
+    let schemas = document["components"]["schemas"].as_object().expect("schemas");
+    let mut found = Vec::new();
+    refs(&document, &mut found);
+    for target in found {
+        let name = target.strip_prefix("#/components/schemas/").expect("a schema reference");
+        assert!(schemas.contains_key(name), "{target} does not resolve");
+    }
+    let mut required: Vec<&str> = schemas["StartBody"]["required"]
+        .as_array()
+        .expect("required")
+        .iter()
+        .map(|f| f.as_str().expect("name"))
+        .collect();
+    required.sort();
+    assert_eq!(required, ["description", "parent", "subagent_slug"]);
+    assert_eq!(document["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
+}

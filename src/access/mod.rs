@@ -37,7 +37,7 @@ pub struct Identity {
 }
 
 /// What a user may do with an agent, weakest first.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum Permission {
     /// Neither see nor use it.

@@ -22,7 +22,7 @@ use crate::resources::{
 };
 
 /// An agent as the caller sees it: the Yuxi fields plus the caller's rights.
-#[derive(Serialize)]
+#[derive(Serialize, utoipa::ToSchema)]
 pub struct AgentView {
     #[serde(flatten)]
     agent: YuxiAgent,
@@ -51,7 +51,8 @@ fn visible(agent: Option<Agent>, who: &Identity, slug: &str) -> Result<Agent, Ap
 }
 
 /// `GET /api/agent` query.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ListQuery {
     /// Include subagents (the management view).
@@ -61,11 +62,25 @@ pub struct ListQuery {
 
 /// `GET /api/agent[?include_subagents=true]`: the agents the caller may see; ordinary agents only unless
 /// subagents are asked for.
+#[utoipa::path(
+    get,
+    path = "/api/agent",
+    operation_id = "list_agents",
+    tag = "agents",
+    params(ListQuery),
+    responses(
+        (status = 200, description = "the agents the caller may see", body = AgentList),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     QueryParams(query): QueryParams<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<AgentList>, ApiError> {
     let agents: Vec<AgentView> = state
         .agents
         .all()
@@ -76,10 +91,23 @@ pub async fn list(
         .filter(|a| query.include_subagents || !a.spec.is_subagent())
         .map(|a| view(a, &who))
         .collect();
-    Ok(Json(serde_json::json!({ "agents": agents })))
+    Ok(Json(AgentList { agents }))
 }
 
 /// `GET /api/agent/default`: the namespace's default agent, when the caller may see it.
+#[utoipa::path(
+    get,
+    path = "/api/agent/default",
+    operation_id = "get_default_agent",
+    tag = "agents",
+    responses(
+        (status = 200, description = "the default agent", body = AgentView),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<AgentView>, ApiError> {
     let default = state.agents.all().await.map_err(catalog_error)?.into_iter().find(|a| a.spec.is_default());
     let agent =
@@ -88,14 +116,74 @@ pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) 
 }
 
 /// `GET /api/agent/backends`: the known backends.
-pub async fn backends(Caller(_): Caller) -> Json<Value> {
-    Json(serde_json::json!({"backends": [
-        {"id": BACKEND_CHATBOT, "name": "Chatbot agent", "description": "A main agent users chat with; it may delegate to subagents."},
-        {"id": BACKEND_SUBAGENT, "name": "Subagent", "description": "An agent main agents delegate tasks to; it cannot delegate further."},
-    ]}))
+#[utoipa::path(
+    get,
+    path = "/api/agent/backends",
+    operation_id = "list_backends",
+    tag = "agents",
+    responses(
+        (status = 200, description = "the known backends", body = Backends),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn backends(Caller(_): Caller) -> Json<Backends> {
+    Json(Backends {
+        backends: vec![
+            Backend {
+                id: BACKEND_CHATBOT,
+                name: "Chatbot agent",
+                description: "A main agent users chat with; it may delegate to subagents.",
+            },
+            Backend {
+                id: BACKEND_SUBAGENT,
+                name: "Subagent",
+                description: "An agent main agents delegate tasks to; it cannot delegate further.",
+            },
+        ],
+    })
+}
+
+/// The answer of `GET /api/agent`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AgentList {
+    /// The agents, sorted by slug.
+    pub agents: Vec<AgentView>,
+}
+
+/// The answer of `GET /api/agent/backends`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Backends {
+    /// The known backends.
+    pub backends: Vec<Backend>,
+}
+
+/// One backend.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Backend {
+    /// `ChatbotAgent` or `SubAgentBackend`.
+    pub id: &'static str,
+    /// Its name.
+    pub name: &'static str,
+    /// What it is for.
+    pub description: &'static str,
 }
 
 /// `GET /api/agent/{slug}`.
+#[utoipa::path(
+    get,
+    path = "/api/agent/{slug}",
+    operation_id = "get_agent",
+    tag = "agents",
+    params(("slug" = String, Path, description = "the agent's slug")),
+    responses(
+        (status = 200, description = "the agent", body = AgentView),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -106,7 +194,7 @@ pub async fn get(
 }
 
 /// `POST /api/agent` body (Yuxi's create payload).
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct CreateAgent {
     name: String,
@@ -135,7 +223,7 @@ fn chatbot() -> String {
 }
 
 /// `PUT /api/agent/{slug}` body: the fields to change.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct UpdateAgent {
     #[serde(default)]
@@ -158,6 +246,24 @@ pub struct UpdateAgent {
 
 /// `POST /api/agent`: creates an agent owned by the caller. The slug is the body's, or slugified from the
 /// name, made unique with `-2`, `-3`... A new agent without `share_config` is readable by its owner only.
+#[utoipa::path(
+    post,
+    path = "/api/agent",
+    operation_id = "create_agent",
+    tag = "agents",
+    request_body = CreateAgent,
+    responses(
+        (status = 201, description = "the new agent", body = AgentView),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 403, description = "not allowed", body = super::error::ErrorBody),
+        (status = 409, description = "conflict", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn create(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -213,6 +319,26 @@ pub async fn create(
 const CREATE_ATTEMPTS: usize = 5;
 
 /// `PUT /api/agent/{slug}`: changes the given fields; the caller must manage the agent.
+#[utoipa::path(
+    put,
+    path = "/api/agent/{slug}",
+    operation_id = "update_agent",
+    tag = "agents",
+    params(("slug" = String, Path, description = "the agent's slug")),
+    request_body = UpdateAgent,
+    responses(
+        (status = 200, description = "the changed agent", body = AgentView),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 403, description = "not allowed", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 409, description = "conflict", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn update(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -256,6 +382,22 @@ pub async fn update(
 }
 
 /// `DELETE /api/agent/{slug}`: the caller must manage it; the built-in `general-purpose` cannot go.
+#[utoipa::path(
+    delete,
+    path = "/api/agent/{slug}",
+    operation_id = "delete_agent",
+    tag = "agents",
+    params(("slug" = String, Path, description = "the agent's slug")),
+    responses(
+        (status = 204, description = "deleted"),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 403, description = "not allowed", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 409, description = "conflict", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn delete(
     State(state): State<FacadeState>,
     Caller(who): Caller,

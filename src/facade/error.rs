@@ -40,12 +40,17 @@ pub enum ApiError {
     },
 }
 
-#[derive(Serialize)]
-struct Body<'a> {
-    code: &'a str,
-    message: String,
+/// The body of every error answer.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    /// Machine-readable: `unauthorized`, `forbidden`, `not_found`, `conflict`, `bad_request`,
+    /// `payload_too_large`, `unavailable` or `validation_failed`.
+    pub code: &'static str,
+    /// What went wrong, for a person.
+    pub message: String,
+    /// The field at fault (`validation_failed` only), in the request's own spelling.
     #[serde(skip_serializing_if = "Option::is_none")]
-    field: Option<&'a str>,
+    pub field: Option<String>,
 }
 
 impl ApiError {
@@ -68,10 +73,10 @@ impl IntoResponse for ApiError {
     fn into_response(self) -> Response {
         let (status, code) = self.status();
         let field = match &self {
-            ApiError::Invalid { field, .. } => Some(field.as_str()),
+            ApiError::Invalid { field, .. } => Some(field.clone()),
             _ => None,
         };
-        let mut response = (status, Json(Body { code, message: self.to_string(), field })).into_response();
+        let mut response = (status, Json(ErrorBody { code, message: self.to_string(), field })).into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }

@@ -55,25 +55,67 @@ impl FromRef<FacadeState> for auth::Authenticator {
     }
 }
 
-/// The facade's routes.
+/// The OpenAPI document's fixed parts; the paths and schemas come from the handlers.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "yuxi-operator facade",
+        description = "Yuxi-compatible agent CRUD, the subagent tools for parent agents, and runs."
+    ),
+    modifiers(&BearerAuth),
+    tags(
+        (name = "agents", description = "Agents and subagents (`/api/agent`)"),
+        (name = "tools", description = "The subagent tools a parent agent calls"),
+        (name = "runs", description = "Runs, their events and results, and thread messages")
+    )
+)]
+struct ApiDoc;
+
+/// Declares the bearer-token security scheme the paths name.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
+    }
+}
+
+/// The API routes and the OpenAPI document describing them, from one list so the two cannot differ.
+pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
+    use utoipa::OpenApi;
+    use utoipa_axum::routes;
+    utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(agents::list, agents::create))
+        .routes(routes!(agents::get_default))
+        .routes(routes!(agents::backends))
+        .routes(routes!(agents::get, agents::update, agents::delete))
+        .routes(routes!(runs::get))
+        .routes(routes!(runs::result))
+        .routes(routes!(runs::cancel))
+        .routes(routes!(runs::events))
+        .routes(routes!(runs::thread_messages))
+        .routes(routes!(tools::list_tools))
+        .routes(routes!(tools::subagent_start))
+        .routes(routes!(tools::subagent_status))
+        .routes(routes!(tools::subagent_await))
+        .routes(routes!(tools::subagent_events))
+        .routes(routes!(tools::subagent_cancel))
+        .routes(routes!(tools::task))
+        .split_for_parts()
+}
+
+/// The facade's routes: the API, its OpenAPI document at `/api/openapi.json`, `/healthz`, `/readyz` and
+/// `/metrics`.
 pub fn router(state: FacadeState) -> Router {
-    Router::new()
-        .route("/api/agent", get(agents::list).post(agents::create))
-        .route("/api/agent/default", get(agents::get_default))
-        .route("/api/agent/backends", get(agents::backends))
-        .route("/api/agent/{slug}", get(agents::get).put(agents::update).delete(agents::delete))
-        .route("/api/agent/runs/{run_id}", get(runs::get))
-        .route("/api/agent/runs/{run_id}/result", get(runs::result))
-        .route("/api/agent/runs/{run_id}/cancel", axum::routing::post(runs::cancel))
-        .route("/api/agent/runs/{run_id}/events", get(runs::events))
-        .route("/api/threads/{thread_id}/messages", get(runs::thread_messages))
-        .route("/api/tools", get(tools::list_tools))
-        .route("/api/tools/subagent_start", axum::routing::post(tools::subagent_start))
-        .route("/api/tools/subagent_status", axum::routing::post(tools::subagent_status))
-        .route("/api/tools/subagent_await", axum::routing::post(tools::subagent_await))
-        .route("/api/tools/subagent_events", axum::routing::post(tools::subagent_events))
-        .route("/api/tools/subagent_cancel", axum::routing::post(tools::subagent_cancel))
-        .route("/api/tools/task", axum::routing::post(tools::task))
+    let (routes, document) = api();
+    let document = std::sync::Arc::new(document);
+    routes
+        .route("/api/openapi.json", get(move || async move { axum::Json(document.as_ref().clone()) }))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

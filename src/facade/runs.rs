@@ -10,8 +10,8 @@ use axum::extract::{Path, State};
 use axum::http::HeaderMap;
 use axum::response::sse::{Event, KeepAlive, Sse};
 use futures::Stream;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
 
 use super::FacadeState;
 use super::auth::Caller;
@@ -20,7 +20,7 @@ use super::error::ApiError;
 use crate::access::{Identity, Role};
 use crate::run::thread_id::is_valid_id;
 use crate::runs::RunRecord;
-use crate::store::Store;
+use crate::store::{Envelope, Store};
 
 /// How often an idle event stream looks for new events.
 const EVENT_POLL: Duration = Duration::from_millis(250);
@@ -38,6 +38,20 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
 }
 
 /// `GET /api/agent/runs/{run_id}`.
+#[utoipa::path(
+    get,
+    path = "/api/agent/runs/{run_id}",
+    operation_id = "get_run",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "the run", body = RunRecord),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn get(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -47,6 +61,21 @@ pub async fn get(
 }
 
 /// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
+#[utoipa::path(
+    get,
+    path = "/api/agent/runs/{run_id}/result",
+    operation_id = "get_run_result",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "the run's result: `{status, output, error, ...}`", body = Object),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 409, description = "conflict", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn result(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -61,27 +90,67 @@ pub async fn result(
 }
 
 /// `POST /api/agent/runs/{run_id}/cancel`.
+#[utoipa::path(
+    post,
+    path = "/api/agent/runs/{run_id}/cancel",
+    operation_id = "cancel_run",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "the run id")),
+    responses(
+        (status = 200, description = "the run after the cancel", body = super::tools::CancelAnswer),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn cancel(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(run_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<super::tools::CancelAnswer>, ApiError> {
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
-    Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
+    Ok(Json(super::tools::CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
 
 /// `GET .../events` query.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct EventsQuery {
+    /// Resume after this stream id (`Last-Event-ID` wins when both are given).
     #[serde(default)]
     after_seq: Option<String>,
 }
 
+/// The answer of `GET /api/threads/{thread_id}/messages`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ThreadMessages {
+    /// The thread.
+    pub thread_id: String,
+    /// Its messages, oldest first, as the chat-completions API shapes them.
+    pub messages: Vec<crate::runner::message::Message>,
+}
+
 /// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
 /// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event.
+#[utoipa::path(
+    get,
+    path = "/api/agent/runs/{run_id}/events",
+    operation_id = "stream_run_events",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this stream id")),
+    responses(
+        (status = 200, description = "server-sent events: `id` is the stream id, `event` the event name, `data` the envelope as JSON; the stream ends after `end`", content_type = "text/event-stream", body = Envelope),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn events(
     State(state): State<FacadeState>,
     Caller(who): Caller,
@@ -131,11 +200,25 @@ pub async fn events(
 
 /// `GET /api/threads/{thread_id}/messages`: a thread's persisted messages, when one of the caller's runs
 /// used it.
+#[utoipa::path(
+    get,
+    path = "/api/threads/{thread_id}/messages",
+    operation_id = "get_thread_messages",
+    tag = "runs",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "the thread's persisted messages", body = ThreadMessages),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn thread_messages(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(thread_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ThreadMessages>, ApiError> {
     let store = super::tools::runs(&state)?;
     let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
     if !is_valid_id(&thread_id) {
@@ -146,5 +229,5 @@ pub async fn thread_messages(
         return Err(missing());
     }
     let messages = store.thread_messages(&thread_id).await.map_err(super::tools::store_error)?;
-    Ok(Json(json!({"thread_id": thread_id, "messages": messages})))
+    Ok(Json(ThreadMessages { thread_id, messages }))
 }

@@ -9,8 +9,9 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use kube::ResourceExt;
-use serde::Deserialize;
-use serde_json::{Value, json};
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+use utoipa::ToSchema;
 
 use super::FacadeState;
 use super::auth::Caller;
@@ -28,39 +29,215 @@ pub const MAX_AWAIT_SECONDS: u64 = 1800;
 const POLL: Duration = Duration::from_millis(200);
 
 /// The calling parent, as every tool body names it.
-#[derive(Clone, Debug, Deserialize)]
+#[derive(Clone, Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Parent {
+    /// The parent agent's slug.
     agent: String,
+    /// The parent run.
     run_id: String,
+    /// The parent conversation's thread.
     thread_id: String,
+    /// The conversation whose uploads and outputs the child shares; the parent's thread when absent.
     #[serde(default)]
     file_thread_id: Option<String>,
+    /// The parent model's tool call; a retried call with the same id finds the same run.
     #[serde(default)]
     tool_call_id: Option<String>,
 }
 
 /// `subagent_start` and `task`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
+    /// The calling parent.
     parent: Parent,
+    /// The task, self-contained: the subagent sees nothing else of the conversation.
     description: String,
+    /// The subagent, one of the parent's allowlist.
     subagent_slug: String,
+    /// Continue this child thread (made earlier for the same parent thread and subagent).
     #[serde(default)]
     thread_id: Option<String>,
+    /// `task` only: how long to wait, in seconds (1..1800, default 1800).
     #[serde(default)]
     timeout_seconds: Option<u64>,
 }
 
 /// The run-id tools.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
+    /// The calling parent.
     parent: Parent,
+    /// A run this parent run started.
     run_id: String,
+    /// `subagent_await` only: how long to wait, in seconds (1..1800, default 1800).
     #[serde(default)]
     timeout_seconds: Option<u64>,
+}
+
+/// The answer of `subagent_start`: the run started or found, or the thread busy with another run.
+#[derive(Serialize, ToSchema)]
+#[serde(untagged)]
+pub enum StartAnswer {
+    /// `started` or `existing`.
+    Run(StartedRun),
+    /// `busy`.
+    Busy(BusyThread),
+}
+
+/// A run `subagent_start` started, or found for a retried tool call.
+#[derive(Serialize, ToSchema)]
+pub struct StartedRun {
+    /// `started` or `existing`.
+    pub status: &'static str,
+    /// The run.
+    pub run_id: String,
+    /// The child thread.
+    pub thread_id: String,
+    /// The subagent.
+    pub subagent_slug: String,
+    /// The subagent's display name.
+    pub subagent_name: String,
+    /// The parent run.
+    pub created_by_run_id: String,
+    /// The run's status.
+    pub run_status: RunStatus,
+    /// Whether an existing child thread is continued.
+    pub continuing: bool,
+}
+
+/// The thread already has an unfinished run.
+#[derive(Serialize, ToSchema)]
+pub struct BusyThread {
+    /// `busy`.
+    pub status: &'static str,
+    /// The thread.
+    pub thread_id: String,
+    /// Its unfinished run.
+    pub active_run_id: String,
+    /// That run's status.
+    pub active_run_status: RunStatus,
+    /// What to do.
+    pub message: String,
+}
+
+/// One readable progress message.
+#[derive(Serialize, ToSchema)]
+pub struct ProgressMessage {
+    /// The stream id of its last event.
+    pub seq: String,
+    /// `assistant_message` or `tool_call`.
+    pub kind: &'static str,
+    /// The message's or tool call's id.
+    pub message_id: Value,
+    /// Its text, cut to its last 800 characters.
+    pub content: String,
+}
+
+/// The latest readable messages of a run.
+#[derive(Serialize, ToSchema)]
+pub struct Progress {
+    /// The stream id of the run's last event (`0-0` before any).
+    pub last_seq: String,
+    /// The last 3 readable messages, oldest first.
+    pub messages: Vec<ProgressMessage>,
+}
+
+/// A run as `subagent_status` and `subagent_await` show it.
+#[derive(Serialize, ToSchema)]
+pub struct Snapshot {
+    /// The run's status.
+    pub status: RunStatus,
+    /// The run.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// The subagent.
+    pub subagent_slug: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Its latest messages.
+    pub progress: Progress,
+    /// The final answer, once the run has ended (`null` when it ended without one); absent before.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<String>)]
+    pub result: Option<Value>,
+    /// `subagent_await`: `true` when the wait ended before the run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub wait_timed_out: Option<bool>,
+    /// `subagent_await`: what to do when the wait timed out.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub message: Option<String>,
+}
+
+/// The answer of `subagent_cancel` and of a run's cancel.
+#[derive(Serialize, ToSchema)]
+pub struct CancelAnswer {
+    /// `cancelled` (a pending run), `cancel_requested` (a running one), or the status of an ended one.
+    pub status: RunStatus,
+    /// The run.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+}
+
+/// One event as `subagent_events` lists it.
+#[derive(Serialize, ToSchema)]
+pub struct EventItem {
+    /// The stream id: the cursor for `after_seq`.
+    pub seq: String,
+    /// `metadata`, `messages`, `custom`, `error` or `end`.
+    pub event: String,
+    /// The event's data.
+    pub payload: Value,
+    /// When it was written, RFC 3339.
+    pub created_at: String,
+}
+
+/// The answer of `subagent_events`.
+#[derive(Serialize, ToSchema)]
+pub struct EventsAnswer {
+    /// `ok`.
+    pub status: &'static str,
+    /// The run.
+    pub run_id: String,
+    /// The cursor asked for.
+    pub after_seq: String,
+    /// The cursor to ask for next: the last event's stream id, or `after_seq` when none came.
+    pub last_seq: String,
+    /// At most `limit` events, in stream order.
+    pub events: Vec<EventItem>,
+}
+
+/// The answer of `task`.
+#[derive(Serialize, ToSchema)]
+pub struct TaskAnswer {
+    /// What the parent's model reads: `> 子智能体线程 ID: <thread_id>` then `---` then the final text, the
+    /// error, or how to follow a run still going.
+    pub content: String,
+    /// The run (the thread's unfinished run when it is busy).
+    pub run_id: String,
+    /// The child thread.
+    pub thread_id: String,
+    /// The run's status, or `busy`.
+    pub status: String,
+    /// The final text, when the run completed with one.
+    pub result: Option<String>,
+}
+
+/// The answer of `GET /api/tools`.
+#[derive(Serialize, ToSchema)]
+pub struct ToolsAnswer {
+    /// The agent.
+    pub agent: String,
+    /// The subagents it may call for the caller.
+    pub subagents: Vec<String>,
+    /// The tools' OpenAI function schemas; empty when it may call none.
+    pub tools: Vec<Value>,
+    /// The system-prompt section listing the subagents; `null` when there are none.
+    pub prompt: Option<String>,
 }
 
 fn invalid(field: &str, message: String) -> ApiError {
@@ -91,7 +268,7 @@ fn check_parent(parent: &Parent) -> Result<(), ApiError> {
 }
 
 /// Starts (or finds) a subagent run; the answer of `subagent_start`.
-async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<Value, ApiError> {
+async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<StartAnswer, ApiError> {
     let store = runs(state)?;
     check_parent(&body.parent)?;
     if body.description.trim().is_empty() {
@@ -139,10 +316,17 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
     };
     let key = body.parent.tool_call_id.as_deref().map(|call| start_key(&body.parent.run_id, &slug, call));
     let created = store.create_run(&record, key.as_deref()).await.map_err(store_error)?;
-    let describe = |status: &str, record: &RunRecord| {
-        json!({"status": status, "run_id": record.run_id, "thread_id": record.thread_id, "subagent_slug": record.agent_slug,
-               "subagent_name": subagent.spec.display_name.clone().unwrap_or_else(|| slug.clone()),
-               "created_by_run_id": body.parent.run_id, "run_status": record.status.as_str(), "continuing": continuing})
+    let describe = |status: &'static str, record: &RunRecord| {
+        StartAnswer::Run(StartedRun {
+            status,
+            run_id: record.run_id.clone(),
+            thread_id: record.thread_id.clone(),
+            subagent_slug: record.agent_slug.clone(),
+            subagent_name: subagent.spec.display_name.clone().unwrap_or_else(|| slug.clone()),
+            created_by_run_id: body.parent.run_id.clone(),
+            run_status: record.status,
+            continuing,
+        })
     };
     match created {
         Created::Started => {
@@ -161,9 +345,14 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
         }
         Created::Busy(active) => {
             let status =
-                store.run_record(&active).await.map_err(store_error)?.map(|r| r.status.as_str()).unwrap_or("running");
-            Ok(json!({"status": "busy", "thread_id": thread_id, "active_run_id": active, "active_run_status": status,
-                      "message": "the thread already has an unfinished run; await or cancel it, or start a new thread"}))
+                store.run_record(&active).await.map_err(store_error)?.map(|r| r.status).unwrap_or(RunStatus::Running);
+            Ok(StartAnswer::Busy(BusyThread {
+                status: "busy",
+                thread_id,
+                active_run_id: active,
+                active_run_status: status,
+                message: "the thread already has an unfinished run; await or cancel it, or start a new thread".into(),
+            }))
         }
     }
 }
@@ -193,7 +382,7 @@ const PROGRESS_CHARS: usize = 800;
 
 /// The last readable messages of the run: text deltas of one message joined, tool calls, each cut to its
 /// last 800 characters with a `...` prefix.
-async fn progress(store: &Store, run_id: &str) -> Result<Value, ApiError> {
+async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
     let mut events = Vec::new();
     let mut cursor = "0-0".to_string();
     loop {
@@ -205,7 +394,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Value, ApiError> {
             events.drain(..events.len() - PROGRESS_SCAN);
         }
     }
-    let mut messages: Vec<Value> = Vec::new();
+    let mut messages: Vec<ProgressMessage> = Vec::new();
     for event in events.iter().filter(|e| e.envelope.event == "messages") {
         let payload = &event.envelope.payload;
         let (kind, id, text) = match payload["type"].as_str() {
@@ -226,36 +415,43 @@ async fn progress(store: &Store, run_id: &str) -> Result<Value, ApiError> {
             _ => continue,
         };
         match messages.last_mut() {
-            Some(last) if kind == "assistant_message" && last["kind"] == kind && last["message_id"] == id => {
-                let joined = format!("{}{text}", last["content"].as_str().unwrap_or_default());
-                last["content"] = Value::String(joined);
-                last["seq"] = Value::String(event.seq.clone());
+            Some(last) if kind == "assistant_message" && last.kind == kind && last.message_id == id => {
+                last.content.push_str(&text);
+                last.seq = event.seq.clone();
             }
-            _ => messages.push(json!({"seq": event.seq, "kind": kind, "message_id": id, "content": text})),
+            _ => messages.push(ProgressMessage { seq: event.seq.clone(), kind, message_id: id, content: text }),
         }
     }
     let keep = messages.len().saturating_sub(PROGRESS_MESSAGES);
     let mut messages = messages.split_off(keep);
     for message in &mut messages {
-        let text = message["content"].as_str().unwrap_or_default();
-        let count = text.chars().count();
+        let count = message.content.chars().count();
         if count > PROGRESS_CHARS {
-            let tail: String = text.chars().skip(count - PROGRESS_CHARS).collect();
-            message["content"] = Value::String(format!("...{tail}"));
+            let tail: String = message.content.chars().skip(count - PROGRESS_CHARS).collect();
+            message.content = format!("...{tail}");
         }
     }
-    Ok(json!({"last_seq": events.last().map(|e| e.seq.clone()).unwrap_or_else(|| "0-0".into()), "messages": messages}))
+    Ok(Progress { last_seq: events.last().map(|e| e.seq.clone()).unwrap_or_else(|| "0-0".into()), messages })
 }
 
-async fn snapshot(store: &Store, record: &RunRecord) -> Result<Value, ApiError> {
-    let mut answer = json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id,
-                            "subagent_slug": record.agent_slug, "error": record.error,
-                            "progress": progress(store, &record.run_id).await?});
-    if record.status.is_terminal() {
+async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {
+    let result = if record.status.is_terminal() {
         let result = store.run_result(&record.run_id).await.map_err(store_error)?;
-        answer["result"] = result.map(|r| r["output"].clone()).unwrap_or(Value::Null);
-    }
-    Ok(answer)
+        Some(result.map(|r| r["output"].clone()).unwrap_or(Value::Null))
+    } else {
+        None
+    };
+    Ok(Snapshot {
+        status: record.status,
+        run_id: record.run_id.clone(),
+        thread_id: record.thread_id.clone(),
+        subagent_slug: record.agent_slug.clone(),
+        error: record.error.clone(),
+        progress: progress(store, &record.run_id).await?,
+        result,
+        wait_timed_out: None,
+        message: None,
+    })
 }
 
 /// Waits until the run ends or `timeout` passes.
@@ -282,20 +478,37 @@ fn await_timeout(requested: Option<u64>) -> Duration {
 }
 
 /// `GET /api/tools` query.
-#[derive(Deserialize)]
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct ToolsQuery {
+    /// The agent whose tools are asked for.
     agent: String,
 }
 
 /// `GET /api/tools?agent=<slug>`: the subagent tools' schemas and the prompt section listing the
 /// subagents this agent may call for the caller, so any agent runtime can mount them. A subagent, or an
 /// agent with no allowed subagent, gets no tools.
+#[utoipa::path(
+    get,
+    path = "/api/tools",
+    operation_id = "list_tools",
+    tag = "tools",
+    params(ToolsQuery),
+    responses(
+        (status = 200, description = "the tools and the prompt section", body = ToolsAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn list_tools(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ToolsAnswer>, ApiError> {
     let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
     let agent = all
         .iter()
@@ -305,24 +518,56 @@ pub async fn list_tools(
     let prompt = crate::delegation::subagent_prompt(&allowed);
     let tools = if prompt.is_some() { crate::delegation::tool_schemas() } else { Vec::new() };
     let subagents: Vec<String> = allowed.iter().map(|a| a.name_any()).collect();
-    Ok(Json(json!({"agent": query.agent, "subagents": subagents, "tools": tools, "prompt": prompt})))
+    Ok(Json(ToolsAnswer { agent: query.agent, subagents, tools, prompt }))
 }
 
 /// `POST /api/tools/subagent_start`.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_start",
+    operation_id = "subagent_start",
+    tag = "tools",
+    request_body = StartBody,
+    responses(
+        (status = 200, description = "started, existing or busy", body = StartAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn subagent_start(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<StartBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<StartAnswer>, ApiError> {
     start(&state, &who, &body).await.map(Json)
 }
 
 /// `POST /api/tools/subagent_status`.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_status",
+    operation_id = "subagent_status",
+    tag = "tools",
+    request_body = RunBody,
+    responses(
+        (status = 200, description = "the run and its latest messages", body = Snapshot),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn subagent_status(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
     let record = owned(store, &who, &body).await?;
     snapshot(store, &record).await.map(Json)
@@ -330,43 +575,79 @@ pub async fn subagent_status(
 
 /// `POST /api/tools/subagent_await`: the terminal result, or the current snapshot with
 /// `wait_timed_out: true`.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_await",
+    operation_id = "subagent_await",
+    tag = "tools",
+    request_body = RunBody,
+    responses(
+        (status = 200, description = "the ended run, or the current snapshot with `wait_timed_out`", body = Snapshot),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn subagent_await(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
     let record = owned(store, &who, &body).await?;
     let (record, timed_out) = wait(store, &record.run_id, await_timeout(body.timeout_seconds)).await?;
     let mut answer = snapshot(store, &record).await?;
     if timed_out {
-        answer["wait_timed_out"] = Value::Bool(true);
-        answer["message"] = Value::String("the run is still going; await it again or read its status".into());
+        answer.wait_timed_out = Some(true);
+        answer.message = Some("the run is still going; await it again or read its status".into());
     }
     Ok(Json(answer))
 }
 
 /// `POST /api/tools/subagent_cancel`.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_cancel",
+    operation_id = "subagent_cancel",
+    tag = "tools",
+    request_body = RunBody,
+    responses(
+        (status = 200, description = "the run after the cancel", body = CancelAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn subagent_cancel(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<RunBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<CancelAnswer>, ApiError> {
     let store = runs(&state)?;
     let record = owned(store, &who, &body).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
-    Ok(Json(json!({"status": record.status.as_str(), "run_id": record.run_id, "thread_id": record.thread_id})))
+    Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
 
 /// `subagent_events`.
-#[derive(Deserialize)]
+#[derive(Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct EventsBody {
+    /// The calling parent.
     parent: Parent,
+    /// A run this parent run started.
     run_id: String,
+    /// Events after this stream id (`0-0`, the default, for all).
     #[serde(default = "start_of_stream")]
+    #[schema(default = "0-0")]
     after_seq: String,
+    /// At most this many events, 1..50.
     #[serde(default = "default_limit")]
+    #[schema(default = 20, minimum = 1, maximum = 50)]
     limit: usize,
 }
 
@@ -390,11 +671,27 @@ pub fn is_stream_id(seq: &str) -> bool {
 }
 
 /// `POST /api/tools/subagent_events`: up to `limit` (1..50) events after `after_seq`, in stream order.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_events",
+    operation_id = "subagent_events",
+    tag = "tools",
+    request_body = EventsBody,
+    responses(
+        (status = 200, description = "a page of events", body = EventsAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn subagent_events(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<EventsBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<EventsAnswer>, ApiError> {
     let store = runs(&state)?;
     if !(1..=50).contains(&body.limit) {
         return Err(invalid("limit", format!("must be within 1..50 (is {})", body.limit)));
@@ -413,31 +710,59 @@ pub async fn subagent_events(
     .await?;
     let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await.map_err(store_error)?;
     let last_seq = events.last().map(|e| e.seq.clone()).unwrap_or_else(|| body.after_seq.clone());
-    let events: Vec<Value> = events.into_iter().map(|e| json!({"seq": e.seq, "event": e.envelope.event, "payload": e.envelope.payload, "created_at": e.envelope.created_at})).collect();
-    Ok(Json(
-        json!({"status": "ok", "run_id": record.run_id, "after_seq": body.after_seq, "last_seq": last_seq, "events": events}),
-    ))
+    let events = events
+        .into_iter()
+        .map(|e| EventItem {
+            seq: e.seq,
+            event: e.envelope.event,
+            payload: e.envelope.payload,
+            created_at: e.envelope.created_at,
+        })
+        .collect();
+    Ok(Json(EventsAnswer { status: "ok", run_id: record.run_id, after_seq: body.after_seq, last_seq, events }))
 }
 
 /// `POST /api/tools/task`: starts the subagent and blocks until it ends; `content` is what the parent's
 /// model reads.
+#[utoipa::path(
+    post,
+    path = "/api/tools/task",
+    operation_id = "task",
+    tag = "tools",
+    request_body = StartBody,
+    responses(
+        (status = 200, description = "the subagent's answer, its error, or how to follow it", body = TaskAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
 pub async fn task(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<StartBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<TaskAnswer>, ApiError> {
     let store = runs(&state)?.clone();
-    let started = start(&state, &who, &body).await?;
-    if started["status"] == "busy" {
-        let content = format!(
-            "The subagent thread {} is busy with run {}; await it or start a new thread.",
-            started["thread_id"], started["active_run_id"]
-        );
-        return Ok(Json(
-            json!({"content": content, "status": "busy", "thread_id": started["thread_id"], "run_id": started["active_run_id"]}),
-        ));
-    }
-    let run_id = started["run_id"].as_str().unwrap_or_default().to_string();
+    let run_id = match start(&state, &who, &body).await? {
+        StartAnswer::Run(run) => run.run_id,
+        StartAnswer::Busy(busy) => {
+            let content = format!(
+                "The subagent thread {:?} is busy with run {:?}; await it or start a new thread.",
+                busy.thread_id, busy.active_run_id
+            );
+            return Ok(Json(TaskAnswer {
+                content,
+                run_id: busy.active_run_id,
+                thread_id: busy.thread_id,
+                status: "busy".into(),
+                result: None,
+            }));
+        }
+    };
     let (record, timed_out) = wait(&store, &run_id, await_timeout(body.timeout_seconds)).await?;
     let output =
         store.run_result(&run_id).await.map_err(store_error)?.and_then(|r| r["output"].as_str().map(String::from));
@@ -454,7 +779,11 @@ pub async fn task(
         }
     };
     let content = format!("> 子智能体线程 ID: {}\n\n---\n\n{text}", record.thread_id);
-    Ok(Json(
-        json!({"content": content, "run_id": run_id, "thread_id": record.thread_id, "status": record.status.as_str(), "result": output}),
-    ))
+    Ok(Json(TaskAnswer {
+        content,
+        run_id,
+        thread_id: record.thread_id,
+        status: record.status.as_str().into(),
+        result: output,
+    }))
 }

@@ -117,7 +117,7 @@ fn immutable(field: &str) -> kube::core::Rule {
 }
 
 /// The parent run of a delegated run: who delegated, from which conversation, with which tool call.
-#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, utoipa::ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ParentRef {
     /// The parent run's id (the name of its AgentRun, or the external run id of a parent outside the

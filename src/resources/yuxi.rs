@@ -8,7 +8,7 @@ use serde::{Deserialize, Serialize};
 use super::{AccessLevel, AgentContext, AgentShare, ShareScope, ToolApprovalMode};
 
 /// `config_json.context` as Yuxi spells it.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct YuxiContext {
     /// The system prompt.
@@ -47,7 +47,7 @@ pub struct YuxiContext {
 }
 
 /// Yuxi's `tool_approval_mode` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
 pub enum YuxiApprovalMode {
     /// `default`.
@@ -57,7 +57,7 @@ pub enum YuxiApprovalMode {
 }
 
 /// `config_json`.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct YuxiConfig {
     /// The runtime context.
@@ -66,7 +66,7 @@ pub struct YuxiConfig {
 }
 
 /// One share scope as Yuxi spells it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct YuxiScope {
     /// `global`, `department` or `user`.
@@ -80,7 +80,7 @@ pub struct YuxiScope {
 }
 
 /// Yuxi's `access_level` values.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum YuxiAccessLevel {
     /// Everybody.
@@ -92,7 +92,7 @@ pub enum YuxiAccessLevel {
 }
 
 /// `share_config` (version 2).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct YuxiShare {
     /// Always 2.
@@ -200,7 +200,7 @@ impl From<&YuxiShare> for AgentShare {
 }
 
 /// An agent as `/api/agent` shows it.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct YuxiAgent {
     /// `metadata.name`.
     pub slug: String,

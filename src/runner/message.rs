@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 /// One message of a conversation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "role", rename_all = "lowercase")]
 pub enum Message {
     /// Instructions for the model.
@@ -36,7 +36,7 @@ pub enum Message {
 }
 
 /// A tool call requested by the model.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ToolCall {
     /// The call's id, echoed in the tool message that answers it.
     pub id: String,
@@ -49,7 +49,7 @@ pub struct ToolCall {
 
 /// The function a tool call names, with its arguments as the model wrote them (a JSON text, not yet
 /// parsed: a model may write invalid JSON, which the tool reports back).
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct FunctionCall {
     /// The tool name.
     pub name: String,
