@@ -1,7 +1,92 @@
-//! Skills in the system prompt: the skills of the agent's scope (`/home/gem/skills`, one folder with a
-//! `SKILL.md` per skill) are listed with their descriptions, and the `preloadSkills` are included whole.
+//! Skills: projected at run start from the read-only skills library into the agent's own skills scope
+//! (`/home/gem/skills`, one folder with a `SKILL.md` per skill), then listed in the system prompt with
+//! their descriptions, the `preloadSkills` included whole.
 
 use std::path::Path;
+
+/// The most files one projection copies.
+const MAX_PROJECTED_FILES: usize = 2000;
+/// The most bytes one projection copies.
+const MAX_PROJECTED_BYTES: u64 = 64 * 1024 * 1024;
+
+/// What a projection did.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Projection {
+    /// The skills copied into the scope, sorted.
+    pub projected: Vec<String>,
+    /// The skills the agent names that the library does not have (or that are not valid names), sorted.
+    pub missing: Vec<String>,
+}
+
+/// Copies the skills `names` (`None`: every skill of the library) from `library` into `scope`: each a
+/// folder of the library with a `SKILL.md`, copied with its regular files and folders (symlinks, FIFOs and
+/// devices are skipped; the library is read through a capability handle, so nothing outside it is read).
+/// Skills already in the scope are replaced, so a continued thread sees the library as it is now. A name
+/// must be a single path segment without a leading `.`.
+///
+/// Errors: the library cannot be opened, the scope cannot be written, or the skills exceed 2000 files or
+/// 64 MiB.
+pub fn project(library: &Path, names: Option<&[String]>, scope: &Path) -> Result<Projection, String> {
+    let source = cap_std::fs::Dir::open_ambient_dir(library, cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open the skills library {}: {e}", library.display()))?;
+    let available: Vec<String> = read_skills(library).into_iter().map(|s| s.name).collect();
+    let wanted: Vec<String> = match names {
+        Some(names) => names.to_vec(),
+        None => available.clone(),
+    };
+    std::fs::create_dir_all(scope).map_err(|e| format!("cannot make the skills scope {}: {e}", scope.display()))?;
+    let target = cap_std::fs::Dir::open_ambient_dir(scope, cap_std::ambient_authority())
+        .map_err(|e| format!("cannot open the skills scope {}: {e}", scope.display()))?;
+    let mut projection = Projection::default();
+    let mut budget = (MAX_PROJECTED_FILES, MAX_PROJECTED_BYTES);
+    for name in wanted {
+        let valid = !name.is_empty() && !name.starts_with('.') && !name.contains(['/', '\\', '\0']);
+        if !valid || !available.contains(&name) {
+            projection.missing.push(name);
+            continue;
+        }
+        if target.symlink_metadata(&name).is_ok() {
+            target.remove_dir_all(&name).map_err(|e| format!("cannot replace skill {name} in the scope: {e}"))?;
+        }
+        let from = source.open_dir(&name).map_err(|e| format!("cannot open skill {name}: {e}"))?;
+        target.create_dir(&name).map_err(|e| format!("cannot make skill {name} in the scope: {e}"))?;
+        let to = target.open_dir(&name).map_err(|e| format!("cannot open skill {name} in the scope: {e}"))?;
+        copy_tree(&from, &to, &mut budget).map_err(|e| format!("cannot copy skill {name}: {e}"))?;
+        projection.projected.push(name);
+    }
+    projection.projected.sort();
+    projection.missing.sort();
+    Ok(projection)
+}
+
+/// Copies the regular files and folders of `from` into `to`, within `budget` (files, bytes).
+fn copy_tree(from: &cap_std::fs::Dir, to: &cap_std::fs::Dir, budget: &mut (usize, u64)) -> Result<(), String> {
+    for entry in from.entries().map_err(|e| e.to_string())? {
+        let entry = entry.map_err(|e| e.to_string())?;
+        let name = entry.file_name();
+        let kind = entry.file_type().map_err(|e| e.to_string())?;
+        if kind.is_dir() {
+            to.create_dir(&name).map_err(|e| e.to_string())?;
+            let (sub_from, sub_to) = (
+                from.open_dir(&name).map_err(|e| e.to_string())?,
+                to.open_dir(&name).map_err(|e| e.to_string())?,
+            );
+            copy_tree(&sub_from, &sub_to, budget)?;
+        } else if kind.is_file() {
+            let size = entry.metadata().map_err(|e| e.to_string())?.len();
+            if budget.0 == 0 || size > budget.1 {
+                return Err(format!(
+                    "the skills exceed {MAX_PROJECTED_FILES} files or {} MiB",
+                    MAX_PROJECTED_BYTES / (1024 * 1024)
+                ));
+            }
+            budget.0 -= 1;
+            budget.1 -= size;
+            from.copy(&name, to, &name).map_err(|e| e.to_string())?;
+        }
+    }
+    Ok(())
+}
 
 /// The longest `SKILL.md` put into the prompt whole, in bytes.
 const MAX_PRELOAD_BYTES: usize = 64 * 1024;
@@ -103,6 +188,44 @@ pub fn prompt_section(skills: &[Skill], preload: &[String]) -> Option<String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn write(path: &Path, text: &str) {
+        std::fs::create_dir_all(path.parent().expect("parent")).expect("mkdir");
+        std::fs::write(path, text).expect("write");
+    }
+
+    #[test]
+    fn projection_copies_the_named_skills_whole_and_nothing_else() {
+        let library = tempfile::tempdir().expect("dir");
+        write(&library.path().join("triage/SKILL.md"), "# Triage\n");
+        write(&library.path().join("triage/checklists/sources.md"), "1. who wrote it\n");
+        write(&library.path().join("report-writing/SKILL.md"), "# Reports\n");
+        let outside = tempfile::tempdir().expect("dir");
+        write(&outside.path().join("secret"), "secret");
+        std::os::unix::fs::symlink(outside.path().join("secret"), library.path().join("triage/leak")).expect("link");
+        let scope = tempfile::tempdir().expect("dir");
+        write(&scope.path().join("triage/stale.md"), "from an older library");
+
+        let names = ["triage".to_string(), "nope".to_string(), "../report-writing".to_string()];
+        let projection = project(library.path(), Some(&names), scope.path()).expect("projects");
+        assert_eq!(projection.projected, ["triage"]);
+        assert_eq!(projection.missing, ["../report-writing", "nope"]);
+        assert_eq!(std::fs::read_to_string(scope.path().join("triage/checklists/sources.md")).expect("copied"), "1. who wrote it\n");
+        assert!(!scope.path().join("triage/leak").exists(), "a symlink is not followed");
+        assert!(!scope.path().join("triage/stale.md").exists(), "the skill is replaced whole");
+        assert!(!scope.path().join("report-writing").exists(), "an unnamed skill is not projected");
+
+        let all = tempfile::tempdir().expect("dir");
+        let projection = project(library.path(), None, all.path()).expect("projects");
+        assert_eq!(projection.projected, ["report-writing", "triage"]);
+    }
+
+    #[test]
+    fn a_missing_library_is_an_error_naming_it() {
+        let scope = tempfile::tempdir().expect("dir");
+        let err = project(Path::new("/nonexistent/library"), None, scope.path()).expect_err("fails");
+        assert!(err.contains("/nonexistent/library"), "{err}");
+    }
 
     #[test]
     fn only_regular_skill_files_inside_the_scope_are_listed_and_preloaded() {

@@ -7,6 +7,13 @@
 //!   `{name, arguments}`, `arguments` any YAML value, sent to the tool as JSON; a string is sent as it is,
 //!   so a script can also send arguments that are not JSON). When the script runs out, the last turn's
 //!   text is the answer.
+//!
+//! The tool calls of turn `n` (from 0) get the ids `call_<n>_<i>`. A string in a turn's arguments or text
+//! may quote an earlier tool result as `{{call_<n>_<i>.<field>}}` (a dotted path into the result read as
+//! JSON; `{{call_<n>_<i>}}` for the whole text): a string that is only the reference becomes the value
+//! itself, a reference inside a longer string its text. So a script can await the run a `subagent_start`
+//! started: `{run_id: "{{call_0_0.run_id}}"}`. An unknown reference becomes `<no call_0_0.run_id>`, which
+//! the tool reports back.
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -129,7 +136,7 @@ impl ScriptedModel {
         if turn.delay_ms > 0 {
             tokio::time::sleep(Duration::from_millis(turn.delay_ms)).await;
         }
-        let content = turn.content.clone().unwrap_or_default();
+        let content = turn.content.as_deref().map(|text| substitute_text(text, messages)).unwrap_or_default();
         if !content.is_empty() {
             let _ = deltas.send(ModelDelta::Content(content.clone()));
         }
@@ -140,7 +147,7 @@ impl ScriptedModel {
                 .iter()
                 .enumerate()
                 .map(|(i, c)| {
-                    let arguments = match &c.arguments {
+                    let arguments = match &substitute(&c.arguments, messages) {
                         Value::String(text) => text.clone(),
                         Value::Null => "{}".to_string(),
                         other => other.to_string(),
@@ -150,5 +157,101 @@ impl ScriptedModel {
                 .collect()
         };
         Ok(ModelTurn { content, tool_calls, usage: None })
+    }
+}
+
+/// The value a reference `call_<n>_<i>[.<field>...]` names among the tool results of `messages`.
+fn resolve(reference: &str, messages: &[Message]) -> Option<Value> {
+    let (call, path) = match reference.split_once('.') {
+        Some((call, path)) => (call, Some(path)),
+        None => (reference, None),
+    };
+    let content = messages.iter().rev().find_map(|m| match m {
+        Message::Tool { tool_call_id, content } if tool_call_id == call => Some(content),
+        _ => None,
+    })?;
+    let Some(path) = path else { return Some(Value::String(content.clone())) };
+    let mut value: Value = serde_json::from_str(content).ok()?;
+    for field in path.split('.') {
+        value = match value {
+            Value::Array(items) => items.into_iter().nth(field.parse().ok()?)?,
+            Value::Object(mut map) => map.remove(field)?,
+            _ => return None,
+        };
+    }
+    Some(value)
+}
+
+/// `text` with every `{{reference}}` replaced by its value's text.
+fn substitute_text(text: &str, messages: &[Message]) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(start) = rest.find("{{") {
+        let Some(len) = rest[start + 2..].find("}}") else { break };
+        let reference = rest[start + 2..start + 2 + len].trim();
+        out.push_str(&rest[..start]);
+        match resolve(reference, messages) {
+            Some(Value::String(s)) => out.push_str(&s),
+            Some(other) => out.push_str(&other.to_string()),
+            None => out.push_str(&format!("<no {reference}>")),
+        }
+        rest = &rest[start + 2 + len + 2..];
+    }
+    out.push_str(rest);
+    out
+}
+
+/// `value` with the references in its strings replaced; a string that is one reference becomes the value.
+fn substitute(value: &Value, messages: &[Message]) -> Value {
+    match value {
+        Value::String(text) => {
+            let trimmed = text.trim();
+            let whole = trimmed.strip_prefix("{{").and_then(|t| t.strip_suffix("}}")).filter(|t| !t.contains("{{"));
+            match whole.and_then(|reference| resolve(reference.trim(), messages)) {
+                Some(found) => found,
+                None => Value::String(substitute_text(text, messages)),
+            }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| substitute(v, messages)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), substitute(v, messages))).collect()),
+        other => other.clone(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn tool(id: &str, content: &str) -> Message {
+        Message::Tool { tool_call_id: id.into(), content: content.into() }
+    }
+
+    #[test]
+    fn references_quote_earlier_tool_results() {
+        let messages = [
+            tool("call_0_0", r#"{"status": "started", "run_id": "r-1", "runs": [{"id": 7}]}"#),
+            tool("call_0_1", "plain text"),
+        ];
+        let args = json!({"run_id": "{{call_0_0.run_id}}", "n": "{{ call_0_0.runs.0.id }}",
+                          "note": "run {{call_0_0.run_id}} said: {{call_0_1}}", "gone": "{{call_9_9.run_id}}"});
+        assert_eq!(
+            substitute(&args, &messages),
+            json!({"run_id": "r-1", "n": 7, "note": "run r-1 said: plain text", "gone": "<no call_9_9.run_id>"})
+        );
+        assert_eq!(substitute_text("unclosed {{call_0_0", &messages), "unclosed {{call_0_0");
+    }
+
+    #[tokio::test]
+    async fn a_turn_awaits_the_run_an_earlier_turn_started() {
+        let model = ScriptedModel::from_script(
+            "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: x, description: y}}]\n- tool_calls: [{name: subagent_await, arguments: {run_id: '{{call_0_0.run_id}}'}}]\n",
+        )
+        .expect("script");
+        let (deltas, _rx) = tokio::sync::mpsc::unbounded_channel();
+        let first = model.complete(&[], &deltas).await.expect("turn");
+        assert_eq!(first.tool_calls[0].id, "call_0_0");
+        let second = model.complete(&[tool("call_0_0", r#"{"run_id": "r-42"}"#)], &deltas).await.expect("turn");
+        assert_eq!(second.tool_calls[0].function.arguments, r#"{"run_id":"r-42"}"#);
     }
 }
