@@ -6,7 +6,7 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use redis::AsyncCommands;
@@ -94,7 +94,8 @@ struct MemoryState {
     threads: HashMap<String, Vec<Message>>,
     results: HashMap<String, Value>,
     cancelled: std::collections::HashSet<String>,
-    leases: HashMap<String, String>,
+    /// The holder of each run's lease, and when it lapses.
+    leases: HashMap<String, (String, Instant)>,
     records: HashMap<String, RunRecord>,
     thread_locks: HashMap<String, String>,
     starts: HashMap<String, String>,
@@ -326,8 +327,13 @@ impl Store {
             }
             Store::Memory(memory) => {
                 let mut state = memory.state.lock().expect("store lock");
-                let current = state.leases.entry(run_id.to_string()).or_insert_with(|| holder.to_string());
-                Ok(current == holder)
+                let now = Instant::now();
+                // As in Redis: taken when free or lapsed, renewed by its holder, refused to anyone else.
+                if state.leases.get(run_id).is_some_and(|(current, until)| current != holder && *until > now) {
+                    return Ok(false);
+                }
+                state.leases.insert(run_id.to_string(), (holder.to_string(), now + ttl.max(Duration::from_millis(1))));
+                Ok(true)
             }
         }
     }
@@ -348,7 +354,7 @@ impl Store {
             }
             Store::Memory(memory) => {
                 let mut state = memory.state.lock().expect("store lock");
-                if state.leases.get(run_id).is_some_and(|h| h == holder) {
+                if state.leases.get(run_id).is_some_and(|(current, _)| current == holder) {
                     state.leases.remove(run_id);
                 }
                 Ok(())
