@@ -97,6 +97,7 @@ enum Command {
 
 /// The runner's inputs; see the `runner` module for the contract.
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("store").required(true).args(["redis_url", "store_socket"]))]
 struct RunnerArgs {
     /// The AgentRun manifest to execute.
     #[arg(long, value_name = "FILE")]
@@ -119,9 +120,12 @@ struct RunnerArgs {
     /// Run `execute` commands in the sandbox container listening on this socket, not as subprocesses.
     #[arg(long, value_name = "PATH")]
     sandbox_socket: Option<PathBuf>,
-    /// Redis, where events, history and the result go.
+    /// Redis, where events, history and the result go (this or --store-socket).
     #[arg(long, env = "YUXI_REDIS_URL", hide_env_values = true)]
-    redis_url: String,
+    redis_url: Option<String>,
+    /// The local mode's store socket, where events, history and the result go (this or --redis-url).
+    #[arg(long, env = "YUXI_STORE_SOCKET", value_name = "PATH")]
+    store_socket: Option<PathBuf>,
     /// The model of agents whose context names none.
     #[arg(long, env = "YUXI_DEFAULT_MODEL")]
     default_model: Option<String>,
@@ -217,12 +221,22 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             default_model: args.default_model,
             models: ModelSettings { openai, scripts_dir: args.scripts_dir },
             mcp_servers,
-            cancel_poll: Duration::from_secs(1),
+            // A store socket has no cancel notice: checking often is all there is, and it is cheap.
+            cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },
         };
-        let store = match Store::connect_redis(&args.redis_url).await {
+        let store = match (&args.redis_url, &args.store_socket) {
+            (Some(url), _) => {
+                Store::connect_redis(url).await.map_err(|e| format!("cannot reach Redis (YUXI_REDIS_URL): {e}"))
+            }
+            (None, Some(path)) => Store::connect_socket(path)
+                .await
+                .map_err(|e| format!("cannot reach the store socket (YUXI_STORE_SOCKET): {e}")),
+            (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),
+        };
+        let store = match store {
             Ok(store) => store,
             Err(err) => {
-                eprintln!("error: cannot reach Redis (YUXI_REDIS_URL): {err}");
+                eprintln!("error: {err}");
                 return ExitCode::from(EXIT_UNUSABLE);
             }
         };

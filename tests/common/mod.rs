@@ -3,6 +3,7 @@
 #![allow(dead_code)]
 
 pub mod openai;
+pub mod runner;
 
 use std::path::{Path, PathBuf};
 
