@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use clap::{Parser, Subcommand};
+use yuxi_operator::facade::launch::{LocalLauncher, RunnerStore};
 use yuxi_operator::resources::{catalog, crd};
 use yuxi_operator::runner::graph::Status;
 use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
@@ -13,6 +14,7 @@ use yuxi_operator::runner::tools::execute::LocalExecutor;
 use yuxi_operator::runner::tools::files::VolumePaths;
 use yuxi_operator::runner::{self, RunnerOptions, mcp};
 use yuxi_operator::store::Store;
+use yuxi_operator::store::socket::{bind_store_socket, serve_store_socket};
 use yuxi_operator::webhook::{self, Admission, ServeOptions};
 
 #[derive(Parser)]
@@ -72,7 +74,8 @@ enum Command {
         /// Where runs keep their volumes.
         #[arg(long, value_name = "DIR", default_value = ".run/data")]
         data_dir: PathBuf,
-        /// Redis, where runs keep their state; without it the agents are served but runs cannot start.
+        /// Redis, where runs keep their state; without it they keep it in this process (lost when it
+        /// stops) and runners reach it over `<data-dir>/store.sock`.
         #[arg(long, env = "REDIS_URL", hide_env_values = true)]
         redis_url: Option<String>,
         /// The model of agents that name none.
@@ -126,6 +129,7 @@ struct ApiArgs {
 
 /// The runner's inputs; see the `runner` module for the contract.
 #[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("store").required(true).args(["redis_url", "store_socket"]))]
 struct RunnerArgs {
     /// The AgentRun manifest to execute.
     #[arg(long, value_name = "FILE")]
@@ -148,9 +152,12 @@ struct RunnerArgs {
     /// Run `execute` commands in the sandbox container listening on this socket, not as subprocesses.
     #[arg(long, value_name = "PATH")]
     sandbox_socket: Option<PathBuf>,
-    /// Redis, where events, history and the result go.
+    /// Redis, where events, history and the result go (this or --store-socket).
     #[arg(long, env = "YUXI_REDIS_URL", hide_env_values = true)]
-    redis_url: String,
+    redis_url: Option<String>,
+    /// The local mode's store socket, where events, history and the result go (this or --redis-url).
+    #[arg(long, env = "YUXI_STORE_SOCKET", value_name = "PATH")]
+    store_socket: Option<PathBuf>,
     /// The model of agents whose context names none.
     #[arg(long, env = "YUXI_DEFAULT_MODEL")]
     default_model: Option<String>,
@@ -247,12 +254,22 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             default_model: args.default_model,
             models: ModelSettings { openai, scripts_dir: args.scripts_dir },
             mcp_servers,
-            cancel_poll: Duration::from_secs(1),
+            // A store socket has no cancel notice: checking often is all there is, and it is cheap.
+            cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },
         };
-        let store = match Store::connect_redis(&args.redis_url).await {
+        let store = match (&args.redis_url, &args.store_socket) {
+            (Some(url), _) => {
+                Store::connect_redis(url).await.map_err(|e| format!("cannot reach Redis (YUXI_REDIS_URL): {e}"))
+            }
+            (None, Some(path)) => Store::connect_socket(path)
+                .await
+                .map_err(|e| format!("cannot reach the store socket (YUXI_STORE_SOCKET): {e}")),
+            (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),
+        };
+        let store = match store {
             Ok(store) => store,
             Err(err) => {
-                eprintln!("error: cannot reach Redis (YUXI_REDIS_URL): {err}");
+                eprintln!("error: {err}");
                 return ExitCode::from(EXIT_UNUSABLE);
             }
         };
@@ -367,6 +384,9 @@ async fn run_webhook(options: ServeOptions, offline: bool) -> anyhow::Result<()>
     Ok(())
 }
 
+/// The local mode's store socket, in its data folder, when it keeps runs in its own process.
+const STORE_SOCKET: &str = "store.sock";
+
 /// How the local mode runs agents.
 struct LocalRuns {
     data_dir: PathBuf,
@@ -383,24 +403,32 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
     let users = yuxi_operator::facade::Users::load(&users).map_err(anyhow::Error::msg)?;
     std::fs::create_dir_all(&runs.data_dir)?;
     let data_dir = runs.data_dir.canonicalize()?;
-    let run_state = match &runs.redis_url {
-        None => {
-            tracing::warn!("no REDIS_URL: agents are served, runs cannot start");
-            None
+    let (store, runner_store) = match &runs.redis_url {
+        Some(url) => {
+            let store = Store::connect_redis(url).await.map_err(|e| {
+                anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}; unset it to keep runs in this process")
+            })?;
+            tracing::info!("runs keep their state in Redis (REDIS_URL)");
+            (store, RunnerStore::Redis(url.clone()))
         }
-        Some(url) => Some(yuxi_operator::facade::Runs {
-            store: Store::connect_redis(url)
-                .await
-                .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?,
-            launcher: yuxi_operator::facade::launch::LocalLauncher {
-                exe: std::env::current_exe()?,
-                data_dir: data_dir.clone(),
-                redis_url: url.clone(),
-                default_model: runs.default_model.clone(),
-                scripts_dir: runs.scripts_dir.clone(),
-            }
-            .into(),
-        }),
+        None => {
+            let store = Store::memory();
+            let socket = data_dir.join(STORE_SOCKET);
+            let listener = bind_store_socket(&socket).await?;
+            tokio::spawn(serve_store_socket(listener, store.clone()));
+            tracing::info!(
+                socket = %socket.display(),
+                "no REDIS_URL: runs keep their state in this process and are lost when it stops; runners reach it over the socket"
+            );
+            (store, RunnerStore::Socket(socket))
+        }
+    };
+    let launcher = LocalLauncher {
+        exe: std::env::current_exe()?,
+        data_dir: data_dir.clone(),
+        store: runner_store.clone(),
+        default_model: runs.default_model.clone(),
+        scripts_dir: runs.scripts_dir.clone(),
     };
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");
@@ -415,13 +443,18 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
     let state = yuxi_operator::facade::FacadeState {
         auth: users.into(),
         agents: yuxi_operator::facade::AgentCatalog::Local(agent_catalog),
-        runs: run_state,
+        runs: Some(yuxi_operator::facade::Runs { store, launcher: launcher.into() }),
         metrics: Default::default(),
     };
     let listener =
         tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
-    axum::serve(listener, yuxi_operator::facade::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    let served =
+        axum::serve(listener, yuxi_operator::facade::router(state)).with_graceful_shutdown(shutdown_signal()).await;
+    if let RunnerStore::Socket(socket) = &runner_store {
+        let _ = std::fs::remove_file(socket);
+    }
+    served?;
     Ok(())
 }
 

@@ -1,12 +1,16 @@
 //! Where runs keep their state: the event stream, the thread history, the result and the cancel request
 //! (DESIGN.md section 6; key names in [`crate::keys`]).
 //!
-//! Two implementations of one contract: Redis, used in a cluster and by the local mode when a Redis is
-//! reachable; and an in-process store, the local mode's fallback when none is.
+//! Two implementations of one contract: Redis, used in a cluster and by the local mode when it is given
+//! one; and an in-process store, the local mode's store without Redis. A third variant, [`socket`], hands
+//! a runner subprocess's operations to the in-process store of the local mode that started it.
+
+pub mod socket;
 
 use std::collections::HashMap;
+use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use futures::StreamExt;
 use redis::AsyncCommands;
@@ -18,6 +22,7 @@ use tokio::sync::Notify;
 use crate::keys;
 use crate::runner::message::Message;
 use crate::runs::{Created, RunRecord, RunStatus};
+pub use socket::SocketStore;
 
 /// The version of the event envelope.
 pub const SCHEMA_VERSION: u32 = 1;
@@ -37,6 +42,20 @@ pub struct Envelope {
     pub payload: Value,
     /// When the event was written, RFC 3339.
     pub created_at: String,
+}
+
+impl Envelope {
+    /// The envelope of an event written now.
+    fn now(run_id: &str, thread_id: &str, event: &str, payload: Value) -> Envelope {
+        Envelope {
+            schema_version: SCHEMA_VERSION,
+            run_id: run_id.to_string(),
+            thread_id: thread_id.to_string(),
+            event: event.to_string(),
+            payload,
+            created_at: jiff::Timestamp::now().to_string(),
+        }
+    }
 }
 
 /// An event as read back: its stream id (the `after_seq` cursor) and its envelope.
@@ -62,15 +81,32 @@ pub enum StoreError {
         /// The decoding error.
         source: serde_json::Error,
     },
+    /// The store socket could not be reached, broke off, or answered with an error.
+    #[error("store socket {path}: {message}")]
+    Socket {
+        /// The socket's path.
+        path: PathBuf,
+        /// What went wrong, or the error the serving store answered.
+        message: String,
+    },
+    /// The operation is not one the store socket carries (it carries the runner's operations only).
+    #[error("the store socket does not carry {operation}: it serves runners only")]
+    Unsupported {
+        /// The operation, as the method is named.
+        operation: &'static str,
+    },
 }
 
-/// The run state store.
+/// The run state store. Over a socket it carries the runner's operations only; the others answer
+/// [`StoreError::Unsupported`] there.
 #[derive(Clone)]
 pub enum Store {
     /// Redis.
     Redis(RedisStore),
     /// In this process.
     Memory(MemoryStore),
+    /// Another process's store, over a Unix socket: a runner subprocess of the local mode.
+    Socket(SocketStore),
 }
 
 /// The Redis store: one multiplexed connection that reconnects by itself, and the client for pub/sub.
@@ -94,7 +130,8 @@ struct MemoryState {
     threads: HashMap<String, Vec<Message>>,
     results: HashMap<String, Value>,
     cancelled: std::collections::HashSet<String>,
-    leases: HashMap<String, String>,
+    /// The holder of each run's lease, and when it lapses.
+    leases: HashMap<String, (String, Instant)>,
     records: HashMap<String, RunRecord>,
     thread_locks: HashMap<String, String>,
     starts: HashMap<String, String>,
@@ -115,6 +152,13 @@ impl Store {
         Store::Memory(MemoryStore::default())
     }
 
+    /// Connects to the store served on the Unix socket at `path` (see [`socket`]).
+    ///
+    /// Errors: [`StoreError::Socket`] when nothing accepts connections there.
+    pub async fn connect_socket(path: &Path) -> Result<Store, StoreError> {
+        Ok(Store::Socket(SocketStore::connect(path).await?))
+    }
+
     /// Appends an event to the run's stream (refreshing the stream's time to live) and returns its id.
     pub async fn append_event(
         &self,
@@ -123,17 +167,10 @@ impl Store {
         event: &str,
         payload: Value,
     ) -> Result<String, StoreError> {
-        let envelope = Envelope {
-            schema_version: SCHEMA_VERSION,
-            run_id: run_id.to_string(),
-            thread_id: thread_id.to_string(),
-            event: event.to_string(),
-            payload,
-            created_at: jiff::Timestamp::now().to_string(),
-        };
         match self {
             Store::Redis(redis) => {
                 let key = keys::run_events(run_id);
+                let envelope = Envelope::now(run_id, thread_id, event, payload);
                 let data = serde_json::to_string(&envelope).expect("an envelope serializes");
                 let mut connection = redis.connection.clone();
                 let (seq,): (String,) = redis::pipe()
@@ -157,12 +194,15 @@ impl Store {
                 Ok(seq)
             }
             Store::Memory(memory) => {
+                let envelope = Envelope::now(run_id, thread_id, event, payload);
                 let mut state = memory.state.lock().expect("store lock");
                 state.last_seq += 1;
                 let seq = format!("{}-0", state.last_seq);
                 state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq: seq.clone(), envelope });
                 Ok(seq)
             }
+            // The serving process stamps the envelope.
+            Store::Socket(socket) => socket.append_event(run_id, thread_id, event, payload).await,
         }
     }
 
@@ -205,6 +245,7 @@ impl Store {
                     .map(|events| events.iter().filter(|e| seq_number(&e.seq) > after).take(limit).cloned().collect())
                     .unwrap_or_default())
             }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "read_events" }),
         }
     }
 
@@ -225,6 +266,7 @@ impl Store {
             Store::Memory(memory) => {
                 Ok(memory.state.lock().expect("store lock").threads.get(thread_id).cloned().unwrap_or_default())
             }
+            Store::Socket(socket) => socket.thread_messages(thread_id).await,
         }
     }
 
@@ -255,6 +297,7 @@ impl Store {
                 state.results.insert(run_id.to_string(), result.clone());
                 Ok(())
             }
+            Store::Socket(socket) => socket.finish_run(run_id, thread_id, new_messages, result).await,
         }
     }
 
@@ -268,6 +311,7 @@ impl Store {
                 text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
             }
             Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").results.get(run_id).cloned()),
+            Store::Socket(socket) => socket.run_result(run_id).await,
         }
     }
 
@@ -291,6 +335,7 @@ impl Store {
                 memory.cancel_notice.notify_waiters();
                 Ok(())
             }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "request_cancel" }),
         }
     }
 
@@ -326,9 +371,15 @@ impl Store {
             }
             Store::Memory(memory) => {
                 let mut state = memory.state.lock().expect("store lock");
-                let current = state.leases.entry(run_id.to_string()).or_insert_with(|| holder.to_string());
-                Ok(current == holder)
+                let now = Instant::now();
+                // As in Redis: taken when free or lapsed, renewed by its holder, refused to anyone else.
+                if state.leases.get(run_id).is_some_and(|(current, until)| current != holder && *until > now) {
+                    return Ok(false);
+                }
+                state.leases.insert(run_id.to_string(), (holder.to_string(), now + ttl.max(Duration::from_millis(1))));
+                Ok(true)
             }
+            Store::Socket(socket) => socket.hold_run_lease(run_id, holder, ttl).await,
         }
     }
 
@@ -348,11 +399,12 @@ impl Store {
             }
             Store::Memory(memory) => {
                 let mut state = memory.state.lock().expect("store lock");
-                if state.leases.get(run_id).is_some_and(|h| h == holder) {
+                if state.leases.get(run_id).is_some_and(|(current, _)| current == holder) {
                     state.leases.remove(run_id);
                 }
                 Ok(())
             }
+            Store::Socket(socket) => socket.release_run_lease(run_id, holder).await,
         }
     }
 
@@ -410,6 +462,7 @@ impl Store {
                 }
                 Ok(Created::Started)
             }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "create_run" }),
         }
     }
 
@@ -421,6 +474,7 @@ impl Store {
                 Ok(connection.get(keys::thread_owner(thread_id)).await?)
             }
             Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").thread_owners.get(thread_id).cloned()),
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "thread_owner" }),
         }
     }
 
@@ -434,6 +488,7 @@ impl Store {
                 text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
             }
             Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").records.get(run_id).cloned()),
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "run_record" }),
         }
     }
 
@@ -491,6 +546,7 @@ impl Store {
                 }
                 Ok(true)
             }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "set_run_status" }),
         }
     }
 
@@ -516,11 +572,13 @@ impl Store {
                 Ok(connection.exists(keys::run_cancel(run_id)).await?)
             }
             Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").cancelled.contains(run_id)),
+            Store::Socket(socket) => socket.is_cancel_requested(run_id).await,
         }
     }
 
-    /// Resolves when a cancel is requested for the run: at once on the pub/sub notice, and by checking the
-    /// key every `poll` in case a notice was missed (or pub/sub is unavailable).
+    /// Resolves when a cancel is requested for the run: at once on the pub/sub notice (Redis) or the
+    /// in-process notice, and by checking the key every `poll` in case a notice was missed (or there is
+    /// none: over the store socket, polling is all there is).
     pub async fn cancelled(&self, run_id: &str, poll: Duration) {
         let mut notices = match self {
             Store::Redis(redis) => match redis.client.get_async_pubsub().await {
@@ -536,7 +594,7 @@ impl Store {
                     None
                 }
             },
-            Store::Memory(_) => None,
+            Store::Memory(_) | Store::Socket(_) => None,
         };
         let mut messages = notices.as_mut().map(|p| p.on_message());
         loop {
@@ -551,7 +609,7 @@ impl Store {
                         }
                     }
                     (None, Store::Memory(memory)) => memory.cancel_notice.notified().await,
-                    (None, Store::Redis(_)) => std::future::pending::<()>().await,
+                    (None, Store::Redis(_) | Store::Socket(_)) => std::future::pending::<()>().await,
                 }
             };
             tokio::select! {
@@ -575,6 +633,7 @@ impl Store {
                 Ok(())
             }
             Store::Memory(_) => Ok(()),
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "ping" }),
         }
     }
 }

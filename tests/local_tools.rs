@@ -1,91 +1,39 @@
-//! The subagent tools end to end: the local mode started for real with the test Redis, runner
-//! subprocesses, driven over HTTP as a parent agent would.
+//! The subagent tools end to end: the local mode started for real, runner subprocesses, driven over HTTP
+//! as a parent agent would. Every scenario runs twice, with the same assertions: with the test Redis, and
+//! with no Redis (runs kept in the local mode's process, runners reaching it over the store socket).
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
-
+use common::local::{LocalStore, parent, start};
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-struct Local {
-    child: Child,
-    base: String,
-    data: TempDir,
-    _scripts: TempDir,
-    client: reqwest12::Client,
-}
-
-impl Drop for Local {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-/// Starts the local mode over `examples/` with `default_model`; `script` is put in its scripts folder as
-/// `script.yaml`.
-async fn start(default_model: &str, script: &str) -> Local {
-    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
-    let data = TempDir::new().expect("dir");
-    let scripts = TempDir::new().expect("dir");
-    std::fs::write(scripts.path().join("script.yaml"), script).expect("script");
-    let port = std::net::TcpListener::bind("127.0.0.1:0").expect("bind").local_addr().expect("addr").port();
-    let child = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
-        .arg("local")
-        .arg("--manifests")
-        .arg(root.join("examples"))
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--users")
-        .arg(root.join("examples/local-users.yaml"))
-        .arg("--data-dir")
-        .arg(data.path())
-        .arg("--default-model")
-        .arg(default_model)
-        .arg("--scripts-dir")
-        .arg(scripts.path())
-        .env("REDIS_URL", common::redis_url())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("starts");
-    let local = Local {
-        child,
-        base: format!("http://127.0.0.1:{port}"),
-        data,
-        _scripts: scripts,
-        client: reqwest12::Client::new(),
+/// Each scenario as a test of each store.
+macro_rules! with_each_store {
+    ($($scenario:ident),* $(,)?) => {
+        mod with_redis {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::LocalStore::Redis).await
+            })*
+        }
+        mod in_process {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario(super::LocalStore::InProcess).await
+            })*
+        }
     };
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while local.client.get(format!("{}/healthz", local.base)).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the local mode did not start");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
-    local
 }
 
-impl Local {
-    async fn tool(&self, name: &str, token: &str, body: Value) -> (u16, Value) {
-        let response = self
-            .client
-            .post(format!("{}/api/tools/{name}", self.base))
-            .bearer_auth(token)
-            .json(&body)
-            .send()
-            .await
-            .expect("reaches the facade");
-        (response.status().as_u16(), response.json().await.expect("JSON"))
-    }
-}
+with_each_store!(
+    task_runs_the_subagent_and_returns_its_answer,
+    start_await_and_ownership,
+    busy_threads_idempotent_retries_cancel_and_outputs,
+    a_run_streams_its_events_resumably_and_keeps_its_result_and_messages,
+);
 
-fn parent(run_id: &str, thread_id: &str) -> Value {
-    json!({"agent": "deep-research", "run_id": run_id, "thread_id": thread_id})
-}
-
-#[tokio::test]
-async fn task_runs_the_subagent_and_returns_its_answer() {
-    let local = start("scripted/echo", "[{content: unused}]").await;
+async fn task_runs_the_subagent_and_returns_its_answer(store: LocalStore) {
+    let local = start(store, "scripted/echo", "[{content: unused}]").await;
     let thread = common::unique("thread");
     let (status, answer) = local
         .tool("task", "alice-token", json!({"parent": parent("parent-run", &thread), "description": "Survey solid electrolytes.", "subagent_slug": "research-explorer"}))
@@ -97,9 +45,8 @@ async fn task_runs_the_subagent_and_returns_its_answer() {
     assert_eq!(answer["content"], format!("> 子智能体线程 ID: {child_thread}\n\n---\n\nSurvey solid electrolytes."));
 }
 
-#[tokio::test]
-async fn start_await_and_ownership() {
-    let local = start("scripted/echo", "[{content: unused}]").await;
+async fn start_await_and_ownership(store: LocalStore) {
+    let local = start(store, "scripted/echo", "[{content: unused}]").await;
     let thread = common::unique("thread");
     let (status, started) = local
         .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Check the claims.", "subagent_slug": "fact-verifier"}))
@@ -174,10 +121,9 @@ async fn start_await_and_ownership() {
     assert_eq!((status, foreign["field"].as_str()), (422, Some("thread_id")));
 }
 
-#[tokio::test]
-async fn busy_threads_idempotent_retries_cancel_and_outputs() {
+async fn busy_threads_idempotent_retries_cancel_and_outputs(store: LocalStore) {
     let script = "[{tool_calls: [{name: write_file, arguments: {path: /home/gem/user-data/outputs/report.md, content: '# Report'}}]}, {delay_ms: 2500, content: report written}]";
-    let local = start("scripted/file:script.yaml", script).await;
+    let local = start(store, "scripted/file:script.yaml", script).await;
     let thread = common::unique("thread");
     let mut with_call = parent("p1", &thread);
     with_call["tool_call_id"] = json!("call-1");
@@ -255,9 +201,8 @@ fn sse_events(body: &str) -> Vec<(String, String)> {
         .collect()
 }
 
-#[tokio::test]
-async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages() {
-    let local = start("scripted/echo", "[{content: unused}]").await;
+async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages(store: LocalStore) {
+    let local = start(store, "scripted/echo", "[{content: unused}]").await;
     let thread = common::unique("thread");
     let (_, started) = local
         .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Hello there.", "subagent_slug": "research-explorer"}))

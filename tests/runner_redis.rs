@@ -4,13 +4,12 @@
 
 mod common;
 
-use std::path::PathBuf;
-use std::process::{Command, Output, Stdio};
+use std::process::Command;
 use std::time::{Duration, Instant};
 
+use common::runner::{RunFiles, stderr, subagent};
 use common::{redis_url, unique};
 use serde_json::json;
-use tempfile::TempDir;
 use yuxi_operator::keys;
 use yuxi_operator::runner::message::Message;
 use yuxi_operator::store::{Envelope, Store};
@@ -96,56 +95,6 @@ async fn a_cancel_notice_arrives_at_once() {
     assert!(ttl > 0 && ttl <= keys::CANCEL_TTL_SECONDS, "ttl {ttl}");
 }
 
-/// A run's files: the volumes, the manifests, and a model script.
-struct RunFiles {
-    dir: TempDir,
-    run_id: String,
-}
-
-impl RunFiles {
-    fn new(agent_yaml: &str, script: &str) -> RunFiles {
-        let dir = TempDir::new().expect("temp dir");
-        let run_id = unique("run");
-        yuxi_operator::runner::tools::files::VolumePaths::under(dir.path()).create_all().expect("mkdir");
-        std::fs::write(dir.path().join("script.yaml"), script).expect("script");
-        std::fs::write(dir.path().join("agent.yaml"), agent_yaml).expect("agent");
-        let run = format!(
-            "apiVersion: yuxi.dev/v1alpha1\nkind: AgentRun\nmetadata:\n  name: {run_id}\nspec:\n  agent: helper\n  input: Look around.\n  threadId: {run_id}-thread\n  timeoutSeconds: 60\n"
-        );
-        std::fs::write(dir.path().join("run.yaml"), run).expect("run");
-        RunFiles { dir, run_id }
-    }
-
-    fn path(&self, name: &str) -> PathBuf {
-        self.dir.path().join(name)
-    }
-
-    fn command(&self) -> Command {
-        let mut command = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
-        command.arg("runner").arg("--run").arg(self.path("run.yaml")).arg("--agent").arg(self.path("agent.yaml"));
-        for volume in ["workspace", "uploads", "outputs", "skills"] {
-            command.arg(format!("--{volume}")).arg(self.path(volume));
-        }
-        command
-            .env("YUXI_REDIS_URL", redis_url())
-            .env("YUXI_DEFAULT_MODEL", "scripted/file:script.yaml")
-            .env("YUXI_SCRIPTS_DIR", self.dir.path())
-            .env("OPENAI_API_KEY", "sk-secret-model-key")
-            .env("YUXI_RUN_TOKEN", "run-token-secret")
-            .env_remove("OPENAI_BASE_URL")
-            .env_remove("YUXI_MCP_SERVERS")
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped());
-        command
-    }
-}
-
-fn subagent(context: &str) -> String {
-    format!(
-        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata:\n  name: helper\nspec:\n  backend: SubAgentBackend\n  context: {context}\n"
-    )
-}
-
 async fn run_events(run_id: &str) -> Vec<Envelope> {
     store().await.read_events(run_id, "0-0", 1000).await.expect("events").into_iter().map(|e| e.envelope).collect()
 }
@@ -156,10 +105,6 @@ fn assert_framed(events: &[Envelope], status: &str) {
     assert_eq!(names.last(), Some(&"end"), "{names:?}");
     assert_eq!(names.iter().filter(|n| **n == "end").count(), 1);
     assert_eq!(events.last().expect("end").payload["status"], status);
-}
-
-fn stderr(output: &Output) -> String {
-    String::from_utf8_lossy(&output.stderr).into_owned()
 }
 
 #[tokio::test]
@@ -279,9 +224,18 @@ async fn an_unreachable_redis_exits_2_with_a_message() {
 fn the_runner_contract_is_in_its_help() {
     let output = Command::new(env!("CARGO_BIN_EXE_yuxi-operator")).args(["runner", "--help"]).output().expect("runs");
     let help = String::from_utf8_lossy(&output.stdout);
-    for flag in
-        ["--run", "--agent", "--workspace", "--uploads", "--outputs", "--skills", "--sandbox-socket", "YUXI_REDIS_URL"]
-    {
+    for flag in [
+        "--run",
+        "--agent",
+        "--workspace",
+        "--uploads",
+        "--outputs",
+        "--skills",
+        "--sandbox-socket",
+        "YUXI_REDIS_URL",
+        "--store-socket",
+        "YUXI_STORE_SOCKET",
+    ] {
         assert!(help.contains(flag), "{flag} missing from: {help}");
     }
 }

@@ -27,7 +27,7 @@ pub enum ApiError {
     /// The body is larger than the facade accepts (413).
     #[error("{0}")]
     TooLarge(String),
-    /// A service the facade depends on (Redis) failed or is not configured (503).
+    /// A service the facade depends on (the run store) failed or is not configured (503).
     #[error("{0}")]
     Unavailable(String),
     /// The request is well-formed but breaks a rule (422); `field` names the field.

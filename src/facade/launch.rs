@@ -12,6 +12,17 @@ use crate::runner::tools::files::VolumePaths;
 use crate::runs::{RunRecord, RunStatus};
 use crate::store::Store;
 
+/// Where a runner subprocess keeps its run's state: the store the launching process uses, reached the
+/// way a subprocess can reach it.
+#[derive(Clone, Debug)]
+pub enum RunnerStore {
+    /// The Redis at this URL (`YUXI_REDIS_URL`).
+    Redis(String),
+    /// The launching process's in-process store, served on this Unix socket (`YUXI_STORE_SOCKET`; see
+    /// [`crate::store::socket`]).
+    Socket(PathBuf),
+}
+
 /// Runs `runner` subprocesses of this binary.
 #[derive(Clone, Debug)]
 pub struct LocalLauncher {
@@ -20,8 +31,8 @@ pub struct LocalLauncher {
     /// Where runs keep their files: `runs/<run_id>`, `users/<uid>/workspace`,
     /// `threads/<file_thread_id>/{uploads,outputs}`, `skills/<thread_id>`.
     pub data_dir: PathBuf,
-    /// The Redis the runner writes to.
-    pub redis_url: String,
+    /// Where the runner keeps the run's state.
+    pub store: RunnerStore,
     /// The model of agents that name none.
     pub default_model: String,
     /// Where `scripted/file:` scripts are read from.
@@ -112,11 +123,15 @@ impl LocalLauncher {
             .arg(&volumes.outputs)
             .arg("--skills")
             .arg(&volumes.skills)
-            .env("YUXI_REDIS_URL", &self.redis_url)
             .env("YUXI_DEFAULT_MODEL", &self.default_model)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .kill_on_drop(true);
+        // Exactly one store reaches the runner, whatever this process's own environment holds.
+        match &self.store {
+            RunnerStore::Redis(url) => command.env("YUXI_REDIS_URL", url).env_remove("YUXI_STORE_SOCKET"),
+            RunnerStore::Socket(path) => command.env("YUXI_STORE_SOCKET", path).env_remove("YUXI_REDIS_URL"),
+        };
         if let Some(scripts) = &self.scripts_dir {
             command.env("YUXI_SCRIPTS_DIR", scripts);
         }

@@ -28,7 +28,8 @@ pub struct FacadeState {
     pub auth: auth::Authenticator,
     /// The agents.
     pub agents: AgentCatalog,
-    /// Where runs are recorded and how they start; `None` when no Redis is configured.
+    /// Where runs are recorded and how they start; `None` for a facade that serves agents only (the run
+    /// and tool endpoints answer 503).
     pub runs: Option<Runs>,
     /// The metrics served at `/metrics`.
     pub metrics: crate::metrics::FacadeMetrics,

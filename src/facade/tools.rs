@@ -250,7 +250,7 @@ pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
         .runs
         .as_ref()
         .map(|r| &r.store)
-        .ok_or_else(|| ApiError::Unavailable("runs need a Redis: start the facade with REDIS_URL".into()))
+        .ok_or_else(|| ApiError::Unavailable("this facade has no run store: it serves agents only".into()))
 }
 
 fn check_parent(parent: &Parent) -> Result<(), ApiError> {

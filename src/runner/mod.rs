@@ -9,16 +9,19 @@
 //! yuxi-operator runner --run RUN.yaml --agent AGENT.yaml
 //!     [--workspace DIR --uploads DIR --outputs DIR --skills DIR]   (default: the pod's /home/gem paths)
 //!     [--sandbox-socket PATH]                                      (run `execute` in the sandbox container)
-//! environment: YUXI_REDIS_URL (required), YUXI_DEFAULT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY,
+//! environment: YUXI_REDIS_URL or YUXI_STORE_SOCKET (exactly one; or --redis-url, --store-socket),
+//!              YUXI_DEFAULT_MODEL, OPENAI_BASE_URL, OPENAI_API_KEY,
 //!              YUXI_SCRIPTS_DIR (where scripted/file: models are read), YUXI_MCP_SERVERS (a file)
 //! ```
 //!
 //! `RUN.yaml` is the AgentRun manifest (its `metadata.name` is the run id; its `spec.threadId`, or the run
 //! id when absent, the thread), `AGENT.yaml` the Agent manifest it names. Events, history and the result
-//! go to Redis (DESIGN.md section 6). Exit status: 0 when the run completed or was cancelled, 1 when it
-//! failed (its `error` and `end` events say why; this includes an Agent file that does not fit the run),
-//! 2 when the run file is unusable, the store is unreachable, another runner holds the run, or the run
-//! has already finished (nothing was written). Secrets are never printed and never passed to `execute`.
+//! go to Redis (DESIGN.md section 6), or, for a runner of the local mode without Redis, to the local
+//! mode's in-process store over its store socket ([`crate::store::socket`]). Exit status: 0 when the run
+//! completed or was cancelled, 1 when it failed (its `error` and `end` events say why; this includes an
+//! Agent file that does not fit the run), 2 when the run file is unusable, the store is unreachable,
+//! another runner holds the run, or the run has already finished (nothing was written). Secrets are
+//! never printed and never passed to `execute`.
 
 pub mod graph;
 pub mod mcp;
@@ -190,7 +193,14 @@ async fn prepare(
     if grants.allows_builtin(names::EXECUTE) {
         let executor = match &options.sandbox_socket {
             Some(socket) => Executor::Socket(socket.clone()),
-            None => Executor::Local(LocalExecutor::isolated(&options.volumes).await),
+            // Commands must not reach the runner's store: Redis is out of reach without a network, but a
+            // store socket is a file in the read-only view of the system.
+            None => Executor::Local(LocalExecutor::isolated(&options.volumes).await.hiding(match &store {
+                Store::Socket(socket) => {
+                    vec![std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf())]
+                }
+                Store::Redis(_) | Store::Memory(_) => Vec::new(),
+            })),
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }

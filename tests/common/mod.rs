@@ -1,9 +1,12 @@
-//! Helpers shared by the integration tests: the example manifests, a stand-in model endpoint, Redis.
+//! Helpers shared by the integration tests: the example manifests, a stand-in model endpoint, Redis, the
+//! local mode.
 
 #![allow(dead_code)]
 
 pub mod apiserver;
+pub mod local;
 pub mod openai;
+pub mod runner;
 
 use std::path::{Path, PathBuf};
 

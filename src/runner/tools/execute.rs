@@ -79,13 +79,14 @@ impl Executor {
 pub struct LocalExecutor {
     workdir: PathBuf,
     bwrap: Option<(PathBuf, VolumePaths)>,
+    hidden: Vec<PathBuf>,
 }
 
 impl LocalExecutor {
     /// Commands run in `workdir` with no isolation beyond the emptied environment (the sandbox
     /// container's own side, where the pod is the isolation).
     pub fn plain(workdir: impl Into<PathBuf>) -> Self {
-        Self { workdir: workdir.into(), bwrap: None }
+        Self { workdir: workdir.into(), bwrap: None, hidden: Vec::new() }
     }
 
     /// Commands run in the workspace of `volumes`, inside bubblewrap when it is installed and works here,
@@ -101,7 +102,15 @@ impl LocalExecutor {
             }
             None => None,
         };
-        Self { workdir: volumes.workspace.clone(), bwrap }
+        Self { workdir: volumes.workspace.clone(), bwrap, hidden: Vec::new() }
+    }
+
+    /// Inside bubblewrap, `paths` (files, such as the store socket of the local mode) are covered with
+    /// an empty device, so a command cannot reach them through the read-only view of the system. Paths
+    /// that do not exist when a command starts are left alone.
+    pub fn hiding(mut self, paths: Vec<PathBuf>) -> Self {
+        self.hidden = paths;
+        self
     }
 
     /// Whether commands run inside bubblewrap.
@@ -116,7 +125,7 @@ impl LocalExecutor {
         let mut command = match &self.bwrap {
             Some((program, volumes)) => {
                 let mut command = Command::new(program);
-                command.args(bwrap_args(volumes)).args(["--", "/bin/sh", "-c", &script]);
+                command.args(bwrap_args(volumes, &self.hidden)).args(["--", "/bin/sh", "-c", &script]);
                 command
             }
             None => {
@@ -201,9 +210,10 @@ async fn bwrap_works(program: &Path) -> bool {
 }
 
 /// The system read-only, a private /tmp, /home replaced by the four volumes at the paths the model sees
-/// (skills read-only), no network, a new session, no capabilities (so nothing can be remounted, even
-/// when the runner is root), killed with its parent.
-fn bwrap_args(volumes: &VolumePaths) -> Vec<String> {
+/// (skills read-only), the `hidden` files that exist covered by /dev/null (a socket on a read-only mount
+/// can still be connected to), no network, a new session, no capabilities (so nothing can be remounted,
+/// even when the runner is root), killed with its parent.
+fn bwrap_args(volumes: &VolumePaths, hidden: &[PathBuf]) -> Vec<String> {
     let mut args: Vec<String> = [
         "--ro-bind",
         "/",
@@ -229,6 +239,9 @@ fn bwrap_args(volumes: &VolumePaths) -> Vec<String> {
     for scope in [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills] {
         let flag = if scope == Scope::Skills { "--ro-bind" } else { "--bind" };
         args.extend([flag.to_string(), volumes.of(scope).display().to_string(), scope.virtual_root().to_string()]);
+    }
+    for path in hidden.iter().filter(|p| p.exists()) {
+        args.extend(["--ro-bind".to_string(), "/dev/null".to_string(), path.display().to_string()]);
     }
     args.extend(["--chdir".to_string(), Scope::Workspace.virtual_root().to_string()]);
     args
