@@ -55,6 +55,31 @@ pub fn subagent_prompt(allowed: &[&Agent]) -> Option<String> {
     Some(prompt)
 }
 
+/// How a `task` call ended, for [`task_content`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TaskOutcome<'a> {
+    /// The run completed, with its final text when it has one.
+    Completed(Option<&'a str>),
+    /// The run ended otherwise: its status (`failed`, `cancelled`, `interrupted`) and error.
+    Ended(&'a str, Option<&'a str>),
+    /// The wait ended first: the run (still going).
+    StillRunning(&'a str),
+}
+
+/// What the parent's model reads from `task` (Yuxi's form): `> 子智能体线程 ID: <thread_id>`, a `---`
+/// rule, then the final text, the error, or how to follow a run still going.
+pub fn task_content(thread_id: &str, outcome: TaskOutcome<'_>) -> String {
+    let text = match outcome {
+        TaskOutcome::Completed(Some(text)) if !text.is_empty() => text.to_string(),
+        TaskOutcome::Completed(_) => "The subagent completed without a text answer.".to_string(),
+        TaskOutcome::Ended(status, error) => format!("The subagent run ended {status}: {}", error.unwrap_or_default()),
+        TaskOutcome::StillRunning(run_id) => format!(
+            "The subagent is still running (run_id {run_id}); use subagent_status or subagent_await with this run_id."
+        ),
+    };
+    format!("> 子智能体线程 ID: {thread_id}\n\n---\n\n{text}")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,5 +100,16 @@ mod tests {
             names,
             ["task", "subagent_start", "subagent_status", "subagent_events", "subagent_cancel", "subagent_await"]
         );
+    }
+
+    #[test]
+    fn task_content_is_yuxis_form_for_every_outcome() {
+        assert_eq!(
+            task_content("t_sub_x_1", TaskOutcome::Completed(Some("42"))),
+            "> 子智能体线程 ID: t_sub_x_1\n\n---\n\n42"
+        );
+        assert!(task_content("t", TaskOutcome::Completed(None)).ends_with("completed without a text answer."));
+        assert!(task_content("t", TaskOutcome::Ended("failed", Some("boom"))).ends_with("ended failed: boom"));
+        assert!(task_content("t", TaskOutcome::StillRunning("r-1")).contains("run_id r-1"));
     }
 }

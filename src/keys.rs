@@ -62,3 +62,17 @@ pub const START_TTL_SECONDS: i64 = 24 * 3600;
 pub fn thread_owner(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:owner")
 }
+
+/// The runs a parent run started: a set of run ids.
+pub fn run_children(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:children")
+}
+
+/// A run's credentials: JSON [`crate::runs::RunGrant`] under the hex SHA-256 of the run's token (the
+/// token itself is never stored).
+pub fn run_grant(token_digest: &str) -> String {
+    format!("yuxi:run-grant:{token_digest}")
+}
+
+/// How long a run's credentials live at most, in seconds (one day; they are dropped when the run ends).
+pub const GRANT_TTL_SECONDS: i64 = 24 * 3600;

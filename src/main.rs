@@ -78,12 +78,17 @@ enum Command {
         /// stops) and runners reach it over `<data-dir>/store.sock`.
         #[arg(long, env = "REDIS_URL", hide_env_values = true)]
         redis_url: Option<String>,
-        /// The model of agents that name none.
-        #[arg(long, env = "YUXI_DEFAULT_MODEL", default_value = "scripted/echo")]
+        /// The model of agents that name none: by default each agent's own script
+        /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
+        #[arg(long, env = "YUXI_DEFAULT_MODEL", default_value = "scripted/auto")]
         default_model: String,
         /// Where `scripted/file:` model scripts are read from.
-        #[arg(long, env = "YUXI_SCRIPTS_DIR", value_name = "DIR")]
-        scripts_dir: Option<PathBuf>,
+        #[arg(long, env = "YUXI_SCRIPTS_DIR", value_name = "DIR", default_value = "examples/scripts")]
+        scripts_dir: PathBuf,
+        /// The skills library (folders with a SKILL.md) agents' skills are projected from; runs get no
+        /// skills when the folder does not exist.
+        #[arg(long, env = "YUXI_SKILLS_LIBRARY", value_name = "DIR", default_value = "examples/skills")]
+        skills_library: PathBuf,
     },
     /// Serve the facade in a cluster: the Agents of one namespace, TokenReview authentication, runs as
     /// AgentRuns, run state in Redis.
@@ -170,6 +175,13 @@ struct RunnerArgs {
     /// The MCP servers agents may use (a YAML map of name to {url, tools}).
     #[arg(long, env = "YUXI_MCP_SERVERS", value_name = "FILE")]
     mcp_servers: Option<PathBuf>,
+    /// The facade a main agent's run delegates to subagents through, with the run's token from
+    /// YUXI_RUN_TOKEN (an environment variable only, never an argument).
+    #[arg(long, env = "YUXI_FACADE_URL", value_name = "URL")]
+    facade_url: Option<String>,
+    /// The read-only skills library the agent's skills are projected from into the skills scope.
+    #[arg(long, env = "YUXI_SKILLS_LIBRARY", value_name = "DIR")]
+    skills_library: Option<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -183,8 +195,17 @@ fn main() -> ExitCode {
         Command::Validate { paths } => validate(&paths),
         Command::Api(args) => run_async(run_api(args)),
         Command::Runner(args) => run_runner(args),
-        Command::Local { manifests, listen, users, data_dir, redis_url, default_model, scripts_dir } => {
-            let runs = LocalRuns { data_dir, redis_url, default_model, scripts_dir };
+        Command::Local {
+            manifests,
+            listen,
+            users,
+            data_dir,
+            redis_url,
+            default_model,
+            scripts_dir,
+            skills_library,
+        } => {
+            let runs = LocalRuns { data_dir, redis_url, default_model, scripts_dir, skills_library };
             run_async(run_local(manifests, listen, users, runs))
         }
         Command::SandboxExec { socket, workdir } => run_async(async move {
@@ -256,6 +277,11 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             mcp_servers,
             // A store socket has no cancel notice: checking often is all there is, and it is cheap.
             cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },
+            facade: match (args.facade_url, std::env::var("YUXI_RUN_TOKEN").ok().filter(|t| !t.is_empty())) {
+                (Some(url), Some(token)) => Some(runner::FacadeAccess { url, token }),
+                _ => None,
+            },
+            skills_library: args.skills_library,
         };
         let store = match (&args.redis_url, &args.store_socket) {
             (Some(url), _) => {
@@ -392,7 +418,8 @@ struct LocalRuns {
     data_dir: PathBuf,
     redis_url: Option<String>,
     default_model: String,
-    scripts_dir: Option<PathBuf>,
+    scripts_dir: PathBuf,
+    skills_library: PathBuf,
 }
 
 async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs: LocalRuns) -> anyhow::Result<()> {
@@ -428,7 +455,22 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
         data_dir: data_dir.clone(),
         store: runner_store.clone(),
         default_model: runs.default_model.clone(),
-        scripts_dir: runs.scripts_dir.clone(),
+        scripts_dir: runs.scripts_dir.canonicalize().ok(),
+        // Main agents delegate through this facade; a wildcard address is reached on the loopback.
+        facade_url: Some(format!(
+            "http://{}",
+            match listen.ip().is_unspecified() {
+                true => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port()),
+                false => listen,
+            }
+        )),
+        skills_library: match runs.skills_library.canonicalize() {
+            Ok(library) => Some(library),
+            Err(err) => {
+                tracing::warn!(library = %runs.skills_library.display(), error = %err, "no skills library: runs get no skills");
+                None
+            }
+        },
     };
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");

@@ -21,7 +21,7 @@ use tokio::sync::Notify;
 
 use crate::keys;
 use crate::runner::message::Message;
-use crate::runs::{Created, RunRecord, RunStatus};
+use crate::runs::{Created, RunGrant, RunRecord, RunStatus};
 pub use socket::SocketStore;
 
 /// The version of the event envelope.
@@ -136,6 +136,8 @@ struct MemoryState {
     thread_locks: HashMap<String, String>,
     starts: HashMap<String, String>,
     thread_owners: HashMap<String, String>,
+    children: HashMap<String, Vec<String>>,
+    grants: HashMap<String, RunGrant>,
 }
 
 impl Store {
@@ -427,6 +429,10 @@ impl Store {
                     redis.call('SET', KEYS[2], ARGV[1])
                     redis.call('SET', KEYS[4], ARGV[4], 'NX')
                     if KEYS[3] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3]) end
+                    if KEYS[5] ~= '' then
+                      redis.call('SADD', KEYS[5], ARGV[1])
+                      redis.call('EXPIRE', KEYS[5], ARGV[5])
+                    end
                     return {'started', ARGV[1]}
                     ",
                 )
@@ -438,6 +444,8 @@ impl Store {
                 .arg(keys::START_TTL_SECONDS)
                 .key(keys::thread_owner(&record.thread_id))
                 .arg(&record.uid)
+                .key(record.parent.as_ref().map(|p| keys::run_children(&p.run_id)).unwrap_or_default())
+                .arg(keys::RESULT_TTL_SECONDS)
                 .invoke_async(&mut connection)
                 .await?;
                 Ok(match outcome.as_str() {
@@ -459,6 +467,9 @@ impl Store {
                 state.thread_owners.entry(record.thread_id.clone()).or_insert_with(|| record.uid.clone());
                 if let Some(key) = start_key {
                     state.starts.insert(key.to_string(), record.run_id.clone());
+                }
+                if let Some(parent) = &record.parent {
+                    state.children.entry(parent.run_id.clone()).or_default().push(record.run_id.clone());
                 }
                 Ok(Created::Started)
             }
@@ -634,6 +645,87 @@ impl Store {
             }
             Store::Memory(_) => Ok(()),
             Store::Socket(_) => Err(StoreError::Unsupported { operation: "ping" }),
+        }
+    }
+}
+
+/// Parents and credentials: what the facade keeps for the runs it starts (not carried by the store
+/// socket, which serves runners).
+impl Store {
+    /// The runs `parent_run_id` started, in no particular order.
+    pub async fn children(&self, parent_run_id: &str) -> Result<Vec<String>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                Ok(connection.smembers(keys::run_children(parent_run_id)).await?)
+            }
+            Store::Memory(memory) => {
+                Ok(memory.state.lock().expect("store lock").children.get(parent_run_id).cloned().unwrap_or_default())
+            }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "children" }),
+        }
+    }
+
+    /// Cancels every unfinished run `parent_run_id` started (see [`Store::cancel_run`]); returns how many
+    /// were unfinished.
+    pub async fn cancel_children(&self, parent_run_id: &str) -> Result<usize, StoreError> {
+        let mut cancelled = 0;
+        for child in self.children(parent_run_id).await? {
+            if let Some(record) = self.run_record(&child).await?
+                && !record.status.is_terminal()
+            {
+                self.cancel_run(&child).await?;
+                cancelled += 1;
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// Keeps `grant` under the digest of the run's token, for at most a day.
+    pub async fn save_grant(&self, token_digest: &str, grant: &RunGrant) -> Result<(), StoreError> {
+        let text = serde_json::to_string(grant)
+            .map_err(|source| StoreError::Corrupt { key: keys::run_grant(token_digest), source })?;
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                let () = connection.set_ex(keys::run_grant(token_digest), text, keys::GRANT_TTL_SECONDS as u64).await?;
+                Ok(())
+            }
+            Store::Memory(memory) => {
+                memory.state.lock().expect("store lock").grants.insert(token_digest.to_string(), grant.clone());
+                Ok(())
+            }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "save_grant" }),
+        }
+    }
+
+    /// The grant of a token digest, while it lives.
+    pub async fn grant(&self, token_digest: &str) -> Result<Option<RunGrant>, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                let key = keys::run_grant(token_digest);
+                let text: Option<String> = connection.get(&key).await?;
+                text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
+            }
+            Store::Memory(memory) => Ok(memory.state.lock().expect("store lock").grants.get(token_digest).cloned()),
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "grant" }),
+        }
+    }
+
+    /// Drops the grants of a run (when it ends, its credentials stop working).
+    pub async fn drop_grant(&self, token_digest: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                let () = connection.del(keys::run_grant(token_digest)).await?;
+                Ok(())
+            }
+            Store::Memory(memory) => {
+                memory.state.lock().expect("store lock").grants.remove(token_digest);
+                Ok(())
+            }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "drop_grant" }),
         }
     }
 }

@@ -220,13 +220,40 @@ impl TokenReviewer {
     }
 }
 
+/// Where run credentials are looked up: the run store, when the facade has one.
+#[derive(Clone)]
+pub struct RunGrants(pub Option<crate::store::Store>);
+
 /// The authenticated caller of a request.
 pub struct Caller(pub Identity);
+
+/// The caller of a tool endpoint: a user (or an agent runtime acting for one), or a run this system
+/// started acting with its own credentials, whose grant then names the parent.
+pub struct ParentCaller {
+    /// Who the call is for.
+    pub who: Identity,
+    /// The calling run, when the call carries run credentials.
+    pub run: Option<crate::runs::RunGrant>,
+}
 
 impl<S> FromRequestParts<S> for Caller
 where
     S: Send + Sync,
     Authenticator: axum::extract::FromRef<S>,
+    RunGrants: axum::extract::FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        ParentCaller::from_request_parts(parts, state).await.map(|caller| Caller(caller.who))
+    }
+}
+
+impl<S> FromRequestParts<S> for ParentCaller
+where
+    S: Send + Sync,
+    Authenticator: axum::extract::FromRef<S>,
+    RunGrants: axum::extract::FromRef<S>,
 {
     type Rejection = ApiError;
 
@@ -243,7 +270,20 @@ where
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
-        authenticator.identify(token).await.map(Caller)
+        if token.starts_with(crate::runs::RUN_TOKEN_PREFIX) {
+            let RunGrants(store) = <RunGrants as axum::extract::FromRef<S>>::from_ref(state);
+            let unknown = || ApiError::Unauthorized("the run token is not valid (or its run has ended)".into());
+            let store = store.ok_or_else(unknown)?;
+            let grant = store
+                .grant(&crate::runs::token_digest(token))
+                .await
+                .map_err(|e| ApiError::Unavailable(format!("run tokens cannot be checked: {e}")))?
+                .ok_or_else(unknown)?;
+            let who = Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id };
+            return Ok(ParentCaller { who, run: Some(grant) });
+        }
+        let who = authenticator.identify(token).await?;
+        Ok(ParentCaller { who, run: None })
     }
 }
 

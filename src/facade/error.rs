@@ -30,6 +30,20 @@ pub enum ApiError {
     /// A service the facade depends on (the run store) failed or is not configured (503).
     #[error("{0}")]
     Unavailable(String),
+    /// The thread already has an unfinished run (409, code `run_busy`).
+    #[error(
+        "thread {thread_id:?} already has the unfinished run {active_run_id}; await or cancel it, or use another thread"
+    )]
+    RunBusy {
+        /// The thread.
+        thread_id: String,
+        /// Its unfinished run.
+        active_run_id: String,
+        /// That run's status.
+        active_run_status: String,
+        /// The agent asked for.
+        agent_slug: String,
+    },
     /// The request is well-formed but breaks a rule (422); `field` names the field.
     #[error("{field}: {message}")]
     Invalid {
@@ -51,6 +65,18 @@ pub struct ErrorBody {
     /// The field at fault (`validation_failed` only), in the request's own spelling.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub field: Option<String>,
+    /// `run_busy` only: the thread's unfinished run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_run_id: Option<String>,
+    /// `run_busy` only: that run's status.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub active_run_status: Option<String>,
+    /// `run_busy` only: the agent asked for.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub agent_slug: Option<String>,
+    /// `run_busy` only: the thread.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub thread_id: Option<String>,
 }
 
 impl ApiError {
@@ -61,6 +87,7 @@ impl ApiError {
             ApiError::Forbidden(_) => (StatusCode::FORBIDDEN, "forbidden"),
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
+            ApiError::RunBusy { .. } => (StatusCode::CONFLICT, "run_busy"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
@@ -76,7 +103,25 @@ impl IntoResponse for ApiError {
             ApiError::Invalid { field, .. } => Some(field.clone()),
             _ => None,
         };
-        let mut response = (status, Json(ErrorBody { code, message: self.to_string(), field })).into_response();
+        let busy = match &self {
+            ApiError::RunBusy { active_run_id, active_run_status, agent_slug, thread_id } => {
+                Some((active_run_id, active_run_status, agent_slug, thread_id))
+            }
+            _ => None,
+        };
+        let mut response = (
+            status,
+            Json(ErrorBody {
+                code,
+                message: self.to_string(),
+                field,
+                active_run_id: busy.map(|b| b.0.clone()),
+                active_run_status: busy.map(|b| b.1.clone()),
+                agent_slug: busy.map(|b| b.2.clone()),
+                thread_id: busy.map(|b| b.3.clone()),
+            }),
+        )
+            .into_response();
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }

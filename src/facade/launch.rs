@@ -37,6 +37,10 @@ pub struct LocalLauncher {
     pub default_model: String,
     /// Where `scripted/file:` scripts are read from.
     pub scripts_dir: Option<PathBuf>,
+    /// The facade's URL as the runners reach it (main agents delegate through it).
+    pub facade_url: Option<String>,
+    /// The skills library agents' skills are projected from.
+    pub skills_library: Option<PathBuf>,
 }
 
 impl LocalLauncher {
@@ -58,31 +62,41 @@ impl LocalLauncher {
     }
 
     /// Starts the run in the background: writes its manifests, runs the runner, and records the final
-    /// status (`interrupted` when the runner ended without a result).
-    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String) {
+    /// status (`interrupted` when the runner ended without a result). Then, as for every run that ends,
+    /// its unfinished children are cancelled and its credentials dropped.
+    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {
         let launcher = self.clone();
         tokio::spawn(async move {
             let run_id = record.run_id.clone();
-            if let Err(error) = launcher.execute(&store, &record, &agent, input).await {
-                tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
-                let _ = store.set_run_status(&run_id, RunStatus::Failed, Some(&error)).await;
-                return;
-            }
-            let status = match store.run_result(&run_id).await {
-                Ok(Some(result)) => match result["status"].as_str() {
-                    Some("completed") => (RunStatus::Completed, None),
-                    Some("cancelled") => (RunStatus::Cancelled, None),
-                    _ => (RunStatus::Failed, result["error"].as_str().map(String::from)),
+            let status = match launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await {
+                Err(error) => {
+                    tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
+                    (RunStatus::Failed, Some(error))
+                }
+                Ok(()) => match store.run_result(&run_id).await {
+                    Ok(Some(result)) => match result["status"].as_str() {
+                        Some("completed") => (RunStatus::Completed, None),
+                        Some("cancelled") => (RunStatus::Cancelled, None),
+                        _ => (RunStatus::Failed, result["error"].as_str().map(String::from)),
+                    },
+                    _ => (RunStatus::Interrupted, Some("the runner ended without a result".to_string())),
                 },
-                _ => (RunStatus::Interrupted, Some("the runner ended without a result".to_string())),
             };
             if let Err(err) = store.set_run_status(&run_id, status.0, status.1.as_deref()).await {
                 tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end");
             }
+            end_of_run(&store, &run_id, credentials.as_deref()).await;
         });
     }
 
-    async fn execute(&self, store: &Store, record: &RunRecord, agent: &Agent, input: String) -> Result<(), String> {
+    async fn execute(
+        &self,
+        store: &Store,
+        record: &RunRecord,
+        agent: &Agent,
+        input: String,
+        credentials: Option<&str>,
+    ) -> Result<(), String> {
         // A run cancelled before it started is not started at all.
         if !store.set_run_status(&record.run_id, RunStatus::Running, None).await.map_err(|e| e.to_string())? {
             return Ok(());
@@ -135,9 +149,32 @@ impl LocalLauncher {
         if let Some(scripts) = &self.scripts_dir {
             command.env("YUXI_SCRIPTS_DIR", scripts);
         }
+        match (&self.facade_url, credentials) {
+            (Some(url), Some(token)) => command.env("YUXI_FACADE_URL", url).env("YUXI_RUN_TOKEN", token),
+            _ => command.env_remove("YUXI_FACADE_URL").env_remove("YUXI_RUN_TOKEN"),
+        };
+        match &self.skills_library {
+            Some(library) => command.env("YUXI_SKILLS_LIBRARY", library),
+            None => command.env_remove("YUXI_SKILLS_LIBRARY"),
+        };
         let status = command.status().await.map_err(|e| format!("cannot start the runner: {e}"))?;
         tracing::info!(run_id = %record.run_id, status = %status, "runner ended");
         Ok(())
+    }
+}
+
+/// What follows the end of every run: its unfinished children are cancelled (a parent that ends leaves no
+/// child running) and its credentials stop working. Failures are logged: the run has ended regardless.
+pub async fn end_of_run(store: &Store, run_id: &str, credentials: Option<&str>) {
+    match store.cancel_children(run_id).await {
+        Ok(0) => {}
+        Ok(n) => tracing::info!(run_id = %run_id, children = n, "cancelled the ended run's unfinished children"),
+        Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot cancel the ended run's children"),
+    }
+    if let Some(token) = credentials
+        && let Err(err) = store.drop_grant(&crate::runs::token_digest(token)).await
+    {
+        tracing::error!(run_id = %run_id, error = %err, "cannot drop the ended run's credentials");
     }
 }
 
@@ -210,9 +247,9 @@ impl From<LocalLauncher> for Launcher {
 impl Launcher {
     /// Starts the run in the background. A run whose AgentRun cannot be created is recorded `failed` with
     /// the reason; from then on, in a cluster, the controller records the run's progress.
-    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String) {
+    pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {
         match self {
-            Launcher::Local(local) => local.launch(store, record, agent, input),
+            Launcher::Local(local) => local.launch(store, record, agent, input, credentials),
             Launcher::Cluster(cluster) => {
                 let cluster = cluster.clone();
                 tokio::spawn(async move {

@@ -50,6 +50,12 @@ impl FromRef<FacadeState> for crate::metrics::FacadeMetrics {
     }
 }
 
+impl FromRef<FacadeState> for auth::RunGrants {
+    fn from_ref(state: &FacadeState) -> auth::RunGrants {
+        auth::RunGrants(state.runs.as_ref().map(|r| r.store.clone()))
+    }
+}
+
 impl FromRef<FacadeState> for auth::Authenticator {
     fn from_ref(state: &FacadeState) -> auth::Authenticator {
         state.auth.clone()
@@ -95,6 +101,7 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(agents::get_default))
         .routes(routes!(agents::backends))
         .routes(routes!(agents::get, agents::update, agents::delete))
+        .routes(routes!(runs::start))
         .routes(routes!(runs::get))
         .routes(routes!(runs::result))
         .routes(routes!(runs::cancel))

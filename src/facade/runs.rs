@@ -37,6 +37,138 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
     if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
 }
 
+/// `POST /api/agent/runs` body.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// What the user asks.
+    query: String,
+    /// The agent: an ordinary agent the caller may see (subagents run through the tools).
+    agent_slug: String,
+    /// Continue this conversation (one of the caller's threads); a new one when absent.
+    #[serde(default)]
+    thread_id: Option<String>,
+}
+
+/// The answer of `POST /api/agent/runs`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct StartedParentRun {
+    /// The run.
+    pub run_id: String,
+    /// Its conversation.
+    pub thread_id: String,
+    /// `pending` at first.
+    pub status: crate::runs::RunStatus,
+    /// Where its events stream: `/api/agent/runs/<run_id>/events`.
+    pub stream_url: String,
+}
+
+/// `POST /api/agent/runs`: starts a run of an ordinary agent for the caller. The run gets its own
+/// credentials: through them its model may delegate to the subagents the agent allows the caller, and
+/// act on its own child runs only. A thread with an unfinished run answers 409 `run_busy`.
+#[utoipa::path(
+    post,
+    path = "/api/agent/runs",
+    operation_id = "start_run",
+    tag = "runs",
+    request_body = StartRun,
+    responses(
+        (status = 200, description = "the run started", body = StartedParentRun),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn start(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    super::body::JsonBody(body): super::body::JsonBody<StartRun>,
+) -> Result<Json<StartedParentRun>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let invalid = |field: &str, message: String| ApiError::Invalid { field: field.into(), message };
+    if body.query.trim().is_empty() {
+        return Err(invalid("query", "is empty".into()));
+    }
+    let agent = state
+        .agents
+        .get(&body.agent_slug)
+        .await
+        .map_err(super::agents::catalog_error)?
+        .filter(|a| crate::access::permission(&who, a) >= crate::access::Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", body.agent_slug)))?;
+    if agent.spec.is_subagent() {
+        return Err(invalid(
+            "agent_slug",
+            format!("{:?} is a subagent: subagents run when a main agent delegates to them", body.agent_slug),
+        ));
+    }
+    let thread_id = match &body.thread_id {
+        None => format!("t-{}", uuid::Uuid::new_v4().simple()),
+        Some(thread) if !is_valid_id(thread) || thread.contains("_sub_") => {
+            return Err(invalid("thread_id", format!("{thread:?} is not a conversation thread id")));
+        }
+        Some(thread) => {
+            let owner = store.thread_owner(thread).await.map_err(super::tools::store_error)?;
+            if owner.is_some_and(|o| o != who.uid) {
+                return Err(ApiError::NotFound(format!("thread {thread:?} does not exist")));
+            }
+            thread.clone()
+        }
+    };
+    let record = RunRecord {
+        run_id: uuid::Uuid::new_v4().simple().to_string(),
+        thread_id: thread_id.clone(),
+        agent_slug: body.agent_slug.clone(),
+        uid: who.uid.clone(),
+        parent: None,
+        status: crate::runs::RunStatus::Pending,
+        error: None,
+        created_at: jiff::Timestamp::now().to_string(),
+    };
+    match store.create_run(&record, None).await.map_err(super::tools::store_error)? {
+        crate::runs::Created::Started => {}
+        crate::runs::Created::Busy(active) | crate::runs::Created::Existing(active) => {
+            let status = store.run_record(&active).await.map_err(super::tools::store_error)?.map(|r| r.status);
+            return Err(ApiError::RunBusy {
+                thread_id,
+                active_run_id: active,
+                active_run_status: status.unwrap_or(crate::runs::RunStatus::Running).as_str().into(),
+                agent_slug: body.agent_slug,
+            });
+        }
+    }
+    let token = crate::runs::new_run_token();
+    let grant = crate::runs::RunGrant {
+        run_id: record.run_id.clone(),
+        thread_id: thread_id.clone(),
+        file_thread_id: thread_id.clone(),
+        agent: body.agent_slug.clone(),
+        uid: who.uid.clone(),
+        role: who.role,
+        department_id: who.department_id,
+    };
+    if let Err(err) = store.save_grant(&crate::runs::token_digest(&token), &grant).await {
+        // Without credentials the run could not delegate: end it rather than run it half-equipped.
+        let message = format!("the run's credentials could not be kept: {err}");
+        let _ = store.set_run_status(&record.run_id, crate::runs::RunStatus::Failed, Some(&message)).await;
+        return Err(super::tools::store_error(err));
+    }
+    let launcher = &state.runs.as_ref().ok_or_else(|| ApiError::Unavailable("no run store".into()))?.launcher;
+    launcher.launch(store.clone(), record.clone(), agent, body.query, Some(token));
+    state.metrics.run_started(&body.agent_slug, false);
+    Ok(Json(StartedParentRun {
+        stream_url: format!("/api/agent/runs/{}/events", record.run_id),
+        run_id: record.run_id,
+        thread_id,
+        status: record.status,
+    }))
+}
+
 /// `GET /api/agent/runs/{run_id}`.
 #[utoipa::path(
     get,
@@ -112,6 +244,8 @@ pub async fn cancel(
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
+    // Cancelling a parent cancels the children it started.
+    store.cancel_children(&record.run_id).await.map_err(super::tools::store_error)?;
     Ok(Json(super::tools::CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
 

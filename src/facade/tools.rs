@@ -14,10 +14,10 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::FacadeState;
-use super::auth::Caller;
+use super::auth::{Caller, ParentCaller};
 use super::body::JsonBody;
 use super::error::ApiError;
-use crate::access::{Identity, Permission, allowed_subagents, permission};
+use crate::access::{Permission, allowed_subagents, permission};
 use crate::resources::ParentRef;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
 use crate::runs::{Created, RunRecord, RunStatus, start_key};
@@ -28,16 +28,21 @@ pub const MAX_AWAIT_SECONDS: u64 = 1800;
 /// How often a waiting call looks at the run.
 const POLL: Duration = Duration::from_millis(200);
 
-/// The calling parent, as every tool body names it.
-#[derive(Clone, Debug, Deserialize, ToSchema)]
+/// The calling parent, as every tool body names it. A run this system started calls with its own
+/// credentials; then only `tool_call_id` is read, the rest comes from the credentials (and may be left
+/// out). Any other caller gives `agent`, `run_id` and `thread_id`.
+#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Parent {
     /// The parent agent's slug.
-    agent: String,
+    #[serde(default)]
+    agent: Option<String>,
     /// The parent run.
-    run_id: String,
+    #[serde(default)]
+    run_id: Option<String>,
     /// The parent conversation's thread.
-    thread_id: String,
+    #[serde(default)]
+    thread_id: Option<String>,
     /// The conversation whose uploads and outputs the child shares; the parent's thread when absent.
     #[serde(default)]
     file_thread_id: Option<String>,
@@ -51,6 +56,7 @@ pub struct Parent {
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
     /// The calling parent.
+    #[serde(default)]
     parent: Parent,
     /// The task, self-contained: the subagent sees nothing else of the conversation.
     description: String,
@@ -69,6 +75,7 @@ pub struct StartBody {
 #[serde(deny_unknown_fields)]
 pub struct RunBody {
     /// The calling parent.
+    #[serde(default)]
     parent: Parent,
     /// A run this parent run started.
     run_id: String,
@@ -253,32 +260,65 @@ pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
         .ok_or_else(|| ApiError::Unavailable("this facade has no run store: it serves agents only".into()))
 }
 
-fn check_parent(parent: &Parent) -> Result<(), ApiError> {
-    for (field, id) in [("parent.run_id", &parent.run_id), ("parent.thread_id", &parent.thread_id)] {
+/// The parent of a tool call: from the run's credentials when a run calls (with the body's tool call id),
+/// else from the body, every id checked.
+fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiError> {
+    if let Some(run) = &caller.run {
+        return Ok(ParentRef {
+            run_id: run.run_id.clone(),
+            thread_id: run.thread_id.clone(),
+            agent: run.agent.clone(),
+            file_thread_id: Some(run.file_thread_id.clone()),
+            tool_call_id: parent.tool_call_id.clone(),
+        });
+    }
+    let required = |field: &str, value: &Option<String>| {
+        value.clone().ok_or_else(|| invalid(&format!("parent.{field}"), "is required".into()))
+    };
+    let resolved = ParentRef {
+        agent: required("agent", &parent.agent)?,
+        run_id: required("run_id", &parent.run_id)?,
+        thread_id: required("thread_id", &parent.thread_id)?,
+        file_thread_id: parent.file_thread_id.clone(),
+        tool_call_id: parent.tool_call_id.clone(),
+    };
+    for (field, id) in [("parent.run_id", &resolved.run_id), ("parent.thread_id", &resolved.thread_id)] {
         if !is_valid_id(id) {
             return Err(invalid(field, format!("{id:?} is not a valid id")));
         }
     }
-    if let Some(id) = &parent.file_thread_id
+    if let Some(id) = &resolved.file_thread_id
         && !is_valid_id(id)
     {
         return Err(invalid("parent.file_thread_id", format!("{id:?} is not a valid id")));
     }
-    Ok(())
+    Ok(resolved)
 }
 
 /// Starts (or finds) a subagent run; the answer of `subagent_start`.
-async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<StartAnswer, ApiError> {
+async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> Result<StartAnswer, ApiError> {
     let store = runs(state)?;
-    check_parent(&body.parent)?;
+    let who = &caller.who;
+    let parent = parent_of(caller, &body.parent)?;
+    // A run of this system starts children only while it runs: not once it is cancelled or has ended.
+    if let Some(run) = &caller.run {
+        let status = store.run_record(&run.run_id).await.map_err(store_error)?.map(|r| r.status);
+        if status != Some(RunStatus::Running) {
+            return Err(ApiError::Conflict(format!(
+                "the parent run {} is {}; only a running run starts subagents",
+                run.run_id,
+                status.map_or("gone", RunStatus::as_str)
+            )));
+        }
+    }
     if body.description.trim().is_empty() {
         return Err(invalid("description", "is empty".into()));
     }
     let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
     let parent_agent = all
         .iter()
-        .find(|a| a.name_any() == body.parent.agent && permission(who, a) >= Permission::Read)
-        .ok_or_else(|| ApiError::NotFound(format!("parent agent {:?} does not exist", body.parent.agent)))?;
+        .find(|a| a.name_any() == parent.agent && permission(who, a) >= Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("parent agent {:?} does not exist", parent.agent)))?;
     let allowed = allowed_subagents(parent_agent, &all, who);
     let Some(subagent) = allowed.iter().find(|a| a.name_any() == body.subagent_slug).map(|a| (*a).clone()) else {
         let names: Vec<String> = allowed.iter().map(|a| a.name_any()).collect();
@@ -289,32 +329,26 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
     };
     let slug = subagent.name_any();
     let (thread_id, continuing) = match &body.thread_id {
-        Some(thread) if is_child_thread_of(thread, &body.parent.thread_id, &slug) => (thread.clone(), true),
+        Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => (thread.clone(), true),
         Some(thread) => {
             return Err(invalid(
                 "thread_id",
-                format!("{thread:?} is not a thread of {slug} under parent thread {:?}", body.parent.thread_id),
+                format!("{thread:?} is not a thread of {slug} under parent thread {:?}", parent.thread_id),
             ));
         }
-        None => (child_thread_id(&body.parent.thread_id, &slug, uuid::Uuid::new_v4().as_u128() as u32), false),
+        None => (child_thread_id(&parent.thread_id, &slug, uuid::Uuid::new_v4().as_u128() as u32), false),
     };
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
         agent_slug: slug.clone(),
         uid: who.uid.clone(),
-        parent: Some(ParentRef {
-            run_id: body.parent.run_id.clone(),
-            thread_id: body.parent.thread_id.clone(),
-            agent: body.parent.agent.clone(),
-            file_thread_id: body.parent.file_thread_id.clone(),
-            tool_call_id: body.parent.tool_call_id.clone(),
-        }),
+        parent: Some(parent.clone()),
         status: RunStatus::Pending,
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
     };
-    let key = body.parent.tool_call_id.as_deref().map(|call| start_key(&body.parent.run_id, &slug, call));
+    let key = parent.tool_call_id.as_deref().map(|call| start_key(&parent.run_id, &slug, call));
     let created = store.create_run(&record, key.as_deref()).await.map_err(store_error)?;
     let describe = |status: &'static str, record: &RunRecord| {
         StartAnswer::Run(StartedRun {
@@ -323,7 +357,7 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
             thread_id: record.thread_id.clone(),
             subagent_slug: record.agent_slug.clone(),
             subagent_name: subagent.spec.display_name.clone().unwrap_or_else(|| slug.clone()),
-            created_by_run_id: body.parent.run_id.clone(),
+            created_by_run_id: parent.run_id.clone(),
             run_status: record.status,
             continuing,
         })
@@ -331,7 +365,7 @@ async fn start(state: &FacadeState, who: &Identity, body: &StartBody) -> Result<
     match created {
         Created::Started => {
             let launcher = &state.runs.as_ref().expect("checked above").launcher;
-            launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone());
+            launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone(), None);
             state.metrics.run_started(&slug, true);
             Ok(describe("started", &record))
         }
@@ -364,13 +398,18 @@ pub fn store_error(err: crate::store::StoreError) -> ApiError {
 
 /// The run, when it was created by this parent run for this user; otherwise not found, whether it exists
 /// or not.
-async fn owned(store: &Store, who: &Identity, body: &RunBody) -> Result<RunRecord, ApiError> {
+async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<RunRecord, ApiError> {
+    let parent_run = match &caller.run {
+        Some(run) => run.run_id.clone(),
+        None => body.parent.run_id.clone().ok_or_else(|| invalid("parent.run_id", "is required".into()))?,
+    };
+    let who = &caller.who;
     let missing = || ApiError::NotFound("run does not exist or does not belong to the current parent run".into());
     if !is_valid_id(&body.run_id) {
         return Err(missing());
     }
     let record = store.run_record(&body.run_id).await.map_err(store_error)?.ok_or_else(missing)?;
-    let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == body.parent.run_id);
+    let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == parent_run);
     if mine { Ok(record) } else { Err(missing()) }
 }
 
@@ -541,10 +580,10 @@ pub async fn list_tools(
 )]
 pub async fn subagent_start(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<StartBody>,
 ) -> Result<Json<StartAnswer>, ApiError> {
-    start(&state, &who, &body).await.map(Json)
+    start(&state, &caller, &body).await.map(Json)
 }
 
 /// `POST /api/tools/subagent_status`.
@@ -565,11 +604,11 @@ pub async fn subagent_start(
 )]
 pub async fn subagent_status(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
-    let record = owned(store, &who, &body).await?;
+    let record = owned(store, &caller, &body).await?;
     snapshot(store, &record).await.map(Json)
 }
 
@@ -592,11 +631,11 @@ pub async fn subagent_status(
 )]
 pub async fn subagent_await(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
-    let record = owned(store, &who, &body).await?;
+    let record = owned(store, &caller, &body).await?;
     let (record, timed_out) = wait(store, &record.run_id, await_timeout(body.timeout_seconds)).await?;
     let mut answer = snapshot(store, &record).await?;
     if timed_out {
@@ -624,11 +663,11 @@ pub async fn subagent_await(
 )]
 pub async fn subagent_cancel(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<CancelAnswer>, ApiError> {
     let store = runs(&state)?;
-    let record = owned(store, &who, &body).await?;
+    let record = owned(store, &caller, &body).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
     Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
@@ -638,6 +677,7 @@ pub async fn subagent_cancel(
 #[serde(deny_unknown_fields)]
 pub struct EventsBody {
     /// The calling parent.
+    #[serde(default)]
     parent: Parent,
     /// A run this parent run started.
     run_id: String,
@@ -689,7 +729,7 @@ pub fn is_stream_id(seq: &str) -> bool {
 )]
 pub async fn subagent_events(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<EventsBody>,
 ) -> Result<Json<EventsAnswer>, ApiError> {
     let store = runs(&state)?;
@@ -704,7 +744,7 @@ pub async fn subagent_events(
     }
     let record = owned(
         store,
-        &who,
+        &caller,
         &RunBody { parent: body.parent.clone(), run_id: body.run_id.clone(), timeout_seconds: None },
     )
     .await?;
@@ -743,11 +783,11 @@ pub async fn subagent_events(
 )]
 pub async fn task(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    caller: ParentCaller,
     JsonBody(body): JsonBody<StartBody>,
 ) -> Result<Json<TaskAnswer>, ApiError> {
     let store = runs(&state)?.clone();
-    let run_id = match start(&state, &who, &body).await? {
+    let run_id = match start(&state, &caller, &body).await? {
         StartAnswer::Run(run) => run.run_id,
         StartAnswer::Busy(busy) => {
             let content = format!(
@@ -766,19 +806,13 @@ pub async fn task(
     let (record, timed_out) = wait(&store, &run_id, await_timeout(body.timeout_seconds)).await?;
     let output =
         store.run_result(&run_id).await.map_err(store_error)?.and_then(|r| r["output"].as_str().map(String::from));
-    let text = match (timed_out, record.status) {
-        (true, _) => format!(
-            "The subagent is still running (run_id {run_id}); use subagent_status or subagent_await with this run_id."
-        ),
-        (false, RunStatus::Completed) => match output.as_deref() {
-            Some(text) if !text.is_empty() => text.to_string(),
-            _ => "The subagent completed without a text answer.".to_string(),
-        },
-        (false, status) => {
-            format!("The subagent run ended {}: {}", status.as_str(), record.error.clone().unwrap_or_default())
-        }
+    use crate::delegation::{TaskOutcome, task_content};
+    let outcome = match (timed_out, record.status) {
+        (true, _) => TaskOutcome::StillRunning(&run_id),
+        (false, RunStatus::Completed) => TaskOutcome::Completed(output.as_deref()),
+        (false, status) => TaskOutcome::Ended(status.as_str(), record.error.as_deref()),
     };
-    let content = format!("> 子智能体线程 ID: {}\n\n---\n\n{text}", record.thread_id);
+    let content = task_content(&record.thread_id, outcome);
     Ok(Json(TaskAnswer {
         content,
         run_id,

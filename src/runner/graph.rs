@@ -303,15 +303,23 @@ impl Graph {
             json!({"type": "tool_call", "message_id": message_id, "tool_call_id": call.id, "name": name, "args": call.function.arguments}),
         )
         .await?;
-        let (content, is_error) = match self.tools.call(name, &call.function.arguments).await {
+        let context = crate::runner::tools::ToolContext::new(
+            &call.id,
+            &self.identity.run_id,
+            &self.identity.thread_id,
+            self.store.clone(),
+        );
+        let (content, is_error) = match self.tools.call_in(name, &call.function.arguments, context.clone()).await {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
-        self.emit(
-            "messages",
-            json!({"type": "tool_result", "tool_call_id": call.id, "name": name, "content": content, "is_error": is_error}),
-        )
-        .await?;
+        let mut result = json!({"type": "tool_result", "tool_call_id": call.id, "name": name, "content": content, "is_error": is_error});
+        // A subagent tool's result names the child run, so a UI can nest the child's progress under the call.
+        if let Some((run_id, thread_id)) = context.linked_child() {
+            result["child_run_id"] = Value::String(run_id);
+            result["child_thread_id"] = Value::String(thread_id);
+        }
+        self.emit("messages", result).await?;
         Ok(content)
     }
 

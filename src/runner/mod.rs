@@ -75,6 +75,27 @@ pub struct RunnerOptions {
     pub mcp_servers: mcp::McpServers,
     /// How often the cancel key is checked besides the pub/sub notice.
     pub cancel_poll: Duration,
+    /// The facade and the run's credentials for it: a main agent's run delegates to subagents through
+    /// them (the task middleware); `None` offers no subagent tools.
+    pub facade: Option<FacadeAccess>,
+    /// The read-only skills library the agent's `context.skills` are projected from into the skills
+    /// scope at start; `None` leaves the scope as it is.
+    pub skills_library: Option<PathBuf>,
+}
+
+/// How a run reaches the facade.
+#[derive(Clone)]
+pub struct FacadeAccess {
+    /// The facade's base URL, such as `http://127.0.0.1:8080`.
+    pub url: String,
+    /// The run's bearer token (never printed).
+    pub token: String,
+}
+
+impl std::fmt::Debug for FacadeAccess {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("FacadeAccess").field("url", &self.url).field("token", &"<hidden>").finish()
+    }
 }
 
 /// Why the runner could not run at all (nothing was written for the run).
@@ -181,6 +202,7 @@ async fn prepare(
         .or_else(|| context.model.clone().filter(|m| !m.is_empty()))
         .or_else(|| options.default_model.clone())
         .ok_or("no model: set spec.context.model on the Agent, spec.model on the AgentRun, or YUXI_DEFAULT_MODEL")?;
+    let model_id = model::scripted::pick_auto(&model_id, &identity.agent_slug, options.models.scripts_dir.as_deref());
     metadata["model"] = Value::String(model_id.clone());
     let model = Model::resolve(&model_id, &options.models)?;
 
@@ -207,6 +229,18 @@ async fn prepare(
     for tool in mcp::connect_granted(&options.mcp_servers, &grants).await? {
         tools.insert(tool);
     }
+    // The task middleware: a main agent with subagents it may call gets their list and the six tools.
+    // A subagent never does (no nesting).
+    let mut delegation_prompt = None;
+    if let (false, Some(access)) = (spec.is_subagent(), &options.facade) {
+        let facade = Arc::new(tools::delegation::Facade::new(&access.url, &access.token)?);
+        if let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await? {
+            for tool in delegation {
+                tools.insert(tool);
+            }
+            delegation_prompt = Some(prompt);
+        }
+    }
     metadata["tools"] = json!(tools.names());
 
     let mut system_prompt = context
@@ -214,6 +248,17 @@ async fn prepare(
         .clone()
         .filter(|p| !p.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
+    if let Some(prompt) = delegation_prompt {
+        system_prompt.push_str("\n\n");
+        system_prompt.push_str(&prompt);
+    }
+    if let Some(library) = &options.skills_library {
+        let projection = skills::project(library, context.skills.as_deref(), &options.volumes.skills)?;
+        metadata["skills"] = json!(projection.projected);
+        if !projection.missing.is_empty() {
+            metadata["skills_missing"] = json!(projection.missing);
+        }
+    }
     let skills = skills::read_skills(&options.volumes.skills);
     if let Some(section) = skills::prompt_section(&skills, context.preload_skills.as_deref().unwrap_or_default()) {
         system_prompt.push_str("\n\n");

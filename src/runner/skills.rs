@@ -67,10 +67,8 @@ fn copy_tree(from: &cap_std::fs::Dir, to: &cap_std::fs::Dir, budget: &mut (usize
         let kind = entry.file_type().map_err(|e| e.to_string())?;
         if kind.is_dir() {
             to.create_dir(&name).map_err(|e| e.to_string())?;
-            let (sub_from, sub_to) = (
-                from.open_dir(&name).map_err(|e| e.to_string())?,
-                to.open_dir(&name).map_err(|e| e.to_string())?,
-            );
+            let (sub_from, sub_to) =
+                (from.open_dir(&name).map_err(|e| e.to_string())?, to.open_dir(&name).map_err(|e| e.to_string())?);
             copy_tree(&sub_from, &sub_to, budget)?;
         } else if kind.is_file() {
             let size = entry.metadata().map_err(|e| e.to_string())?.len();
@@ -210,7 +208,10 @@ mod tests {
         let projection = project(library.path(), Some(&names), scope.path()).expect("projects");
         assert_eq!(projection.projected, ["triage"]);
         assert_eq!(projection.missing, ["../report-writing", "nope"]);
-        assert_eq!(std::fs::read_to_string(scope.path().join("triage/checklists/sources.md")).expect("copied"), "1. who wrote it\n");
+        assert_eq!(
+            std::fs::read_to_string(scope.path().join("triage/checklists/sources.md")).expect("copied"),
+            "1. who wrote it\n"
+        );
         assert!(!scope.path().join("triage/leak").exists(), "a symlink is not followed");
         assert!(!scope.path().join("triage/stale.md").exists(), "the skill is replaced whole");
         assert!(!scope.path().join("report-writing").exists(), "an unnamed skill is not projected");

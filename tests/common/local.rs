@@ -100,6 +100,18 @@ pub async fn start_in(data: TempDir, store: LocalStore, default_model: &str, scr
 }
 
 impl Local {
+    /// A local mode started elsewhere on `port`, with its data folder, log file and scripts folder.
+    pub fn adopt(child: Child, port: u16, data: TempDir, log: PathBuf, scripts: TempDir) -> Self {
+        Local {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+            data,
+            log,
+            _scripts: scripts,
+            client: reqwest12::Client::new(),
+        }
+    }
+
     /// Calls the tool endpoint `name` as the user of `token`: the status and the JSON answer.
     pub async fn tool(&self, name: &str, token: &str, body: Value) -> (u16, Value) {
         let response = self

@@ -1,6 +1,8 @@
 //! The `scripted` provider: deterministic, offline model turns.
 //!
 //! - `scripted/echo` answers the last user message verbatim.
+//! - `scripted/auto` is the agent's own script, `<slug>.yaml` in the scripts folder, when there is one,
+//!   and `scripted/echo` otherwise: the offline default that lets each example agent act its part.
 //! - `scripted/file:<name>` replays a YAML list of turns from the file `<name>` of the scripts folder
 //!   (`YUXI_SCRIPTS_DIR`), one turn per model call. Each turn may have
 //!   `delay_ms` (wait before answering), `content` (the text) and `tool_calls` (a list of
@@ -13,7 +15,7 @@
 //! JSON; `{{call_<n>_<i>}}` for the whole text): a string that is only the reference becomes the value
 //! itself, a reference inside a longer string its text. So a script can await the run a `subagent_start`
 //! started: `{run_id: "{{call_0_0.run_id}}"}`. An unknown reference becomes `<no call_0_0.run_id>`, which
-//! the tool reports back.
+//! the tool reports back. `{{input}}` quotes the run's input (the first user message).
 
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -46,6 +48,20 @@ fn read_script(dir: &std::path::Path, name: &str) -> Result<String, String> {
         .read_to_string(&mut text)
         .map_err(|_| format!("the model script {name} is not UTF-8 text"))?;
     Ok(text)
+}
+
+/// The model `scripted/auto` stands for, for the agent `slug` (see the module); any other id as it is.
+pub fn pick_auto(model_id: &str, slug: &str, scripts_dir: Option<&std::path::Path>) -> String {
+    if model_id != "scripted/auto" {
+        return model_id.to_string();
+    }
+    let script = format!("{slug}.yaml");
+    match scripts_dir {
+        Some(dir) if crate::run::thread_id::is_valid_id(slug) && dir.join(&script).is_file() => {
+            format!("scripted/file:{script}")
+        }
+        _ => "scripted/echo".to_string(),
+    }
 }
 
 /// One scripted assistant turn.
@@ -160,8 +176,15 @@ impl ScriptedModel {
     }
 }
 
-/// The value a reference `call_<n>_<i>[.<field>...]` names among the tool results of `messages`.
+/// The value a reference `call_<n>_<i>[.<field>...]` names among the tool results of `messages`, or, for
+/// `input`, the run's input (the first user message).
 fn resolve(reference: &str, messages: &[Message]) -> Option<Value> {
+    if reference == "input" {
+        return messages.iter().find_map(|m| match m {
+            Message::User { content } => Some(Value::String(content.clone())),
+            _ => None,
+        });
+    }
     let (call, path) = match reference.split_once('.') {
         Some((call, path)) => (call, Some(path)),
         None => (reference, None),
@@ -228,8 +251,19 @@ mod tests {
     }
 
     #[test]
+    fn auto_is_the_agents_own_script_when_there_is_one() {
+        let dir = tempfile::tempdir().expect("dir");
+        std::fs::write(dir.path().join("planner.yaml"), "- content: hi\n").expect("write");
+        assert_eq!(pick_auto("scripted/auto", "planner", Some(dir.path())), "scripted/file:planner.yaml");
+        assert_eq!(pick_auto("scripted/auto", "helper", Some(dir.path())), "scripted/echo");
+        assert_eq!(pick_auto("scripted/auto", "planner", None), "scripted/echo");
+        assert_eq!(pick_auto("openai/gpt-4o", "planner", Some(dir.path())), "openai/gpt-4o");
+    }
+
+    #[test]
     fn references_quote_earlier_tool_results() {
         let messages = [
+            Message::User { content: "why is the sky blue?".into() },
             tool("call_0_0", r#"{"status": "started", "run_id": "r-1", "runs": [{"id": 7}]}"#),
             tool("call_0_1", "plain text"),
         ];
@@ -240,6 +274,7 @@ mod tests {
             json!({"run_id": "r-1", "n": 7, "note": "run r-1 said: plain text", "gone": "<no call_9_9.run_id>"})
         );
         assert_eq!(substitute_text("unclosed {{call_0_0", &messages), "unclosed {{call_0_0");
+        assert_eq!(substitute_text("Q: {{input}}", &messages), "Q: why is the sky blue?");
     }
 
     #[tokio::test]

@@ -5,6 +5,7 @@
 //! is refused when the model calls it, whatever the model was shown (Yuxi bug #1000 hid tools but still ran
 //! them).
 
+pub mod delegation;
 pub mod execute;
 pub mod files;
 
@@ -47,6 +48,59 @@ pub trait Tool: Send + Sync {
     fn spec(&self) -> ToolSpec;
     /// Runs the tool on its parsed arguments, returning its text output.
     fn call(&self, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>>;
+    /// Runs the tool for one call of a run: tools that need the call's id or write events of their own
+    /// (the subagent tools) override it; the others just [`Tool::call`].
+    fn call_in(&self, context: ToolContext, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
+        let _ = context;
+        self.call(arguments)
+    }
+}
+
+/// The run and the model's tool call a tool runs for.
+#[derive(Clone)]
+pub struct ToolContext {
+    /// The model's id for the call (stable across a retry of the same call).
+    pub tool_call_id: String,
+    /// The run.
+    pub run_id: String,
+    /// The run's thread.
+    pub thread_id: String,
+    /// The run's store, for the tool's own `custom` events.
+    pub store: crate::store::Store,
+    /// The child run (run id, thread id) a subagent tool started or acted on, set by the tool.
+    pub child: Arc<std::sync::Mutex<Option<(String, String)>>>,
+}
+
+impl ToolContext {
+    /// The context of the call `tool_call_id` of a run.
+    pub fn new(tool_call_id: &str, run_id: &str, thread_id: &str, store: crate::store::Store) -> Self {
+        Self {
+            tool_call_id: tool_call_id.to_string(),
+            run_id: run_id.to_string(),
+            thread_id: thread_id.to_string(),
+            store,
+            child: Arc::default(),
+        }
+    }
+
+    /// Records the child run the call is about.
+    pub fn link_child(&self, run_id: &str, thread_id: &str) {
+        *self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner) =
+            Some((run_id.to_string(), thread_id.to_string()));
+    }
+
+    /// The child run the call is about, when the tool linked one.
+    pub fn linked_child(&self) -> Option<(String, String)> {
+        self.child.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    /// Writes a `custom` event with `payload` into the run's stream; a failure is logged, not fatal to the
+    /// tool.
+    pub async fn note(&self, payload: Value) {
+        if let Err(err) = self.store.append_event(&self.run_id, &self.thread_id, "custom", payload).await {
+            tracing::warn!(error = %err, "cannot write a tool's event");
+        }
+    }
 }
 
 /// The built-in tool names (the deepagents names Yuxi uses).
@@ -142,6 +196,15 @@ impl ToolBox {
     /// Errors (all fed back to the model): a tool this run was not granted, arguments that are not a JSON
     /// object, the tool's own error, or a tool that panicked.
     pub async fn call(&self, name: &str, arguments: &str) -> Result<String, ToolError> {
+        self.dispatch(name, arguments, None).await
+    }
+
+    /// [`ToolBox::call`] for one call of a run (see [`Tool::call_in`]).
+    pub async fn call_in(&self, name: &str, arguments: &str, context: ToolContext) -> Result<String, ToolError> {
+        self.dispatch(name, arguments, Some(context)).await
+    }
+
+    async fn dispatch(&self, name: &str, arguments: &str, context: Option<ToolContext>) -> Result<String, ToolError> {
         let Some(tool) = self.tools.get(name).cloned() else {
             return Err(ToolError::new(format!(
                 "tool {name:?} is not available to this agent; available tools: {}",
@@ -158,7 +221,12 @@ impl ToolBox {
             return Err(ToolError::new(format!("the arguments of {name} must be a JSON object, not {arguments}")));
         }
         // Each call runs as its own task, so a tool that panics fails only its call.
-        let task = tokio::spawn(async move { tool.call(arguments).await });
+        let task = tokio::spawn(async move {
+            match context {
+                Some(context) => tool.call_in(context, arguments).await,
+                None => tool.call(arguments).await,
+            }
+        });
         match task.await {
             Ok(result) => result,
             Err(err) if err.is_panic() => Err(ToolError::new(format!("the tool {name} failed unexpectedly"))),

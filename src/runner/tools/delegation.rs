@@ -1,0 +1,209 @@
+//! The task middleware's tools: a main agent's run delegates to subagents through the facade
+//! (SEED-subagents.md "运行时调用链"). At start the runner asks the facade which subagents the run's user
+//! may delegate to (`GET /api/tools?agent=<slug>`); when there are some, their list goes into the system
+//! prompt and the six tools are offered. Each call goes to `POST /api/tools/<name>` with the run's own
+//! credentials: the facade takes the parent (run, thread, file thread, user) from them, so a run can only
+//! act as itself. The body carries the model's arguments and the call's id (`parent.tool_call_id`), so a
+//! retried call finds the run the first one started.
+//!
+//! `task` is `subagent_start` then `subagent_await` here, so the child run is named in the parent's
+//! events (a `custom` event `subagent_run`) as soon as it exists, not only when it ends.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+use futures::future::BoxFuture;
+use serde_json::{Value, json};
+
+use super::{Tool, ToolContext, ToolError, ToolSpec};
+use crate::delegation::{TaskOutcome, task_content};
+
+/// How long a call to the facade may take beyond the wait it asks for.
+const CALL_MARGIN: Duration = Duration::from_secs(30);
+/// The longest wait `task` and `subagent_await` ask for, in seconds (the facade's limit).
+const MAX_WAIT_SECONDS: u64 = 1800;
+
+/// The facade, as the run's credentials reach it.
+pub struct Facade {
+    http: reqwest::Client,
+    base: String,
+    token: String,
+}
+
+impl Facade {
+    /// The facade at `base` (such as `http://yuxi-api.yuxi.svc:8080`), called with the run's `token`.
+    /// Errors: the HTTP client cannot be built.
+    pub fn new(base: &str, token: &str) -> Result<Self, String> {
+        crate::tls::install_crypto_provider();
+        let http = reqwest::Client::builder()
+            .connect_timeout(Duration::from_secs(10))
+            .build()
+            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+        Ok(Self { http, base: base.trim_end_matches('/').to_string(), token: token.to_string() })
+    }
+
+    /// The subagent tools and the prompt section for `agent`, or `None` when it may delegate to no
+    /// subagent. Errors: the facade cannot be reached or refuses (the run then fails: a main agent
+    /// without its subagents would answer differently from what its author meant).
+    pub async fn mount(self: &Arc<Self>, agent: &str) -> Result<Option<(Vec<Arc<dyn Tool>>, String)>, String> {
+        let response = self
+            .http
+            .get(format!("{}/api/tools", self.base))
+            .query(&[("agent", agent)])
+            .bearer_auth(&self.token)
+            .timeout(CALL_MARGIN)
+            .send()
+            .await
+            .map_err(|e| format!("cannot reach the facade at {} for the subagent tools: {e}", self.base))?;
+        let status = response.status();
+        let body: Value = response.json().await.map_err(|e| format!("the facade's tool list is not JSON: {e}"))?;
+        if !status.is_success() {
+            return Err(format!("the facade refused the subagent tools ({status}): {}", message(&body)));
+        }
+        let Some(prompt) = body["prompt"].as_str().map(String::from) else { return Ok(None) };
+        let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+        for schema in body["tools"].as_array().into_iter().flatten() {
+            let spec = ToolSpec {
+                name: schema["name"].as_str().unwrap_or_default().to_string(),
+                description: schema["description"].as_str().unwrap_or_default().to_string(),
+                parameters: schema["parameters"].clone(),
+            };
+            if !spec.name.is_empty() {
+                tools.push(Arc::new(DelegationTool { spec, facade: self.clone() }));
+            }
+        }
+        Ok(Some((tools, prompt)))
+    }
+
+    /// `POST /api/tools/<tool>` with `body`; the answer, or the facade's refusal as a tool error the
+    /// model can read.
+    async fn post(&self, tool: &str, body: &Value, wait: Option<u64>) -> Result<Value, ToolError> {
+        let timeout = CALL_MARGIN + Duration::from_secs(wait.unwrap_or(0));
+        let response = self
+            .http
+            .post(format!("{}/api/tools/{tool}", self.base))
+            .bearer_auth(&self.token)
+            .json(body)
+            .timeout(timeout)
+            .send()
+            .await
+            .map_err(|e| ToolError::new(format!("{tool} could not reach the facade: {e}")))?;
+        let status = response.status();
+        let answer: Value =
+            response.json().await.map_err(|e| ToolError::new(format!("{tool}: the answer is not JSON: {e}")))?;
+        if status.is_success() { Ok(answer) } else { Err(ToolError::new(format!("{tool}: {}", message(&answer)))) }
+    }
+}
+
+/// The `message` of a facade error body, with the field when it names one.
+fn message(body: &Value) -> String {
+    let text = body["message"].as_str().unwrap_or("no message").to_string();
+    match body["field"].as_str() {
+        Some(field) if !text.starts_with(field) => format!("{field}: {text}"),
+        _ => text,
+    }
+}
+
+/// One of the six subagent tools.
+struct DelegationTool {
+    spec: ToolSpec,
+    facade: Arc<Facade>,
+}
+
+impl DelegationTool {
+    /// The model's arguments with the call's id as `parent.tool_call_id`. The model cannot set `parent`.
+    fn body(arguments: Value, tool_call_id: Option<&str>) -> Result<Value, ToolError> {
+        let Value::Object(mut body) = arguments else {
+            return Err(ToolError::new("the arguments must be a JSON object"));
+        };
+        if body.contains_key("parent") {
+            return Err(ToolError::new("argument parent is not accepted: the run's identity is its own"));
+        }
+        body.insert("parent".into(), json!({"tool_call_id": tool_call_id}));
+        Ok(Value::Object(body))
+    }
+
+    async fn run(&self, context: Option<ToolContext>, arguments: Value) -> Result<String, ToolError> {
+        let name = self.spec.name.as_str();
+        let wait = arguments.get("timeout_seconds").and_then(Value::as_u64).map(|t| t.min(MAX_WAIT_SECONDS));
+        let call_id = context.as_ref().map(|c| c.tool_call_id.clone());
+        if name == "task" {
+            return self.task(context, arguments, wait).await;
+        }
+        let wait = if name == "subagent_await" { Some(wait.unwrap_or(MAX_WAIT_SECONDS)) } else { None };
+        let answer = self.facade.post(name, &Self::body(arguments, call_id.as_deref())?, wait).await?;
+        if let (Some(context), Some(run_id), Some(thread_id)) =
+            (&context, answer["run_id"].as_str(), answer["thread_id"].as_str())
+        {
+            context.link_child(run_id, thread_id);
+            if name == "subagent_start" {
+                announce(context, run_id, thread_id, &answer["subagent_slug"], name).await;
+            }
+        }
+        Ok(answer.to_string())
+    }
+
+    /// `task`: start, name the child in the parent's events, then wait for it.
+    async fn task(
+        &self,
+        context: Option<ToolContext>,
+        arguments: Value,
+        wait: Option<u64>,
+    ) -> Result<String, ToolError> {
+        let call_id = context.as_ref().map(|c| c.tool_call_id.clone());
+        let mut start = Self::body(arguments, call_id.as_deref())?;
+        if let Some(map) = start.as_object_mut() {
+            map.remove("timeout_seconds");
+        }
+        let started = self.facade.post("subagent_start", &start, None).await?;
+        let thread_id = started["thread_id"].as_str().unwrap_or_default().to_string();
+        if started["status"] == "busy" {
+            return Ok(format!(
+                "The subagent thread {thread_id} is busy with run {}; await it or start a new thread.",
+                started["active_run_id"].as_str().unwrap_or_default()
+            ));
+        }
+        let run_id = started["run_id"].as_str().unwrap_or_default().to_string();
+        if let Some(context) = &context {
+            context.link_child(&run_id, &thread_id);
+            announce(context, &run_id, &thread_id, &started["subagent_slug"], "task").await;
+        }
+        let wait = wait.unwrap_or(MAX_WAIT_SECONDS).max(1);
+        let awaited = self
+            .facade
+            .post("subagent_await", &json!({"parent": {}, "run_id": run_id, "timeout_seconds": wait}), Some(wait))
+            .await?;
+        let status = awaited["status"].as_str().unwrap_or_default();
+        let outcome = if awaited["wait_timed_out"] == true {
+            TaskOutcome::StillRunning(&run_id)
+        } else if status == "completed" {
+            TaskOutcome::Completed(awaited["result"].as_str())
+        } else {
+            TaskOutcome::Ended(status, awaited["error"].as_str())
+        };
+        Ok(task_content(&thread_id, outcome))
+    }
+}
+
+/// Writes the parent's `custom` event naming a child run as soon as it exists.
+async fn announce(context: &ToolContext, run_id: &str, thread_id: &str, slug: &Value, tool: &str) {
+    context
+        .note(json!({"type": "subagent_run", "tool_call_id": context.tool_call_id, "tool": tool,
+                     "run_id": run_id, "thread_id": thread_id, "subagent_slug": slug}))
+        .await;
+}
+
+impl Tool for DelegationTool {
+    fn spec(&self) -> ToolSpec {
+        self.spec.clone()
+    }
+
+    fn call(&self, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
+        self.run(None, arguments).boxed()
+    }
+
+    fn call_in(&self, context: ToolContext, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
+        self.run(Some(context), arguments).boxed()
+    }
+}

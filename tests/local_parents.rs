@@ -1,0 +1,364 @@
+//! Main agents run by the system, end to end in the local mode: `POST /api/agent/runs` starts a parent
+//! whose scripted model delegates through the task middleware (the six tools, called with the run's own
+//! credentials), children tied to their parent in the events, cascading cancels, and bad tool calls
+//! answered as errors the model reads. The local mode keeps runs in its own process here: the Redis path
+//! of the same tools is covered by `local_tools`.
+
+mod common;
+
+use std::path::Path;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+/// A subagent that takes 20 s to answer: long enough to be cancelled while it runs.
+const SLOW_HELPER: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: slow-helper}\nspec:\n  backend: SubAgentBackend\n  description: Answers slowly.\n  share: {readScope: {accessLevel: Global}}\n";
+
+/// A main agent allowed `slow-helper` only, with the scripted model `<name>.yaml`.
+fn main_agent(name: &str) -> String {
+    format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {name}}}\nspec:\n  backend: ChatbotAgent\n  context: {{subagents: [slow-helper]}}\n  share: {{readScope: {{accessLevel: Global}}}}\n"
+    )
+}
+
+/// The scripts of the test agents (the examples' own scripts are copied beside them).
+const SCRIPTS: &[(&str, &str)] = &[
+    ("slow-helper", "- delay_ms: 20000\n  content: done slowly\n"),
+    // Starts the helper, then waits for it.
+    (
+        "waiter",
+        "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: slow-helper, description: take your time}}]\n- tool_calls: [{name: subagent_await, arguments: {run_id: '{{call_0_0.run_id}}'}}]\n- content: finished\n",
+    ),
+    // Starts the helper and ends at once.
+    (
+        "leaver",
+        "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: slow-helper, description: take your time}}]\n- content: leaving without waiting\n",
+    ),
+    // Tries what a parent may not do; the input is another parent's child run.
+    (
+        "intruder",
+        "- tool_calls:\n    - {name: subagent_status, arguments: {run_id: '{{input}}'}}\n    - {name: subagent_cancel, arguments: {run_id: '{{input}}'}}\n    - {name: task, arguments: {subagent_slug: research-explorer, description: read}}\n    - {name: subagent_start, arguments: {subagent_slug: slow-helper, description: x, priority: high}}\n    - {name: task, arguments: {subagent_slug: slow-helper, description: x, thread_id: t-own}}\n    - {name: subagent_events, arguments: {run_id: '{{input}}', limit: 500}}\n- content: \"status={{call_0_0}}\\ncancel={{call_0_1}}\\nallowlist={{call_0_2}}\\nargument={{call_0_3}}\\nthread={{call_0_4}}\\nlimit={{call_0_5}}\"\n",
+    ),
+];
+
+/// The local mode over the examples plus the test agents, with the examples' scripts and skills.
+struct System {
+    local: common::local::Local,
+    _manifests: TempDir,
+}
+
+async fn start() -> System {
+    let root = common::root();
+    let manifests = TempDir::new().expect("dir");
+    for file in common::yaml_files("examples") {
+        std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(manifests.path().join("slow-helper.yaml"), SLOW_HELPER).expect("write");
+    for name in ["waiter", "leaver", "intruder"] {
+        std::fs::write(manifests.path().join(format!("{name}.yaml")), main_agent(name)).expect("write");
+    }
+    let data = TempDir::new().expect("dir");
+    let scripts = TempDir::new().expect("dir");
+    for file in std::fs::read_dir(root.join("examples/scripts")).expect("scripts") {
+        let file = file.expect("entry").path();
+        std::fs::copy(&file, scripts.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    for (name, script) in SCRIPTS {
+        std::fs::write(scripts.path().join(format!("{name}.yaml")), script).expect("write");
+    }
+    let port = common::local::free_port();
+    let log = scripts.path().join("local.log");
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
+        .arg("local")
+        .arg("--manifests")
+        .arg(manifests.path())
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--users")
+        .arg(root.join("examples/local-users.yaml"))
+        .arg("--data-dir")
+        .arg(data.path())
+        .arg("--scripts-dir")
+        .arg(scripts.path())
+        .arg("--skills-library")
+        .arg(root.join("examples/skills"))
+        .env_remove("REDIS_URL")
+        .env_remove("YUXI_DEFAULT_MODEL")
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log"))
+        .spawn()
+        .expect("starts");
+    let local = common::local::Local::adopt(child, port, data, log, scripts);
+    local.wait_until_up().await;
+    System { local, _manifests: manifests }
+}
+
+impl System {
+    async fn get(&self, path: &str, token: &str) -> (u16, Value) {
+        let response = self
+            .local
+            .client
+            .get(format!("{}{path}", self.local.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("reaches");
+        let status = response.status().as_u16();
+        (status, response.json().await.unwrap_or(Value::Null))
+    }
+
+    /// Starts a run of `agent` for `token`'s user: `(run_id, thread_id)`.
+    async fn run(&self, token: &str, agent: &str, query: &str) -> (String, String) {
+        let response = self
+            .local
+            .client
+            .post(format!("{}/api/agent/runs", self.local.base))
+            .bearer_auth(token)
+            .json(&json!({"query": query, "agent_slug": agent}))
+            .send()
+            .await
+            .expect("reaches");
+        assert_eq!(response.status(), 200);
+        let body: Value = response.json().await.expect("JSON");
+        assert_eq!(body["stream_url"], format!("/api/agent/runs/{}/events", body["run_id"].as_str().expect("id")));
+        (body["run_id"].as_str().expect("id").into(), body["thread_id"].as_str().expect("thread").into())
+    }
+
+    /// The run's record once it has ended (at most 60 s).
+    async fn ended(&self, token: &str, run_id: &str) -> Value {
+        let deadline = Instant::now() + Duration::from_secs(60);
+        loop {
+            let (status, record) = self.get(&format!("/api/agent/runs/{run_id}"), token).await;
+            assert_eq!(status, 200, "{record}");
+            if ["completed", "failed", "cancelled", "interrupted"].contains(&record["status"].as_str().unwrap_or("")) {
+                return record;
+            }
+            assert!(Instant::now() < deadline, "run {run_id} did not end: {record}\n{}", self.local.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
+    /// The run's status right now.
+    async fn status(&self, token: &str, run_id: &str) -> String {
+        self.get(&format!("/api/agent/runs/{run_id}"), token).await.1["status"].as_str().unwrap_or("").to_string()
+    }
+
+    /// The run's events, as server-sent events, until `enough` holds of those read (or the stream ends).
+    async fn events_until(&self, token: &str, run_id: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
+        let mut response = self
+            .local
+            .client
+            .get(format!("{}/api/agent/runs/{run_id}/events", self.local.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("reaches");
+        let deadline = Instant::now() + Duration::from_secs(60);
+        let (mut text, mut events) = (String::new(), Vec::new());
+        while !enough(&events) {
+            let remaining = deadline.saturating_duration_since(Instant::now());
+            let chunk =
+                tokio::time::timeout(remaining, response.chunk()).await.expect("events in time").expect("chunk");
+            let Some(chunk) = chunk else { break };
+            text.push_str(&String::from_utf8_lossy(&chunk));
+            while let Some(end) = text.find("\n\n") {
+                let block: String = text.drain(..end + 2).collect();
+                if let Some(data) = block.lines().find_map(|l| l.strip_prefix("data:")) {
+                    events.push(serde_json::from_str(data.trim()).expect("an envelope"));
+                }
+            }
+        }
+        events
+    }
+
+    /// The child runs the parent's events name, in the order they were started.
+    async fn children(&self, token: &str, run_id: &str, count: usize) -> Vec<Value> {
+        let events = self.events_until(token, run_id, |e| announced(e).len() >= count).await;
+        announced(&events)
+    }
+}
+
+/// The `custom` `subagent_run` events among `events`: the children a parent started.
+fn announced(events: &[Value]) -> Vec<Value> {
+    events
+        .iter()
+        .filter(|e| e["event"] == "custom" && e["payload"]["type"] == "subagent_run")
+        .map(|e| e["payload"].clone())
+        .collect()
+}
+
+impl common::local::Local {
+    /// Waits until it answers.
+    async fn wait_until_up(&self) {
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while self.client.get(format!("{}/healthz", self.base)).send().await.is_err() {
+            assert!(Instant::now() < deadline, "the local mode did not start: {}", self.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+}
+
+fn read(path: &Path) -> String {
+    std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
+}
+
+#[tokio::test]
+async fn deep_research_writes_its_report_from_two_children_started_in_parallel() {
+    let system = start().await;
+    let question = "Which solid electrolytes conduct lithium best at room temperature?";
+    let (run_id, thread_id) = system.run("alice-token", "deep-research", question).await;
+    let record = system.ended("alice-token", &run_id).await;
+    assert_eq!(record["status"], "completed", "{record}\n{}", system.local.log());
+
+    let events = system.events_until("alice-token", &run_id, |_| false).await;
+    let children = announced(&events);
+    let slugs: Vec<&str> = children.iter().map(|c| c["subagent_slug"].as_str().expect("slug")).collect();
+    assert_eq!(slugs, ["research-explorer", "fact-verifier"]);
+    // Both were started before the parent waited for either: they ran in parallel.
+    let first_wait =
+        events.iter().position(|e| e["payload"]["type"] == "tool_call" && e["payload"]["name"] == "subagent_await");
+    let last_start = events.iter().rposition(|e| e["payload"]["type"] == "subagent_run");
+    assert!(last_start < first_wait, "both children start before the first await");
+    // The parent's tool results name the child runs, for a UI to nest them under the calls.
+    let linked: Vec<&str> = events
+        .iter()
+        .filter(|e| e["payload"]["type"] == "tool_result" && e["payload"]["name"] == "subagent_start")
+        .map(|e| e["payload"]["child_run_id"].as_str().expect("the child run"))
+        .collect();
+    let started: Vec<&str> = children.iter().map(|c| c["run_id"].as_str().expect("run")).collect();
+    assert_eq!(linked, started);
+
+    for child in &children {
+        let child_run = child["run_id"].as_str().expect("run");
+        assert_eq!(system.ended("alice-token", child_run).await["status"], "completed");
+        // Each child's metadata names its parent run and the tool call that started it.
+        let child_events = system.events_until("alice-token", child_run, |e| !e.is_empty()).await;
+        assert_eq!(child_events[0]["event"], "metadata");
+        assert_eq!(child_events[0]["payload"]["parent"]["runId"], run_id.as_str());
+        assert_eq!(child_events[0]["payload"]["parent"]["toolCallId"], child["tool_call_id"]);
+    }
+
+    let data = system.local.data.path();
+    let report = read(&data.join(format!("threads/{thread_id}/outputs/report.md")));
+    assert!(report.starts_with("# Research report"), "{report}");
+    assert!(
+        report.contains(&format!("Explore this research question and summarise what the material says: {question}"))
+    );
+    assert!(report.contains(&format!("List the claims this question rests on and check each one: {question}")));
+    let result: Value = system.get(&format!("/api/agent/runs/{run_id}/result"), "alice-token").await.1;
+    assert!(result["output"].as_str().expect("output").contains("report.md"), "{result}");
+
+    // Skills: each child has its own skills, never the parent's.
+    let explorer_thread = children[0]["thread_id"].as_str().expect("thread");
+    assert!(data.join(format!("skills/{explorer_thread}/source-triage/checklist.md")).is_file());
+    assert!(!data.join(format!("skills/{explorer_thread}/report-writing")).exists());
+    assert!(data.join(format!("skills/{thread_id}/report-writing/SKILL.md")).is_file());
+    assert!(!data.join(format!("skills/{thread_id}/source-triage")).exists());
+}
+
+#[tokio::test]
+async fn a_second_run_on_a_busy_thread_is_409_run_busy_naming_the_active_run() {
+    let system = start().await;
+    let (run_id, thread_id) = system.run("alice-token", "waiter", "go").await;
+    let response = system
+        .local
+        .client
+        .post(format!("{}/api/agent/runs", system.local.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"query": "again", "agent_slug": "waiter", "thread_id": thread_id}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 409);
+    let body: Value = response.json().await.expect("JSON");
+    assert_eq!(body["code"], "run_busy");
+    assert_eq!(
+        (body["active_run_id"].as_str(), body["thread_id"].as_str()),
+        (Some(run_id.as_str()), Some(thread_id.as_str()))
+    );
+    assert_eq!(body["agent_slug"], "waiter");
+    assert!(["pending", "running"].contains(&body["active_run_status"].as_str().expect("status")));
+    // Bob cannot continue Alice's thread: it does not exist for him.
+    let bob = system
+        .local
+        .client
+        .post(format!("{}/api/agent/runs", system.local.base))
+        .bearer_auth("bob-token")
+        .json(&json!({"query": "mine now", "agent_slug": "waiter", "thread_id": thread_id}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(bob.status(), 404);
+    let (status, _) = system.get(&format!("/api/agent/runs/{run_id}"), "bob-token").await;
+    assert_eq!(status, 404);
+}
+
+#[tokio::test]
+async fn cancelling_the_parent_cancels_its_running_child() {
+    let system = start().await;
+    let (run_id, _) = system.run("alice-token", "waiter", "go").await;
+    let child = system.children("alice-token", &run_id, 1).await.remove(0);
+    let child_run = child["run_id"].as_str().expect("run");
+    let response = system
+        .local
+        .client
+        .post(format!("{}/api/agent/runs/{run_id}/cancel", system.local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 200);
+    assert_eq!(system.ended("alice-token", child_run).await["status"], "cancelled");
+    assert_eq!(system.ended("alice-token", &run_id).await["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn a_parent_that_ends_leaves_no_child_running() {
+    let system = start().await;
+    let (run_id, _) = system.run("alice-token", "leaver", "go").await;
+    assert_eq!(system.ended("alice-token", &run_id).await["status"], "completed");
+    let events = system.events_until("alice-token", &run_id, |_| false).await;
+    let children = announced(&events);
+    assert_eq!(children.len(), 1);
+    let child_run = children[0]["run_id"].as_str().expect("run");
+    assert_eq!(system.ended("alice-token", child_run).await["status"], "cancelled");
+}
+
+#[tokio::test]
+async fn a_child_of_another_parent_is_invisible_and_bad_tool_calls_are_errors_the_model_reads() {
+    let system = start().await;
+    let (victim_parent, _) = system.run("alice-token", "waiter", "go").await;
+    let child = system.children("alice-token", &victim_parent, 1).await.remove(0);
+    let child_run = child["run_id"].as_str().expect("run").to_string();
+
+    // Another parent run of the same user, given the child's id, sees nothing of it.
+    let (intruder, _) = system.run("alice-token", "intruder", &child_run).await;
+    let record = system.ended("alice-token", &intruder).await;
+    assert_eq!(record["status"], "completed", "the bad calls did not crash the parent: {record}");
+    let result: Value = system.get(&format!("/api/agent/runs/{intruder}/result"), "alice-token").await.1;
+    let output = result["output"].as_str().expect("output");
+    let line = |name: &str| {
+        output.lines().find_map(|l| l.strip_prefix(&format!("{name}="))).unwrap_or_else(|| panic!("{name} in {output}"))
+    };
+    let stranger = "run does not exist or does not belong to the current parent run";
+    assert!(line("status").contains(stranger), "{output}");
+    assert!(line("cancel").contains(stranger), "{output}");
+    assert!(line("allowlist").contains("\"research-explorer\" is not allowed here; allowed: slow-helper"), "{output}");
+    assert!(line("argument").contains("priority"), "{output}");
+    assert!(line("thread").contains("thread_id"), "{output}");
+    assert!(line("limit").contains("limit"), "{output}");
+    assert!(["pending", "running"].contains(&system.status("alice-token", &child_run).await.as_str()));
+
+    // Nor does the user's own token make the intruder's calls succeed on it: the parent is the caller's
+    // run, named in the body, and the child was started by another one.
+    let (status, body) = system
+        .local
+        .tool(
+            "subagent_status",
+            "alice-token",
+            json!({"parent": {"agent": "intruder", "run_id": intruder, "thread_id": "t"}, "run_id": child_run}),
+        )
+        .await;
+    assert_eq!((status, body["message"].as_str()), (404, Some(stranger)));
+}
