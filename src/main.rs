@@ -182,6 +182,10 @@ struct RunnerArgs {
     /// The read-only skills library the agent's skills are projected from into the skills scope.
     #[arg(long, env = "YUXI_SKILLS_LIBRARY", value_name = "DIR")]
     skills_library: Option<PathBuf>,
+    /// Folders or files `execute` commands must not see (`:`-separated in the environment): the local
+    /// mode hides its data folder, where other runs' files are.
+    #[arg(long = "sandbox-hide", env = "YUXI_SANDBOX_HIDE", value_name = "PATH", value_delimiter = ':')]
+    sandbox_hide: Vec<PathBuf>,
 }
 
 fn main() -> ExitCode {
@@ -282,6 +286,7 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
                 _ => None,
             },
             skills_library: args.skills_library,
+            sandbox_hide: args.sandbox_hide,
         };
         let store = match (&args.redis_url, &args.store_socket) {
             (Some(url), _) => {

@@ -187,3 +187,30 @@ async fn the_sandbox_stops_a_command_when_the_runner_hangs_up() {
     tokio::time::sleep(Duration::from_secs(3)).await;
     assert!(!marker.exists(), "the command went on after the runner hung up");
 }
+
+#[tokio::test]
+async fn hidden_folders_show_empty_while_the_volumes_inside_them_stay() {
+    use yuxi_operator::runner::tools::files::VolumePaths;
+    // Under the target folder, not /tmp: the sandbox shows /tmp empty, which would hide it anyway.
+    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    let volumes = VolumePaths::under(&data.path().join("mine"));
+    volumes.create_all().expect("mkdir");
+    std::fs::write(volumes.workspace.join("own.txt"), "own").expect("write");
+    std::fs::create_dir_all(data.path().join("users/bob/workspace")).expect("mkdir");
+    std::fs::write(data.path().join("users/bob/workspace/secret.txt"), "bob's").expect("write");
+    let secret = data.path().join("users/bob/workspace/secret.txt");
+    let script = format!(
+        "cat {} 2>/dev/null || echo hidden; echo; cat own.txt; echo; ls {} | wc -l",
+        secret.display(),
+        data.path().display()
+    );
+
+    let open = LocalExecutor::isolated(&volumes).await;
+    assert_eq!(
+        open.execute(&request(&script, 20)).await.expect("runs").output,
+        "bob's\nown\n2\n",
+        "visible unless hidden"
+    );
+    let hiding = LocalExecutor::isolated(&volumes).await.hiding(vec![data.path().to_path_buf()]);
+    assert_eq!(hiding.execute(&request(&script, 20)).await.expect("runs").output, "hidden\n\nown\n0\n");
+}

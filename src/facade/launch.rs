@@ -153,6 +153,9 @@ impl LocalLauncher {
             (Some(url), Some(token)) => command.env("YUXI_FACADE_URL", url).env("YUXI_RUN_TOKEN", token),
             _ => command.env_remove("YUXI_FACADE_URL").env_remove("YUXI_RUN_TOKEN"),
         };
+        // Commands of this run must not see other runs' files: the data folder is hidden in the sandbox,
+        // the run's own volumes stay.
+        command.env("YUXI_SANDBOX_HIDE", &self.data_dir);
         match &self.skills_library {
             Some(library) => command.env("YUXI_SKILLS_LIBRARY", library),
             None => command.env_remove("YUXI_SKILLS_LIBRARY"),

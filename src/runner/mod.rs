@@ -81,6 +81,8 @@ pub struct RunnerOptions {
     /// The read-only skills library the agent's `context.skills` are projected from into the skills
     /// scope at start; `None` leaves the scope as it is.
     pub skills_library: Option<PathBuf>,
+    /// Paths `execute` commands must not see (the local mode's data folder, with other runs' files).
+    pub sandbox_hide: Vec<PathBuf>,
 }
 
 /// How a run reaches the facade.
@@ -217,12 +219,13 @@ async fn prepare(
             Some(socket) => Executor::Socket(socket.clone()),
             // Commands must not reach the runner's store: Redis is out of reach without a network, but a
             // store socket is a file in the read-only view of the system.
-            None => Executor::Local(LocalExecutor::isolated(&options.volumes).await.hiding(match &store {
-                Store::Socket(socket) => {
-                    vec![std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf())]
+            None => {
+                let mut hidden: Vec<PathBuf> = options.sandbox_hide.clone();
+                if let Store::Socket(socket) = &store {
+                    hidden.push(std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf()));
                 }
-                Store::Redis(_) | Store::Memory(_) => Vec::new(),
-            })),
+                Executor::Local(LocalExecutor::isolated(&options.volumes).await.hiding(hidden))
+            }
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }

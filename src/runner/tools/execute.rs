@@ -105,8 +105,9 @@ impl LocalExecutor {
         Self { workdir: volumes.workspace.clone(), bwrap, hidden: Vec::new() }
     }
 
-    /// Inside bubblewrap, `paths` (files, such as the store socket of the local mode) are covered with
-    /// an empty device, so a command cannot reach them through the read-only view of the system. Paths
+    /// Inside bubblewrap, `paths` are hidden from the read-only view of the system: a folder (such as
+    /// the local mode's data folder, with every user's files) shows empty, a file (such as the store
+    /// socket) is covered with an empty device. The run's own volumes stay at the model's paths. Paths
     /// that do not exist when a command starts are left alone.
     pub fn hiding(mut self, paths: Vec<PathBuf>) -> Self {
         self.hidden = paths;
@@ -236,12 +237,18 @@ fn bwrap_args(volumes: &VolumePaths, hidden: &[PathBuf]) -> Vec<String> {
     ]
     .map(String::from)
     .to_vec();
+    // Hidden paths first, so the volumes, mounted after them, stay visible wherever they live.
+    for path in hidden.iter().filter(|p| p.exists()) {
+        let shown = path.display().to_string();
+        if path.is_dir() {
+            args.extend(["--tmpfs".to_string(), shown]);
+        } else {
+            args.extend(["--ro-bind".to_string(), "/dev/null".to_string(), shown]);
+        }
+    }
     for scope in [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills] {
         let flag = if scope == Scope::Skills { "--ro-bind" } else { "--bind" };
         args.extend([flag.to_string(), volumes.of(scope).display().to_string(), scope.virtual_root().to_string()]);
-    }
-    for path in hidden.iter().filter(|p| p.exists()) {
-        args.extend(["--ro-bind".to_string(), "/dev/null".to_string(), path.display().to_string()]);
     }
     args.extend(["--chdir".to_string(), Scope::Workspace.virtual_root().to_string()]);
     args
