@@ -4,6 +4,7 @@
 //! I/O are thin shells around them ([`webhook`]). See the README for the architecture.
 
 pub mod access;
+pub mod controller;
 pub mod delegation;
 pub mod facade;
 pub mod keys;

@@ -1,0 +1,1 @@
+//! The AgentRun state machine.
