@@ -1,1 +1,522 @@
-//! The AgentRun state machine.
+//! The AgentRun state machine, pure: from the run, its observed sandbox pod, whether its Agent exists,
+//! the result the runner stored, the clock and the settings, [`decide`] returns what to do next. The
+//! reconciler only gathers the inputs and applies the actions; `docs/run-lifecycle.md` draws the same
+//! machine.
+//!
+//! Phases (DESIGN.md section 4): `Pending` → `Running` → `Completed` | `Failed`; `spec.cancel` →
+//! `CancelRequested` → `Cancelled`; a pod that goes away, is evicted or is killed under a running run →
+//! `Interrupted` or `Failed` with the pod's reason; a run past its deadline → `Failed`
+//! (`DeadlineExceeded`); a run whose Agent is missing → `Failed` (`AgentNotFound`). Terminal runs are
+//! deleted `ttlSecondsAfterFinished` after they finished.
+//!
+//! Idempotent: the pod's name is derived from the run's ([`super::pod::pod_name`]), so deciding twice
+//! never asks for a second pod, and the reconciler takes "already exists" as done.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Pod;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::ResourceExt;
+
+use super::pod::{SandboxObjects, SandboxSettings, pod_name, sandbox_objects};
+use crate::resources::{Agent, AgentRun, AgentRunPhase, AgentRunStatus, TokenUsage};
+use crate::runs::RunStatus;
+
+/// How much of the final text the status keeps, in characters.
+pub const RESULT_MAX_CHARS: usize = 32_768;
+/// The condition that says whether the run succeeded: `Unknown` until it ends (Tekton's convention).
+pub const SUCCEEDED: &str = "Succeeded";
+/// The condition set when a cancel is asked for; its `lastTransitionTime` starts the grace period.
+pub const CANCEL_REQUESTED: &str = "CancelRequested";
+
+/// What the state machine needs besides its inputs.
+#[derive(Clone, Debug)]
+pub struct Settings {
+    /// How long a running run may take to stop after a cancel before its pod is deleted.
+    pub cancel_grace: Duration,
+    /// How long to wait before looking again at a pod being deleted, or in an unknown phase.
+    pub recheck: Duration,
+    /// The sandbox pods' settings.
+    pub sandbox: SandboxSettings,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Self {
+            cancel_grace: Duration::from_secs(30),
+            recheck: Duration::from_secs(5),
+            sandbox: SandboxSettings::default(),
+        }
+    }
+}
+
+/// The phase of a pod, as `status.phase` spells it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PodPhase {
+    /// Accepted, containers not all started.
+    Pending,
+    /// Started.
+    Running,
+    /// Every container ended with exit code 0.
+    Succeeded,
+    /// A container failed, or the pod was stopped (eviction, deadline).
+    Failed,
+    /// The node cannot say.
+    Unknown,
+}
+
+/// How a container ended.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Termination {
+    /// `Completed`, `Error`, `OOMKilled`...
+    pub reason: String,
+    /// The exit code.
+    pub exit_code: i32,
+}
+
+/// What the state machine reads of the run's pod.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct ObservedPod {
+    /// Its phase.
+    pub phase: PodPhase,
+    /// Whether it is being deleted.
+    pub deleting: bool,
+    /// `status.reason`: `Evicted`, `DeadlineExceeded`...
+    pub reason: Option<String>,
+    /// `status.message`.
+    pub message: Option<String>,
+    /// How the `runner` container ended, when it has.
+    pub runner: Option<Termination>,
+    /// Why a container waits (`ImagePullBackOff`, `CreateContainerConfigError`...), while pending.
+    pub waiting: Option<String>,
+}
+
+impl ObservedPod {
+    /// The parts of `pod` the state machine reads.
+    pub fn from_pod(pod: &Pod) -> Self {
+        let status = pod.status.clone().unwrap_or_default();
+        let phase = match status.phase.as_deref() {
+            Some("Pending") | None => PodPhase::Pending,
+            Some("Running") => PodPhase::Running,
+            Some("Succeeded") => PodPhase::Succeeded,
+            Some("Failed") => PodPhase::Failed,
+            Some(_) => PodPhase::Unknown,
+        };
+        let containers = status.container_statuses.unwrap_or_default();
+        let runner = containers
+            .iter()
+            .find(|c| c.name == "runner")
+            .and_then(|c| c.state.as_ref()?.terminated.as_ref())
+            .map(|t| Termination { reason: t.reason.clone().unwrap_or_default(), exit_code: t.exit_code });
+        let waiting = containers.iter().find_map(|c| c.state.as_ref()?.waiting.as_ref()?.reason.clone());
+        ObservedPod {
+            phase,
+            deleting: pod.metadata.deletion_timestamp.is_some(),
+            reason: status.reason,
+            message: status.message,
+            runner,
+            waiting,
+        }
+    }
+
+    fn ended(&self) -> bool {
+        matches!(self.phase, PodPhase::Succeeded | PodPhase::Failed)
+    }
+}
+
+/// The result the runner stored (`{status, output, error, token_usage}` of the run's result key).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Outcome {
+    /// `completed`, `failed` or `cancelled`.
+    pub status: String,
+    /// The final text.
+    pub output: Option<String>,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// Tokens used.
+    pub token_usage: Option<TokenUsage>,
+}
+
+impl Outcome {
+    /// The outcome of a stored result; `None` when it is not one.
+    pub fn from_result(result: &serde_json::Value) -> Option<Self> {
+        Some(Outcome {
+            status: result["status"].as_str()?.to_string(),
+            output: result["output"].as_str().map(String::from),
+            error: result["error"].as_str().map(String::from),
+            token_usage: serde_json::from_value(result["token_usage"].clone()).ok(),
+        })
+    }
+}
+
+/// Everything [`decide`] looks at.
+#[derive(Clone, Debug)]
+pub struct Observed<'a> {
+    /// The run.
+    pub run: &'a AgentRun,
+    /// Its pod, when there is one.
+    pub pod: Option<ObservedPod>,
+    /// Its Agent, when it exists.
+    pub agent: Option<&'a Agent>,
+    /// What the runner stored, when it has finished.
+    pub outcome: Option<Outcome>,
+    /// Now.
+    pub now: jiff::Timestamp,
+}
+
+/// One thing for the reconciler to do. Actions come in the order they are to be applied.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Action {
+    /// Create the run's inputs ConfigMap and its pod (an existing one of the same name is fine).
+    CreatePod(Box<SandboxObjects>),
+    /// Delete the run's pod (a missing one is fine).
+    DeletePod,
+    /// Ask the runner to stop (the run's cancel key and notice in Redis).
+    SignalCancel,
+    /// Apply this status (server-side apply of the status subresource).
+    SetStatus(Box<AgentRunStatus>),
+    /// Mirror the phase into the run's record in Redis, which the facade serves.
+    RecordStatus(RunStatus, Option<String>),
+    /// Cancel the unfinished runs this run started.
+    CancelChildren,
+    /// Delete the run itself (its time to live after finishing is over).
+    DeleteRun,
+    /// Publish a Kubernetes Event on the run.
+    Event {
+        /// `Warning` rather than `Normal`.
+        warning: bool,
+        /// A CamelCase reason.
+        reason: String,
+        /// What happened.
+        note: String,
+    },
+    /// Look again after this long.
+    RequeueAfter(Duration),
+}
+
+/// The next actions for a run (see the module).
+pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
+    let run = observed.run;
+    let status = run.status.clone().unwrap_or_default();
+    let phase = status.phase.unwrap_or(AgentRunPhase::Pending);
+    let now = observed.now;
+    let pod = observed.pod.as_ref();
+    let pod_alive = pod.is_some_and(|p| !p.ended() && !p.deleting);
+    if run.metadata.deletion_timestamp.is_some() {
+        return Vec::new();
+    }
+
+    if phase.is_terminal() {
+        let mut actions = Vec::new();
+        if pod_alive {
+            actions.push(Action::DeletePod);
+        }
+        if let Some(ttl) = run.spec.ttl_seconds_after_finished {
+            let finished = status.completion_time.as_ref().map_or(now, |t| t.0);
+            let expires = finished + jiff::SignedDuration::from_secs(ttl.max(0));
+            match until(now, expires) {
+                None => actions.push(Action::DeleteRun),
+                Some(wait) => actions.push(Action::RequeueAfter(wait)),
+            }
+        }
+        return actions;
+    }
+
+    let mut next = Transition { status, now, actions: Vec::new() };
+    if pod_alive && observed.agent.is_none() {
+        next.actions.push(Action::DeletePod);
+    }
+    let Some(agent) = observed.agent else {
+        return next.finish(
+            AgentRunPhase::Failed,
+            "AgentNotFound",
+            format!("agent {:?} does not exist in namespace {}", run.spec.agent, run.namespace().unwrap_or_default()),
+        );
+    };
+
+    // A cancel comes before everything else, a deadline passing during it included: the user asked.
+    if run.spec.is_cancel_requested() {
+        return cancel(next, observed, settings);
+    }
+
+    let timeout = run.spec.timeout_seconds.map_or(crate::runner::DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
+    let started =
+        next.status.start_time.as_ref().map(|t| t.0).or(run.metadata.creation_timestamp.as_ref().map(|t| t.0));
+    if let Some(started) = started
+        && until(now, started + jiff::SignedDuration::from_secs(timeout)).is_none()
+    {
+        if pod_alive {
+            next.actions.push(Action::DeletePod);
+        }
+        if let Some(outcome) = &observed.outcome {
+            return next.end_as_reported(outcome);
+        }
+        return next.finish(AgentRunPhase::Failed, "DeadlineExceeded", format!("the run took longer than {timeout} s"));
+    }
+
+    match pod {
+        None if phase == AgentRunPhase::Running => match &observed.outcome {
+            Some(outcome) => next.end_as_reported(outcome),
+            None => {
+                let name = next.status.pod_name.clone().unwrap_or_else(|| pod_name(run));
+                next.finish(
+                    AgentRunPhase::Interrupted,
+                    "PodDeleted",
+                    format!("the sandbox pod {name} went away while the run was running"),
+                )
+            }
+        },
+        None => match sandbox_objects(run, agent, &settings.sandbox) {
+            Err(err) => next.finish(AgentRunPhase::Failed, "InvalidSpec", err.to_string()),
+            Ok(objects) => {
+                // A pod named already but not seen yet is created again (the cache may lag behind the
+                // creation; the name makes it the same pod), without counting another attempt.
+                let first = next.status.pod_name.is_none();
+                next.actions.push(Action::CreatePod(Box::new(objects)));
+                next.status.phase = Some(AgentRunPhase::Pending);
+                next.status.pod_name = Some(pod_name(run));
+                if first {
+                    next.status.attempts = Some(next.status.attempts.unwrap_or(0) + 1);
+                    next.status.reason = Some("PodCreated".into());
+                    next.status.message = Some(format!("sandbox pod {} created", pod_name(run)));
+                    set_condition(
+                        &mut next.status.conditions,
+                        SUCCEEDED,
+                        "Unknown",
+                        "Pending",
+                        "the run has not started",
+                        now,
+                    );
+                    next.actions.push(Action::Event {
+                        warning: false,
+                        reason: "PodCreated".into(),
+                        note: format!("created sandbox pod {}", pod_name(run)),
+                    });
+                }
+                next.set()
+            }
+        },
+        Some(pod) if pod.deleting && !pod.ended() => next.wait(settings.recheck),
+        Some(pod) => match pod.phase {
+            PodPhase::Pending => {
+                next.status.pod_name = Some(pod_name(run));
+                next.status.phase = Some(AgentRunPhase::Pending);
+                if let Some(waiting) = &pod.waiting {
+                    next.status.reason = Some(waiting.clone());
+                    next.status.message = Some(format!("the sandbox pod waits: {waiting}"));
+                }
+                next.set()
+            }
+            PodPhase::Running => {
+                if phase == AgentRunPhase::Pending {
+                    next.status.phase = Some(AgentRunPhase::Running);
+                    next.status.start_time.get_or_insert(Time(now));
+                    next.status.reason = Some("Running".into());
+                    next.status.message = Some("the runner is executing the run".into());
+                    set_condition(
+                        &mut next.status.conditions,
+                        SUCCEEDED,
+                        "Unknown",
+                        "Running",
+                        "the run is running",
+                        now,
+                    );
+                    next.actions.push(Action::RecordStatus(RunStatus::Running, None));
+                    next.actions.push(Action::Event {
+                        warning: false,
+                        reason: "Started".into(),
+                        note: "the runner started".into(),
+                    });
+                }
+                next.set()
+            }
+            PodPhase::Succeeded => match &observed.outcome {
+                Some(outcome) => next.end_as_reported(outcome),
+                None => next.finish(AgentRunPhase::Failed, "ResultMissing", "the runner ended without a result".into()),
+            },
+            PodPhase::Failed => {
+                let message = pod.message.clone().unwrap_or_default();
+                match (pod.reason.as_deref(), &pod.runner, &observed.outcome) {
+                    (Some("Evicted"), _, _) => next.finish(
+                        AgentRunPhase::Interrupted,
+                        "Evicted",
+                        format!("the sandbox pod was evicted: {message}"),
+                    ),
+                    (Some("DeadlineExceeded"), _, _) => next.finish(
+                        AgentRunPhase::Failed,
+                        "DeadlineExceeded",
+                        "the sandbox pod passed its active deadline".into(),
+                    ),
+                    (_, Some(t), _) if t.reason == "OOMKilled" => next.finish(
+                        AgentRunPhase::Failed,
+                        "OOMKilled",
+                        "the runner ran out of memory; raise the sandbox memory limit".into(),
+                    ),
+                    (_, _, Some(outcome)) => next.end_as_reported(outcome),
+                    (_, runner, None) => {
+                        let exit = runner.as_ref().map_or("unknown".to_string(), |t| t.exit_code.to_string());
+                        next.finish(AgentRunPhase::Failed, "PodFailed", format!("the runner exited with code {exit}"))
+                    }
+                }
+            }
+            PodPhase::Unknown => next.wait(settings.recheck),
+        },
+    }
+}
+
+/// The cancel path: a run not started ends at once; a running one is signalled, then its pod deleted
+/// after the grace period.
+fn cancel(mut next: Transition, observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
+    let pod = observed.pod.as_ref();
+    let now = observed.now;
+    let alive = pod.is_some_and(|p| !p.ended() && !p.deleting);
+    if !alive {
+        // Never started, or its pod has ended or is going: the run is over.
+        if let Some(outcome) = observed.outcome.as_ref().filter(|o| o.status == "completed") {
+            return next.end_as_reported(outcome);
+        }
+        let started = next.status.pod_name.is_some();
+        let note = if started { "cancelled" } else { "cancelled before it started" };
+        return next.finish(AgentRunPhase::Cancelled, "Cancelled", note.into());
+    }
+    let requested = next.status.conditions.iter().find(|c| c.type_ == CANCEL_REQUESTED && c.status == "True");
+    match requested.map(|c| c.last_transition_time.0) {
+        None => {
+            next.status.phase = Some(AgentRunPhase::CancelRequested);
+            next.status.reason = Some("CancelRequested".into());
+            next.status.message = Some("the runner was asked to stop".into());
+            set_condition(
+                &mut next.status.conditions,
+                CANCEL_REQUESTED,
+                "True",
+                "CancelRequested",
+                "spec.cancel is true",
+                now,
+            );
+            next.actions.push(Action::SignalCancel);
+            next.actions.push(Action::RecordStatus(RunStatus::CancelRequested, None));
+            next.actions.push(Action::Event {
+                warning: false,
+                reason: "CancelRequested".into(),
+                note: "the runner was asked to stop".into(),
+            });
+            let mut actions = next.set();
+            actions.push(Action::RequeueAfter(settings.cancel_grace));
+            actions
+        }
+        Some(at) => match until(now, at + jiff::SignedDuration::try_from(settings.cancel_grace).unwrap_or_default()) {
+            Some(wait) => next.wait(wait),
+            None => {
+                next.actions.push(Action::DeletePod);
+                next.finish(
+                    AgentRunPhase::Cancelled,
+                    "Cancelled",
+                    format!(
+                        "the runner did not stop within {} s; its pod was deleted",
+                        settings.cancel_grace.as_secs()
+                    ),
+                )
+            }
+        },
+    }
+}
+
+/// A status being computed, with the actions so far.
+struct Transition {
+    status: AgentRunStatus,
+    now: jiff::Timestamp,
+    actions: Vec<Action>,
+}
+
+impl Transition {
+    /// Ends the run in `phase`, with the events, the record and the children that go with an end.
+    fn finish(mut self, phase: AgentRunPhase, reason: &str, message: String) -> Vec<Action> {
+        let now = self.now;
+        self.status.phase = Some(phase);
+        self.status.reason = Some(reason.to_string());
+        self.status.message = Some(message.clone());
+        self.status.completion_time = Some(Time(now));
+        let succeeded = if phase == AgentRunPhase::Completed { "True" } else { "False" };
+        set_condition(&mut self.status.conditions, SUCCEEDED, succeeded, reason, &message, now);
+        let (record, warning) = match phase {
+            AgentRunPhase::Completed => (RunStatus::Completed, false),
+            AgentRunPhase::Cancelled => (RunStatus::Cancelled, false),
+            AgentRunPhase::Interrupted => (RunStatus::Interrupted, true),
+            _ => (RunStatus::Failed, true),
+        };
+        let error = (phase != AgentRunPhase::Completed && phase != AgentRunPhase::Cancelled).then(|| message.clone());
+        self.actions.push(Action::RecordStatus(record, error));
+        self.actions.push(Action::CancelChildren);
+        self.actions.push(Action::Event { warning, reason: reason.to_string(), note: message });
+        self.set()
+    }
+
+    /// Ends the run as the runner's stored result says.
+    fn end_as_reported(mut self, outcome: &Outcome) -> Vec<Action> {
+        if let Some(output) = &outcome.output {
+            self.status.result = Some(output.chars().take(RESULT_MAX_CHARS).collect());
+        }
+        if outcome.token_usage.is_some() {
+            self.status.token_usage = outcome.token_usage.clone();
+        }
+        match outcome.status.as_str() {
+            "completed" => self.finish(AgentRunPhase::Completed, "Completed", "the run completed".into()),
+            "cancelled" => self.finish(AgentRunPhase::Cancelled, "Cancelled", "the run was cancelled".into()),
+            _ => {
+                let error = outcome.error.clone().unwrap_or_else(|| "the runner reported a failure".into());
+                self.finish(AgentRunPhase::Failed, "RunnerFailed", error)
+            }
+        }
+    }
+
+    /// The status as computed, then the actions.
+    fn set(self) -> Vec<Action> {
+        let mut actions = vec![Action::SetStatus(Box::new(self.status))];
+        actions.extend(self.actions);
+        actions
+    }
+
+    /// Nothing changes; look again after `wait`.
+    fn wait(self, wait: Duration) -> Vec<Action> {
+        let mut actions = self.actions;
+        actions.push(Action::RequeueAfter(wait));
+        actions
+    }
+}
+
+/// How long from `now` until `at`; `None` when `at` has come.
+fn until(now: jiff::Timestamp, at: jiff::Timestamp) -> Option<Duration> {
+    let left = at.duration_since(now);
+    (left.is_positive()).then(|| Duration::try_from(left).unwrap_or_default())
+}
+
+/// Sets the condition `type_`, keeping its `lastTransitionTime` when its status does not change.
+pub fn set_condition(
+    conditions: &mut Vec<Condition>,
+    type_: &str,
+    status: &str,
+    reason: &str,
+    message: &str,
+    now: jiff::Timestamp,
+) {
+    let previous = conditions.iter().position(|c| c.type_ == type_);
+    let since = match previous.map(|i| &conditions[i]) {
+        Some(c) if c.status == status => c.last_transition_time.clone(),
+        _ => Time(now),
+    };
+    let condition = Condition {
+        type_: type_.to_string(),
+        status: status.to_string(),
+        reason: reason.to_string(),
+        message: message.to_string(),
+        last_transition_time: since,
+        observed_generation: None,
+    };
+    match previous {
+        Some(i) => conditions[i] = condition,
+        None => conditions.push(condition),
+    }
+}
+
+#[cfg(test)]
+mod tests;
