@@ -93,6 +93,9 @@ enum Command {
     /// Serve the facade in a cluster: the Agents of one namespace, TokenReview authentication, runs as
     /// AgentRuns, run state in Redis.
     Api(ApiArgs),
+    /// Run the reconcilers, leader-elected: AgentRuns into sandbox pods and back into phases, Agents'
+    /// conditions; `/metrics`, `/healthz` and `/readyz` on `--listen`.
+    Controller(ControllerArgs),
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(RunnerArgs),
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
@@ -130,6 +133,38 @@ struct ApiArgs {
     /// A group `<prefix><n>` puts its members in department `n`.
     #[arg(long, default_value = "yuxi:department:")]
     department_group_prefix: String,
+}
+
+/// The controller's settings.
+#[derive(clap::Args)]
+struct ControllerArgs {
+    /// A namespace to serve (repeatable); all namespaces when none is given.
+    #[arg(long = "namespace", value_name = "NS")]
+    namespaces: Vec<String>,
+    /// Redis, where runners keep events, results and cancel requests.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    redis_url: String,
+    /// The sandbox pods' settings: a YAML file (see the `controller::pod` module); defaults when absent.
+    #[arg(long, env = "YUXI_SANDBOX_SETTINGS", value_name = "FILE")]
+    sandbox_settings: Option<PathBuf>,
+    /// Address of `/metrics`, `/healthz` and `/readyz`.
+    #[arg(long, default_value = "0.0.0.0:8081", env = "YUXI_CONTROLLER_LISTEN")]
+    listen: SocketAddr,
+    /// The Lease replicas elect their leader with.
+    #[arg(long, default_value = "yuxi-operator-controller")]
+    lease_name: String,
+    /// The namespace of the Lease (the controller's own).
+    #[arg(long, env = "POD_NAMESPACE", default_value = "default")]
+    lease_namespace: String,
+    /// This replica's identity in the Lease (the pod's name); random when absent.
+    #[arg(long, env = "POD_NAME")]
+    identity: Option<String>,
+    /// At most this many reconciles at once, per kind.
+    #[arg(long, default_value_t = 8, value_parser = clap::value_parser!(u16).range(1..=256))]
+    concurrency: u16,
+    /// How long a cancelled run may take to stop before its pod is deleted, in seconds.
+    #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    cancel_grace_seconds: u64,
 }
 
 /// The runner's inputs; see the `runner` module for the contract.
@@ -198,6 +233,7 @@ fn main() -> ExitCode {
         Command::Crd { out_dir } => print_crds(out_dir),
         Command::Validate { paths } => validate(&paths),
         Command::Api(args) => run_async(run_api(args)),
+        Command::Controller(args) => run_async(run_controller(args)),
         Command::Runner(args) => run_runner(args),
         Command::Local {
             manifests,
@@ -534,6 +570,119 @@ async fn run_api(args: ApiArgs) -> anyhow::Result<()> {
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     axum::serve(listener, facade::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
     Ok(())
+}
+
+async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
+    use futures::FutureExt;
+    use yuxi_operator::controller::{decide, metrics::ControllerMetrics, pod::SandboxSettings, runs};
+    let client = connect(
+        "the controller watches AgentRuns and Agents and creates pods through the Kubernetes API; run it in a cluster or with a kubeconfig",
+    )
+    .await?;
+    let store = Store::connect_redis(&args.redis_url)
+        .await
+        .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
+    let sandbox: SandboxSettings = match &args.sandbox_settings {
+        None => SandboxSettings::default(),
+        Some(path) => {
+            let text =
+                std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("cannot read {}: {e}", path.display()))?;
+            serde_path_to_error::deserialize(serde_norway::Deserializer::from_str(&text))
+                .map_err(|e| anyhow::anyhow!("{}: {}: {}", path.display(), e.path(), e.inner()))?
+        }
+    };
+    let metrics = ControllerMetrics::default();
+    let (leading_tx, leading) = tokio::sync::watch::channel(false);
+    let server = {
+        let (metrics, leading) = (metrics.clone(), leading.clone());
+        let router =
+            axum::Router::new()
+                .route("/healthz", axum::routing::get(|| async { "ok" }))
+                // Every replica is ready: the standby ones wait for the Lease.
+                .route(
+                    "/readyz",
+                    axum::routing::get(move || async move { if *leading.borrow() { "leader" } else { "standby" } }),
+                )
+                .route(
+                    "/metrics",
+                    axum::routing::get(move || {
+                        let text = metrics.render();
+                        async move {
+                            ([(axum::http::header::CONTENT_TYPE, yuxi_operator::metrics::CONTENT_TYPE_TEXT)], text)
+                        }
+                    }),
+                );
+        let listener = tokio::net::TcpListener::bind(args.listen)
+            .await
+            .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
+        tokio::spawn(async move { axum::serve(listener, router).await })
+    };
+
+    let identity = args.identity.clone().unwrap_or_else(|| format!("yuxi-operator-{}", uuid::Uuid::new_v4().simple()));
+    let lease = kube_lease_manager::LeaseManagerBuilder::new(client.clone(), &args.lease_name)
+        .with_namespace(&args.lease_namespace)
+        .with_identity(&identity)
+        .with_duration(15)
+        .with_grace(5)
+        .with_field_manager(runs::FIELD_MANAGER)
+        .build()
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!("cannot set up leader election on Lease {}/{}: {e}", args.lease_namespace, args.lease_name)
+        })?;
+    let (mut elected, lease_task) = lease.watch().await;
+    tracing::info!(identity = %identity, lease = %args.lease_name, "waiting to lead");
+    tokio::select! {
+        changed = elected.wait_for(|leader| *leader) => { changed.map_err(|_| anyhow::anyhow!("leader election stopped"))?; }
+        () = shutdown_signal() => { server.abort(); return Ok(()); }
+    }
+    let _ = leading_tx.send(true);
+    tracing::info!(identity = %identity, "leading: reconciling");
+
+    // Stop on a signal, or as soon as the lease is lost (another replica may lead by now: acting on would
+    // mean two leaders; the pod restarts and waits again).
+    let lost = {
+        let mut elected = elected.clone();
+        async move {
+            let _ = elected.wait_for(|leader| !*leader).await;
+        }
+    };
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    let shutdown = async move {
+        let mut stop_rx = stop_rx;
+        let _ = stop_rx.wait_for(|stop| *stop).await;
+    }
+    .boxed()
+    .shared();
+    let namespaces = (!args.namespaces.is_empty()).then(|| args.namespaces.clone());
+    let reporter =
+        kube::runtime::events::Reporter { controller: "yuxi-operator".into(), instance: Some(identity.clone()) };
+    let ctx = std::sync::Arc::new(runs::RunContext {
+        client: client.clone(),
+        store,
+        settings: decide::Settings {
+            cancel_grace: Duration::from_secs(args.cancel_grace_seconds),
+            sandbox,
+            ..decide::Settings::default()
+        },
+        recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
+        metrics: metrics.clone(),
+    });
+    let reconcilers = runs::run(ctx, namespaces, args.concurrency, shutdown);
+    tokio::pin!(reconcilers);
+    let outcome = tokio::select! {
+        () = &mut reconcilers => Ok(()),
+        () = shutdown_signal() => { let _ = stop_tx.send(true); reconcilers.await; Ok(()) }
+        () = lost => { let _ = stop_tx.send(true); reconcilers.await; Err(anyhow::anyhow!("lost the leader Lease; stopping so that only one replica acts")) }
+    };
+    drop(elected);
+    if let Ok(Ok(manager)) = lease_task.await
+        && let Err(err) = manager.release().await
+    {
+        tracing::warn!(error = %err, "cannot release the leader Lease; another replica takes it when it expires");
+    }
+    server.abort();
+    outcome
 }
 
 /// Connects to the cluster and checks that the API server answers; `hint` says why the role needs it.

@@ -5,4 +5,6 @@
 
 pub mod agents;
 pub mod decide;
+pub mod metrics;
 pub mod pod;
+pub mod runs;

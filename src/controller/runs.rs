@@ -1,0 +1,267 @@
+//! The AgentRun reconciler: gathers what [`decide`](super::decide::decide) looks at (the run, its pod,
+//! its Agent, the result in Redis, the clock), and applies the actions it returns through the Kubernetes
+//! API and the run store. Runs are watched as dynamic objects and read one by one, so an AgentRun that
+//! cannot be read (an older or hand-edited object) gets a Warning event and is skipped, and never stops
+//! the watch of the others.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
+use kube::core::{ApiResource, ObjectMeta};
+use kube::runtime::controller::{Action as Requeue, Config, Controller};
+use kube::runtime::events::{Event, EventType, Recorder};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use serde_json::json;
+
+use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
+use super::metrics::ControllerMetrics;
+use super::pod::pod_name;
+use crate::facade::launch::PARENT_RUN_LABEL;
+use crate::resources::{Agent, AgentRun, AgentRunStatus};
+use crate::store::Store;
+
+/// The field manager of everything the controller writes.
+pub const FIELD_MANAGER: &str = "yuxi-operator";
+/// How long a failed reconcile waits before it is tried again.
+pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+
+/// What the reconciler works with.
+pub struct RunContext {
+    /// The cluster.
+    pub client: kube::Client,
+    /// Where runners keep events, results and cancel requests.
+    pub store: Store,
+    /// The state machine's settings.
+    pub settings: Settings,
+    /// Publishes Kubernetes Events.
+    pub recorder: Recorder,
+    /// Counts reconciles.
+    pub metrics: ControllerMetrics,
+}
+
+/// A reconcile failed; it is retried after [`RETRY_AFTER`].
+#[derive(Debug, thiserror::Error)]
+pub enum ReconcileError {
+    /// The Kubernetes API refused or failed.
+    #[error("kubernetes: {0}")]
+    Kube(#[from] kube::Error),
+    /// The run store failed.
+    #[error("run store: {0}")]
+    Store(#[from] crate::store::StoreError),
+    /// The object has no namespace (AgentRuns are namespaced).
+    #[error("{0}")]
+    Object(String),
+}
+
+impl ReconcileError {
+    /// A short label for metrics: `kube`, `store` or `object`.
+    pub fn kind(&self) -> &'static str {
+        match self {
+            ReconcileError::Kube(_) => "kube",
+            ReconcileError::Store(_) => "store",
+            ReconcileError::Object(_) => "object",
+        }
+    }
+}
+
+/// The AgentRun type, for the dynamic watch.
+pub fn agent_run_resource() -> ApiResource {
+    ApiResource::erase::<AgentRun>(&())
+}
+
+/// Reconciles one AgentRun.
+pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Result<Requeue, ReconcileError> {
+    let started = Instant::now();
+    let outcome = reconcile_inner(&object, &ctx).await;
+    ctx.metrics.reconciled("AgentRun", started.elapsed(), outcome.as_ref().err().map(ReconcileError::kind));
+    outcome
+}
+
+async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Requeue, ReconcileError> {
+    let run: AgentRun = match serde_json::to_value(object).and_then(serde_json::from_value) {
+        Ok(run) => run,
+        Err(err) => {
+            let reference = object.object_ref(&agent_run_resource());
+            let note = format!("the AgentRun cannot be read: {err}");
+            tracing::warn!(run = %object.name_any(), error = %err, "skipping an AgentRun that cannot be read");
+            ctx.metrics.failed("AgentRun", "InvalidObject");
+            publish(ctx, &reference, true, "InvalidObject", note).await;
+            return Ok(Requeue::await_change());
+        }
+    };
+    let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
+    let pod = pods.get_opt(&pod_name(&run)).await?;
+    let agent = agents.get_opt(&run.spec.agent).await?;
+    let outcome = ctx.store.run_result(&run.name_any()).await?.as_ref().and_then(Outcome::from_result);
+    let observed = Observed {
+        run: &run,
+        pod: pod.as_ref().map(ObservedPod::from_pod),
+        agent: agent.as_ref(),
+        outcome,
+        now: jiff::Timestamp::now(),
+    };
+    let actions = decide(&observed, &ctx.settings);
+    let requeue = apply(ctx, &run, actions).await?;
+    Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
+}
+
+/// After a failed reconcile: try again later.
+pub fn error_policy(object: Arc<DynamicObject>, error: &ReconcileError, _ctx: Arc<RunContext>) -> Requeue {
+    tracing::warn!(run = %object.name_any(), error = %error, "reconcile failed; retrying");
+    Requeue::requeue(RETRY_AFTER)
+}
+
+/// Applies `actions` to `run`, in order; returns when to look again, if `decide` asked for it. What is
+/// already done counts as done: a pod or ConfigMap that exists, a pod or run already gone.
+pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Result<Option<Duration>, ReconcileError> {
+    let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
+    let name = run.name_any();
+    let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
+    let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
+    let post = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
+    let mut requeue: Option<Duration> = None;
+    for action in actions {
+        match action {
+            Action::CreatePod(objects) => {
+                let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
+                tolerate(maps.create(&post, &objects.inputs).await.map(|_| ()), 409)?;
+                tolerate(pods.create(&post, &objects.pod).await.map(|_| ()), 409)?;
+            }
+            Action::DeletePod => {
+                tolerate(pods.delete(&pod_name(run), &DeleteParams::default()).await.map(|_| ()), 404)?;
+            }
+            Action::SignalCancel => ctx.store.request_cancel(&name).await?,
+            Action::SetStatus(status) => {
+                if run.status.as_ref() != Some(status.as_ref()) {
+                    apply_status(&runs, &name, &status).await?;
+                }
+            }
+            Action::RecordStatus(status, error) => {
+                // Runs applied with kubectl have no record; the facade's have one.
+                ctx.store.set_run_status(&name, status, error.as_deref()).await?;
+            }
+            Action::CancelChildren => cancel_children(ctx, &runs, &name).await?,
+            Action::DeleteRun => tolerate(runs.delete(&name, &DeleteParams::default()).await.map(|_| ()), 404)?,
+            Action::Event { warning, reason, note } => {
+                publish(ctx, &run.object_ref(&()), warning, &reason, note).await;
+            }
+            Action::RequeueAfter(after) => requeue = Some(requeue.map_or(after, |r| r.min(after))),
+        }
+    }
+    Ok(requeue)
+}
+
+/// Server-side apply of the status subresource, owned by [`FIELD_MANAGER`].
+async fn apply_status(runs: &Api<AgentRun>, name: &str, status: &AgentRunStatus) -> Result<(), kube::Error> {
+    let patch =
+        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "metadata": {"name": name}, "status": status});
+    runs.patch_status(name, &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await.map(|_| ())
+}
+
+/// Cancels the unfinished AgentRuns `parent` started (labelled with it), and their records.
+async fn cancel_children(ctx: &RunContext, runs: &Api<AgentRun>, parent: &str) -> Result<(), ReconcileError> {
+    let children = runs.list(&ListParams::default().labels(&format!("{PARENT_RUN_LABEL}={parent}"))).await?;
+    for child in children.items {
+        let ended = child.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
+        if ended || child.spec.is_cancel_requested() {
+            continue;
+        }
+        let patch = json!({"spec": {"cancel": true}});
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+        tolerate(runs.patch(&child.name_any(), &params, &Patch::Merge(&patch)).await.map(|_| ()), 404)?;
+    }
+    ctx.store.cancel_children(parent).await?;
+    Ok(())
+}
+
+/// `result`, with an API answer of status `code` taken as success.
+fn tolerate(result: Result<(), kube::Error>, code: u16) -> Result<(), kube::Error> {
+    match result {
+        Err(kube::Error::Api(status)) if status.code == code => Ok(()),
+        other => other,
+    }
+}
+
+/// Publishes an Event; a failure is logged (an Event is never worth failing a reconcile for).
+async fn publish(
+    ctx: &RunContext,
+    reference: &k8s_openapi::api::core::v1::ObjectReference,
+    warning: bool,
+    reason: &str,
+    note: String,
+) {
+    let event = Event {
+        type_: if warning { EventType::Warning } else { EventType::Normal },
+        reason: reason.to_string(),
+        note: Some(note),
+        action: "Reconcile".into(),
+        secondary: None,
+    };
+    if let Err(err) = ctx.recorder.publish(&event, reference).await {
+        tracing::warn!(reason, error = %err, "cannot publish an event");
+    }
+}
+
+/// Runs the AgentRun reconciler over `namespaces` (all when `None`) until `shutdown` resolves: AgentRuns
+/// watched as dynamic objects, their pods watched through their owner references, at most
+/// `concurrency` reconciles at once. Returns the runs' reflector stores, for the runs-by-phase metric.
+pub async fn run(
+    ctx: Arc<RunContext>,
+    namespaces: Option<Vec<String>>,
+    concurrency: u16,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let resource = agent_run_resource();
+    let scopes: Vec<Option<String>> = match namespaces {
+        None => vec![None],
+        Some(list) => list.into_iter().map(Some).collect(),
+    };
+    let controllers = scopes.into_iter().map(|scope| {
+        let (runs, pods): (Api<DynamicObject>, Api<Pod>) = match &scope {
+            None => (Api::all_with(ctx.client.clone(), &resource), Api::all(ctx.client.clone())),
+            Some(ns) => {
+                (Api::namespaced_with(ctx.client.clone(), ns, &resource), Api::namespaced(ctx.client.clone(), ns))
+            }
+        };
+        let controller = Controller::new_with(runs, watcher::Config::default(), resource.clone())
+            .owns(pods, watcher::Config::default().labels("app.kubernetes.io/managed-by=yuxi-operator"))
+            .with_config(Config::default().concurrency(concurrency))
+            .graceful_shutdown_on(shutdown.clone());
+        ctx.metrics.watch_runs(controller.store());
+        controller.run(reconcile, error_policy, ctx.clone()).for_each(|result| async move {
+            if let Err(err) = result {
+                tracing::debug!(error = %err, "AgentRun controller");
+            }
+        })
+    });
+    futures::future::join_all(controllers).await;
+}
+
+/// The metadata of an object the controller creates for a run: owned by it.
+pub fn owned_by(run: &AgentRun, name: &str) -> ObjectMeta {
+    ObjectMeta {
+        name: Some(name.to_string()),
+        namespace: run.namespace(),
+        owner_references: run.controller_owner_ref(&()).map(|r| vec![r]),
+        ..ObjectMeta::default()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_the_tolerated_code_counts_as_success() {
+        let status = |code| kube::Error::Api(kube::core::Status::failure("x", "Reason").with_code(code).boxed());
+        assert!(tolerate(Err(status(409)), 409).is_ok());
+        assert!(tolerate(Err(status(403)), 409).is_err());
+        assert!(tolerate(Ok(()), 404).is_ok());
+    }
+}
