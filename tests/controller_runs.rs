@@ -220,3 +220,113 @@ async fn a_run_that_cannot_be_read_gets_a_warning_and_is_skipped() {
         ctx.metrics.render().contains(r#"yuxi_reconcile_failures_total{kind="AgentRun",reason="InvalidObject"} 1"#)
     );
 }
+
+#[tokio::test]
+async fn creating_a_pod_that_exists_already_counts_as_created() {
+    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use yuxi_operator::controller::pod::SandboxObjects;
+    let run = agent_run("r1", json!({}));
+    let (client, server) = api_server(vec![
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/configmaps?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "yuxi-run-r1-inputs"}}),
+        ),
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/pods?&fieldManager=yuxi-operator",
+            409,
+            failure(409, "AlreadyExists", "pods \"yuxi-run-r1\" already exists"),
+        ),
+    ]);
+    let mut pod = Pod::default();
+    pod.metadata.name = Some("yuxi-run-r1".into());
+    let mut inputs = ConfigMap::default();
+    inputs.metadata.name = Some("yuxi-run-r1-inputs".into());
+    let ctx = context(client, Store::memory());
+    apply(&ctx, &typed(run), vec![Action::CreatePod(Box::new(SandboxObjects { pod, inputs }))])
+        .await
+        .expect("exists is done");
+    let bodies = server.await.expect("the whole script");
+    assert_eq!(bodies[1]["metadata"]["name"], "yuxi-run-r1");
+}
+
+#[tokio::test]
+async fn the_controller_relists_after_a_410_and_gives_a_new_run_its_pod() {
+    use common::routes::{Answer, routed};
+    let mut run = agent_run("r1", json!({}));
+    run["metadata"]["creationTimestamp"] = json!(jiff::Timestamp::now().to_string());
+    let agent = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": "research-explorer", "namespace": "team-a"},
+                       "spec": {"backend": "SubAgentBackend", "isSubagent": true}});
+    let list = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRunList", "metadata": {"resourceVersion": "9"}, "items": [run.clone()]});
+    let expired = json!({"type": "ERROR", "object": failure(410, "Expired", "too old resource version: 5 (9)")});
+    let (client, seen) = routed(move |request, earlier| {
+        let path = request.path_and_query.as_str();
+        let watching = path.contains("watch=true");
+        match request.method.as_str() {
+            "GET" if path.starts_with(&format!("{RUNS}?")) && watching => {
+                let earlier_watches = earlier
+                    .iter()
+                    .filter(|s| {
+                        s.path_and_query.starts_with(&format!("{RUNS}?")) && s.path_and_query.contains("watch=true")
+                    })
+                    .count();
+                if earlier_watches == 0 { Answer::Watch(0, vec![expired.clone()]) } else { Answer::Watch(2000, vec![]) }
+            }
+            "GET" if path.starts_with(&format!("{RUNS}?")) => Answer::Json(200, list.clone()),
+            "GET" if path.starts_with("/api/v1/namespaces/team-a/pods?") && watching => Answer::Watch(2000, vec![]),
+            "GET" if path.starts_with("/api/v1/namespaces/team-a/pods?") => Answer::Json(
+                200,
+                json!({"apiVersion": "v1", "kind": "PodList", "metadata": {"resourceVersion": "9"}, "items": []}),
+            ),
+            "GET" if path.starts_with("/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents/research-explorer") => {
+                Answer::Json(200, agent.clone())
+            }
+            "PATCH" => {
+                let mut patched = run.clone();
+                patched["status"] = request.body["status"].clone();
+                Answer::Json(200, patched)
+            }
+            "POST" => Answer::Json(201, request.body.clone()),
+            _ => Answer::Json(404, failure(404, "NotFound", "not found")),
+        }
+    });
+    let ctx = Arc::new(context(client, Store::memory()));
+    let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+    let shutdown = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
+        let _ = stopped.await;
+    }));
+    let controller = tokio::spawn(yuxi_operator::controller::runs::run(ctx, Some(vec!["team-a".into()]), 2, shutdown));
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    let created = loop {
+        let requests = seen.lock().expect("log").clone();
+        let lists = requests
+            .iter()
+            .filter(|s| {
+                s.method == "GET"
+                    && s.path_and_query.starts_with(&format!("{RUNS}?"))
+                    && !s.path_and_query.contains("watch=true")
+            })
+            .count();
+        if let Some(pod) = requests
+            .iter()
+            .find(|s| s.method == "POST" && s.path_and_query.starts_with("/api/v1/namespaces/team-a/pods?"))
+            && lists >= 2
+        {
+            break pod.clone();
+        }
+        assert!(std::time::Instant::now() < deadline, "no relist and pod: {requests:#?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    let _ = stop.send(());
+    tokio::time::timeout(Duration::from_secs(10), controller).await.expect("stops on shutdown").expect("joins");
+    assert_eq!(created.body["metadata"]["name"], "yuxi-run-r1");
+    let requests = seen.lock().expect("log").clone();
+    let status = requests
+        .iter()
+        .find(|s| s.method == "PATCH" && s.path_and_query.starts_with(&format!("{RUNS}/r1/status?")))
+        .expect("a status");
+    assert_eq!(status.body["status"]["phase"], "Pending");
+    assert_eq!(status.body["status"]["podName"], "yuxi-run-r1");
+}

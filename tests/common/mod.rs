@@ -6,6 +6,7 @@
 pub mod apiserver;
 pub mod local;
 pub mod openai;
+pub mod routes;
 pub mod runner;
 
 use std::path::{Path, PathBuf};
