@@ -667,6 +667,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         },
         recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
+        backoff: runs::Backoff::default(),
     });
     let reconcilers = runs::run(ctx, namespaces, args.concurrency, shutdown);
     tokio::pin!(reconcilers);

@@ -28,6 +28,7 @@ fn context(client: kube::Client, store: Store) -> RunContext {
         store,
         settings: Settings::default(),
         metrics: ControllerMetrics::default(),
+        backoff: Default::default(),
     }
 }
 

@@ -26,8 +26,30 @@ use crate::store::Store;
 
 /// The field manager of everything the controller writes.
 pub const FIELD_MANAGER: &str = "yuxi-operator";
-/// How long a failed reconcile waits before it is tried again.
-pub const RETRY_AFTER: Duration = Duration::from_secs(10);
+/// How long a failed reconcile waits before it is tried again the first time; each further failure in a
+/// row doubles it, up to [`RETRY_MAX`].
+pub const RETRY_AFTER: Duration = Duration::from_secs(2);
+/// The longest wait between retries of a failing reconcile.
+pub const RETRY_MAX: Duration = Duration::from_secs(300);
+
+/// Failures in a row, by object, for the retry backoff.
+#[derive(Default)]
+pub struct Backoff(std::sync::Mutex<std::collections::HashMap<String, u32>>);
+
+impl Backoff {
+    /// The wait before retrying `key` after one more failure: 2 s, 4 s, 8 s... at most 300 s.
+    pub fn failed(&self, key: &str) -> Duration {
+        let mut failures = self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = failures.entry(key.to_string()).or_insert(0);
+        *count = count.saturating_add(1);
+        RETRY_AFTER.saturating_mul(2u32.saturating_pow(*count - 1)).min(RETRY_MAX)
+    }
+
+    /// `key` succeeded: its next failure waits the shortest again.
+    pub fn succeeded(&self, key: &str) {
+        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(key);
+    }
+}
 
 /// What the reconciler works with.
 pub struct RunContext {
@@ -41,9 +63,11 @@ pub struct RunContext {
     pub recorder: Recorder,
     /// Counts reconciles.
     pub metrics: ControllerMetrics,
+    /// Retry waits of failing runs.
+    pub backoff: Backoff,
 }
 
-/// A reconcile failed; it is retried after [`RETRY_AFTER`].
+/// A reconcile failed; it is retried with a backoff ([`Backoff`]).
 #[derive(Debug, thiserror::Error)]
 pub enum ReconcileError {
     /// The Kubernetes API refused or failed.
@@ -78,6 +102,9 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Resu
     let started = Instant::now();
     let outcome = reconcile_inner(&object, &ctx).await;
     ctx.metrics.reconciled("AgentRun", started.elapsed(), outcome.as_ref().err().map(ReconcileError::kind));
+    if outcome.is_ok() {
+        ctx.backoff.succeeded(&backoff_key(&object));
+    }
     outcome
 }
 
@@ -111,10 +138,15 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
-/// After a failed reconcile: try again later.
-pub fn error_policy(object: Arc<DynamicObject>, error: &ReconcileError, _ctx: Arc<RunContext>) -> Requeue {
-    tracing::warn!(run = %object.name_any(), error = %error, "reconcile failed; retrying");
-    Requeue::requeue(RETRY_AFTER)
+/// After a failed reconcile: try again later, later each time it fails again.
+pub fn error_policy(object: Arc<DynamicObject>, error: &ReconcileError, ctx: Arc<RunContext>) -> Requeue {
+    let wait = ctx.backoff.failed(&backoff_key(&object));
+    tracing::warn!(run = %object.name_any(), error = %error, retry_in_s = wait.as_secs(), "reconcile failed");
+    Requeue::requeue(wait)
+}
+
+fn backoff_key(object: &DynamicObject) -> String {
+    format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
 /// Applies `actions` to `run`, in order; returns when to look again, if `decide` asked for it. What is
@@ -256,6 +288,16 @@ pub fn owned_by(run: &AgentRun, name: &str) -> ObjectMeta {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn retries_back_off_and_a_success_starts_over() {
+        let backoff = Backoff::default();
+        let waits: Vec<u64> = (0..10).map(|_| backoff.failed("team-a/r1").as_secs()).collect();
+        assert_eq!(waits, [2, 4, 8, 16, 32, 64, 128, 256, 300, 300]);
+        assert_eq!(backoff.failed("team-a/other").as_secs(), 2, "per object");
+        backoff.succeeded("team-a/r1");
+        assert_eq!(backoff.failed("team-a/r1").as_secs(), 2);
+    }
 
     #[test]
     fn only_the_tolerated_code_counts_as_success() {
