@@ -24,6 +24,19 @@ impl Exchange {
     }
 }
 
+/// A request as the stand-in received it.
+#[derive(Clone, Debug)]
+pub struct Received {
+    /// The method.
+    pub method: Method,
+    /// The path and query.
+    pub path_and_query: String,
+    /// The `content-type` header, if any.
+    pub content_type: Option<String>,
+    /// The JSON body, `Null` for none.
+    pub body: Value,
+}
+
 /// A `Status` failure as the API server writes it.
 pub fn failure(code: u16, reason: &str, message: &str) -> Value {
     json!({"kind": "Status", "apiVersion": "v1", "metadata": {}, "status": "Failure", "message": message,
@@ -34,34 +47,46 @@ pub fn failure(code: u16, reason: &str, message: &str) -> Value {
 /// bodies it received (JSON, `Null` for none) once the script is done; it panics on a request out of
 /// script. Requests after the script fail as if the API server were unreachable.
 pub fn api_server(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Value>>) {
-    let (service, mut handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
-    let task = tokio::spawn(async move {
-        let mut bodies = Vec::new();
-        for (i, exchange) in script.into_iter().enumerate() {
-            let (request, send) = handle
-                .next_request()
-                .await
-                .unwrap_or_else(|| panic!("request {i} ({} {}) never came", exchange.method, exchange.path_and_query));
-            let seen = request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
-            assert_eq!(
-                (request.method(), seen.as_str()),
-                (&exchange.method, exchange.path_and_query.as_str()),
-                "request {i}"
-            );
-            let bytes = request.into_body().collect_bytes().await.expect("request body");
-            bodies.push(if bytes.is_empty() {
-                Value::Null
-            } else {
-                serde_json::from_slice(&bytes).expect("JSON body")
-            });
-            let response = Response::builder()
-                .status(exchange.status)
-                .header("content-type", "application/json")
-                .body(Body::from(serde_json::to_vec(&exchange.answer).expect("JSON")))
-                .expect("response");
-            send.send_response(response);
-        }
-        bodies
-    });
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    let task = tokio::spawn(async move { serve(handle, script).await.into_iter().map(|r| r.body).collect() });
     (kube::Client::new(service, "default"), task)
+}
+
+/// Like [`api_server`], but the task ends with the whole requests: method, path and query, content type
+/// and body.
+pub fn api_server_receiving(script: Vec<Exchange>) -> (kube::Client, tokio::task::JoinHandle<Vec<Received>>) {
+    let (service, handle) = tower_test::mock::pair::<Request<Body>, Response<Body>>();
+    (kube::Client::new(service, "default"), tokio::spawn(serve(handle, script)))
+}
+
+async fn serve(
+    mut handle: tower_test::mock::Handle<Request<Body>, Response<Body>>,
+    script: Vec<Exchange>,
+) -> Vec<Received> {
+    let mut received = Vec::new();
+    for (i, exchange) in script.into_iter().enumerate() {
+        let (request, send) = handle
+            .next_request()
+            .await
+            .unwrap_or_else(|| panic!("request {i} ({} {}) never came", exchange.method, exchange.path_and_query));
+        let seen = request.uri().path_and_query().map(|p| p.to_string()).unwrap_or_default();
+        assert_eq!(
+            (request.method(), seen.as_str()),
+            (&exchange.method, exchange.path_and_query.as_str()),
+            "request {i}"
+        );
+        let method = request.method().clone();
+        let content_type =
+            request.headers().get(http::header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).map(str::to_string);
+        let bytes = request.into_body().collect_bytes().await.expect("request body");
+        let body = if bytes.is_empty() { Value::Null } else { serde_json::from_slice(&bytes).expect("JSON body") };
+        received.push(Received { method, path_and_query: seen, content_type, body });
+        let response = Response::builder()
+            .status(exchange.status)
+            .header("content-type", "application/json")
+            .body(Body::from(serde_json::to_vec(&exchange.answer).expect("JSON")))
+            .expect("response");
+        send.send_response(response);
+    }
+    received
 }
