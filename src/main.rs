@@ -669,7 +669,13 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         backoff: runs::Backoff::default(),
     });
-    let reconcilers = runs::run(ctx, namespaces, args.concurrency, shutdown);
+    let agents = yuxi_operator::controller::agents::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
+    let reconcilers = async move {
+        let (agents, ()) = tokio::join!(agents, runs::run(ctx, namespaces, args.concurrency, shutdown));
+        if let Err(err) = agents {
+            tracing::error!(error = %err, "the Agent reconciler stopped");
+        }
+    };
     tokio::pin!(reconcilers);
     let outcome = tokio::select! {
         () = &mut reconcilers => Ok(()),
