@@ -32,7 +32,8 @@ lint:
 	$(CARGO) clippy --all-targets --locked -- -D warnings
 
 unit:
-	scripts/with-redis $(CARGO) test --all-targets --locked
+	@scripts/k8s-venv >/dev/null
+	YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
 
 ## crds: regenerate crds/ from the resource types
 crds: build

@@ -98,6 +98,18 @@ enum Command {
     Controller(ControllerArgs),
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(RunnerArgs),
+    /// Print the sandbox pod (and, after `---`, the ConfigMap of its inputs) an AgentRun would get.
+    SandboxPod {
+        /// The AgentRun manifest.
+        #[arg(long, value_name = "FILE")]
+        run: PathBuf,
+        /// The Agent manifest the run names.
+        #[arg(long, value_name = "FILE")]
+        agent: PathBuf,
+        /// The sandbox settings (YAML, camelCase); without it, the defaults.
+        #[arg(long, value_name = "FILE")]
+        settings: Option<PathBuf>,
+    },
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
     SandboxExec {
         /// The Unix socket to listen on, on a volume shared with the runner.
@@ -247,6 +259,19 @@ fn main() -> ExitCode {
         } => {
             let runs = LocalRuns { data_dir, redis_url, default_model, scripts_dir, skills_library };
             run_async(run_local(manifests, listen, users, runs))
+        }
+        Command::SandboxPod { run, agent, settings } => {
+            match yuxi_operator::controller::pod::sandbox_pod_yaml(&run, &agent, settings.as_deref()) {
+                Ok(yaml) => {
+                    // A closed pipe (`| head`) ends the listing, not the process.
+                    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), yaml.as_bytes());
+                    ExitCode::SUCCESS
+                }
+                Err(err) => {
+                    eprintln!("error: {err}");
+                    ExitCode::FAILURE
+                }
+            }
         }
         Command::SandboxExec { socket, workdir } => run_async(async move {
             anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a folder", workdir.display());
@@ -669,7 +694,8 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         backoff: runs::Backoff::default(),
     });
-    let agents = yuxi_operator::controller::agents::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
+    let agents =
+        yuxi_operator::controller::agents::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
     let reconcilers = async move {
         let (agents, ()) = tokio::join!(agents, runs::run(ctx, namespaces, args.concurrency, shutdown));
         if let Err(err) = agents {

@@ -98,9 +98,9 @@ async fn a_pod_or_run_already_gone_counts_as_deleted() {
     let (client, server) = api_server(vec![
         Exchange::new(
             Method::DELETE,
-            "/api/v1/namespaces/team-a/pods/yuxi-run-r1?",
+            "/api/v1/namespaces/team-a/pods/r1?",
             404,
-            failure(404, "NotFound", "pods \"yuxi-run-r1\" not found"),
+            failure(404, "NotFound", "pods \"r1\" not found"),
         ),
         Exchange::new(
             Method::DELETE,
@@ -117,10 +117,11 @@ async fn a_pod_or_run_already_gone_counts_as_deleted() {
 #[tokio::test]
 async fn a_forbidden_delete_is_an_error_to_retry() {
     let run = agent_run("r1", json!({}));
-    let message = "pods \"yuxi-run-r1\" is forbidden: User \"system:serviceaccount:yuxi:controller\" cannot delete resource \"pods\"";
+    let message =
+        "pods \"r1\" is forbidden: User \"system:serviceaccount:yuxi:controller\" cannot delete resource \"pods\"";
     let (client, server) = api_server(vec![Exchange::new(
         Method::DELETE,
-        "/api/v1/namespaces/team-a/pods/yuxi-run-r1?",
+        "/api/v1/namespaces/team-a/pods/r1?",
         403,
         failure(403, "Forbidden", message),
     )]);
@@ -232,25 +233,25 @@ async fn creating_a_pod_that_exists_already_counts_as_created() {
             Method::POST,
             "/api/v1/namespaces/team-a/configmaps?&fieldManager=yuxi-operator",
             201,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "yuxi-run-r1-inputs"}}),
+            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r1-inputs"}}),
         ),
         Exchange::new(
             Method::POST,
             "/api/v1/namespaces/team-a/pods?&fieldManager=yuxi-operator",
             409,
-            failure(409, "AlreadyExists", "pods \"yuxi-run-r1\" already exists"),
+            failure(409, "AlreadyExists", "pods \"r1\" already exists"),
         ),
     ]);
     let mut pod = Pod::default();
-    pod.metadata.name = Some("yuxi-run-r1".into());
+    pod.metadata.name = Some("r1".into());
     let mut inputs = ConfigMap::default();
-    inputs.metadata.name = Some("yuxi-run-r1-inputs".into());
+    inputs.metadata.name = Some("r1-inputs".into());
     let ctx = context(client, Store::memory());
     apply(&ctx, &typed(run), vec![Action::CreatePod(Box::new(SandboxObjects { pod, inputs }))])
         .await
         .expect("exists is done");
     let bodies = server.await.expect("the whole script");
-    assert_eq!(bodies[1]["metadata"]["name"], "yuxi-run-r1");
+    assert_eq!(bodies[1]["metadata"]["name"], "r1");
 }
 
 #[tokio::test]
@@ -322,12 +323,18 @@ async fn the_controller_relists_after_a_410_and_gives_a_new_run_its_pod() {
     };
     let _ = stop.send(());
     tokio::time::timeout(Duration::from_secs(10), controller).await.expect("stops on shutdown").expect("joins");
-    assert_eq!(created.body["metadata"]["name"], "yuxi-run-r1");
+    assert_eq!(created.body["metadata"]["name"], "r1");
+    let owner = &created.body["metadata"]["ownerReferences"][0];
+    assert_eq!(
+        (owner["kind"].as_str(), owner["uid"].as_str(), owner["controller"].as_bool()),
+        (Some("AgentRun"), Some("uid-r1"), Some(true))
+    );
+    assert_eq!(created.body["spec"]["automountServiceAccountToken"], false);
     let requests = seen.lock().expect("log").clone();
     let status = requests
         .iter()
         .find(|s| s.method == "PATCH" && s.path_and_query.starts_with(&format!("{RUNS}/r1/status?")))
         .expect("a status");
     assert_eq!(status.body["status"]["phase"], "Pending");
-    assert_eq!(status.body["status"]["podName"], "yuxi-run-r1");
+    assert_eq!(status.body["status"]["podName"], "r1");
 }

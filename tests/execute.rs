@@ -191,8 +191,9 @@ async fn the_sandbox_stops_a_command_when_the_runner_hangs_up() {
 #[tokio::test]
 async fn hidden_folders_show_empty_while_the_volumes_inside_them_stay() {
     use yuxi_operator::runner::tools::files::VolumePaths;
-    // Under the target folder, not /tmp: the sandbox shows /tmp empty, which would hide it anyway.
-    let data = tempfile::tempdir_in(env!("CARGO_TARGET_TMPDIR")).expect("temp dir");
+    // In /var/tmp: the sandbox shows /tmp, /home and /root empty, which would hide it anyway (and the
+    // repository, hence its target folder, may live in any of them).
+    let data = tempfile::tempdir_in("/var/tmp").expect("a temporary folder in /var/tmp");
     let volumes = VolumePaths::under(&data.path().join("mine"));
     volumes.create_all().expect("mkdir");
     std::fs::write(volumes.workspace.join("own.txt"), "own").expect("write");

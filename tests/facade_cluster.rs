@@ -298,3 +298,58 @@ async fn the_facade_is_not_ready_while_the_api_server_cannot_be_reached() {
     let body: Value = response.json().await.expect("JSON");
     assert!(body["message"].as_str().expect("message").starts_with("the agents cannot be read"), "{body}");
 }
+
+#[tokio::test]
+async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
+    let parent = agent(
+        "deep-research",
+        json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global(), "context": {"subagents": ["research-explorer"]}}),
+    );
+    let (client, server) = api_server(vec![
+        review("alice", &["yuxi:department:1"]),
+        Exchange::new(Method::GET, &format!("{AGENTS}/deep-research"), 200, parent),
+        Exchange::new(
+            Method::POST,
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun",
+                   "metadata": {"name": "r-7", "namespace": "team-a", "uid": "run-uid-1"},
+                   "spec": {"agent": "deep-research", "input": "q"}}),
+        ),
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r-7-credentials"}}),
+        ),
+    ]);
+    let store = Store::memory();
+    let base = facade(client, store.clone()).await;
+    let (status, body) = call(
+        &base,
+        "POST",
+        "/api/agent/runs",
+        "alice-token",
+        Some(json!({"query": "q", "agent_slug": "deep-research"})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let bodies = tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .expect("the launcher sends both objects")
+        .expect("the whole script");
+    assert_eq!(bodies[2]["metadata"]["name"], body["run_id"]);
+    assert!(bodies[2]["spec"].get("parent").is_none(), "a parent run has no parent");
+    let secret = &bodies[3];
+    assert_eq!(secret["metadata"]["name"], "r-7-credentials");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "run-uid-1");
+    assert_eq!(secret["metadata"]["ownerReferences"][0]["kind"], "AgentRun");
+    let token = secret["stringData"]["token"].as_str().expect("the run's token");
+    assert!(token.starts_with("yxr_"), "{token}");
+    // The facade knows the run by that token (only its digest is kept).
+    let grant = store.grant(&yuxi_operator::runs::token_digest(token)).await.expect("store").expect("a grant");
+    assert_eq!(
+        (grant.run_id.as_str(), grant.uid.as_str(), grant.department_id),
+        (body["run_id"].as_str().expect("id"), "alice", Some(1))
+    );
+}

@@ -229,8 +229,9 @@ async fn output(mut command: std::process::Command) -> std::process::Output {
 #[tokio::test]
 async fn the_runner_binary_runs_over_the_socket_and_its_commands_cannot_reach_it() {
     let store = Store::memory();
-    // Under the target folder, not /tmp: the sandbox shows /tmp empty, which would hide it anyway.
-    let (_dir, socket) = serve_in(Path::new(env!("CARGO_TARGET_TMPDIR")), &store).await;
+    // In /var/tmp: the sandbox shows /tmp, /home and /root empty, which would hide it anyway (and the
+    // repository, hence its target folder, may live in any of them).
+    let (_dir, socket) = serve_in(Path::new("/var/tmp"), &store).await;
     let probe = format!("test -S {} && echo reachable || echo hidden", socket.display());
     let files = RunFiles::new(
         &subagent("{toolApprovalMode: AlwaysTrust}"),

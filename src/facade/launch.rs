@@ -190,12 +190,13 @@ pub const PARENT_RUN_LABEL: &str = "yuxi.dev/parent-run";
 #[derive(Clone)]
 pub struct ClusterLauncher {
     api: kube::Api<AgentRun>,
+    client: kube::Client,
 }
 
 impl ClusterLauncher {
     /// A launcher for `namespace`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
-        Self { api: kube::Api::namespaced(client, namespace) }
+        Self { api: kube::Api::namespaced(client.clone(), namespace), client }
     }
 
     /// The AgentRun of a run record: named by the run id, labelled with its agent and parent run.
@@ -219,15 +220,47 @@ impl ClusterLauncher {
         run
     }
 
-    /// Creates the run's AgentRun. An AgentRun of that name existing already (a retry) counts as created.
-    /// Errors: the Kubernetes API's refusal or failure, as text.
-    pub async fn create(&self, record: &RunRecord, input: String) -> Result<(), String> {
+    /// Creates the run's AgentRun and, for a parent run, the Secret with its credentials (key `token`,
+    /// owned by the AgentRun, so it goes with it), which the controller mounts into the runner container
+    /// only. An object of that name existing already (a retry) counts as created. Errors: the Kubernetes
+    /// API's refusal or failure, as text.
+    pub async fn create(&self, record: &RunRecord, input: String, credentials: Option<&str>) -> Result<(), String> {
+        use crate::controller::pod;
         let params =
             kube::api::PostParams { dry_run: false, field_manager: Some(super::catalog::FIELD_MANAGER.to_string()) };
-        match self.api.create(&params, &Self::agent_run(record, input)).await {
+        let run = match self.api.create(&params, &Self::agent_run(record, input)).await {
+            Ok(run) => run,
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                self.api.get(&record.run_id).await.map_err(|e| format!("the AgentRun could not be read back: {e}"))?
+            }
+            Err(err) => return Err(format!("the AgentRun could not be created: {err}")),
+        };
+        let Some(token) = credentials else { return Ok(()) };
+        let namespace = kube::ResourceExt::namespace(&run).unwrap_or_default();
+        let secret = k8s_openapi::api::core::v1::Secret {
+            metadata: ObjectMeta {
+                name: Some(pod::credentials_secret_name(&run)),
+                namespace: Some(namespace.clone()),
+                owner_references: kube::Resource::controller_owner_ref(&run, &()).map(|r| vec![r]),
+                labels: Some(std::collections::BTreeMap::from([(
+                    pod::RUN_LABEL.to_string(),
+                    pod::label_value(&record.run_id),
+                )])),
+                ..ObjectMeta::default()
+            },
+            string_data: Some(std::collections::BTreeMap::from([(
+                pod::CREDENTIALS_TOKEN_KEY.to_string(),
+                token.to_string(),
+            )])),
+            type_: Some("Opaque".into()),
+            ..Default::default()
+        };
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), &namespace);
+        match secrets.create(&params, &secret).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(err) => Err(format!("the AgentRun could not be created: {err}")),
+            Err(err) => Err(format!("the run's credentials Secret could not be created: {err}")),
         }
     }
 }
@@ -256,7 +289,7 @@ impl Launcher {
             Launcher::Cluster(cluster) => {
                 let cluster = cluster.clone();
                 tokio::spawn(async move {
-                    if let Err(error) = cluster.create(&record, input).await {
+                    if let Err(error) = cluster.create(&record, input, credentials.as_deref()).await {
                         tracing::error!(run_id = %record.run_id, error = %error, "the run could not be started");
                         if let Err(err) = store.set_run_status(&record.run_id, RunStatus::Failed, Some(&error)).await {
                             tracing::error!(run_id = %record.run_id, error = %err, "cannot record the run's failure");

@@ -1,11 +1,12 @@
 //! Helpers shared by the integration tests: the example manifests, a stand-in model endpoint, Redis, the
-//! local mode.
+//! local mode, a Pod Security Standards checker.
 
 #![allow(dead_code)]
 
 pub mod apiserver;
 pub mod local;
 pub mod openai;
+pub mod pss;
 pub mod routes;
 pub mod runner;
 

@@ -91,7 +91,7 @@ fn condition<'a>(status: &'a AgentRunStatus, type_: &str) -> &'a Condition {
 
 /// A run that has been started: pod named, phase `phase`, started at T0.
 fn started(phase: &str, spec: serde_json::Value) -> AgentRun {
-    run(spec, json!({"phase": phase, "podName": "yuxi-run-r1", "attempts": 1, "startTime": T0}))
+    run(spec, json!({"phase": phase, "podName": "r1", "attempts": 1, "startTime": T0}))
 }
 
 #[test]
@@ -102,7 +102,7 @@ fn a_new_run_gets_its_pod_once_and_is_pending() {
     let status = status_of(&actions);
     assert_eq!(
         (status.phase, status.pod_name.as_deref(), status.attempts),
-        (Some(AgentRunPhase::Pending), Some("yuxi-run-r1"), Some(1))
+        (Some(AgentRunPhase::Pending), Some("r1"), Some(1))
     );
     assert_eq!(condition(&status, SUCCEEDED).status, "Unknown");
     assert!(has(&actions, |a| matches!(a, Action::Event { reason, .. } if reason == "PodCreated")));
@@ -126,7 +126,7 @@ fn reconciling_again_before_the_pod_is_seen_asks_for_the_same_pod_without_a_seco
 
 #[test]
 fn a_pod_already_there_is_not_created_again() {
-    let pending = run(json!({}), json!({"phase": "Pending", "podName": "yuxi-run-r1", "attempts": 1}));
+    let pending = run(json!({}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
     let actions = decide_at(&pending, Some(pod(PodPhase::Pending)), None, 1);
     assert!(!creates_pod(&actions));
     assert_eq!(status_of(&actions).phase, Some(AgentRunPhase::Pending));
@@ -134,7 +134,7 @@ fn a_pod_already_there_is_not_created_again() {
 
 #[test]
 fn a_pod_that_waits_on_its_image_says_so() {
-    let pending = run(json!({}), json!({"phase": "Pending", "podName": "yuxi-run-r1"}));
+    let pending = run(json!({}), json!({"phase": "Pending", "podName": "r1"}));
     let mut waiting = pod(PodPhase::Pending);
     waiting.waiting = Some("ImagePullBackOff".into());
     let status = status_of(&decide_at(&pending, Some(waiting), None, 1));
@@ -143,7 +143,7 @@ fn a_pod_that_waits_on_its_image_says_so() {
 
 #[test]
 fn a_running_pod_makes_the_run_running_from_now() {
-    let pending = run(json!({}), json!({"phase": "Pending", "podName": "yuxi-run-r1", "attempts": 1}));
+    let pending = run(json!({}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
     let actions = decide_at(&pending, Some(pod(PodPhase::Running)), None, 7);
     let status = status_of(&actions);
     assert_eq!((status.phase, status.start_time.map(|t| t.0)), (Some(AgentRunPhase::Running), Some(at(7))));
@@ -275,7 +275,7 @@ fn a_run_that_completes_while_its_cancel_is_on_the_way_keeps_its_answer() {
 #[test]
 fn a_cancel_during_pod_creation_ends_the_run_and_the_late_pod_is_deleted() {
     // The pod was asked for, the cache has not shown it yet, and the cancel arrives.
-    let creating = run(json!({"cancel": true}), json!({"phase": "Pending", "podName": "yuxi-run-r1", "attempts": 1}));
+    let creating = run(json!({"cancel": true}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
     let actions = decide_at(&creating, None, None, 2);
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Cancelled, "Cancelled".into()));
     assert!(!creates_pod(&actions));
@@ -292,7 +292,7 @@ fn a_run_past_its_deadline_fails_and_its_pod_is_deleted() {
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "DeadlineExceeded".into()));
     assert!(deletes_pod(&actions));
     // A run that never started counts from its creation.
-    let stuck = run(json!({"timeoutSeconds": 60}), json!({"phase": "Pending", "podName": "yuxi-run-r1"}));
+    let stuck = run(json!({"timeoutSeconds": 60}), json!({"phase": "Pending", "podName": "r1"}));
     assert_eq!(phase_reason(&decide_at(&stuck, Some(pod(PodPhase::Pending)), None, 61)).1, "DeadlineExceeded");
 }
 
