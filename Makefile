@@ -6,7 +6,7 @@ RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run webhook test fmt lint unit crds build tools clean
+.PHONY: run webhook test fmt lint unit chart-check crds build tools clean
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -22,8 +22,8 @@ run: build
 webhook: build $(RUN_DIR)/tls.crt
 	$(BIN) webhook --offline --listen $(WEBHOOK_LISTEN) --tls-cert $(RUN_DIR)/tls.crt --tls-key $(RUN_DIR)/tls.key
 
-## test: formatting, lints (warnings denied) and every test
-test: tools fmt lint unit
+## test: formatting, lints (warnings denied), the Helm chart's checks and every test
+test: tools fmt chart-check lint unit
 
 fmt:
 	$(CARGO) fmt --all -- --check
@@ -34,6 +34,13 @@ lint:
 unit:
 	@scripts/k8s-venv >/dev/null
 	YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
+
+## chart-check: the checks of the Helm chart charts/yuxi-operator (scripts/chart-check), after the checker's
+## own tests; fails when the chart is missing
+chart-check:
+	@scripts/k8s-venv >/dev/null
+	.venv/bin/python -m unittest discover -q -s scripts/chart_checks -p 'test_*.py'
+	.venv/bin/python scripts/chart-check
 
 ## crds: regenerate crds/ from the resource types
 crds: build
