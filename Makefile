@@ -35,9 +35,10 @@ unit:
 	@scripts/k8s-venv >/dev/null
 	YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
 
-## crds: regenerate crds/ from the resource types
+## crds: regenerate crds/ (and the chart's copy) from the resource types
 crds: build
 	$(BIN) crd --out-dir crds
+	cp crds/*.yaml charts/yuxi-operator/crds/
 
 build:
 	$(CARGO) build --locked
