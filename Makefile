@@ -42,9 +42,10 @@ chart-check:
 	.venv/bin/python -m unittest discover -q -s scripts/chart_checks -p 'test_*.py'
 	.venv/bin/python scripts/chart-check
 
-## crds: regenerate crds/ from the resource types
+## crds: regenerate crds/ (and the chart's copy) from the resource types
 crds: build
 	$(BIN) crd --out-dir crds
+	cp crds/*.yaml charts/yuxi-operator/crds/
 
 build:
 	$(CARGO) build --locked

@@ -98,3 +98,13 @@ fn every_cel_rule_compiles_and_fits_the_cost_budget() {
     }
     assert!(rules >= 10, "found only {rules} CEL rules");
 }
+
+#[test]
+fn the_charts_crds_are_the_generated_ones() {
+    for name in ["agent.yaml", "agentrun.yaml"] {
+        let generated = std::fs::read_to_string(common::root().join("crds").join(name)).expect("crds/");
+        let chart = std::fs::read_to_string(common::root().join("charts/yuxi-operator/crds").join(name))
+            .expect("charts/yuxi-operator/crds/");
+        assert!(chart == generated, "charts/yuxi-operator/crds/{name} differs from crds/{name}: run `make crds`");
+    }
+}

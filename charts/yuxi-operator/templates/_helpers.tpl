@@ -1,0 +1,72 @@
+{{/* The prefix of every object's name: the release name. */}}
+{{- define "yuxi.name" -}}
+{{- .Release.Name | trunc 40 | trimSuffix "-" -}}
+{{- end -}}
+
+{{/* Common labels. */}}
+{{- define "yuxi.labels" -}}
+app.kubernetes.io/name: yuxi-operator
+app.kubernetes.io/instance: {{ .Release.Name }}
+app.kubernetes.io/version: {{ .Chart.AppVersion | quote }}
+app.kubernetes.io/managed-by: {{ .Release.Service }}
+helm.sh/chart: {{ printf "%s-%s" .Chart.Name .Chart.Version | quote }}
+{{- end -}}
+
+{{/* Selector labels of one component. */}}
+{{- define "yuxi.selector" -}}
+app.kubernetes.io/name: yuxi-operator
+app.kubernetes.io/instance: {{ .root.Release.Name }}
+app.kubernetes.io/component: {{ .component }}
+{{- end -}}
+
+{{/* The image. */}}
+{{- define "yuxi.image" -}}
+{{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The namespaces served: watchNamespaces, or the release namespace. */}}
+{{- define "yuxi.namespaces" -}}
+{{- if .Values.watchNamespaces -}}
+{{- join "," .Values.watchNamespaces -}}
+{{- else -}}
+{{- .Release.Namespace -}}
+{{- end -}}
+{{- end -}}
+
+{{/* The Secret and key holding the Redis URL. */}}
+{{- define "yuxi.redisSecret" -}}
+{{- if .Values.redis.existingSecret -}}{{ .Values.redis.existingSecret }}{{- else -}}{{ include "yuxi.name" . }}-redis{{- end -}}
+{{- end -}}
+{{- define "yuxi.redisKey" -}}
+{{- if .Values.redis.existingSecret -}}{{ .Values.redis.existingSecretKey }}{{- else -}}url{{- end -}}
+{{- end -}}
+
+{{/* The data and skills library claims. */}}
+{{- define "yuxi.dataClaim" -}}
+{{- .Values.storage.data.existingClaim | default (printf "%s-data" (include "yuxi.name" .)) -}}
+{{- end -}}
+{{- define "yuxi.skillsClaim" -}}
+{{- .Values.storage.skillsLibrary.existingClaim | default (printf "%s-skills-library" (include "yuxi.name" .)) -}}
+{{- end -}}
+
+{{/* Restricted Pod Security for the chart's pods. */}}
+{{- define "yuxi.podSecurityContext" -}}
+runAsNonRoot: true
+runAsUser: 65532
+runAsGroup: 65532
+fsGroup: 65532
+seccompProfile:
+  type: RuntimeDefault
+{{- end -}}
+{{- define "yuxi.containerSecurityContext" -}}
+allowPrivilegeEscalation: false
+readOnlyRootFilesystem: true
+runAsNonRoot: true
+capabilities:
+  drop: [ALL]
+{{- end -}}
+
+{{/* The webhook's Service name and its certificate's DNS name. */}}
+{{- define "yuxi.webhookService" -}}
+{{ include "yuxi.name" . }}-webhook
+{{- end -}}
