@@ -185,13 +185,14 @@ def _yaml_loader() -> type:
 
 
 def parse_rendered(manifests: dict[str, str], label: str, chart_name: str) -> tuple[list[Obj], list[Finding]]:
-    """The objects of Helm's rendered templates ({template path: text}); NOTES.txt is not a manifest."""
+    """The objects of Helm's rendered templates ({template path: text}). As with `helm install`, only the
+    .yaml, .yml and .json files are manifests (NOTES.txt is not)."""
     objects: list[Obj] = []
     findings: list[Finding] = []
     loader = _yaml_loader()
     for path in sorted(manifests):
         source = path[len(chart_name) + 1 :] if path.startswith(chart_name + "/") else path
-        if source.endswith("NOTES.txt"):
+        if not source.endswith((".yaml", ".yml", ".json")):
             continue
         try:
             docs = list(yaml.load_all(manifests[path], Loader=loader))
@@ -273,6 +274,9 @@ def validate_schemas(objects: Iterable[Obj], kube_version: str = KUBE_VERSION) -
         except kubernetes_validate.ValidationError as error:
             path = ".".join(str(p) for p in error.path) or "(the object)"
             findings.append(Finding("Kubernetes schema", obj.where, f"{path}: {error.message}"))
+        except Exception as error:  # noqa: BLE001 (an unsupported version, a broken schema: a failure too)
+            message = getattr(error, "message", None) or f"{type(error).__name__}: {error}"
+            findings.append(Finding("Kubernetes schema", obj.where, f"could not be validated: {message}"))
     return findings, skipped
 
 

@@ -640,6 +640,23 @@ class SchemaTest(unittest.TestCase):
         self.assertIn("has no apps/v1 Deploymnt", findings[1].message)
         self.assertIn("no metadata.name", findings[2].message)
 
+    def test_rendered_files(self):
+        manifests = {
+            "yuxi-operator/templates/NOTES.txt": "Installed {{ not yaml",
+            "yuxi-operator/templates/a.yaml": "\n---\n# Source: a\napiVersion: v1\nkind: ConfigMap\nmetadata: {name: a}\n---\n",
+            "yuxi-operator/templates/b.yaml": "- just\n- a list\n",
+            "yuxi-operator/templates/c.yaml": "key: [unclosed\n",
+        }
+        objects, findings = cc.parse_rendered(manifests, "default values", "yuxi-operator")
+        self.assertEqual([o.where for o in objects], ["default values: templates/a.yaml: ConfigMap/a"])
+        self.assertEqual(
+            [(f.where, f.message.split(":")[0]) for f in findings],
+            [
+                ("default values: templates/b.yaml", "a document that is not a mapping"),
+                ("default values: templates/c.yaml", "does not parse"),
+            ],
+        )
+
     def test_duplicates(self):
         objects = good_objects() + [cc.Obj(good_objects()[2].doc, "templates/other.yaml")]
         found = cc.check_duplicates(objects)
