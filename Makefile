@@ -67,3 +67,24 @@ $(RUN_DIR)/tls.crt:
 clean:
 	$(CARGO) clean
 	rm -rf $(RUN_DIR)
+
+# The container image and the cluster check. Neither has been run where they were written: that machine has
+# no container engine (no docker daemon, no podman) and no cluster.
+IMAGE ?= yuxi-operator:dev
+# docker, else podman; set it to choose.
+CONTAINER_ENGINE ?= $(shell if command -v docker >/dev/null 2>&1; then echo docker; elif command -v podman >/dev/null 2>&1; then echo podman; fi)
+IMAGE_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
+IMAGE_REVISION = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+
+.PHONY: image e2e
+
+## image: the one image of every role, tagged $(IMAGE), built from the Dockerfile with docker or podman
+image:
+	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: neither docker nor podman is installed; install one, or set CONTAINER_ENGINE" >&2; exit 1; }
+	@$(CONTAINER_ENGINE) info >/dev/null 2>&1 || { echo "make image: '$(CONTAINER_ENGINE) info' fails: is its daemon (or machine) running?" >&2; exit 1; }
+	$(CONTAINER_ENGINE) build --build-arg VERSION=$(IMAGE_VERSION) --build-arg REVISION=$(IMAGE_REVISION) -t $(IMAGE) .
+
+## e2e: the image, installed with the chart on the current kind or k3d cluster, driven through the facade,
+## then uninstalled (scripts/e2e says what it needs and checks)
+e2e:
+	scripts/e2e
