@@ -1,5 +1,5 @@
 //! The subagent tools for parent agents (SEED-subagents.md "同步调用与异步调用"):
-//! `POST /api/tools/{subagent_start, subagent_status, subagent_await, subagent_cancel, task}`.
+//! `POST /api/tools/{task, subagent_start, subagent_status, subagent_events, subagent_cancel, subagent_await}`.
 //!
 //! Every body names the calling parent. A run-id tool answers a run created by another parent run, or for
 //! another user, exactly as a run that does not exist.

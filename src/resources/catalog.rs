@@ -83,7 +83,11 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
                 }
                 Err(ManifestError::UnknownKind { api_version, kind, .. }) => checked.push(Checked {
                     origin,
-                    object: Some(format!("{kind} ({api_version})")),
+                    object: Some(if kind.is_empty() && api_version.is_empty() {
+                        "not a Kubernetes manifest: no apiVersion or kind".to_string()
+                    } else {
+                        format!("{kind} ({api_version})")
+                    }),
                     report: Report::default(),
                     skipped: true,
                 }),
