@@ -236,6 +236,15 @@ struct RunnerArgs {
 }
 
 fn main() -> ExitCode {
+    // A runner holds the model key and the run's credentials in its environment: before anything else,
+    // other processes of the same user (commands the model runs among them) lose the right to read its
+    // memory and environment through /proc.
+    if std::env::args_os().nth(1).is_some_and(|role| role == "runner") {
+        // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's own dumpable flag.
+        unsafe {
+            libc::prctl(libc::PR_SET_DUMPABLE, 0);
+        }
+    }
     tracing_subscriber::fmt()
         .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
         .with_writer(std::io::stderr)
@@ -305,12 +314,6 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             return ExitCode::from(EXIT_UNUSABLE);
         }
     };
-    // Commands the model runs as this user must not read this process's memory or environment through
-    // /proc (it holds the model key and the run's credentials).
-    // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's own dumpable flag.
-    unsafe {
-        libc::prctl(libc::PR_SET_DUMPABLE, 0);
-    }
     let code = runtime.block_on(async move {
         let mcp_servers = match &args.mcp_servers {
             Some(path) => match mcp::load_servers(path) {

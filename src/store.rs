@@ -489,6 +489,26 @@ impl Store {
         }
     }
 
+    /// Makes `uid` the owner of `thread_id` unless somebody owns it already; returns whether `uid` owns it
+    /// now. One atomic step, so two users racing for a new thread cannot both win.
+    pub async fn claim_thread(&self, thread_id: &str, uid: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Redis(redis) => {
+                let mut connection = redis.connection.clone();
+                let key = keys::thread_owner(thread_id);
+                let _: Option<String> =
+                    redis::cmd("SET").arg(&key).arg(uid).arg("NX").query_async(&mut connection).await?;
+                let owner: Option<String> = connection.get(&key).await?;
+                Ok(owner.as_deref() == Some(uid))
+            }
+            Store::Memory(memory) => {
+                let mut state = memory.state.lock().expect("store lock");
+                Ok(state.thread_owners.entry(thread_id.to_string()).or_insert_with(|| uid.to_string()) == uid)
+            }
+            Store::Socket(_) => Err(StoreError::Unsupported { operation: "claim_thread" }),
+        }
+    }
+
     /// The run's record.
     pub async fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         match self {

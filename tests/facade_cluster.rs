@@ -353,3 +353,29 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
         (body["run_id"].as_str().expect("id"), "alice", Some(1))
     );
 }
+
+#[tokio::test]
+async fn run_credentials_serve_the_tool_endpoints_only() {
+    let (client, server) = api_server(vec![]);
+    let store = Store::memory();
+    let token = yuxi_operator::runs::new_run_token();
+    let grant = yuxi_operator::runs::RunGrant {
+        run_id: "r-1".into(),
+        thread_id: "t-1".into(),
+        file_thread_id: "t-1".into(),
+        agent: "deep-research".into(),
+        uid: "alice".into(),
+        role: yuxi_operator::access::Role::User,
+        department_id: None,
+    };
+    store.save_grant(&yuxi_operator::runs::token_digest(&token), &grant).await.expect("saved");
+    let base = facade(client, store).await;
+    for (method, path) in
+        [("GET", "/api/agent"), ("GET", "/api/agent/runs/r-1"), ("POST", "/api/agent/runs/r-1/cancel")]
+    {
+        let (status, body) = call(&base, method, path, &token, None).await;
+        assert_eq!(status, 403, "{method} {path}: {body}");
+        assert!(body["message"].as_str().expect("message").contains("/api/tools"), "{body}");
+    }
+    assert!(server.await.expect("no request reached the API server").is_empty());
+}

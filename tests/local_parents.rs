@@ -362,3 +362,56 @@ async fn a_child_of_another_parent_is_invisible_and_bad_tool_calls_are_errors_th
         .await;
     assert_eq!((status, body["message"].as_str()), (404, Some(stranger)));
 }
+
+#[tokio::test]
+async fn another_users_threads_runs_and_files_cannot_be_named_as_a_parent() {
+    let system = start().await;
+    let (alice_run, alice_thread) = system.run("alice-token", "deep-research", "what is in the report?").await;
+    assert_eq!(system.ended("alice-token", &alice_run).await["status"], "completed");
+    let events = system.events_until("alice-token", &alice_run, |_| false).await;
+    let alice_child_thread = announced(&events)[0]["thread_id"].as_str().expect("thread").to_string();
+    let start = |parent: Value, extra: Value| {
+        let mut body = json!({"parent": parent, "description": "read it", "subagent_slug": "research-explorer"});
+        body.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
+        body
+    };
+    // Bob names Alice's conversation as the file thread, her thread as his, her run as his parent, or
+    // continues her child's thread: nothing of hers answers.
+    let cases = [
+        start(
+            json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": "bob-thread", "file_thread_id": alice_thread}),
+            json!({}),
+        ),
+        start(json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": alice_thread}), json!({})),
+        start(json!({"agent": "deep-research", "run_id": alice_run, "thread_id": "bob-thread-2"}), json!({})),
+    ];
+    for body in cases {
+        let (status, answer) = system.local.tool("subagent_start", "bob-token", body.clone()).await;
+        assert_eq!(status, 404, "{body} → {answer}");
+    }
+    let continuing = start(
+        json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": alice_thread}),
+        json!({"thread_id": alice_child_thread}),
+    );
+    assert_eq!(system.local.tool("task", "bob-token", continuing).await.0, 404);
+    assert!(!system.local.data.path().join(format!("threads/{alice_thread}/outputs/planted.md")).exists());
+    let (status, messages) = system.get(&format!("/api/threads/{alice_child_thread}/messages"), "alice-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        messages["messages"].as_array().expect("messages").len(),
+        2,
+        "nothing added to Alice's thread: {messages}"
+    );
+
+    // A parent run's thread id leaves room for its children's ids.
+    let response = system
+        .local
+        .client
+        .post(format!("{}/api/agent/runs", system.local.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"query": "q", "agent_slug": "deep-research", "thread_id": format!("M{}", "a".repeat(200))}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 422);
+}

@@ -245,7 +245,13 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
-        ParentCaller::from_request_parts(parts, state).await.map(|caller| Caller(caller.who))
+        // A run's credentials serve its tool calls only: a run acts as itself, never as its user.
+        match ParentCaller::from_request_parts(parts, state).await? {
+            ParentCaller { run: Some(_), .. } => {
+                Err(ApiError::Forbidden("run credentials are accepted by the /api/tools endpoints only".into()))
+            }
+            ParentCaller { who, run: None } => Ok(Caller(who)),
+        }
     }
 }
 

@@ -109,17 +109,26 @@ pub async fn start(
     }
     let thread_id = match &body.thread_id {
         None => format!("t-{}", uuid::Uuid::new_v4().simple()),
-        Some(thread) if !is_valid_id(thread) || thread.contains("_sub_") => {
-            return Err(invalid("thread_id", format!("{thread:?} is not a conversation thread id")));
+        Some(thread)
+            if !is_valid_id(thread)
+                || thread.contains("_sub_")
+                || thread.len() > crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN =>
+        {
+            return Err(invalid(
+                "thread_id",
+                format!(
+                    "{thread:?} is not a conversation thread id (letters, digits, '.', '_', '-'; at most {} characters)",
+                    crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN
+                ),
+            ));
         }
-        Some(thread) => {
-            let owner = store.thread_owner(thread).await.map_err(super::tools::store_error)?;
-            if owner.is_some_and(|o| o != who.uid) {
-                return Err(ApiError::NotFound(format!("thread {thread:?} does not exist")));
-            }
-            thread.clone()
-        }
+        Some(thread) => thread.clone(),
     };
+    // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
+    // another user answers as a missing one, and its runs are never named.
+    if !store.claim_thread(&thread_id, &who.uid).await.map_err(super::tools::store_error)? {
+        return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
+    }
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
@@ -321,7 +330,16 @@ pub async fn events(
                             .collect();
                         return Some((futures::stream::iter(events), (store, run_id, next, ended)));
                     }
-                    Ok(_) => tokio::time::sleep(EVENT_POLL).await,
+                    Ok(_) => {
+                        // Nothing after the cursor: a run that has ended will write nothing more.
+                        if let Ok(Some(record)) = store.run_record(&run_id).await
+                            && record.status.is_terminal()
+                            && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
+                        {
+                            return None;
+                        }
+                        tokio::time::sleep(EVENT_POLL).await
+                    }
                     Err(err) => {
                         tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events");
                         tokio::time::sleep(EVENT_POLL * 4).await;

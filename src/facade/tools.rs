@@ -14,7 +14,7 @@ use serde_json::Value;
 use utoipa::ToSchema;
 
 use super::FacadeState;
-use super::auth::{Caller, ParentCaller};
+use super::auth::ParentCaller;
 use super::body::JsonBody;
 use super::error::ApiError;
 use crate::access::{Permission, allowed_subagents, permission};
@@ -287,6 +287,12 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
             return Err(invalid(field, format!("{id:?} is not a valid id")));
         }
     }
+    if resolved.thread_id.len() > crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN {
+        return Err(invalid(
+            "parent.thread_id",
+            format!("is longer than {} characters", crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN),
+        ));
+    }
     if let Some(id) = &resolved.file_thread_id
         && !is_valid_id(id)
     {
@@ -300,6 +306,22 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     let store = runs(state)?;
     let who = &caller.who;
     let parent = parent_of(caller, &body.parent)?;
+    // A caller acts for itself: the parent run, its thread and its file thread must be the caller's (or
+    // nobody's yet; they become the caller's), else they answer as if they did not exist.
+    if caller.run.is_none() {
+        let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
+        if let Some(record) = store.run_record(&parent.run_id).await.map_err(store_error)?
+            && record.uid != who.uid
+        {
+            return Err(foreign());
+        }
+        let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
+        for thread in [&parent.thread_id, &file_thread] {
+            if !store.claim_thread(thread, &who.uid).await.map_err(store_error)? {
+                return Err(foreign());
+            }
+        }
+    }
     // A run of this system starts children only while it runs: not once it is cancelled or has ended.
     if let Some(run) = &caller.run {
         let status = store.run_record(&run.run_id).await.map_err(store_error)?.map(|r| r.status);
@@ -329,7 +351,15 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     };
     let slug = subagent.name_any();
     let (thread_id, continuing) = match &body.thread_id {
-        Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => (thread.clone(), true),
+        Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {
+            if store.thread_owner(thread).await.map_err(store_error)?.is_some_and(|owner| owner != who.uid) {
+                return Err(invalid(
+                    "thread_id",
+                    format!("{thread:?} is not a thread of {slug} under parent thread {:?}", parent.thread_id),
+                ));
+            }
+            (thread.clone(), true)
+        }
         Some(thread) => {
             return Err(invalid(
                 "thread_id",
@@ -545,7 +575,7 @@ pub struct ToolsQuery {
 )]
 pub async fn list_tools(
     State(state): State<FacadeState>,
-    Caller(who): Caller,
+    ParentCaller { who, .. }: ParentCaller,
     super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
 ) -> Result<Json<ToolsAnswer>, ApiError> {
     let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
@@ -702,11 +732,9 @@ fn default_limit() -> usize {
 /// Whether `seq` is a stream id, `<milliseconds>-<sequence>`.
 pub fn is_stream_id(seq: &str) -> bool {
     seq.split_once('-').is_some_and(|(ms, n)| {
-        !ms.is_empty()
-            && !n.is_empty()
-            && ms.len() <= 20
-            && n.len() <= 20
-            && ms.bytes().chain(n.bytes()).all(|b| b.is_ascii_digit())
+        [ms, n]
+            .iter()
+            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && part.parse::<u64>().is_ok())
     })
 }
 
@@ -820,4 +848,17 @@ pub async fn task(
         status: record.status.as_str().into(),
         result: output,
     }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn stream_ids_are_two_unsigned_64_bit_numbers() {
+        assert!(is_stream_id("0-0") && is_stream_id("1764460800000-3") && is_stream_id("18446744073709551615-0"));
+        for bad in ["99999999999999999999-0", "1-", "-1", "1", "a-1", "1-1-1", "", " 1-1"] {
+            assert!(!is_stream_id(bad), "{bad:?}");
+        }
+    }
 }
