@@ -558,10 +558,9 @@ async fn run_local(manifests: PathBuf, listen: SocketAddr, users: PathBuf, runs:
         metrics: Default::default(),
     };
     let listener =
-        tokio::net::TcpListener::bind(listen).await.map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
+        std::net::TcpListener::bind(listen).map_err(|e| anyhow::anyhow!("cannot listen on {listen}: {e}"))?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
-    let served =
-        axum::serve(listener, yuxi_operator::facade::router(state)).with_graceful_shutdown(shutdown_signal()).await;
+    let served = yuxi_operator::facade::serve(listener, yuxi_operator::facade::router(state), shutdown_signal()).await;
     if let RunnerStore::Socket(socket) = &runner_store {
         let _ = std::fs::remove_file(socket);
     }
@@ -592,11 +591,10 @@ async fn run_api(args: ApiArgs) -> anyhow::Result<()> {
         }),
         metrics: Default::default(),
     };
-    let listener = tokio::net::TcpListener::bind(args.listen)
-        .await
+    let listener = std::net::TcpListener::bind(args.listen)
         .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
-    axum::serve(listener, facade::router(state)).with_graceful_shutdown(shutdown_signal()).await?;
+    facade::serve(listener, facade::router(state), shutdown_signal()).await?;
     Ok(())
 }
 

@@ -119,3 +119,20 @@ fn an_invalid_manifest_stops_the_local_mode_naming_the_file_and_field() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("helper.yaml: spec.default: a subagent cannot be the default agent"), "{stderr}");
 }
+
+#[tokio::test]
+async fn a_client_that_never_finishes_its_headers_is_dropped() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let data = TempDir::new().expect("dir");
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let port = free_port();
+    let _local = Local(local(&root.join("examples"), port, &data).spawn().expect("starts"));
+    agents_when_up(&reqwest12::Client::new(), port).await;
+    let mut stream = tokio::net::TcpStream::connect(("127.0.0.1", port)).await.expect("connects");
+    stream.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n").await.expect("writes");
+    let mut buffer = [0u8; 256];
+    // The facade closes the connection (read returns 0) instead of waiting forever; the bound here only
+    // keeps a broken build from hanging the test.
+    let read = tokio::time::timeout(Duration::from_secs(60), stream.read(&mut buffer)).await.expect("closed in time");
+    assert!(matches!(read, Ok(0) | Err(_)) || String::from_utf8_lossy(&buffer).contains("408"), "{read:?}");
+}
