@@ -327,3 +327,21 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
     assert_eq!(required, ["description", "subagent_slug"]);
     assert_eq!(document["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
 }
+
+#[tokio::test]
+async fn the_bearer_scheme_is_case_insensitive() {
+    let api = start().await;
+    for scheme in ["bearer", "BEARER", "Bearer"] {
+        let response = api
+            .client
+            .get(format!("{}/api/agent", api.base))
+            .header("authorization", format!("{scheme} alice-token"))
+            .send()
+            .await
+            .expect("reaches");
+        assert_eq!(response.status(), 200, "{scheme}");
+    }
+    let response =
+        api.client.get(format!("{}/api/agent", api.base)).header("authorization", "Basic alice-token").send().await;
+    assert_eq!(response.expect("reaches").status(), 401);
+}

@@ -272,7 +272,8 @@ where
         let token = header
             .to_str()
             .ok()
-            .and_then(|h| h.strip_prefix("Bearer "))
+            // The scheme is case-insensitive (RFC 9110 section 11.1).
+            .and_then(|h| h.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case("bearer ")).map(|_| &h[7..]))
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;

@@ -542,8 +542,15 @@ async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunReco
     }
 }
 
-fn await_timeout(requested: Option<u64>) -> Duration {
-    Duration::from_secs(requested.unwrap_or(MAX_AWAIT_SECONDS).clamp(1, MAX_AWAIT_SECONDS))
+/// The wait `timeout_seconds` asks for: 1..=1800 seconds, 1800 when absent. Errors: 422 naming the field.
+fn await_timeout(requested: Option<u64>) -> Result<Duration, ApiError> {
+    match requested {
+        None => Ok(Duration::from_secs(MAX_AWAIT_SECONDS)),
+        Some(seconds) if (1..=MAX_AWAIT_SECONDS).contains(&seconds) => Ok(Duration::from_secs(seconds)),
+        Some(seconds) => {
+            Err(invalid("timeout_seconds", format!("must be within 1..{MAX_AWAIT_SECONDS} (is {seconds})")))
+        }
+    }
 }
 
 /// `GET /api/tools` query.
@@ -665,8 +672,9 @@ pub async fn subagent_await(
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
+    let timeout = await_timeout(body.timeout_seconds)?;
     let record = owned(store, &caller, &body).await?;
-    let (record, timed_out) = wait(store, &record.run_id, await_timeout(body.timeout_seconds)).await?;
+    let (record, timed_out) = wait(store, &record.run_id, timeout).await?;
     let mut answer = snapshot(store, &record).await?;
     if timed_out {
         answer.wait_timed_out = Some(true);
@@ -815,6 +823,8 @@ pub async fn task(
     JsonBody(body): JsonBody<StartBody>,
 ) -> Result<Json<TaskAnswer>, ApiError> {
     let store = runs(&state)?.clone();
+    // A bad wait is refused before anything starts.
+    let timeout = await_timeout(body.timeout_seconds)?;
     let run_id = match start(&state, &caller, &body).await? {
         StartAnswer::Run(run) => run.run_id,
         StartAnswer::Busy(busy) => {
@@ -831,7 +841,7 @@ pub async fn task(
             }));
         }
     };
-    let (record, timed_out) = wait(&store, &run_id, await_timeout(body.timeout_seconds)).await?;
+    let (record, timed_out) = wait(&store, &run_id, timeout).await?;
     let output =
         store.run_result(&run_id).await.map_err(store_error)?.and_then(|r| r["output"].as_str().map(String::from));
     use crate::delegation::{TaskOutcome, task_content};
@@ -853,6 +863,16 @@ pub async fn task(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn waits_outside_1_to_1800_seconds_are_refused_naming_the_field() {
+        assert_eq!(await_timeout(None), Ok(Duration::from_secs(1800)));
+        assert_eq!(await_timeout(Some(1)), Ok(Duration::from_secs(1)));
+        for bad in [0, 1801, u64::MAX] {
+            let Err(ApiError::Invalid { field, .. }) = await_timeout(Some(bad)) else { panic!("{bad} accepted") };
+            assert_eq!(field, "timeout_seconds");
+        }
+    }
 
     #[test]
     fn stream_ids_are_two_unsigned_64_bit_numbers() {
