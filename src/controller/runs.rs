@@ -198,7 +198,8 @@ async fn apply_status(runs: &Api<AgentRun>, name: &str, status: &AgentRunStatus)
 
 /// Cancels the unfinished AgentRuns `parent` started (labelled with it), and their records.
 async fn cancel_children(ctx: &RunContext, runs: &Api<AgentRun>, parent: &str) -> Result<(), ReconcileError> {
-    let children = runs.list(&ListParams::default().labels(&format!("{PARENT_RUN_LABEL}={parent}"))).await?;
+    let selector = format!("{PARENT_RUN_LABEL}={}", super::pod::label_value(parent));
+    let children = runs.list(&ListParams::default().labels(&selector)).await?;
     for child in children.items {
         let ended = child.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
         if ended || child.spec.is_cancel_requested() {

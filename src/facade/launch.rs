@@ -105,18 +105,7 @@ impl LocalLauncher {
         let volumes = self.volumes(record);
         volumes.create_all().map_err(|e| format!("cannot make the run's volumes: {e}"))?;
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
-        let mut run = AgentRun::new(
-            &record.run_id,
-            AgentRunSpec {
-                agent: record.agent_slug.clone(),
-                input,
-                thread_id: Some(record.thread_id.clone()),
-                parent: record.parent.clone(),
-                uid: Some(record.uid.clone()),
-                ..AgentRunSpec::default()
-            },
-        );
-        run.metadata = ObjectMeta { name: Some(record.run_id.clone()), ..ObjectMeta::default() };
+        let run = agent_run(record, input);
         let write = |name: &str, text: String| {
             std::fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))
         };
@@ -181,6 +170,30 @@ pub async fn end_of_run(store: &Store, run_id: &str, credentials: Option<&str>) 
     }
 }
 
+/// The AgentRun of a run record, as both launchers start it: named by the run id, labelled with its agent
+/// and parent run (as label values, see [`crate::controller::pod::label_value`], so a long parent run id
+/// still makes a valid label; the controller selects children by the same value).
+pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
+    use crate::controller::pod::label_value;
+    let mut labels = std::collections::BTreeMap::from([(AGENT_LABEL.to_string(), label_value(&record.agent_slug))]);
+    if let Some(parent) = &record.parent {
+        labels.insert(PARENT_RUN_LABEL.to_string(), label_value(&parent.run_id));
+    }
+    let mut run = AgentRun::new(
+        &record.run_id,
+        AgentRunSpec {
+            agent: record.agent_slug.clone(),
+            input,
+            thread_id: Some(record.thread_id.clone()),
+            parent: record.parent.clone(),
+            uid: Some(record.uid.clone()),
+            ..AgentRunSpec::default()
+        },
+    );
+    run.metadata = ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), ..ObjectMeta::default() };
+    run
+}
+
 /// The label naming the agent of an AgentRun the facade creates.
 pub const AGENT_LABEL: &str = "yuxi.dev/agent";
 /// The label naming the parent run of a subagent's AgentRun.
@@ -199,27 +212,6 @@ impl ClusterLauncher {
         Self { api: kube::Api::namespaced(client.clone(), namespace), client }
     }
 
-    /// The AgentRun of a run record: named by the run id, labelled with its agent and parent run.
-    pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
-        let mut labels = std::collections::BTreeMap::from([(AGENT_LABEL.to_string(), record.agent_slug.clone())]);
-        if let Some(parent) = &record.parent {
-            labels.insert(PARENT_RUN_LABEL.to_string(), parent.run_id.clone());
-        }
-        let mut run = AgentRun::new(
-            &record.run_id,
-            AgentRunSpec {
-                agent: record.agent_slug.clone(),
-                input,
-                thread_id: Some(record.thread_id.clone()),
-                parent: record.parent.clone(),
-                uid: Some(record.uid.clone()),
-                ..AgentRunSpec::default()
-            },
-        );
-        run.metadata = ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), ..ObjectMeta::default() };
-        run
-    }
-
     /// Creates the run's AgentRun and, for a parent run, the Secret with its credentials (key `token`,
     /// owned by the AgentRun, so it goes with it), which the controller mounts into the runner container
     /// only. An object of that name existing already (a retry) counts as created. Errors: the Kubernetes
@@ -228,7 +220,7 @@ impl ClusterLauncher {
         use crate::controller::pod;
         let params =
             kube::api::PostParams { dry_run: false, field_manager: Some(super::catalog::FIELD_MANAGER.to_string()) };
-        let run = match self.api.create(&params, &Self::agent_run(record, input)).await {
+        let run = match self.api.create(&params, &agent_run(record, input)).await {
             Ok(run) => run,
             Err(kube::Error::Api(status)) if status.code == 409 => {
                 self.api.get(&record.run_id).await.map_err(|e| format!("the AgentRun could not be read back: {e}"))?
@@ -298,5 +290,35 @@ impl Launcher {
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::ParentRef;
+
+    #[test]
+    fn a_long_parent_run_id_still_makes_a_valid_label_the_controller_selects_by() {
+        let parent_run = format!("runtime_{}", "x".repeat(150));
+        let record = RunRecord {
+            run_id: "r1".into(),
+            thread_id: "t1_sub_research-explorer_0000abcd".into(),
+            agent_slug: "research-explorer".into(),
+            uid: "alice".into(),
+            parent: Some(ParentRef { run_id: parent_run.clone(), thread_id: "t1".into(), ..ParentRef::default() }),
+            status: RunStatus::Pending,
+            error: None,
+            created_at: "2026-11-30T10:00:00Z".into(),
+        };
+        let run = agent_run(&record, "look".into());
+        let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];
+        assert!(label.len() <= 63 && label != &parent_run, "{label}");
+        assert_eq!(label, &crate::controller::pod::label_value(&parent_run));
+        assert_eq!(
+            run.spec.parent.as_ref().map(|p| p.run_id.as_str()),
+            Some(parent_run.as_str()),
+            "the spec keeps it whole"
+        );
     }
 }
