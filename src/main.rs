@@ -8,7 +8,7 @@ use std::time::Duration;
 use clap::{Parser, Subcommand};
 use yuxi_operator::facade::launch::{LocalLauncher, RunnerStore};
 use yuxi_operator::resources::{catalog, crd};
-use yuxi_operator::runner::graph::Status;
+use yuxi_operator::run::RunStatus;
 use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::execute::LocalExecutor;
 use yuxi_operator::runner::tools::files::VolumePaths;
@@ -378,7 +378,7 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
                     Some(error) => eprintln!("run {}: {error}", report.status.as_str()),
                     None => eprintln!("run {}", report.status.as_str()),
                 }
-                if report.status == Status::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+                if report.status == RunStatus::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
             }
         }
     });
@@ -634,7 +634,7 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
                     axum::routing::get(move || {
                         let text = metrics.render();
                         async move {
-                            ([(axum::http::header::CONTENT_TYPE, yuxi_operator::metrics::CONTENT_TYPE_TEXT)], text)
+                            ([(axum::http::header::CONTENT_TYPE, yuxi_operator::facade::http_metrics::CONTENT_TYPE_TEXT)], text)
                         }
                     }),
                 );

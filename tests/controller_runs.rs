@@ -14,7 +14,7 @@ use yuxi_operator::controller::decide::{Action, Settings};
 use yuxi_operator::controller::metrics::ControllerMetrics;
 use yuxi_operator::controller::runs::{RunContext, apply, reconcile};
 use yuxi_operator::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
-use yuxi_operator::runs::RunStatus;
+use yuxi_operator::run::RunStatus;
 use yuxi_operator::store::Store;
 
 const RUNS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns";
@@ -148,7 +148,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         Exchange::new(Method::PATCH, &format!("{RUNS}/child-a?&fieldManager=yuxi-operator"), 200, running),
     ]);
     let store = Store::memory();
-    let child_record = yuxi_operator::runs::RunRecord {
+    let child_record = yuxi_operator::run::RunRecord {
         run_id: "child-a".into(),
         thread_id: "t1_sub_research-explorer_0000abcd".into(),
         agent_slug: "research-explorer".into(),
@@ -177,7 +177,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
     let run = agent_run("r1", json!({}));
     let (client, server) = api_server(vec![]);
     let store = Store::memory();
-    let record = yuxi_operator::runs::RunRecord {
+    let record = yuxi_operator::run::RunRecord {
         run_id: "r1".into(),
         thread_id: "t1".into(),
         agent_slug: "research-explorer".into(),

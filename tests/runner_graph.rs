@@ -12,7 +12,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use yuxi_operator::resources::{Agent, AgentSpec};
 use yuxi_operator::runner::graph::{Graph, RunIdentity, RunReport, Status};
-use yuxi_operator::runner::message::Message;
+use yuxi_operator::run::message::Message;
 use yuxi_operator::runner::model::scripted::ScriptedModel;
 use yuxi_operator::runner::model::{Model, ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::files::{FileOp, FileTool, VolumePaths, Volumes};

@@ -11,7 +11,7 @@ use common::runner::{RunFiles, stderr, subagent};
 use common::{redis_url, unique};
 use serde_json::json;
 use yuxi_operator::keys;
-use yuxi_operator::runner::message::Message;
+use yuxi_operator::run::message::Message;
 use yuxi_operator::store::{Envelope, Store};
 
 async fn store() -> Store {
@@ -274,7 +274,7 @@ async fn one_runner_per_run_and_never_twice() {
 
 #[tokio::test]
 async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
-    use yuxi_operator::runs::{Created, RunRecord, RunStatus};
+    use yuxi_operator::run::{Created, RunRecord, RunStatus};
     let store = store().await;
     let thread = unique("thread");
     let record = |run_id: &str| RunRecord {

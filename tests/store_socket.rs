@@ -13,7 +13,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
-use yuxi_operator::runner::message::Message;
+use yuxi_operator::run::message::Message;
 use yuxi_operator::store::socket::{MAX_LINE_BYTES, bind_store_socket, serve_store_socket};
 use yuxi_operator::store::{Store, StoreError};
 

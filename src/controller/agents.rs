@@ -47,7 +47,8 @@ use kube::runtime::reflector::{self, ObjectRef, Store, store::Writer};
 use kube::runtime::{WatchStreamExt, applier, watcher};
 
 use super::metrics::ControllerMetrics;
-use crate::facade::catalog::{FIELD_MANAGER, builtin_general_purpose};
+use crate::resources::builtin_general_purpose;
+use crate::resources::names::FIELD_MANAGER;
 use crate::resources::manifest::{ManifestError, decode};
 use crate::resources::validation::{FieldIssue, Report, validate_agent, validate_agent_among};
 use crate::resources::{API_VERSION, Agent, AgentStatus, GENERAL_PURPOSE};

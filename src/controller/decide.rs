@@ -18,9 +18,10 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
-use super::pod::{SandboxObjects, SandboxSettings, pod_name, sandbox_objects};
+use super::pod::{SandboxObjects, SandboxSettings, sandbox_objects};
+use crate::resources::names::pod_name;
 use crate::resources::{Agent, AgentRun, AgentRunPhase, AgentRunStatus, TokenUsage};
-use crate::runs::RunStatus;
+use crate::run::{RunResult, RunStatus};
 
 /// How much of the final text the status keeps, in characters.
 pub const RESULT_MAX_CHARS: usize = 32_768;
@@ -125,10 +126,10 @@ impl ObservedPod {
 }
 
 /// The result the runner stored (`{status, output, error, token_usage}` of the run's result key).
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
+#[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Outcome {
     /// `completed`, `failed` or `cancelled`.
-    pub status: String,
+    pub status: RunStatus,
     /// The final text.
     pub output: Option<String>,
     /// Why it failed.
@@ -138,14 +139,14 @@ pub struct Outcome {
 }
 
 impl Outcome {
-    /// The outcome of a stored result; `None` when it is not one.
-    pub fn from_result(result: &serde_json::Value) -> Option<Self> {
-        Some(Outcome {
-            status: result["status"].as_str()?.to_string(),
-            output: result["output"].as_str().map(String::from),
-            error: result["error"].as_str().map(String::from),
-            token_usage: serde_json::from_value(result["token_usage"].clone()).ok(),
-        })
+    /// The outcome of a stored result.
+    pub fn from_result(result: &RunResult) -> Self {
+        Outcome {
+            status: result.status,
+            output: Some(result.output.clone()),
+            error: result.error.clone(),
+            token_usage: Some(result.token_usage.clone()),
+        }
     }
 }
 
@@ -239,7 +240,7 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
         return cancel(next, observed, settings);
     }
 
-    let timeout = run.spec.timeout_seconds.map_or(crate::runner::DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
+    let timeout = run.spec.timeout_seconds.map_or(crate::run::inputs::DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
     let started =
         next.status.start_time.as_ref().map(|t| t.0).or(run.metadata.creation_timestamp.as_ref().map(|t| t.0));
     if let Some(started) = started
@@ -372,7 +373,7 @@ fn cancel(mut next: Transition, observed: &Observed<'_>, settings: &Settings) ->
     let alive = pod.is_some_and(|p| !p.ended() && !p.deleting);
     if !alive {
         // Never started, or its pod has ended or is going: the run is over.
-        if let Some(outcome) = observed.outcome.as_ref().filter(|o| o.status == "completed") {
+        if let Some(outcome) = observed.outcome.as_ref().filter(|o| o.status == RunStatus::Completed) {
             return next.end_as_reported(outcome);
         }
         let started = next.status.pod_name.is_some();
@@ -459,9 +460,9 @@ impl Transition {
         if outcome.token_usage.is_some() {
             self.status.token_usage = outcome.token_usage.clone();
         }
-        match outcome.status.as_str() {
-            "completed" => self.finish(AgentRunPhase::Completed, "Completed", "the run completed".into()),
-            "cancelled" => self.finish(AgentRunPhase::Cancelled, "Cancelled", "the run was cancelled".into()),
+        match outcome.status {
+            RunStatus::Completed => self.finish(AgentRunPhase::Completed, "Completed", "the run completed".into()),
+            RunStatus::Cancelled => self.finish(AgentRunPhase::Cancelled, "Cancelled", "the run was cancelled".into()),
             _ => {
                 let error = outcome.error.clone().unwrap_or_else(|| "the runner reported a failure".into());
                 self.finish(AgentRunPhase::Failed, "RunnerFailed", error)

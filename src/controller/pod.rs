@@ -35,7 +35,7 @@
 //! The ids the sub-paths are made of come from the run, as the local mode derives them: `uid` is
 //! `spec.uid` (or the settings' `defaultUid`; a run with neither is refused), `thread_id` is `spec.threadId`
 //! (or the run's name), `file_thread_id` is `spec.parent.fileThreadId`, else `spec.parent.threadId`, else
-//! the run's own thread. Each must be an id of [`is_valid_id`] (no `/`, no leading `.`), so no sub-path can
+//! the run's own thread. Each must be an id of [`is_valid_id`](crate::run::thread_id::is_valid_id) (no `/`, no leading `.`), so no sub-path can
 //! climb out of its scope; otherwise the error names the field it came from.
 //!
 //! Hardening (restricted Pod Security Standard): non-root with a fixed uid, gid and fsGroup (65532 by
@@ -57,56 +57,22 @@ use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
-use sha2::{Digest, Sha256};
 
 use crate::resources::{Agent, AgentRun};
-use crate::run::thread_id::is_valid_id;
-use crate::runner::DEFAULT_TIMEOUT_SECONDS;
-use crate::runner::tools::files::Scope;
+use crate::resources::names::{
+    APP_NAME, CREDENTIALS_TOKEN_KEY, MANAGED_BY, RUN_LABEL, AGENT_LABEL, THREAD_LABEL, THREAD_ANNOTATION,
+    credentials_secret_name, inputs_name, label_value, pod_name,
+};
+use crate::run::inputs::{
+    AGENT_KEY, DEFAULT_TIMEOUT_SECONDS, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR, SOCKET_DIR,
+    env as env_names,
+};
+use crate::run::scope::{ID_RULE, NotAPathSegment, Scope, ScopeIds, segment};
 
 /// The name of the container that runs the graph (`yuxi-operator runner`).
 pub const RUNNER_CONTAINER: &str = "runner";
 /// The name of the sidecar container that runs `execute` commands (`yuxi-operator sandbox-exec`).
 pub const SANDBOX_CONTAINER: &str = "sandbox";
-/// Where the inputs ConfigMap is mounted in the runner container.
-pub const INPUTS_DIR: &str = "/etc/yuxi/inputs";
-/// The key (and file name) of the AgentRun manifest in the inputs ConfigMap.
-pub const RUN_KEY: &str = "run.yaml";
-/// The key (and file name) of the Agent manifest in the inputs ConfigMap.
-pub const AGENT_KEY: &str = "agent.yaml";
-/// The key (and file name) of the MCP server configuration in the inputs ConfigMap, when there is one.
-pub const MCP_SERVERS_KEY: &str = "mcp-servers.yaml";
-/// The folder the two containers share for the sandbox socket.
-pub const SOCKET_DIR: &str = "/run/yuxi";
-/// The sandbox container's Unix socket, where the runner sends `execute` commands.
-pub const SANDBOX_SOCKET: &str = "/run/yuxi/sandbox.sock";
-/// Where the skills library is mounted, read-only, in the runner container.
-pub const SKILLS_LIBRARY_DIR: &str = "/var/lib/yuxi/skills-library";
-/// The key of the run's token in its credentials Secret ([`credentials_secret_name`]).
-pub const CREDENTIALS_TOKEN_KEY: &str = "token";
-
-/// `app.kubernetes.io/name` of every sandbox pod (a NetworkPolicy can select them by it).
-pub const APP_NAME: &str = "yuxi-sandbox";
-/// `app.kubernetes.io/managed-by` of every sandbox pod.
-pub const MANAGED_BY: &str = "yuxi-operator";
-/// The label naming the run of a sandbox pod (the run's name, or [`label_value`] of it when it is longer
-/// than a label value may be).
-pub const RUN_LABEL: &str = "yuxi.dev/run";
-/// The label naming the agent of a sandbox pod (the same key the facade puts on the AgentRuns it creates).
-pub const AGENT_LABEL: &str = "yuxi.dev/agent";
-/// The label naming the thread of a sandbox pod, as [`label_value`] makes it.
-pub const THREAD_LABEL: &str = "yuxi.dev/thread";
-/// The annotation holding the full thread id of a sandbox pod.
-pub const THREAD_ANNOTATION: &str = "yuxi.dev/thread-id";
-
-/// The longest label value and DNS-1123 label, in characters.
-const MAX_LABEL: usize = 63;
-/// Hex digits of SHA-256 added to a name or label value that had to be cut or changed.
-const HASH_LEN: usize = 8;
-
-/// What an id that becomes a path segment must be ([`is_valid_id`]).
-const ID_RULE: &str = "an id is 1 to 253 letters, digits, '.', '_' and '-', starting with a letter or digit";
-
 /// A key of a Secret in the run's namespace.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", deny_unknown_fields)]
@@ -286,7 +252,7 @@ pub enum PodError {
         "spec.uid: is required for a sandbox pod, which mounts the user's workspace (users/<uid>/workspace); set it on the run, or set defaultUid in the sandbox settings"
     )]
     MissingUid,
-    /// An id that would become a volume sub-path segment is not a safe id ([`is_valid_id`]).
+    /// An id that would become a volume sub-path segment is not a safe id ([`is_valid_id`](crate::run::thread_id::is_valid_id)).
     #[error("{field}: {value:?} cannot be a path segment of the run's volumes: {ID_RULE}")]
     NotAPathSegment {
         /// The field the id came from, such as `spec.parent.fileThreadId`.
@@ -334,91 +300,16 @@ impl PodError {
     }
 }
 
-/// The first [`HASH_LEN`] hex digits of the SHA-256 of `text`.
-fn short_hash(text: &str) -> String {
-    Sha256::digest(text.as_bytes()).iter().take(HASH_LEN / 2).map(|b| format!("{b:02x}")).collect()
-}
-
-/// `text` cut to at most `max` characters, with `keep` deciding which characters stay (others become
-/// `-`), and with characters that may not begin or end it trimmed from both ends.
-fn cut(text: &str, max: usize, keep: impl Fn(char) -> bool, edge: impl Fn(char) -> bool) -> String {
-    let mapped: String = text.chars().map(|c| if keep(c) { c } else { '-' }).take(max).collect();
-    mapped.trim_matches(|c: char| !edge(c)).to_string()
-}
-
-/// The run's name with `-<suffix>` (none when `suffix` is empty) as a DNS-1123 label: itself when it is
-/// one already; otherwise the name's first characters (lowercase, dots and other characters as `-`), `-`
-/// and 8 hex digits of the SHA-256 of the whole name, then the suffix, at most 63 characters in all.
-fn dns_label(name: &str, suffix: &str) -> String {
-    let suffix = if suffix.is_empty() { String::new() } else { format!("-{suffix}") };
-    let whole = format!("{name}{suffix}");
-    if crate::resources::validation::is_dns1123_label(&whole) {
-        return whole;
-    }
-    let alnum = |c: char| c.is_ascii_lowercase() || c.is_ascii_digit();
-    let room = MAX_LABEL - HASH_LEN - 1 - suffix.len();
-    let prefix = cut(&name.to_ascii_lowercase(), room, |c| alnum(c) || c == '-', alnum);
-    let prefix = if prefix.is_empty() { "run".to_string() } else { prefix };
-    format!("{prefix}-{}{suffix}", short_hash(name))
-}
-
-/// The name of a run's sandbox pod: a DNS-1123 label (at most 63 characters of `a-z 0-9 -`), stable
-/// across reconciles. The run's name when it is such a label already; otherwise (a name with dots, or
-/// longer than 63 characters) its first characters with dots as `-`, then `-` and 8 hex digits of the
-/// SHA-256 of the whole name, so two runs never share a pod.
-pub fn pod_name(run: &AgentRun) -> String {
-    dns_label(run.metadata.name.as_deref().unwrap_or_default(), "")
-}
-
-/// The name of a run's inputs ConfigMap: `<run name>-inputs`, shortened as [`pod_name`] shortens names
-/// when that is not a DNS-1123 label (at most 63 characters).
-pub fn inputs_name(run: &AgentRun) -> String {
-    dns_label(run.metadata.name.as_deref().unwrap_or_default(), "inputs")
-}
-
-/// The name of the Secret holding a run's credentials for the facade, under the key `token`
-/// ([`CREDENTIALS_TOKEN_KEY`]): `<run name>-credentials`, shortened as [`pod_name`] shortens names when
-/// that is not a DNS-1123 label (at most 63 characters). Whoever starts a run that may delegate (the
-/// facade, for a main agent's run) creates it; the pod references it as optional, so a run without one
-/// simply gets no subagent tools.
-pub fn credentials_secret_name(run: &AgentRun) -> String {
-    dns_label(run.metadata.name.as_deref().unwrap_or_default(), "credentials")
-}
-
-/// `text` as a label value: itself when it is one already (at most 63 characters of `A-Z a-z 0-9 - _ .`,
-/// beginning and ending with a letter or digit, or empty); otherwise its first characters (others as
-/// `-`), `-` and 8 hex digits of the SHA-256 of the whole text, which is a valid label value and tells
-/// long ids apart. Select pods of an id with the same function.
-pub fn label_value(text: &str) -> String {
-    let alnum = |c: char| c.is_ascii_alphanumeric();
-    let inner = |c: char| alnum(c) || matches!(c, '-' | '_' | '.');
-    let valid = text.is_empty()
-        || (text.len() <= MAX_LABEL && text.starts_with(alnum) && text.ends_with(alnum) && text.chars().all(inner));
-    if valid {
-        return text.to_string();
-    }
-    let prefix = cut(text, MAX_LABEL - HASH_LEN - 1, inner, alnum);
-    if prefix.is_empty() { short_hash(text) } else { format!("{prefix}-{}", short_hash(text)) }
-}
-
-/// The run's ids that make up its volumes' sub-paths.
-struct Scopes {
-    uid: String,
-    thread_id: String,
-    file_thread_id: String,
-}
-
-fn segment(field: &str, id: &str) -> Result<String, PodError> {
-    if is_valid_id(id) {
-        Ok(id.to_string())
-    } else {
-        Err(PodError::NotAPathSegment { field: field.to_string(), value: id.to_string() })
+impl From<NotAPathSegment> for PodError {
+    fn from(err: NotAPathSegment) -> Self {
+        PodError::NotAPathSegment { field: err.field, value: err.value }
     }
 }
 
-fn scopes(run: &AgentRun, run_name: &str, settings: &SandboxSettings) -> Result<Scopes, PodError> {
+/// The run's ids that make up its volumes' sub-paths ([`ScopeIds`]: the same rule as the local mode's).
+fn scopes(run: &AgentRun, run_name: &str, settings: &SandboxSettings) -> Result<ScopeIds, PodError> {
     let uid = match (&run.spec.uid, &settings.default_uid) {
-        (Some(uid), _) => segment("spec.uid", uid)?,
+        (Some(uid), _) => uid.clone(),
         (None, Some(uid)) => segment("defaultUid", uid).map_err(|_| {
             settings_error("defaultUid", format!("{uid:?} cannot be a path segment of the workspace: {ID_RULE}"))
         })?,
@@ -428,15 +319,7 @@ fn scopes(run: &AgentRun, run_name: &str, settings: &SandboxSettings) -> Result<
         Some(thread_id) => ("spec.threadId", thread_id.as_str()),
         None => ("metadata.name", run_name),
     };
-    let thread_id = segment(thread_field, thread_id)?;
-    let file_thread_id = match &run.spec.parent {
-        Some(parent) => match &parent.file_thread_id {
-            Some(file_thread_id) => segment("spec.parent.fileThreadId", file_thread_id)?,
-            None => segment("spec.parent.threadId", &parent.thread_id)?,
-        },
-        None => thread_id.clone(),
-    };
-    Ok(Scopes { uid, thread_id, file_thread_id })
+    Ok(ScopeIds::new(&uid, thread_field, thread_id, run.spec.parent.as_ref())?)
 }
 
 fn settings_error(field: &str, message: impl Into<String>) -> PodError {
@@ -492,7 +375,7 @@ fn check_settings(settings: &SandboxSettings) -> Result<(), PodError> {
     }
     if !settings.mcp_servers.is_empty() {
         let servers = serde_json::Value::Object(settings.mcp_servers.clone().into_iter().collect());
-        serde_json::from_value::<crate::runner::mcp::McpServers>(servers)
+        serde_json::from_value::<crate::run::inputs::McpServers>(servers)
             .map_err(|e| settings_error("mcpServers", format!("is not a map of MCP servers ({{url, tools}}): {e}")))?;
     }
     Ok(())
@@ -621,15 +504,15 @@ impl Volumes {
 
     /// The mounts both containers have: the four scopes (the skills read-only or not) and the socket's
     /// folder.
-    fn scope_mounts(&self, scopes: &Scopes, skills_read_only: bool) -> Vec<VolumeMount> {
-        let scope = |volume: &str, scope: Scope, sub_path: String, read_only: bool| {
-            mount(volume, scope.virtual_root(), Some(sub_path), read_only)
+    fn scope_mounts(&self, scopes: &ScopeIds, skills_read_only: bool) -> Vec<VolumeMount> {
+        let scope = |volume: &str, scope: Scope, read_only: bool| {
+            mount(volume, scope.virtual_root(), Some(scopes.sub_path(scope)), read_only)
         };
         vec![
-            scope(self.user_data, Scope::Workspace, format!("users/{}/workspace", scopes.uid), false),
-            scope(self.user_data, Scope::Uploads, format!("threads/{}/uploads", scopes.file_thread_id), false),
-            scope(self.user_data, Scope::Outputs, format!("threads/{}/outputs", scopes.file_thread_id), false),
-            scope(self.skills, Scope::Skills, format!("skills/{}", scopes.thread_id), skills_read_only),
+            scope(self.user_data, Scope::Workspace, false),
+            scope(self.user_data, Scope::Uploads, false),
+            scope(self.user_data, Scope::Outputs, false),
+            scope(self.skills, Scope::Skills, skills_read_only),
             mount("sockets", SOCKET_DIR, None, false),
         ]
     }
@@ -640,7 +523,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 }
 
 /// The runner: the graph, and the only holder of secrets (the model key and the run's credentials).
-fn runner_container(run: &AgentRun, settings: &SandboxSettings, volumes: &Volumes, scopes: &Scopes) -> Container {
+fn runner_container(run: &AgentRun, settings: &SandboxSettings, volumes: &Volumes, scopes: &ScopeIds) -> Container {
     let mut mounts = volumes.scope_mounts(scopes, false);
     mounts.push(mount("inputs", INPUTS_DIR, None, true));
     if settings.skills_library_claim.is_some() {
@@ -648,25 +531,25 @@ fn runner_container(run: &AgentRun, settings: &SandboxSettings, volumes: &Volume
     }
     mounts.push(mount("runner-tmp", "/tmp", None, false));
     let redis = &settings.redis_url_secret;
-    let mut vars = vec![secret_env("YUXI_REDIS_URL", &redis.name, &redis.key, false)];
+    let mut vars = vec![secret_env(env_names::REDIS_URL, &redis.name, &redis.key, false)];
     if let Some(secret) = &settings.openai_api_key_secret {
-        vars.push(secret_env("OPENAI_API_KEY", &secret.name, &secret.key, true));
+        vars.push(secret_env(env_names::OPENAI_API_KEY, &secret.name, &secret.key, true));
     }
     for (name, value) in [
-        ("OPENAI_BASE_URL", &settings.openai_base_url),
-        ("YUXI_DEFAULT_MODEL", &settings.default_model),
-        ("YUXI_FACADE_URL", &settings.facade_url),
+        (env_names::OPENAI_BASE_URL, &settings.openai_base_url),
+        (env_names::DEFAULT_MODEL, &settings.default_model),
+        (env_names::FACADE_URL, &settings.facade_url),
     ] {
         if let Some(value) = value {
             vars.push(env(name, value));
         }
     }
-    vars.push(secret_env("YUXI_RUN_TOKEN", &credentials_secret_name(run), CREDENTIALS_TOKEN_KEY, true));
+    vars.push(secret_env(env_names::RUN_TOKEN, &credentials_secret_name(run), CREDENTIALS_TOKEN_KEY, true));
     if settings.skills_library_claim.is_some() {
-        vars.push(env("YUXI_SKILLS_LIBRARY", SKILLS_LIBRARY_DIR));
+        vars.push(env(env_names::SKILLS_LIBRARY, SKILLS_LIBRARY_DIR));
     }
     if !settings.mcp_servers.is_empty() {
-        vars.push(env("YUXI_MCP_SERVERS", &format!("{INPUTS_DIR}/{MCP_SERVERS_KEY}")));
+        vars.push(env(env_names::MCP_SERVERS, &format!("{INPUTS_DIR}/{MCP_SERVERS_KEY}")));
     }
     Container {
         name: RUNNER_CONTAINER.to_string(),
@@ -693,7 +576,7 @@ fn runner_container(run: &AgentRun, settings: &SandboxSettings, volumes: &Volume
 
 /// The sandbox: the model's commands, with no secret and no environment; a native sidecar, so it starts
 /// first and is stopped when the runner ends.
-fn sandbox_container(settings: &SandboxSettings, volumes: &Volumes, scopes: &Scopes) -> Container {
+fn sandbox_container(settings: &SandboxSettings, volumes: &Volumes, scopes: &ScopeIds) -> Container {
     let mut mounts = volumes.scope_mounts(scopes, true);
     mounts.push(mount("sandbox-tmp", "/tmp", None, false));
     Container {
@@ -724,7 +607,7 @@ fn sandbox_container(settings: &SandboxSettings, volumes: &Volumes, scopes: &Sco
 ///
 /// Errors ([`PodError`], each naming its field): the run has no name; it names no user and the settings
 /// give no `defaultUid`; an id that makes up a volume sub-path (`spec.uid`, `spec.threadId` or the run's
-/// name, `spec.parent.fileThreadId` or `spec.parent.threadId`) is not an id of [`is_valid_id`] (so `../x`,
+/// name, `spec.parent.fileThreadId` or `spec.parent.threadId`) is not an id of [`is_valid_id`](crate::run::thread_id::is_valid_id) (so `../x`,
 /// `a/b` and `.hidden` are refused); `agent` is not the Agent the run names; a setting is unusable (a
 /// root `runAsUser`, `runAsGroup` or `fsGroup`, an unknown `imagePullPolicy`, a claim or Secret that is
 /// not a valid name, a negative `deadlineGraceSeconds`, malformed `mcpServers`).

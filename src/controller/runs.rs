@@ -19,8 +19,7 @@ use serde_json::json;
 
 use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
 use super::metrics::ControllerMetrics;
-use super::pod::pod_name;
-use crate::facade::launch::PARENT_RUN_LABEL;
+use crate::resources::names::{PARENT_RUN_LABEL, label_value, pod_name};
 use crate::resources::{Agent, AgentRun, AgentRunStatus};
 use crate::store::Store;
 
@@ -125,7 +124,7 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
     let pod = pods.get_opt(&pod_name(&run)).await?;
     let agent = agents.get_opt(&run.spec.agent).await?;
-    let outcome = ctx.store.run_result(&run.name_any()).await?.as_ref().and_then(Outcome::from_result);
+    let outcome = ctx.store.run_result(&run.name_any()).await?.as_ref().map(Outcome::from_result);
     let observed = Observed {
         run: &run,
         pod: pod.as_ref().map(ObservedPod::from_pod),
@@ -198,7 +197,7 @@ async fn apply_status(runs: &Api<AgentRun>, name: &str, status: &AgentRunStatus)
 
 /// Cancels the unfinished AgentRuns `parent` started (labelled with it), and their records.
 async fn cancel_children(ctx: &RunContext, runs: &Api<AgentRun>, parent: &str) -> Result<(), ReconcileError> {
-    let selector = format!("{PARENT_RUN_LABEL}={}", super::pod::label_value(parent));
+    let selector = format!("{PARENT_RUN_LABEL}={}", label_value(parent));
     let children = runs.list(&ListParams::default().labels(&selector)).await?;
     for child in children.items {
         let ended = child.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());

@@ -233,7 +233,7 @@ pub struct ParentCaller {
     /// Who the call is for.
     pub who: Identity,
     /// The calling run, when the call carries run credentials.
-    pub run: Option<crate::runs::RunGrant>,
+    pub run: Option<crate::run::RunGrant>,
 }
 
 impl<S> FromRequestParts<S> for Caller
@@ -277,12 +277,12 @@ where
             .map(str::trim)
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
-        if token.starts_with(crate::runs::RUN_TOKEN_PREFIX) {
+        if token.starts_with(crate::run::grant::RUN_TOKEN_PREFIX) {
             let RunGrants(store) = <RunGrants as axum::extract::FromRef<S>>::from_ref(state);
             let unknown = || ApiError::Unauthorized("the run token is not valid (or its run has ended)".into());
             let store = store.ok_or_else(unknown)?;
             let grant = store
-                .grant(&crate::runs::token_digest(token))
+                .grant(&crate::run::grant::token_digest(token))
                 .await
                 .map_err(|e| ApiError::Unavailable(format!("run tokens cannot be checked: {e}")))?
                 .ok_or_else(unknown)?;

@@ -9,12 +9,10 @@ use std::sync::{Arc, RwLock};
 
 use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::core::ObjectMeta;
 
-use crate::resources::{AccessLevel, Agent, AgentShare, AgentSpec, BACKEND_SUBAGENT, GENERAL_PURPOSE, ShareScope};
+use crate::resources::names::FIELD_MANAGER;
+use crate::resources::{Agent, GENERAL_PURPOSE, builtin_general_purpose};
 
-/// The field manager the facade writes Agents with.
-pub const FIELD_MANAGER: &str = "yuxi-operator";
 
 /// A catalog operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -94,32 +92,6 @@ impl AgentCatalog {
             AgentCatalog::Cluster(cluster) => cluster.delete(slug).await,
         }
     }
-}
-
-/// The built-in subagent: an empty context, resolved from the defaults at run time; everybody may use it.
-pub fn builtin_general_purpose() -> Agent {
-    let mut agent = Agent::new(
-        GENERAL_PURPOSE,
-        AgentSpec {
-            display_name: Some("General purpose".into()),
-            description: Some(
-                "A general-purpose subagent for analysis, writing and file work; give it a self-contained task.".into(),
-            ),
-            backend: BACKEND_SUBAGENT.into(),
-            is_subagent: Some(true),
-            share: Some(AgentShare {
-                read_scope: Some(ShareScope {
-                    access_level: AccessLevel::Global,
-                    department_ids: vec![],
-                    user_uids: vec![],
-                }),
-                manage_scope: None,
-            }),
-            ..AgentSpec::default()
-        },
-    );
-    agent.metadata = ObjectMeta { name: Some(GENERAL_PURPOSE.into()), ..ObjectMeta::default() };
-    agent
 }
 
 /// Where a local agent came from.

@@ -8,8 +8,10 @@ use std::process::Stdio;
 use kube::core::ObjectMeta;
 
 use crate::resources::{Agent, AgentRun, AgentRunSpec};
-use crate::runner::tools::files::VolumePaths;
-use crate::runs::{RunRecord, RunStatus};
+use crate::resources::names::{AGENT_LABEL, PARENT_RUN_LABEL, label_value};
+use crate::run::inputs::env as env_names;
+use crate::run::scope::{ScopeIds, VolumePaths, file_thread_id};
+use crate::run::{RunRecord, RunStatus};
 use crate::store::Store;
 
 /// Where a runner subprocess keeps its run's state: the store the launching process uses, reached the
@@ -46,19 +48,14 @@ pub struct LocalLauncher {
 impl LocalLauncher {
     /// The volumes of a run. Every segment is an id checked by
     /// [`crate::run::thread_id::is_valid_id`] (no `/`, no leading `.`), so none can climb out.
-    pub fn volumes(&self, record: &RunRecord) -> VolumePaths {
-        let file_thread = record
-            .parent
-            .as_ref()
-            .map(|p| p.file_thread_id.clone().unwrap_or_else(|| p.thread_id.clone()))
-            .unwrap_or_else(|| record.thread_id.clone());
-        let thread = self.data_dir.join("threads").join(&file_thread);
-        VolumePaths {
-            workspace: self.data_dir.join("users").join(&record.uid).join("workspace"),
-            uploads: thread.join("uploads"),
-            outputs: thread.join("outputs"),
-            skills: self.data_dir.join("skills").join(&record.thread_id),
-        }
+    ///
+    /// Errors: an id that is not a safe path segment (the record's ids are checked when it is made, so
+    /// this only happens to a record that was written by something else).
+    pub fn volumes(&self, record: &RunRecord) -> Result<VolumePaths, String> {
+        let ids = ScopeIds::new(&record.uid, "thread_id", &record.thread_id, record.parent.as_ref())
+            .map_err(|e| e.to_string())?;
+        debug_assert_eq!(ids.file_thread_id, file_thread_id(&record.thread_id, record.parent.as_ref()));
+        Ok(ids.volumes_under(&self.data_dir))
     }
 
     /// Starts the run in the background: writes its manifests, runs the runner, and records the final
@@ -74,10 +71,9 @@ impl LocalLauncher {
                     (RunStatus::Failed, Some(error))
                 }
                 Ok(()) => match store.run_result(&run_id).await {
-                    Ok(Some(result)) => match result["status"].as_str() {
-                        Some("completed") => (RunStatus::Completed, None),
-                        Some("cancelled") => (RunStatus::Cancelled, None),
-                        _ => (RunStatus::Failed, result["error"].as_str().map(String::from)),
+                    Ok(Some(result)) => match result.status {
+                        RunStatus::Completed | RunStatus::Cancelled => (result.status, None),
+                        _ => (RunStatus::Failed, result.error),
                     },
                     _ => (RunStatus::Interrupted, Some("the runner ended without a result".to_string())),
                 },
@@ -102,7 +98,7 @@ impl LocalLauncher {
             return Ok(());
         }
         let dir = self.data_dir.join("runs").join(&record.run_id);
-        let volumes = self.volumes(record);
+        let volumes = self.volumes(record)?;
         volumes.create_all().map_err(|e| format!("cannot make the run's volumes: {e}"))?;
         std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
         let run = agent_run(record, input);
@@ -126,28 +122,28 @@ impl LocalLauncher {
             .arg(&volumes.outputs)
             .arg("--skills")
             .arg(&volumes.skills)
-            .env("YUXI_DEFAULT_MODEL", &self.default_model)
+            .env(env_names::DEFAULT_MODEL, &self.default_model)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
             .kill_on_drop(true);
         // Exactly one store reaches the runner, whatever this process's own environment holds.
         match &self.store {
-            RunnerStore::Redis(url) => command.env("YUXI_REDIS_URL", url).env_remove("YUXI_STORE_SOCKET"),
-            RunnerStore::Socket(path) => command.env("YUXI_STORE_SOCKET", path).env_remove("YUXI_REDIS_URL"),
+            RunnerStore::Redis(url) => command.env(env_names::REDIS_URL, url).env_remove(env_names::STORE_SOCKET),
+            RunnerStore::Socket(path) => command.env(env_names::STORE_SOCKET, path).env_remove(env_names::REDIS_URL),
         };
         if let Some(scripts) = &self.scripts_dir {
-            command.env("YUXI_SCRIPTS_DIR", scripts);
+            command.env(env_names::SCRIPTS_DIR, scripts);
         }
         match (&self.facade_url, credentials) {
-            (Some(url), Some(token)) => command.env("YUXI_FACADE_URL", url).env("YUXI_RUN_TOKEN", token),
-            _ => command.env_remove("YUXI_FACADE_URL").env_remove("YUXI_RUN_TOKEN"),
+            (Some(url), Some(token)) => command.env(env_names::FACADE_URL, url).env(env_names::RUN_TOKEN, token),
+            _ => command.env_remove(env_names::FACADE_URL).env_remove(env_names::RUN_TOKEN),
         };
         // Commands of this run must not see other runs' files: the data folder is hidden in the sandbox,
         // the run's own volumes stay.
-        command.env("YUXI_SANDBOX_HIDE", &self.data_dir);
+        command.env(env_names::SANDBOX_HIDE, &self.data_dir);
         match &self.skills_library {
-            Some(library) => command.env("YUXI_SKILLS_LIBRARY", library),
-            None => command.env_remove("YUXI_SKILLS_LIBRARY"),
+            Some(library) => command.env(env_names::SKILLS_LIBRARY, library),
+            None => command.env_remove(env_names::SKILLS_LIBRARY),
         };
         let status = command.status().await.map_err(|e| format!("cannot start the runner: {e}"))?;
         tracing::info!(run_id = %record.run_id, status = %status, "runner ended");
@@ -164,17 +160,16 @@ pub async fn end_of_run(store: &Store, run_id: &str, credentials: Option<&str>) 
         Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot cancel the ended run's children"),
     }
     if let Some(token) = credentials
-        && let Err(err) = store.drop_grant(&crate::runs::token_digest(token)).await
+        && let Err(err) = store.drop_grant(&crate::run::grant::token_digest(token)).await
     {
         tracing::error!(run_id = %run_id, error = %err, "cannot drop the ended run's credentials");
     }
 }
 
 /// The AgentRun of a run record, as both launchers start it: named by the run id, labelled with its agent
-/// and parent run (as label values, see [`crate::controller::pod::label_value`], so a long parent run id
+/// and parent run (as label values, see [`label_value`], so a long parent run id
 /// still makes a valid label; the controller selects children by the same value).
 pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
-    use crate::controller::pod::label_value;
     let mut labels = std::collections::BTreeMap::from([(AGENT_LABEL.to_string(), label_value(&record.agent_slug))]);
     if let Some(parent) = &record.parent {
         labels.insert(PARENT_RUN_LABEL.to_string(), label_value(&parent.run_id));
@@ -194,11 +189,6 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
     run
 }
 
-/// The label naming the agent of an AgentRun the facade creates.
-pub const AGENT_LABEL: &str = "yuxi.dev/agent";
-/// The label naming the parent run of a subagent's AgentRun.
-pub const PARENT_RUN_LABEL: &str = "yuxi.dev/parent-run";
-
 /// Creates AgentRun resources in one namespace; the controller turns each into a sandbox pod.
 #[derive(Clone)]
 pub struct ClusterLauncher {
@@ -217,9 +207,9 @@ impl ClusterLauncher {
     /// only. An object of that name existing already (a retry) counts as created. Errors: the Kubernetes
     /// API's refusal or failure, as text.
     pub async fn create(&self, record: &RunRecord, input: String, credentials: Option<&str>) -> Result<(), String> {
-        use crate::controller::pod;
+        use crate::resources::names;
         let params =
-            kube::api::PostParams { dry_run: false, field_manager: Some(super::catalog::FIELD_MANAGER.to_string()) };
+            kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
         let run = match self.api.create(&params, &agent_run(record, input)).await {
             Ok(run) => run,
             Err(kube::Error::Api(status)) if status.code == 409 => {
@@ -231,17 +221,17 @@ impl ClusterLauncher {
         let namespace = kube::ResourceExt::namespace(&run).unwrap_or_default();
         let secret = k8s_openapi::api::core::v1::Secret {
             metadata: ObjectMeta {
-                name: Some(pod::credentials_secret_name(&run)),
+                name: Some(names::credentials_secret_name(&run)),
                 namespace: Some(namespace.clone()),
                 owner_references: kube::Resource::controller_owner_ref(&run, &()).map(|r| vec![r]),
                 labels: Some(std::collections::BTreeMap::from([(
-                    pod::RUN_LABEL.to_string(),
-                    pod::label_value(&record.run_id),
+                    names::RUN_LABEL.to_string(),
+                    names::label_value(&record.run_id),
                 )])),
                 ..ObjectMeta::default()
             },
             string_data: Some(std::collections::BTreeMap::from([(
-                pod::CREDENTIALS_TOKEN_KEY.to_string(),
+                names::CREDENTIALS_TOKEN_KEY.to_string(),
                 token.to_string(),
             )])),
             type_: Some("Opaque".into()),
@@ -314,7 +304,7 @@ mod tests {
         let run = agent_run(&record, "look".into());
         let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];
         assert!(label.len() <= 63 && label != &parent_run, "{label}");
-        assert_eq!(label, &crate::controller::pod::label_value(&parent_run));
+        assert_eq!(label, &crate::resources::names::label_value(&parent_run));
         assert_eq!(
             run.spec.parent.as_ref().map(|p| p.run_id.as_str()),
             Some(parent_run.as_str()),

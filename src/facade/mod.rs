@@ -6,6 +6,7 @@ pub mod auth;
 pub mod body;
 pub mod catalog;
 pub mod error;
+pub mod http_metrics;
 pub mod launch;
 pub mod runs;
 pub mod tools;
@@ -65,7 +66,7 @@ pub struct FacadeState {
     /// and tool endpoints answer 503).
     pub runs: Option<Runs>,
     /// The metrics served at `/metrics`.
-    pub metrics: crate::metrics::FacadeMetrics,
+    pub metrics: crate::facade::http_metrics::FacadeMetrics,
 }
 
 /// Runs: their store and their launcher.
@@ -77,8 +78,8 @@ pub struct Runs {
     pub launcher: launch::Launcher,
 }
 
-impl FromRef<FacadeState> for crate::metrics::FacadeMetrics {
-    fn from_ref(state: &FacadeState) -> crate::metrics::FacadeMetrics {
+impl FromRef<FacadeState> for crate::facade::http_metrics::FacadeMetrics {
+    fn from_ref(state: &FacadeState) -> crate::facade::http_metrics::FacadeMetrics {
         state.metrics.clone()
     }
 }
@@ -157,10 +158,10 @@ pub fn router(state: FacadeState) -> Router {
     let document = std::sync::Arc::new(document);
     routes
         .route("/api/openapi.json", get(move || async move { axum::Json(document.as_ref().clone()) }))
-        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::metrics::track))
+        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(crate::metrics::serve))
+        .route("/metrics", get(crate::facade::http_metrics::serve))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))

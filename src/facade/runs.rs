@@ -19,8 +19,9 @@ use super::body::QueryParams;
 use super::error::ApiError;
 use crate::access::{Identity, Role};
 use crate::run::thread_id::is_valid_id;
-use crate::runs::RunRecord;
-use crate::store::{Envelope, Store};
+use crate::run::RunRecord;
+use crate::run::{Envelope, EventKind};
+use crate::store::Store;
 
 /// How often an idle event stream looks for new events.
 const EVENT_POLL: Duration = Duration::from_millis(250);
@@ -58,7 +59,7 @@ pub struct StartedParentRun {
     /// Its conversation.
     pub thread_id: String,
     /// `pending` at first.
-    pub status: crate::runs::RunStatus,
+    pub status: crate::run::RunStatus,
     /// Where its events stream: `/api/agent/runs/<run_id>/events`.
     pub stream_url: String,
 }
@@ -135,24 +136,24 @@ pub async fn start(
         agent_slug: body.agent_slug.clone(),
         uid: who.uid.clone(),
         parent: None,
-        status: crate::runs::RunStatus::Pending,
+        status: crate::run::RunStatus::Pending,
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
     };
     match store.create_run(&record, None).await.map_err(super::tools::store_error)? {
-        crate::runs::Created::Started => {}
-        crate::runs::Created::Busy(active) | crate::runs::Created::Existing(active) => {
+        crate::run::Created::Started => {}
+        crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
             let status = store.run_record(&active).await.map_err(super::tools::store_error)?.map(|r| r.status);
             return Err(ApiError::RunBusy {
                 thread_id,
                 active_run_id: active,
-                active_run_status: status.unwrap_or(crate::runs::RunStatus::Running).as_str().into(),
+                active_run_status: status.unwrap_or(crate::run::RunStatus::Running).as_str().into(),
                 agent_slug: body.agent_slug,
             });
         }
     }
-    let token = crate::runs::new_run_token();
-    let grant = crate::runs::RunGrant {
+    let token = crate::run::grant::new_run_token();
+    let grant = crate::run::RunGrant {
         run_id: record.run_id.clone(),
         thread_id: thread_id.clone(),
         file_thread_id: thread_id.clone(),
@@ -161,10 +162,10 @@ pub async fn start(
         role: who.role,
         department_id: who.department_id,
     };
-    if let Err(err) = store.save_grant(&crate::runs::token_digest(&token), &grant).await {
+    if let Err(err) = store.save_grant(&crate::run::grant::token_digest(&token), &grant).await {
         // Without credentials the run could not delegate: end it rather than run it half-equipped.
         let message = format!("the run's credentials could not be kept: {err}");
-        let _ = store.set_run_status(&record.run_id, crate::runs::RunStatus::Failed, Some(&message)).await;
+        let _ = store.set_run_status(&record.run_id, crate::run::RunStatus::Failed, Some(&message)).await;
         return Err(super::tools::store_error(err));
     }
     let launcher = &state.runs.as_ref().ok_or_else(|| ApiError::Unavailable("no run store".into()))?.launcher;
@@ -225,7 +226,7 @@ pub async fn result(
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     match store.run_result(&record.run_id).await.map_err(super::tools::store_error)? {
-        Some(result) => Ok(Json(result)),
+        Some(result) => Ok(Json(serde_json::to_value(result).expect("a result serializes"))),
         None => Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str()))),
     }
 }
@@ -274,7 +275,7 @@ pub struct ThreadMessages {
     /// The thread.
     pub thread_id: String,
     /// Its messages, oldest first, as the chat-completions API shapes them.
-    pub messages: Vec<crate::runner::message::Message>,
+    pub messages: Vec<crate::run::message::Message>,
 }
 
 /// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
@@ -319,13 +320,13 @@ pub async fn events(
             loop {
                 match store.read_events(&run_id, &cursor, 100).await {
                     Ok(page) if !page.is_empty() => {
-                        let ended = page.iter().any(|e| e.envelope.event == "end");
+                        let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
                         let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
                         let events: Vec<Result<Event, Infallible>> = page
                             .into_iter()
                             .map(|e| {
                                 let data = serde_json::to_string(&e.envelope).unwrap_or_default();
-                                Ok(Event::default().id(e.seq).event(e.envelope.event).data(data))
+                                Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
                             })
                             .collect();
                         return Some((futures::stream::iter(events), (store, run_id, next, ended)));

@@ -20,7 +20,8 @@ use super::error::ApiError;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::resources::ParentRef;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
-use crate::runs::{Created, RunRecord, RunStatus, start_key};
+use crate::run::record::start_key;
+use crate::run::{Created, EventKind, RunRecord, RunStatus};
 use crate::store::Store;
 
 /// The longest `subagent_await` / `task` wait, in seconds (Yuxi: 30 minutes).
@@ -196,7 +197,7 @@ pub struct EventItem {
     /// The stream id: the cursor for `after_seq`.
     pub seq: String,
     /// `metadata`, `messages`, `custom`, `error` or `end`.
-    pub event: String,
+    pub event: EventKind,
     /// The event's data.
     pub payload: Value,
     /// When it was written, RFC 3339.
@@ -464,7 +465,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
         }
     }
     let mut messages: Vec<ProgressMessage> = Vec::new();
-    for event in events.iter().filter(|e| e.envelope.event == "messages") {
+    for event in events.iter().filter(|e| e.envelope.event == EventKind::Messages) {
         let payload = &event.envelope.payload;
         let (kind, id, text) = match payload["type"].as_str() {
             Some("message_delta") => (
@@ -506,7 +507,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {
     let result = if record.status.is_terminal() {
         let result = store.run_result(&record.run_id).await.map_err(store_error)?;
-        Some(result.map(|r| r["output"].clone()).unwrap_or(Value::Null))
+        Some(result.map(|r| Value::String(r.output)).unwrap_or(Value::Null))
     } else {
         None
     };
@@ -843,7 +844,7 @@ pub async fn task(
     };
     let (record, timed_out) = wait(&store, &run_id, timeout).await?;
     let output =
-        store.run_result(&run_id).await.map_err(store_error)?.and_then(|r| r["output"].as_str().map(String::from));
+        store.run_result(&run_id).await.map_err(store_error)?.map(|r| r.output);
     use crate::delegation::{TaskOutcome, task_content};
     let outcome = match (timed_out, record.status) {
         (true, _) => TaskOutcome::StillRunning(&run_id),

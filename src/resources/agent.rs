@@ -15,7 +15,8 @@ use kube::{CustomResource, KubeSchema};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use super::{BACKEND_CHATBOT, BACKEND_SUBAGENT};
+use super::{BACKEND_CHATBOT, BACKEND_SUBAGENT, GENERAL_PURPOSE};
+use kube::core::ObjectMeta;
 
 /// The desired state of an Agent.
 // Each `printcolumn(...)` repeats the same keys, which clippy takes for duplicated attributes.
@@ -282,4 +283,30 @@ impl AgentSpec {
     pub fn is_default(&self) -> bool {
         self.default.unwrap_or(false)
     }
+}
+
+/// The built-in subagent: an empty context, resolved from the defaults at run time; everybody may use it.
+pub fn builtin_general_purpose() -> Agent {
+    let mut agent = Agent::new(
+        GENERAL_PURPOSE,
+        AgentSpec {
+            display_name: Some("General purpose".into()),
+            description: Some(
+                "A general-purpose subagent for analysis, writing and file work; give it a self-contained task.".into(),
+            ),
+            backend: BACKEND_SUBAGENT.into(),
+            is_subagent: Some(true),
+            share: Some(AgentShare {
+                read_scope: Some(ShareScope {
+                    access_level: AccessLevel::Global,
+                    department_ids: vec![],
+                    user_uids: vec![],
+                }),
+                manage_scope: None,
+            }),
+            ..AgentSpec::default()
+        },
+    );
+    agent.metadata = ObjectMeta { name: Some(GENERAL_PURPOSE.into()), ..ObjectMeta::default() };
+    agent
 }

@@ -6,10 +6,11 @@ pub mod agent_run;
 pub mod catalog;
 pub mod crd;
 pub mod manifest;
+pub mod names;
 pub mod validation;
 pub mod yuxi;
 
-pub use agent::{AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode};
+pub use agent::{builtin_general_purpose, AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode};
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};
 
 /// The API group of both resources.

@@ -1,3 +1,19 @@
-//! Pure rules about runs: thread ids and, later, the run state machine and the sandbox pod builder.
+//! The run vocabulary every role shares, typed once: the status, the record, the result, events and
+//! messages, the volume scopes and their sub-paths, the runner's inputs, run credentials and thread ids.
+//! Pure: no I/O beyond creating a run's folders ([`scope::VolumePaths::create_all`]).
 
+pub mod event;
+pub mod grant;
+pub mod inputs;
+pub mod message;
+pub mod record;
+pub mod result;
+pub mod scope;
+pub mod status;
 pub mod thread_id;
+
+pub use event::{EndPayload, Envelope, ErrorPayload, EventKind, StoredEvent};
+pub use grant::RunGrant;
+pub use record::{Created, RunRecord};
+pub use result::RunResult;
+pub use status::RunStatus;

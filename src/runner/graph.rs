@@ -13,7 +13,9 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::message::{Message, ToolCall};
+use crate::run::event::payload;
+use crate::run::message::{Message, ToolCall};
+use crate::run::{EndPayload, ErrorPayload, EventKind, RunResult, RunStatus};
 use super::model::{Model, ModelDelta, ModelError, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
@@ -31,40 +33,32 @@ const BATCH_CHARS: usize = 512;
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
 
-/// How a run ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Status {
-    /// The model gave its final answer.
-    Completed,
-    /// Something went wrong; `error` says what.
-    Failed,
-    /// A cancel was requested.
-    Cancelled,
-}
-
-impl Status {
-    /// The status as events and results spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Status::Completed => "completed",
-            Status::Failed => "failed",
-            Status::Cancelled => "cancelled",
-        }
-    }
-}
-
 /// What a run produced.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct RunReport {
-    /// How it ended.
-    pub status: Status,
+    /// How it ended: `completed`, `failed` or `cancelled`.
+    pub status: RunStatus,
     /// The final assistant text (empty unless completed).
     pub output: String,
     /// Why it failed.
     pub error: Option<String>,
     /// Tokens used, summed over the model calls.
     pub token_usage: TokenUsage,
+}
+
+impl RunReport {
+    /// The result stored for the run `identity`.
+    pub fn result(&self, identity: &RunIdentity) -> RunResult {
+        RunResult {
+            status: self.status,
+            output: self.output.clone(),
+            error: self.error.clone(),
+            agent_slug: identity.agent_slug.clone(),
+            run_id: identity.run_id.clone(),
+            thread_id: identity.thread_id.clone(),
+            token_usage: self.token_usage.clone(),
+        }
+    }
 }
 
 /// Who and what one run is.
@@ -135,7 +129,7 @@ impl Graph {
     /// always persists what was said and writes one `end` event (a failure to write it is logged).
     pub async fn run(&self, metadata: Value) -> RunReport {
         let mut conversation = Conversation::default();
-        let outcome = match self.emit("metadata", metadata).await {
+        let outcome = match self.emit(EventKind::Metadata, metadata).await {
             Err(err) => Err(Stop::from(err)),
             Ok(()) => {
                 let deadline = tokio::time::sleep(self.timeout);
@@ -148,22 +142,22 @@ impl Graph {
         };
         let report = match outcome {
             Ok(Some(output)) => {
-                RunReport { status: Status::Completed, output, error: None, token_usage: conversation.usage.clone() }
+                RunReport { status: RunStatus::Completed, output, error: None, token_usage: conversation.usage.clone() }
             }
             Ok(None) => RunReport {
-                status: Status::Cancelled,
+                status: RunStatus::Cancelled,
                 output: String::new(),
                 error: None,
                 token_usage: conversation.usage.clone(),
             },
             Err(Stop::Failed(error)) => RunReport {
-                status: Status::Failed,
+                status: RunStatus::Failed,
                 output: String::new(),
                 error: Some(error),
                 token_usage: conversation.usage.clone(),
             },
             Err(Stop::Cancelled) => RunReport {
-                status: Status::Cancelled,
+                status: RunStatus::Cancelled,
                 output: String::new(),
                 error: None,
                 token_usage: conversation.usage.clone(),
@@ -236,7 +230,7 @@ impl Graph {
                     attempt += 1;
                     let backoff = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(8)).min(MAX_BACKOFF);
                     self.emit(
-                        "custom",
+                        EventKind::Custom,
                         json!({"type": "model_retry", "attempt": attempt, "of": self.model_retries, "error": err.to_string(), "backoff_ms": backoff.as_millis() as u64}),
                     )
                     .await?;
@@ -289,7 +283,7 @@ impl Graph {
 
     async fn flush(&self, batch: &mut Batch, message_id: &str) -> Result<(), Stop> {
         if let Some(payload) = batch.take(message_id) {
-            self.emit("messages", payload).await?;
+            self.emit(EventKind::Messages, payload).await?;
         }
         Ok(())
     }
@@ -299,7 +293,7 @@ impl Graph {
     async fn call_tool(&self, call: &ToolCall, message_id: &str) -> Result<String, Stop> {
         let name = &call.function.name;
         self.emit(
-            "messages",
+            EventKind::Messages,
             json!({"type": "tool_call", "message_id": message_id, "tool_call_id": call.id, "name": name, "args": call.function.arguments}),
         )
         .await?;
@@ -319,11 +313,11 @@ impl Graph {
             result["child_run_id"] = Value::String(run_id);
             result["child_thread_id"] = Value::String(thread_id);
         }
-        self.emit("messages", result).await?;
+        self.emit(EventKind::Messages, result).await?;
         Ok(content)
     }
 
-    async fn emit(&self, event: &str, payload: Value) -> Result<(), StoreError> {
+    async fn emit(&self, event: EventKind, payload: Value) -> Result<(), StoreError> {
         self.store.append_event(&self.identity.run_id, &self.identity.thread_id, event, payload).await.map(|_| ())
     }
 
@@ -353,27 +347,19 @@ impl Graph {
             conversation.push(Message::Tool { tool_call_id: id, content });
         }
         let identity = &self.identity;
-        let result = json!({
-            "status": report.status.as_str(),
-            "output": report.output,
-            "error": report.error,
-            "agent_slug": identity.agent_slug,
-            "run_id": identity.run_id,
-            "thread_id": identity.thread_id,
-            "token_usage": report.token_usage,
-        });
+        let result = report.result(identity);
         if let Err(err) =
             self.store.finish_run(&identity.run_id, &identity.thread_id, &conversation.added, &result).await
         {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot persist the run's messages and result");
         }
         if let Some(message) = &report.error
-            && let Err(err) = self.emit("error", json!({"message": message, "retryable": false})).await
+            && let Err(err) = self.emit(EventKind::Error, payload(&ErrorPayload { message: message.clone(), retryable: false })).await
         {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
         }
-        let end = json!({"status": report.status.as_str(), "error": report.error});
-        if let Err(err) = self.emit("end", end).await {
+        let end = payload(&EndPayload { status: report.status, error: report.error.clone() });
+        if let Err(err) = self.emit(EventKind::End, end).await {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the end event");
         }
     }

@@ -11,7 +11,6 @@
 //! An agent whose `context.mcps` is absent gets every configured server; one that names a server that is
 //! not configured or cannot be reached fails at start with an error naming it.
 
-use std::collections::BTreeMap;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
@@ -21,7 +20,6 @@ use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
 use rmcp::transport::StreamableHttpClientTransport;
-use serde::Deserialize;
 use serde_json::Value;
 
 use super::tools::{Grants, Tool, ToolError, ToolSpec, names};
@@ -31,19 +29,7 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
 /// How long one MCP tool call may take.
 const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
-/// One configured MCP server.
-#[derive(Clone, Debug, PartialEq, Eq, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct McpServer {
-    /// Its streamable HTTP endpoint.
-    pub url: String,
-    /// Expose only these of its tools; absent: all of them.
-    #[serde(default)]
-    pub tools: Option<Vec<String>>,
-}
-
-/// The configured MCP servers, by name.
-pub type McpServers = BTreeMap<String, McpServer>;
+pub use crate::run::inputs::{McpServer, McpServers};
 
 /// Reads the MCP server configuration file. Errors name the file and the problem.
 pub fn load_servers(path: &Path) -> Result<McpServers, String> {

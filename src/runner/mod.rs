@@ -25,7 +25,6 @@
 
 pub mod graph;
 pub mod mcp;
-pub mod message;
 pub mod model;
 pub mod skills;
 pub mod tools;
@@ -41,20 +40,15 @@ use crate::resources::manifest::{Manifest, read_manifest_file};
 use crate::resources::validation::{validate_agent, validate_agent_run};
 use crate::resources::{Agent, AgentRun, TokenUsage};
 use crate::store::Store;
-use graph::{Graph, RunIdentity, RunReport, Status};
+use crate::run::event::payload;
+use crate::run::{EndPayload, ErrorPayload, EventKind, RunStatus};
+use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
 use tools::execute::{ExecuteTool, Executor, LocalExecutor};
 use tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use tools::{Grants, ToolBox, names};
 
-/// The system prompt of an agent whose context sets none.
-pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a capable assistant. Work step by step, use the tools you have when they help, and finish with a clear, complete answer.";
-/// The default of `maxExecutionSteps` (Yuxi: 300).
-pub const DEFAULT_MAX_STEPS: u32 = 300;
-/// The default of `modelRetryTimes` (Yuxi: 2).
-pub const DEFAULT_MODEL_RETRIES: u32 = 2;
-/// The default of `timeoutSeconds`, in seconds (Yuxi's job time-out: 3600).
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
+pub use crate::run::inputs::{DEFAULT_MAX_STEPS, DEFAULT_MODEL_RETRIES, DEFAULT_SYSTEM_PROMPT, DEFAULT_TIMEOUT_SECONDS};
 
 /// What the runner needs besides the run and the agent.
 #[derive(Clone, Debug)]
@@ -301,19 +295,20 @@ fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
 /// Ends a run that could not start: `metadata`, `error`, the result, and `end`, as a run that failed.
 async fn fail_before_start(store: &Store, identity: &RunIdentity, metadata: Value, error: String) -> RunReport {
     let report = RunReport {
-        status: Status::Failed,
+        status: RunStatus::Failed,
         output: String::new(),
         error: Some(error.clone()),
         token_usage: TokenUsage::default(),
     };
-    let result = json!({"status": "failed", "output": "", "error": error, "agent_slug": identity.agent_slug,
-        "run_id": identity.run_id, "thread_id": identity.thread_id, "token_usage": report.token_usage});
+    let result = report.result(identity);
     let (run_id, thread_id) = (&identity.run_id, &identity.thread_id);
     let writes = async {
-        store.append_event(run_id, thread_id, "metadata", metadata).await?;
-        store.append_event(run_id, thread_id, "error", json!({"message": error, "retryable": false})).await?;
+        store.append_event(run_id, thread_id, EventKind::Metadata, metadata).await?;
+        let failure = ErrorPayload { message: error.clone(), retryable: false };
+        store.append_event(run_id, thread_id, EventKind::Error, payload(&failure)).await?;
         store.finish_run(run_id, thread_id, &[], &result).await?;
-        store.append_event(run_id, thread_id, "end", json!({"status": "failed", "error": error})).await
+        let end = EndPayload { status: RunStatus::Failed, error: Some(error.clone()) };
+        store.append_event(run_id, thread_id, EventKind::End, payload(&end)).await
     };
     if let Err(err) = writes.await {
         tracing::error!(run_id = %run_id, error = %err, "cannot record the run's failure");

@@ -39,7 +39,8 @@ use tokio::net::{UnixListener, UnixStream};
 
 use super::{Store, StoreError};
 use crate::run::thread_id::is_valid_id;
-use crate::runner::message::Message;
+use crate::run::message::Message;
+use crate::run::{EventKind, RunResult};
 
 /// The longest request or answer line, newline included, in bytes (64 MiB). A run's `finish_run`
 /// carries its whole new conversation (up to `maxExecutionSteps` tool results of up to 64 KiB each), and
@@ -55,9 +56,9 @@ const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Request {
-    AppendEvent { run_id: String, thread_id: String, event: String, payload: Value },
+    AppendEvent { run_id: String, thread_id: String, event: EventKind, payload: Value },
     ThreadMessages { thread_id: String },
-    FinishRun { run_id: String, thread_id: String, new_messages: Vec<Message>, result: Value },
+    FinishRun { run_id: String, thread_id: String, new_messages: Vec<Message>, result: RunResult },
     RunResult { run_id: String },
     IsCancelRequested { run_id: String },
     HoldRunLease { run_id: String, holder: String, ttl_ms: u64 },
@@ -148,13 +149,13 @@ impl SocketStore {
         &self,
         run_id: &str,
         thread_id: &str,
-        event: &str,
+        event: EventKind,
         payload: Value,
     ) -> Result<String, StoreError> {
         self.call(Request::AppendEvent {
             run_id: run_id.into(),
             thread_id: thread_id.into(),
-            event: event.into(),
+            event,
             payload,
         })
         .await
@@ -169,7 +170,7 @@ impl SocketStore {
         run_id: &str,
         thread_id: &str,
         new_messages: &[Message],
-        result: &Value,
+        result: &RunResult,
     ) -> Result<(), StoreError> {
         self.call(Request::FinishRun {
             run_id: run_id.into(),
@@ -180,7 +181,7 @@ impl SocketStore {
         .await
     }
 
-    pub(super) async fn run_result(&self, run_id: &str) -> Result<Option<Value>, StoreError> {
+    pub(super) async fn run_result(&self, run_id: &str) -> Result<Option<RunResult>, StoreError> {
         self.call(Request::RunResult { run_id: run_id.into() }).await
     }
 
@@ -373,7 +374,7 @@ async fn answer(store: &Store, request: Request) -> Answer {
     }
     let outcome = match request {
         Request::AppendEvent { run_id, thread_id, event, payload } => {
-            store.append_event(&run_id, &thread_id, &event, payload).await.map(Value::String)
+            store.append_event(&run_id, &thread_id, event, payload).await.map(Value::String)
         }
         Request::ThreadMessages { thread_id } => store
             .thread_messages(&thread_id)
@@ -382,7 +383,7 @@ async fn answer(store: &Store, request: Request) -> Answer {
         Request::FinishRun { run_id, thread_id, new_messages, result } => {
             store.finish_run(&run_id, &thread_id, &new_messages, &result).await.map(|()| Value::Null)
         }
-        Request::RunResult { run_id } => store.run_result(&run_id).await.map(|r| r.unwrap_or(Value::Null)),
+        Request::RunResult { run_id } => store.run_result(&run_id).await.map(|r| r.map_or(Value::Null, |r| serde_json::to_value(r).expect("a result serializes"))),
         Request::IsCancelRequested { run_id } => store.is_cancel_requested(&run_id).await.map(Value::Bool),
         Request::HoldRunLease { run_id, holder, ttl_ms } => {
             store.hold_run_lease(&run_id, &holder, Duration::from_millis(ttl_ms)).await.map(Value::Bool)

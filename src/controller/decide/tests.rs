@@ -35,7 +35,7 @@ fn pod(phase: PodPhase) -> ObservedPod {
 
 fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
     Outcome {
-        status: status.into(),
+        status: serde_json::from_value(serde_json::Value::from(status)).expect("a run status"),
         output: output.map(String::from),
         error: error.map(String::from),
         token_usage: None,

@@ -291,7 +291,7 @@ fn the_containers_run_the_contract_commands() {
         ]
     );
     // The runner's default volume paths are where the pod mounts the scopes.
-    let defaults = crate::runner::tools::files::VolumePaths::in_pod();
+    let defaults = crate::run::scope::VolumePaths::in_pod();
     let runner = container(&objects, RUNNER_CONTAINER);
     for scope in [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills] {
         assert!(mount_at(runner, &defaults.of(scope).display().to_string()).is_some(), "{scope:?}");
@@ -483,7 +483,7 @@ fn mcp_servers_go_into_the_inputs_and_the_runner_reads_them_there() {
     };
     let objects = sandbox_objects(&run(), &agent(), &settings).expect("a pod");
     let text = objects.inputs.data.as_ref().and_then(|d| d.get(MCP_SERVERS_KEY)).expect("mcp-servers.yaml");
-    let servers: crate::runner::mcp::McpServers = serde_norway::from_str(text).expect("the runner's format");
+    let servers: crate::run::inputs::McpServers = serde_norway::from_str(text).expect("the runner's format");
     assert_eq!(servers["docs"].url, "http://docs-mcp:8000/mcp");
     assert_eq!(servers["docs"].tools.as_deref(), Some(&["search".to_string()][..]));
     let runner = container(&objects, RUNNER_CONTAINER);

@@ -9,7 +9,7 @@ pub mod scripted;
 use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::message::{Message, ToolCall};
+use crate::run::message::{Message, ToolCall};
 use super::tools::ToolSpec;
 use crate::resources::TokenUsage;
 

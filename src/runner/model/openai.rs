@@ -17,7 +17,7 @@ use tokio::sync::mpsc::UnboundedSender;
 
 use super::{ModelDelta, ModelError, ModelTurn};
 use crate::resources::TokenUsage;
-use crate::runner::message::{Message, ToolCall};
+use crate::run::message::{Message, ToolCall};
 use crate::runner::tools::ToolSpec;
 
 /// How long to wait for a connection to the endpoint.

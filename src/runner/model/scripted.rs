@@ -25,7 +25,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{ModelDelta, ModelError, ModelTurn};
-use crate::runner::message::{Message, ToolCall};
+use crate::run::message::{Message, ToolCall};
 
 /// The largest script, in bytes.
 const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;

@@ -24,11 +24,7 @@ use regex::Regex;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolError, ToolSpec, names, opt_bool, opt_str, opt_u64, req_str};
-
-/// The root of the user data volumes, as the model sees it.
-pub const USER_DATA: &str = "/home/gem/user-data";
-/// The skills scope, as the model sees it.
-pub const SKILLS: &str = "/home/gem/skills";
+pub use crate::run::scope::{SKILLS, Scope, USER_DATA, VolumePaths};
 
 /// The largest file `read_file`, `edit_file` and `grep` read, and `write_file` writes, in bytes.
 const MAX_FILE_BYTES: u64 = 5 * 1024 * 1024;
@@ -40,88 +36,6 @@ const MAX_LINE_CHARS: usize = 2000;
 const MAX_RESULTS: usize = 500;
 /// The most directory entries `glob` and `grep` visit in one call.
 const MAX_VISITS: usize = 20_000;
-
-/// One of the run's volumes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Scope {
-    /// `/home/gem/user-data/workspace`.
-    Workspace,
-    /// `/home/gem/user-data/uploads`.
-    Uploads,
-    /// `/home/gem/user-data/outputs`.
-    Outputs,
-    /// `/home/gem/skills` (read-only).
-    Skills,
-}
-
-impl Scope {
-    const ALL: [Scope; 4] = [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills];
-
-    /// The path the model sees for this volume.
-    pub fn virtual_root(self) -> &'static str {
-        match self {
-            Scope::Workspace => "/home/gem/user-data/workspace",
-            Scope::Uploads => "/home/gem/user-data/uploads",
-            Scope::Outputs => "/home/gem/user-data/outputs",
-            Scope::Skills => SKILLS,
-        }
-    }
-
-    fn writable(self) -> bool {
-        self != Scope::Skills
-    }
-}
-
-/// Where each volume is on this machine (in a pod: the mount points; in the local mode: folders under
-/// the data folder).
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct VolumePaths {
-    /// The user's workspace.
-    pub workspace: PathBuf,
-    /// The parent conversation's uploads.
-    pub uploads: PathBuf,
-    /// The parent conversation's outputs.
-    pub outputs: PathBuf,
-    /// The agent's skills scope.
-    pub skills: PathBuf,
-}
-
-impl VolumePaths {
-    /// The volumes' real paths as a pod mounts them: the same paths the model sees.
-    pub fn in_pod() -> Self {
-        Self {
-            workspace: Scope::Workspace.virtual_root().into(),
-            uploads: Scope::Uploads.virtual_root().into(),
-            outputs: Scope::Outputs.virtual_root().into(),
-            skills: SKILLS.into(),
-        }
-    }
-
-    /// The four volumes as the folders `workspace`, `uploads`, `outputs` and `skills` under `root`.
-    pub fn under(root: &Path) -> Self {
-        Self {
-            workspace: root.join("workspace"),
-            uploads: root.join("uploads"),
-            outputs: root.join("outputs"),
-            skills: root.join("skills"),
-        }
-    }
-
-    /// Creates the four folders, with their parents, where they are missing.
-    pub fn create_all(&self) -> io::Result<()> {
-        Scope::ALL.into_iter().try_for_each(|scope| std::fs::create_dir_all(self.of(scope)))
-    }
-
-    /// The real path of a volume.
-    pub fn of(&self, scope: Scope) -> &Path {
-        match scope {
-            Scope::Workspace => &self.workspace,
-            Scope::Uploads => &self.uploads,
-            Scope::Outputs => &self.outputs,
-            Scope::Skills => &self.skills,
-        }
-    }
-}
 
 /// The opened volumes of a run. Every file operation goes through these handles.
 pub struct Volumes {

@@ -45,7 +45,7 @@ pub fn thread_active_run(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:active_run")
 }
 
-/// The run's record (JSON [`crate::runs::RunRecord`]).
+/// The run's record (JSON [`crate::run::RunRecord`]).
 pub fn run_record(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:record")
 }
@@ -68,7 +68,7 @@ pub fn run_children(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:children")
 }
 
-/// A run's credentials: JSON [`crate::runs::RunGrant`] under the hex SHA-256 of the run's token (the
+/// A run's credentials: JSON [`crate::run::RunGrant`] under the hex SHA-256 of the run's token (the
 /// token itself is never stored).
 pub fn run_grant(token_digest: &str) -> String {
     format!("yuxi:run-grant:{token_digest}")

@@ -1,10 +1,11 @@
 //! Where runs keep their state: the event stream, the thread history, the result and the cancel request
-//! (DESIGN.md section 6; key names in [`crate::keys`]).
+//! (DESIGN.md section 6; key names in [`crate::store::keys`]).
 //!
 //! Two implementations of one contract: Redis, used in a cluster and by the local mode when it is given
 //! one; and an in-process store, the local mode's store without Redis. A third variant, [`socket`], hands
 //! a runner subprocess's operations to the in-process store of the local mode that started it.
 
+pub mod keys;
 pub mod socket;
 
 use std::collections::HashMap;
@@ -15,57 +16,12 @@ use std::time::{Duration, Instant};
 use futures::StreamExt;
 use redis::AsyncCommands;
 use redis::aio::ConnectionManager;
-use serde::{Deserialize, Serialize};
 use serde_json::Value;
 use tokio::sync::Notify;
 
-use crate::keys;
-use crate::runner::message::Message;
-use crate::runs::{Created, RunGrant, RunRecord, RunStatus};
+use crate::run::message::Message;
+use crate::run::{Created, Envelope, EventKind, RunGrant, RunRecord, RunResult, RunStatus, StoredEvent};
 pub use socket::SocketStore;
-
-/// The version of the event envelope.
-pub const SCHEMA_VERSION: u32 = 1;
-
-/// One entry of a run's event stream (DESIGN.md section 6).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
-pub struct Envelope {
-    /// Always [`SCHEMA_VERSION`].
-    pub schema_version: u32,
-    /// The run.
-    pub run_id: String,
-    /// The run's thread.
-    pub thread_id: String,
-    /// `metadata`, `messages`, `custom`, `error` or `end`.
-    pub event: String,
-    /// The event's data.
-    pub payload: Value,
-    /// When the event was written, RFC 3339.
-    pub created_at: String,
-}
-
-impl Envelope {
-    /// The envelope of an event written now.
-    fn now(run_id: &str, thread_id: &str, event: &str, payload: Value) -> Envelope {
-        Envelope {
-            schema_version: SCHEMA_VERSION,
-            run_id: run_id.to_string(),
-            thread_id: thread_id.to_string(),
-            event: event.to_string(),
-            payload,
-            created_at: jiff::Timestamp::now().to_string(),
-        }
-    }
-}
-
-/// An event as read back: its stream id (the `after_seq` cursor) and its envelope.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoredEvent {
-    /// The stream entry id, such as `1764464400000-0`.
-    pub seq: String,
-    /// The event.
-    pub envelope: Envelope,
-}
 
 /// A store operation failed.
 #[derive(Debug, thiserror::Error)]
@@ -128,7 +84,7 @@ struct MemoryState {
     events: HashMap<String, Vec<StoredEvent>>,
     last_seq: u64,
     threads: HashMap<String, Vec<Message>>,
-    results: HashMap<String, Value>,
+    results: HashMap<String, RunResult>,
     cancelled: std::collections::HashSet<String>,
     /// The holder of each run's lease, and when it lapses.
     leases: HashMap<String, (String, Instant)>,
@@ -166,13 +122,13 @@ impl Store {
         &self,
         run_id: &str,
         thread_id: &str,
-        event: &str,
+        event: EventKind,
         payload: Value,
     ) -> Result<String, StoreError> {
         match self {
             Store::Redis(redis) => {
                 let key = keys::run_events(run_id);
-                let envelope = Envelope::now(run_id, thread_id, event, payload);
+                let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
                 let data = serde_json::to_string(&envelope).expect("an envelope serializes");
                 let mut connection = redis.connection.clone();
                 let (seq,): (String,) = redis::pipe()
@@ -184,7 +140,7 @@ impl Store {
                     .arg(keys::EVENTS_MAX_LEN)
                     .arg("*")
                     .arg("event")
-                    .arg(event)
+                    .arg(event.as_str())
                     .arg("data")
                     .arg(data)
                     .cmd("EXPIRE")
@@ -196,7 +152,7 @@ impl Store {
                 Ok(seq)
             }
             Store::Memory(memory) => {
-                let envelope = Envelope::now(run_id, thread_id, event, payload);
+                let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
                 let mut state = memory.state.lock().expect("store lock");
                 state.last_seq += 1;
                 let seq = format!("{}-0", state.last_seq);
@@ -278,7 +234,7 @@ impl Store {
         run_id: &str,
         thread_id: &str,
         new_messages: &[Message],
-        result: &Value,
+        result: &RunResult,
     ) -> Result<(), StoreError> {
         match self {
             Store::Redis(redis) => {
@@ -288,7 +244,8 @@ impl Store {
                 for message in new_messages {
                     pipe.rpush(&thread_key, serde_json::to_string(message).expect("a message serializes")).ignore();
                 }
-                pipe.set_ex(keys::run_result(run_id), result.to_string(), keys::RESULT_TTL_SECONDS as u64).ignore();
+                let result = serde_json::to_string(result).expect("a result serializes");
+                pipe.set_ex(keys::run_result(run_id), result, keys::RESULT_TTL_SECONDS as u64).ignore();
                 let mut connection = redis.connection.clone();
                 pipe.query_async::<()>(&mut connection).await?;
                 Ok(())
@@ -304,7 +261,7 @@ impl Store {
     }
 
     /// The run's result, once it has finished.
-    pub async fn run_result(&self, run_id: &str) -> Result<Option<Value>, StoreError> {
+    pub async fn run_result(&self, run_id: &str) -> Result<Option<RunResult>, StoreError> {
         match self {
             Store::Redis(redis) => {
                 let key = keys::run_result(run_id);

@@ -1,0 +1,72 @@
+//! What a runner is given: the environment names, the paths of its inputs in a pod, the MCP server file,
+//! and the defaults of an Agent's empty context. The controller's pod builder and the local launcher
+//! write these; the runner reads them.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+
+/// The environment variables a runner reads. Secrets among them (the store URL with its password, the
+/// model key, the run token) are never printed and never passed to `execute`.
+pub mod env {
+    /// The Redis URL, `redis://[:password@]host:port[/db]` (exactly one of this and [`STORE_SOCKET`]).
+    pub const REDIS_URL: &str = "YUXI_REDIS_URL";
+    /// The local mode's store socket (exactly one of this and [`REDIS_URL`]).
+    pub const STORE_SOCKET: &str = "YUXI_STORE_SOCKET";
+    /// The model of agents whose context and run name none, `<provider>/<model>`.
+    pub const DEFAULT_MODEL: &str = "YUXI_DEFAULT_MODEL";
+    /// Where `scripted/file:` and `scripted/auto` scripts are read from.
+    pub const SCRIPTS_DIR: &str = "YUXI_SCRIPTS_DIR";
+    /// The MCP server file ([`super::McpServers`] as YAML).
+    pub const MCP_SERVERS: &str = "YUXI_MCP_SERVERS";
+    /// The facade's base URL, as the runner reaches it.
+    pub const FACADE_URL: &str = "YUXI_FACADE_URL";
+    /// The run's bearer token for the facade (a `yxr_` token).
+    pub const RUN_TOKEN: &str = "YUXI_RUN_TOKEN";
+    /// The read-only skills library the agent's skills are projected from.
+    pub const SKILLS_LIBRARY: &str = "YUXI_SKILLS_LIBRARY";
+    /// Paths `execute` commands must not see, separated as `PATH` is.
+    pub const SANDBOX_HIDE: &str = "YUXI_SANDBOX_HIDE";
+    /// The OpenAI-compatible endpoint of `openai/` models.
+    pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
+    /// The key of that endpoint.
+    pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
+}
+
+/// Where the inputs ConfigMap is mounted in the runner container.
+pub const INPUTS_DIR: &str = "/etc/yuxi/inputs";
+/// The key (and file name) of the AgentRun manifest in the inputs.
+pub const RUN_KEY: &str = "run.yaml";
+/// The key (and file name) of the Agent manifest in the inputs.
+pub const AGENT_KEY: &str = "agent.yaml";
+/// The key (and file name) of the MCP server configuration in the inputs, when there is one.
+pub const MCP_SERVERS_KEY: &str = "mcp-servers.yaml";
+/// The folder the runner and sandbox containers share for the sandbox socket.
+pub const SOCKET_DIR: &str = "/run/yuxi";
+/// The sandbox container's Unix socket, where the runner sends `execute` commands.
+pub const SANDBOX_SOCKET: &str = "/run/yuxi/sandbox.sock";
+/// Where the skills library is mounted, read-only, in the runner container.
+pub const SKILLS_LIBRARY_DIR: &str = "/var/lib/yuxi/skills-library";
+
+/// The system prompt of an agent whose context sets none.
+pub const DEFAULT_SYSTEM_PROMPT: &str = "You are a capable assistant. Work step by step, use the tools you have when they help, and finish with a clear, complete answer.";
+/// The default of `maxExecutionSteps` (Yuxi: 300).
+pub const DEFAULT_MAX_STEPS: u32 = 300;
+/// The default of `modelRetryTimes` (Yuxi: 2).
+pub const DEFAULT_MODEL_RETRIES: u32 = 2;
+/// The default of `timeoutSeconds`, in seconds (Yuxi's job time-out: 3600).
+pub const DEFAULT_TIMEOUT_SECONDS: u64 = 3600;
+
+/// One configured MCP server.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct McpServer {
+    /// Its streamable HTTP endpoint.
+    pub url: String,
+    /// Expose only these of its tools; absent: all of them.
+    #[serde(default)]
+    pub tools: Option<Vec<String>>,
+}
+
+/// The configured MCP servers, by name.
+pub type McpServers = BTreeMap<String, McpServer>;

@@ -1,0 +1,53 @@
+//! The run record: one per run (who started it, for which parent, in which thread, its status), what
+//! creating one did, and the idempotency key of a start (Yuxi's request id). The run store keeps them and
+//! the thread lock that allows one non-terminal run per thread.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::RunStatus;
+use crate::resources::ParentRef;
+
+/// One run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunRecord {
+    /// The run id.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// The agent it runs.
+    pub agent_slug: String,
+    /// The user it runs for.
+    pub uid: String,
+    /// The delegating parent run, for a subagent run.
+    pub parent: Option<ParentRef>,
+    /// Where it is.
+    pub status: RunStatus,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// When it was created, RFC 3339.
+    pub created_at: String,
+}
+
+/// What creating a run did.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Created {
+    /// A new run was recorded and holds its thread.
+    Started,
+    /// The same tool call already started this run.
+    Existing(String),
+    /// The thread already has this non-terminal run.
+    Busy(String),
+}
+
+/// The idempotency key of a start: the parent run, the thread scope and the parent's tool call (Yuxi:
+/// request id = hash(creator_run:child_thread:tool_call_id)), as a hex SHA-256 digest.
+pub fn start_key(parent_run_id: &str, thread_scope: &str, tool_call_id: &str) -> String {
+    use sha2::{Digest, Sha256};
+    let mut hasher = Sha256::new();
+    for part in [parent_run_id, thread_scope, tool_call_id] {
+        hasher.update(part.len().to_le_bytes());
+        hasher.update(part.as_bytes());
+    }
+    hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
+}
+

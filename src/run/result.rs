@@ -1,0 +1,30 @@
+//! A run's result: what the runner stores when the run ends, and what `subagent_await`, `task`, the
+//! controller and the local launcher read back.
+
+use serde::{Deserialize, Serialize};
+
+use super::status::RunStatus;
+use crate::resources::TokenUsage;
+
+/// The stored result of a run that ended, as JSON `{status, output, error, agent_slug, run_id,
+/// thread_id, token_usage}` (token counts in camelCase, as on the AgentRun's status).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunResult {
+    /// How it ended: `completed`, `failed` or `cancelled`.
+    pub status: RunStatus,
+    /// The final assistant text; empty unless completed.
+    #[serde(default)]
+    pub output: String,
+    /// Why it failed.
+    #[serde(default)]
+    pub error: Option<String>,
+    /// The agent's slug.
+    pub agent_slug: String,
+    /// The run.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Tokens used, summed over the run's model calls.
+    #[serde(default)]
+    pub token_usage: TokenUsage,
+}
