@@ -621,23 +621,28 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     let (leading_tx, leading) = tokio::sync::watch::channel(false);
     let server = {
         let (metrics, leading) = (metrics.clone(), leading.clone());
-        let router =
-            axum::Router::new()
-                .route("/healthz", axum::routing::get(|| async { "ok" }))
-                // Every replica is ready: the standby ones wait for the Lease.
-                .route(
-                    "/readyz",
-                    axum::routing::get(move || async move { if *leading.borrow() { "leader" } else { "standby" } }),
-                )
-                .route(
-                    "/metrics",
-                    axum::routing::get(move || {
-                        let text = metrics.render();
-                        async move {
-                            ([(axum::http::header::CONTENT_TYPE, yuxi_operator::facade::http_metrics::CONTENT_TYPE_TEXT)], text)
-                        }
-                    }),
-                );
+        let router = axum::Router::new()
+            .route("/healthz", axum::routing::get(|| async { "ok" }))
+            // Every replica is ready: the standby ones wait for the Lease.
+            .route(
+                "/readyz",
+                axum::routing::get(move || async move { if *leading.borrow() { "leader" } else { "standby" } }),
+            )
+            .route(
+                "/metrics",
+                axum::routing::get(move || {
+                    let text = metrics.render();
+                    async move {
+                        (
+                            [(
+                                axum::http::header::CONTENT_TYPE,
+                                yuxi_operator::facade::http_metrics::CONTENT_TYPE_TEXT,
+                            )],
+                            text,
+                        )
+                    }
+                }),
+            );
         let listener = tokio::net::TcpListener::bind(args.listen)
             .await
             .map_err(|e| anyhow::anyhow!("cannot listen on {}: {e}", args.listen))?;

@@ -347,7 +347,7 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
     let token = secret["stringData"]["token"].as_str().expect("the run's token");
     assert!(token.starts_with("yxr_"), "{token}");
     // The facade knows the run by that token (only its digest is kept).
-    let grant = store.grant(&yuxi_operator::run::token_digest(token)).await.expect("store").expect("a grant");
+    let grant = store.grant(&yuxi_operator::run::grant::token_digest(token)).await.expect("store").expect("a grant");
     assert_eq!(
         (grant.run_id.as_str(), grant.uid.as_str(), grant.department_id),
         (body["run_id"].as_str().expect("id"), "alice", Some(1))
@@ -358,7 +358,7 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
 async fn run_credentials_serve_the_tool_endpoints_only() {
     let (client, server) = api_server(vec![]);
     let store = Store::memory();
-    let token = yuxi_operator::run::new_run_token();
+    let token = yuxi_operator::run::grant::new_run_token();
     let grant = yuxi_operator::run::RunGrant {
         run_id: "r-1".into(),
         thread_id: "t-1".into(),
@@ -368,7 +368,7 @@ async fn run_credentials_serve_the_tool_endpoints_only() {
         role: yuxi_operator::access::Role::User,
         department_id: None,
     };
-    store.save_grant(&yuxi_operator::run::token_digest(&token), &grant).await.expect("saved");
+    store.save_grant(&yuxi_operator::run::grant::token_digest(&token), &grant).await.expect("saved");
     let base = facade(client, store).await;
     for (method, path) in
         [("GET", "/api/agent"), ("GET", "/api/agent/runs/r-1"), ("POST", "/api/agent/runs/r-1/cancel")]

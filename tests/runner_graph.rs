@@ -11,13 +11,15 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use yuxi_operator::resources::{Agent, AgentSpec};
-use yuxi_operator::runner::graph::{Graph, RunIdentity, RunReport, Status};
+use yuxi_operator::run::Envelope;
+use yuxi_operator::run::RunStatus as Status;
 use yuxi_operator::run::message::Message;
+use yuxi_operator::runner::graph::{Graph, RunIdentity, RunReport};
 use yuxi_operator::runner::model::scripted::ScriptedModel;
 use yuxi_operator::runner::model::{Model, ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use yuxi_operator::runner::tools::{Grants, Tool, ToolBox, ToolError, ToolSpec};
-use yuxi_operator::store::{Envelope, Store};
+use yuxi_operator::store::Store;
 
 struct Volumes4 {
     _dir: TempDir,
@@ -106,7 +108,7 @@ async fn a_plain_answer_completes_and_is_persisted() {
             Message::Assistant { content: Some("Summarise the uploads.".into()), tool_calls: vec![] },
         ]
     );
-    let result = store.run_result("run-1").await.expect("result").expect("stored");
+    let result = serde_json::to_value(store.run_result("run-1").await.expect("result").expect("stored")).unwrap();
     assert_eq!(result["status"], "completed");
     assert_eq!(result["output"], "Summarise the uploads.");
 }

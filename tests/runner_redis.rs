@@ -10,9 +10,11 @@ use std::time::{Duration, Instant};
 use common::runner::{RunFiles, stderr, subagent};
 use common::{redis_url, unique};
 use serde_json::json;
-use yuxi_operator::keys;
+use yuxi_operator::run::Envelope;
 use yuxi_operator::run::message::Message;
-use yuxi_operator::store::{Envelope, Store};
+use yuxi_operator::run::{EventKind, RunResult};
+use yuxi_operator::store::Store;
+use yuxi_operator::store::keys;
 
 async fn store() -> Store {
     Store::connect_redis(&redis_url()).await.expect("the test Redis answers")
@@ -26,9 +28,9 @@ async fn raw() -> redis::aio::MultiplexedConnection {
 async fn events_are_a_stream_with_a_cursor_and_a_refreshed_ttl() {
     let store = store().await;
     let run = unique("run");
-    let first = store.append_event(&run, "t", "metadata", json!({"a": 1})).await.expect("append");
-    let second = store.append_event(&run, "t", "messages", json!({"b": 2})).await.expect("append");
-    let third = store.append_event(&run, "t", "end", json!({"status": "completed"})).await.expect("append");
+    let first = store.append_event(&run, "t", EventKind::Metadata, json!({"a": 1})).await.expect("append");
+    let second = store.append_event(&run, "t", EventKind::Messages, json!({"b": 2})).await.expect("append");
+    let third = store.append_event(&run, "t", EventKind::End, json!({"status": "completed"})).await.expect("append");
 
     let all = store.read_events(&run, "0-0", 50).await.expect("read");
     assert_eq!(
@@ -67,9 +69,10 @@ async fn history_and_result_are_written_together() {
         Message::User { content: "q".into() },
         Message::Assistant { content: Some("a".into()), tool_calls: vec![] },
     ];
-    store.finish_run(&run, &thread, &messages, &json!({"status": "completed", "output": "a"})).await.expect("finish");
+    let result: RunResult = serde_json::from_value(json!({"status": "completed", "output": "a"})).expect("a result");
+    store.finish_run(&run, &thread, &messages, &result).await.expect("finish");
     assert_eq!(store.thread_messages(&thread).await.expect("history"), messages);
-    assert_eq!(store.run_result(&run).await.expect("result"), Some(json!({"status": "completed", "output": "a"})));
+    assert_eq!(store.run_result(&run).await.expect("result"), Some(result));
     assert_eq!(store.thread_messages(&unique("thread")).await.expect("history"), vec![]);
 }
 
@@ -136,7 +139,7 @@ async fn the_runner_binary_completes_a_run_and_execute_sees_no_secret() {
     assert_eq!(std::fs::read_to_string(files.path("outputs/out.md")).expect("written"), "hi");
 
     let store = store().await;
-    let result = store.run_result(&files.run_id).await.expect("result").expect("stored");
+    let result = serde_json::to_value(store.run_result(&files.run_id).await.expect("result").expect("stored")).unwrap();
     assert_eq!((result["status"].as_str(), result["output"].as_str()), (Some("completed"), Some("all done")));
     let history = store.thread_messages(&format!("{}-thread", files.run_id)).await.expect("history");
     assert_eq!(history.len(), 5, "user, assistant with two calls, two tool results, answer: {history:#?}");

@@ -14,6 +14,7 @@ use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
 use yuxi_operator::run::message::Message;
+use yuxi_operator::run::{EventKind, RunResult};
 use yuxi_operator::store::socket::{MAX_LINE_BYTES, bind_store_socket, serve_store_socket};
 use yuxi_operator::store::{Store, StoreError};
 
@@ -41,7 +42,9 @@ async fn runner_operations(store: &Store, backing: &Store) -> Vec<Value> {
         json!(store.run_result("run-1").await.expect("result")),
         json!(store.thread_messages("thread-1").await.expect("history")),
     ];
-    for (event, payload) in [("metadata", json!({"agent_slug": "helper"})), ("messages", json!({"type": "x"}))] {
+    for (event, payload) in
+        [(EventKind::Metadata, json!({"agent_slug": "helper"})), (EventKind::Messages, json!({"type": "x"}))]
+    {
         answers.push(json!(store.append_event("run-1", "thread-1", event, payload).await.expect("append")));
     }
     answers.push(json!(store.is_cancel_requested("run-1").await.expect("cancel?")));
@@ -53,10 +56,11 @@ async fn runner_operations(store: &Store, backing: &Store) -> Vec<Value> {
         Message::User { content: "Look around.".into() },
         Message::Assistant { content: Some("Nothing here.".into()), tool_calls: vec![] },
     ];
-    let result = json!({"status": "cancelled", "output": "", "run_id": "run-1"});
+    let result: RunResult =
+        serde_json::from_value(json!({"status": "cancelled", "output": "", "run_id": "run-1"})).expect("a result");
     store.finish_run("run-1", "thread-1", &messages, &result).await.expect("finish");
     answers.push(json!(
-        store.append_event("run-1", "thread-1", "end", json!({"status": "cancelled"})).await.expect("end")
+        store.append_event("run-1", "thread-1", EventKind::End, json!({"status": "cancelled"})).await.expect("end")
     ));
     answers.push(json!(store.run_result("run-1").await.expect("result")));
     answers.push(json!(store.thread_messages("thread-1").await.expect("history")));
@@ -186,7 +190,8 @@ async fn an_oversized_request_is_refused_and_the_server_goes_on() {
 
     // The client refuses to send such a request; the server and the client's connection go on.
     let client = Store::connect_socket(&path).await.expect("connects");
-    let huge = json!({"output": "x".repeat(MAX_LINE_BYTES)});
+    let huge: RunResult =
+        serde_json::from_value(json!({"status": "completed", "output": "x".repeat(MAX_LINE_BYTES)})).expect("a result");
     let err = client.finish_run("run-1", "thread-1", &[], &huge).await.expect_err("too long");
     assert!(err.to_string().contains("longer than the socket's limit"), "{err}");
     assert_eq!(client.run_result("run-1").await.expect("answers"), None);
@@ -206,17 +211,17 @@ fn the_client_reconnects_when_the_server_comes_back() {
     let client_runtime = tokio::runtime::Runtime::new().expect("runtime");
     let server = start_server();
     let client = client_runtime.block_on(Store::connect_socket(&path)).expect("connects");
-    let append = |event: &str| client_runtime.block_on(client.append_event("run-1", "t", event, json!({})));
-    assert_eq!(append("metadata").expect("appends"), "1-0");
+    let append = |event: EventKind| client_runtime.block_on(client.append_event("run-1", "t", event, json!({})));
+    assert_eq!(append(EventKind::Metadata).expect("appends"), "1-0");
 
     // Dropping the runtime drops the server and its connections, as when the local mode stops.
     drop(server);
-    let err = append("messages").expect_err("nobody serves the socket");
+    let err = append(EventKind::Messages).expect_err("nobody serves the socket");
     assert!(matches!(&err, StoreError::Socket { path: p, .. } if *p == path), "{err}");
     assert!(err.to_string().contains("cannot connect"), "{err}");
 
     let _server = start_server();
-    assert_eq!(append("messages").expect("a new connection"), "2-0");
+    assert_eq!(append(EventKind::Messages).expect("a new connection"), "2-0");
     let events = client_runtime.block_on(memory.read_events("run-1", "0-0", 10)).expect("events");
     assert_eq!(events.len(), 2, "nothing was written twice: {events:?}");
 }
@@ -249,7 +254,7 @@ async fn the_runner_binary_runs_over_the_socket_and_its_commands_cannot_reach_it
         .and_then(|e| e.envelope.payload["content"].as_str())
         .expect("execute ran");
     assert!(probed.contains("hidden") && !probed.contains("reachable"), "a command reached the store socket: {probed}");
-    let result = store.run_result(&files.run_id).await.expect("result").expect("stored");
+    let result = serde_json::to_value(store.run_result(&files.run_id).await.expect("result").expect("stored")).unwrap();
     assert_eq!((result["status"].as_str(), result["output"].as_str()), (Some("completed"), Some("all done")));
     let history = store.thread_messages(&format!("{}-thread", files.run_id)).await.expect("history");
     assert_eq!(history.len(), 4, "user, assistant with the call, its result, answer: {history:#?}");
@@ -277,7 +282,7 @@ async fn a_cancel_stops_a_runner_on_the_socket_within_two_seconds() {
     };
     assert!(asked.elapsed() < Duration::from_secs(2), "stopped in {:?}", asked.elapsed());
     assert!(status.success(), "a cancelled run exits 0");
-    let result = store.run_result(&files.run_id).await.expect("result").expect("stored");
+    let result = serde_json::to_value(store.run_result(&files.run_id).await.expect("result").expect("stored")).unwrap();
     assert_eq!(result["status"], "cancelled");
 }
 

@@ -48,8 +48,8 @@ use kube::runtime::{WatchStreamExt, applier, watcher};
 
 use super::metrics::ControllerMetrics;
 use crate::resources::builtin_general_purpose;
-use crate::resources::names::FIELD_MANAGER;
 use crate::resources::manifest::{ManifestError, decode};
+use crate::resources::names::FIELD_MANAGER;
 use crate::resources::validation::{FieldIssue, Report, validate_agent, validate_agent_among};
 use crate::resources::{API_VERSION, Agent, AgentStatus, GENERAL_PURPOSE};
 

@@ -58,14 +58,14 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::{Resource, ResourceExt};
 use serde::{Deserialize, Serialize};
 
-use crate::resources::{Agent, AgentRun};
 use crate::resources::names::{
-    APP_NAME, CREDENTIALS_TOKEN_KEY, MANAGED_BY, RUN_LABEL, AGENT_LABEL, THREAD_LABEL, THREAD_ANNOTATION,
+    AGENT_LABEL, APP_NAME, CREDENTIALS_TOKEN_KEY, MANAGED_BY, RUN_LABEL, THREAD_ANNOTATION, THREAD_LABEL,
     credentials_secret_name, inputs_name, label_value, pod_name,
 };
+use crate::resources::{Agent, AgentRun};
 use crate::run::inputs::{
-    AGENT_KEY, DEFAULT_TIMEOUT_SECONDS, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR, SOCKET_DIR,
-    env as env_names,
+    AGENT_KEY, DEFAULT_TIMEOUT_SECONDS, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR,
+    SOCKET_DIR, env as env_names,
 };
 use crate::run::scope::{ID_RULE, NotAPathSegment, Scope, ScopeIds, segment};
 

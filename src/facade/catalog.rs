@@ -13,7 +13,6 @@ use kube::api::{Api, DeleteParams, ListParams, PostParams};
 use crate::resources::names::FIELD_MANAGER;
 use crate::resources::{Agent, GENERAL_PURPOSE, builtin_general_purpose};
 
-
 /// A catalog operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {

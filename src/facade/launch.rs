@@ -7,8 +7,8 @@ use std::process::Stdio;
 
 use kube::core::ObjectMeta;
 
-use crate::resources::{Agent, AgentRun, AgentRunSpec};
 use crate::resources::names::{AGENT_LABEL, PARENT_RUN_LABEL, label_value};
+use crate::resources::{Agent, AgentRun, AgentRunSpec};
 use crate::run::inputs::env as env_names;
 use crate::run::scope::{ScopeIds, VolumePaths, file_thread_id};
 use crate::run::{RunRecord, RunStatus};
@@ -208,8 +208,7 @@ impl ClusterLauncher {
     /// API's refusal or failure, as text.
     pub async fn create(&self, record: &RunRecord, input: String, credentials: Option<&str>) -> Result<(), String> {
         use crate::resources::names;
-        let params =
-            kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
+        let params = kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
         let run = match self.api.create(&params, &agent_run(record, input)).await {
             Ok(run) => run,
             Err(kube::Error::Api(status)) if status.code == 409 => {

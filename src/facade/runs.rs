@@ -18,8 +18,8 @@ use super::auth::Caller;
 use super::body::QueryParams;
 use super::error::ApiError;
 use crate::access::{Identity, Role};
-use crate::run::thread_id::is_valid_id;
 use crate::run::RunRecord;
+use crate::run::thread_id::is_valid_id;
 use crate::run::{Envelope, EventKind};
 use crate::store::Store;
 

@@ -19,8 +19,8 @@ use super::body::JsonBody;
 use super::error::ApiError;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::resources::ParentRef;
-use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
 use crate::run::record::start_key;
+use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
 use crate::run::{Created, EventKind, RunRecord, RunStatus};
 use crate::store::Store;
 
@@ -843,8 +843,7 @@ pub async fn task(
         }
     };
     let (record, timed_out) = wait(&store, &run_id, timeout).await?;
-    let output =
-        store.run_result(&run_id).await.map_err(store_error)?.map(|r| r.output);
+    let output = store.run_result(&run_id).await.map_err(store_error)?.map(|r| r.output);
     use crate::delegation::{TaskOutcome, task_content};
     let outcome = match (timed_out, record.status) {
         (true, _) => TaskOutcome::StillRunning(&run_id),

@@ -10,7 +10,10 @@ pub mod names;
 pub mod validation;
 pub mod yuxi;
 
-pub use agent::{builtin_general_purpose, AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode};
+pub use agent::{
+    AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode,
+    builtin_general_purpose,
+};
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};
 
 /// The API group of both resources.

@@ -107,3 +107,10 @@ pub struct ErrorPayload {
 pub fn payload<T: Serialize>(value: &T) -> Value {
     serde_json::to_value(value).expect("an event payload serializes")
 }
+
+impl PartialEq<&str> for EventKind {
+    /// Whether the kind is spelt `other` in the stream.
+    fn eq(&self, other: &&str) -> bool {
+        self.as_str() == *other
+    }
+}

@@ -50,4 +50,3 @@ pub fn start_key(parent_run_id: &str, thread_scope: &str, tool_call_id: &str) ->
     }
     hasher.finalize().iter().map(|b| format!("{b:02x}")).collect()
 }
-

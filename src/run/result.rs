@@ -19,10 +19,13 @@ pub struct RunResult {
     #[serde(default)]
     pub error: Option<String>,
     /// The agent's slug.
+    #[serde(default)]
     pub agent_slug: String,
     /// The run.
+    #[serde(default)]
     pub run_id: String,
     /// Its thread.
+    #[serde(default)]
     pub thread_id: String,
     /// Tokens used, summed over the run's model calls.
     #[serde(default)]

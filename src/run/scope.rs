@@ -108,7 +108,6 @@ impl VolumePaths {
     }
 }
 
-
 /// The ids a run's volumes are placed by, each checked to be a safe path segment.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct ScopeIds {

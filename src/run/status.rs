@@ -61,7 +61,6 @@ impl RunStatus {
     }
 }
 
-
 impl std::fmt::Display for RunStatus {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.as_str())
@@ -111,6 +110,9 @@ mod tests {
             let snake = serde_json::to_value(status).unwrap();
             assert_eq!(camel.as_str().unwrap().to_lowercase(), snake.as_str().unwrap().replace('_', ""));
         }
-        assert_eq!(RunStatus::TERMINAL.to_vec(), RunStatus::ALL.into_iter().filter(|s| s.is_terminal()).collect::<Vec<_>>());
+        assert_eq!(
+            RunStatus::TERMINAL.to_vec(),
+            RunStatus::ALL.into_iter().filter(|s| s.is_terminal()).collect::<Vec<_>>()
+        );
     }
 }

@@ -13,12 +13,12 @@ use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use crate::run::event::payload;
-use crate::run::message::{Message, ToolCall};
-use crate::run::{EndPayload, ErrorPayload, EventKind, RunResult, RunStatus};
 use super::model::{Model, ModelDelta, ModelError, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
+use crate::run::event::payload;
+use crate::run::message::{Message, ToolCall};
+use crate::run::{EndPayload, ErrorPayload, EventKind, RunResult, RunStatus};
 use crate::store::{Store, StoreError};
 
 /// The most tool calls one model turn may make; the rest are answered with an error, so one turn cannot
@@ -354,7 +354,8 @@ impl Graph {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot persist the run's messages and result");
         }
         if let Some(message) = &report.error
-            && let Err(err) = self.emit(EventKind::Error, payload(&ErrorPayload { message: message.clone(), retryable: false })).await
+            && let Err(err) =
+                self.emit(EventKind::Error, payload(&ErrorPayload { message: message.clone(), retryable: false })).await
         {
             tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
         }

@@ -39,16 +39,18 @@ use serde_json::{Value, json};
 use crate::resources::manifest::{Manifest, read_manifest_file};
 use crate::resources::validation::{validate_agent, validate_agent_run};
 use crate::resources::{Agent, AgentRun, TokenUsage};
-use crate::store::Store;
 use crate::run::event::payload;
 use crate::run::{EndPayload, ErrorPayload, EventKind, RunStatus};
+use crate::store::Store;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
 use tools::execute::{ExecuteTool, Executor, LocalExecutor};
 use tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use tools::{Grants, ToolBox, names};
 
-pub use crate::run::inputs::{DEFAULT_MAX_STEPS, DEFAULT_MODEL_RETRIES, DEFAULT_SYSTEM_PROMPT, DEFAULT_TIMEOUT_SECONDS};
+pub use crate::run::inputs::{
+    DEFAULT_MAX_STEPS, DEFAULT_MODEL_RETRIES, DEFAULT_SYSTEM_PROMPT, DEFAULT_TIMEOUT_SECONDS,
+};
 
 /// What the runner needs besides the run and the agent.
 #[derive(Clone, Debug)]

@@ -38,8 +38,8 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::{Store, StoreError};
-use crate::run::thread_id::is_valid_id;
 use crate::run::message::Message;
+use crate::run::thread_id::is_valid_id;
 use crate::run::{EventKind, RunResult};
 
 /// The longest request or answer line, newline included, in bytes (64 MiB). A run's `finish_run`
@@ -152,13 +152,7 @@ impl SocketStore {
         event: EventKind,
         payload: Value,
     ) -> Result<String, StoreError> {
-        self.call(Request::AppendEvent {
-            run_id: run_id.into(),
-            thread_id: thread_id.into(),
-            event,
-            payload,
-        })
-        .await
+        self.call(Request::AppendEvent { run_id: run_id.into(), thread_id: thread_id.into(), event, payload }).await
     }
 
     pub(super) async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
@@ -383,7 +377,10 @@ async fn answer(store: &Store, request: Request) -> Answer {
         Request::FinishRun { run_id, thread_id, new_messages, result } => {
             store.finish_run(&run_id, &thread_id, &new_messages, &result).await.map(|()| Value::Null)
         }
-        Request::RunResult { run_id } => store.run_result(&run_id).await.map(|r| r.map_or(Value::Null, |r| serde_json::to_value(r).expect("a result serializes"))),
+        Request::RunResult { run_id } => store
+            .run_result(&run_id)
+            .await
+            .map(|r| r.map_or(Value::Null, |r| serde_json::to_value(r).expect("a result serializes"))),
         Request::IsCancelRequested { run_id } => store.is_cancel_requested(&run_id).await.map(Value::Bool),
         Request::HoldRunLease { run_id, holder, ttl_ms } => {
             store.hold_run_lease(&run_id, &holder, Duration::from_millis(ttl_ms)).await.map(Value::Bool)

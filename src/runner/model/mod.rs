@@ -9,9 +9,9 @@ pub mod scripted;
 use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
-use crate::run::message::{Message, ToolCall};
 use super::tools::ToolSpec;
 use crate::resources::TokenUsage;
+use crate::run::message::{Message, ToolCall};
 
 pub use openai::{OpenAiEndpoint, OpenAiModel};
 pub use scripted::ScriptedModel;

@@ -97,7 +97,9 @@ impl ToolContext {
     /// Writes a `custom` event with `payload` into the run's stream; a failure is logged, not fatal to the
     /// tool.
     pub async fn note(&self, payload: Value) {
-        if let Err(err) = self.store.append_event(&self.run_id, &self.thread_id, crate::run::EventKind::Custom, payload).await {
+        if let Err(err) =
+            self.store.append_event(&self.run_id, &self.thread_id, crate::run::EventKind::Custom, payload).await
+        {
             tracing::warn!(error = %err, "cannot write a tool's event");
         }
     }
