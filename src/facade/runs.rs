@@ -239,7 +239,7 @@ pub async fn result(
     tag = "runs",
     params(("run_id" = String, Path, description = "the run id")),
     responses(
-        (status = 200, description = "the run after the cancel", body = super::tools::CancelAnswer),
+        (status = 200, description = "the run after the cancel", body = crate::delegation::wire::CancelAnswer),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
@@ -250,13 +250,17 @@ pub async fn cancel(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(run_id): Path<String>,
-) -> Result<Json<super::tools::CancelAnswer>, ApiError> {
+) -> Result<Json<crate::delegation::wire::CancelAnswer>, ApiError> {
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
     let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
     // Cancelling a parent cancels the children it started.
     store.cancel_children(&record.run_id).await.map_err(super::tools::store_error)?;
-    Ok(Json(super::tools::CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
+    Ok(Json(crate::delegation::wire::CancelAnswer {
+        status: record.status,
+        run_id: record.run_id,
+        thread_id: record.thread_id,
+    }))
 }
 
 /// `GET .../events` query.
@@ -306,7 +310,7 @@ pub async fn events(
     let record = mine(&store, &who, &run_id).await?;
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
-    if !super::tools::is_stream_id(&cursor) {
+    if !crate::delegation::wire::is_stream_id(&cursor) {
         return Err(ApiError::Invalid {
             field: "after_seq".into(),
             message: format!("{cursor:?} is not a stream id such as 0-0"),

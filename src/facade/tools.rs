@@ -9,244 +9,28 @@ use std::time::Duration;
 use axum::Json;
 use axum::extract::State;
 use kube::ResourceExt;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use serde_json::Value;
-use utoipa::ToSchema;
 
 use super::FacadeState;
 use super::auth::ParentCaller;
 use super::body::JsonBody;
 use super::error::ApiError;
 use crate::access::{Permission, allowed_subagents, permission};
+use crate::delegation::progress::{PROGRESS_SCAN, summarize};
+use crate::delegation::wire::{
+    AnswerOk, Busy, BusyThread, CancelAnswer, EventItem, EventsAnswer, EventsBody, Parent, Progress, RunBody, Snapshot,
+    StartAnswer, StartBody, StartStatus, StartedRun, TaskAnswer, ToolsAnswer, is_stream_id,
+};
+use crate::delegation::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT};
 use crate::resources::ParentRef;
 use crate::run::record::start_key;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
-use crate::run::{Created, EventKind, RunRecord, RunStatus};
+use crate::run::{Created, RunRecord, RunStatus};
 use crate::store::Store;
 
-/// The longest `subagent_await` / `task` wait, in seconds (Yuxi: 30 minutes).
-pub const MAX_AWAIT_SECONDS: u64 = 1800;
 /// How often a waiting call looks at the run.
 const POLL: Duration = Duration::from_millis(200);
-
-/// The calling parent, as every tool body names it. A run this system started calls with its own
-/// credentials; then only `tool_call_id` is read, the rest comes from the credentials (and may be left
-/// out). Any other caller gives `agent`, `run_id` and `thread_id`.
-#[derive(Clone, Debug, Default, Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct Parent {
-    /// The parent agent's slug.
-    #[serde(default)]
-    agent: Option<String>,
-    /// The parent run.
-    #[serde(default)]
-    run_id: Option<String>,
-    /// The parent conversation's thread.
-    #[serde(default)]
-    thread_id: Option<String>,
-    /// The conversation whose uploads and outputs the child shares; the parent's thread when absent.
-    #[serde(default)]
-    file_thread_id: Option<String>,
-    /// The parent model's tool call; a retried call with the same id finds the same run.
-    #[serde(default)]
-    tool_call_id: Option<String>,
-}
-
-/// `subagent_start` and `task`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StartBody {
-    /// The calling parent.
-    #[serde(default)]
-    parent: Parent,
-    /// The task, self-contained: the subagent sees nothing else of the conversation.
-    description: String,
-    /// The subagent, one of the parent's allowlist.
-    subagent_slug: String,
-    /// Continue this child thread (made earlier for the same parent thread and subagent).
-    #[serde(default)]
-    thread_id: Option<String>,
-    /// `task` only: how long to wait, in seconds (1..1800, default 1800).
-    #[serde(default)]
-    timeout_seconds: Option<u64>,
-}
-
-/// The run-id tools.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct RunBody {
-    /// The calling parent.
-    #[serde(default)]
-    parent: Parent,
-    /// A run this parent run started.
-    run_id: String,
-    /// `subagent_await` only: how long to wait, in seconds (1..1800, default 1800).
-    #[serde(default)]
-    timeout_seconds: Option<u64>,
-}
-
-/// The answer of `subagent_start`: the run started or found, or the thread busy with another run.
-#[derive(Serialize, ToSchema)]
-#[serde(untagged)]
-pub enum StartAnswer {
-    /// `started` or `existing`.
-    Run(StartedRun),
-    /// `busy`.
-    Busy(BusyThread),
-}
-
-/// A run `subagent_start` started, or found for a retried tool call.
-#[derive(Serialize, ToSchema)]
-pub struct StartedRun {
-    /// `started` or `existing`.
-    pub status: &'static str,
-    /// The run.
-    pub run_id: String,
-    /// The child thread.
-    pub thread_id: String,
-    /// The subagent.
-    pub subagent_slug: String,
-    /// The subagent's display name.
-    pub subagent_name: String,
-    /// The parent run.
-    pub created_by_run_id: String,
-    /// The run's status.
-    pub run_status: RunStatus,
-    /// Whether an existing child thread is continued.
-    pub continuing: bool,
-}
-
-/// The thread already has an unfinished run.
-#[derive(Serialize, ToSchema)]
-pub struct BusyThread {
-    /// `busy`.
-    pub status: &'static str,
-    /// The thread.
-    pub thread_id: String,
-    /// Its unfinished run.
-    pub active_run_id: String,
-    /// That run's status.
-    pub active_run_status: RunStatus,
-    /// What to do.
-    pub message: String,
-}
-
-/// One readable progress message.
-#[derive(Serialize, ToSchema)]
-pub struct ProgressMessage {
-    /// The stream id of its last event.
-    pub seq: String,
-    /// `assistant_message` or `tool_call`.
-    pub kind: &'static str,
-    /// The message's or tool call's id.
-    pub message_id: Value,
-    /// Its text, cut to its last 800 characters.
-    pub content: String,
-}
-
-/// The latest readable messages of a run.
-#[derive(Serialize, ToSchema)]
-pub struct Progress {
-    /// The stream id of the run's last event (`0-0` before any).
-    pub last_seq: String,
-    /// The last 3 readable messages, oldest first.
-    pub messages: Vec<ProgressMessage>,
-}
-
-/// A run as `subagent_status` and `subagent_await` show it.
-#[derive(Serialize, ToSchema)]
-pub struct Snapshot {
-    /// The run's status.
-    pub status: RunStatus,
-    /// The run.
-    pub run_id: String,
-    /// Its thread.
-    pub thread_id: String,
-    /// The subagent.
-    pub subagent_slug: String,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Its latest messages.
-    pub progress: Progress,
-    /// The final answer, once the run has ended (`null` when it ended without one); absent before.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    #[schema(value_type = Option<String>)]
-    pub result: Option<Value>,
-    /// `subagent_await`: `true` when the wait ended before the run.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub wait_timed_out: Option<bool>,
-    /// `subagent_await`: what to do when the wait timed out.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub message: Option<String>,
-}
-
-/// The answer of `subagent_cancel` and of a run's cancel.
-#[derive(Serialize, ToSchema)]
-pub struct CancelAnswer {
-    /// `cancelled` (a pending run), `cancel_requested` (a running one), or the status of an ended one.
-    pub status: RunStatus,
-    /// The run.
-    pub run_id: String,
-    /// Its thread.
-    pub thread_id: String,
-}
-
-/// One event as `subagent_events` lists it.
-#[derive(Serialize, ToSchema)]
-pub struct EventItem {
-    /// The stream id: the cursor for `after_seq`.
-    pub seq: String,
-    /// `metadata`, `messages`, `custom`, `error` or `end`.
-    pub event: EventKind,
-    /// The event's data.
-    pub payload: Value,
-    /// When it was written, RFC 3339.
-    pub created_at: String,
-}
-
-/// The answer of `subagent_events`.
-#[derive(Serialize, ToSchema)]
-pub struct EventsAnswer {
-    /// `ok`.
-    pub status: &'static str,
-    /// The run.
-    pub run_id: String,
-    /// The cursor asked for.
-    pub after_seq: String,
-    /// The cursor to ask for next: the last event's stream id, or `after_seq` when none came.
-    pub last_seq: String,
-    /// At most `limit` events, in stream order.
-    pub events: Vec<EventItem>,
-}
-
-/// The answer of `task`.
-#[derive(Serialize, ToSchema)]
-pub struct TaskAnswer {
-    /// What the parent's model reads: `> 子智能体线程 ID: <thread_id>` then `---` then the final text, the
-    /// error, or how to follow a run still going.
-    pub content: String,
-    /// The run (the thread's unfinished run when it is busy).
-    pub run_id: String,
-    /// The child thread.
-    pub thread_id: String,
-    /// The run's status, or `busy`.
-    pub status: String,
-    /// The final text, when the run completed with one.
-    pub result: Option<String>,
-}
-
-/// The answer of `GET /api/tools`.
-#[derive(Serialize, ToSchema)]
-pub struct ToolsAnswer {
-    /// The agent.
-    pub agent: String,
-    /// The subagents it may call for the caller.
-    pub subagents: Vec<String>,
-    /// The tools' OpenAI function schemas; empty when it may call none.
-    pub tools: Vec<Value>,
-    /// The system-prompt section listing the subagents; `null` when there are none.
-    pub prompt: Option<String>,
-}
 
 fn invalid(field: &str, message: String) -> ApiError {
     ApiError::Invalid { field: field.to_string(), message }
@@ -381,7 +165,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     };
     let key = parent.tool_call_id.as_deref().map(|call| start_key(&parent.run_id, &slug, call));
     let created = store.create_run(&record, key.as_deref()).await.map_err(store_error)?;
-    let describe = |status: &'static str, record: &RunRecord| {
+    let describe = |status: StartStatus, record: &RunRecord| {
         StartAnswer::Run(StartedRun {
             status,
             run_id: record.run_id.clone(),
@@ -398,7 +182,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
             let launcher = &state.runs.as_ref().expect("checked above").launcher;
             launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone(), None);
             state.metrics.run_started(&slug, true);
-            Ok(describe("started", &record))
+            Ok(describe(StartStatus::Started, &record))
         }
         Created::Existing(run_id) => {
             let existing = store
@@ -406,13 +190,13 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
                 .await
                 .map_err(store_error)?
                 .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
-            Ok(describe("existing", &existing))
+            Ok(describe(StartStatus::Existing, &existing))
         }
         Created::Busy(active) => {
             let status =
                 store.run_record(&active).await.map_err(store_error)?.map(|r| r.status).unwrap_or(RunStatus::Running);
             Ok(StartAnswer::Busy(BusyThread {
-                status: "busy",
+                status: Busy::Busy,
                 thread_id,
                 active_run_id: active,
                 active_run_status: status,
@@ -444,14 +228,7 @@ async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<R
     if mine { Ok(record) } else { Err(missing()) }
 }
 
-/// How many of the run's latest events `progress` looks at (Yuxi: 100).
-const PROGRESS_SCAN: usize = 100;
-/// How many readable messages `progress` keeps, and how many characters of each (Yuxi: 3 and 800).
-const PROGRESS_MESSAGES: usize = 3;
-const PROGRESS_CHARS: usize = 800;
-
-/// The last readable messages of the run: text deltas of one message joined, tool calls, each cut to its
-/// last 800 characters with a `...` prefix.
+/// The last readable messages of the run ([`summarize`] of its latest events).
 async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
     let mut events = Vec::new();
     let mut cursor = "0-0".to_string();
@@ -464,44 +241,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
             events.drain(..events.len() - PROGRESS_SCAN);
         }
     }
-    let mut messages: Vec<ProgressMessage> = Vec::new();
-    for event in events.iter().filter(|e| e.envelope.event == EventKind::Messages) {
-        let payload = &event.envelope.payload;
-        let (kind, id, text) = match payload["type"].as_str() {
-            Some("message_delta") => (
-                "assistant_message",
-                payload["message_id"].clone(),
-                payload["content"].as_str().unwrap_or_default().to_string(),
-            ),
-            Some("tool_call") => (
-                "tool_call",
-                payload["tool_call_id"].clone(),
-                format!(
-                    "{}({})",
-                    payload["name"].as_str().unwrap_or_default(),
-                    payload["args"].as_str().unwrap_or_default()
-                ),
-            ),
-            _ => continue,
-        };
-        match messages.last_mut() {
-            Some(last) if kind == "assistant_message" && last.kind == kind && last.message_id == id => {
-                last.content.push_str(&text);
-                last.seq = event.seq.clone();
-            }
-            _ => messages.push(ProgressMessage { seq: event.seq.clone(), kind, message_id: id, content: text }),
-        }
-    }
-    let keep = messages.len().saturating_sub(PROGRESS_MESSAGES);
-    let mut messages = messages.split_off(keep);
-    for message in &mut messages {
-        let count = message.content.chars().count();
-        if count > PROGRESS_CHARS {
-            let tail: String = message.content.chars().skip(count - PROGRESS_CHARS).collect();
-            message.content = format!("...{tail}");
-        }
-    }
-    Ok(Progress { last_seq: events.last().map(|e| e.seq.clone()).unwrap_or_else(|| "0-0".into()), messages })
+    Ok(summarize(&events))
 }
 
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {
@@ -711,42 +451,6 @@ pub async fn subagent_cancel(
     Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
 
-/// `subagent_events`.
-#[derive(Deserialize, ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct EventsBody {
-    /// The calling parent.
-    #[serde(default)]
-    parent: Parent,
-    /// A run this parent run started.
-    run_id: String,
-    /// Events after this stream id (`0-0`, the default, for all).
-    #[serde(default = "start_of_stream")]
-    #[schema(default = "0-0")]
-    after_seq: String,
-    /// At most this many events, 1..50.
-    #[serde(default = "default_limit")]
-    #[schema(default = 20, minimum = 1, maximum = 50)]
-    limit: usize,
-}
-
-fn start_of_stream() -> String {
-    "0-0".into()
-}
-
-fn default_limit() -> usize {
-    20
-}
-
-/// Whether `seq` is a stream id, `<milliseconds>-<sequence>`.
-pub fn is_stream_id(seq: &str) -> bool {
-    seq.split_once('-').is_some_and(|(ms, n)| {
-        [ms, n]
-            .iter()
-            .all(|part| !part.is_empty() && part.bytes().all(|b| b.is_ascii_digit()) && part.parse::<u64>().is_ok())
-    })
-}
-
 /// `POST /api/tools/subagent_events`: up to `limit` (1..50) events after `after_seq`, in stream order.
 #[utoipa::path(
     post,
@@ -770,8 +474,8 @@ pub async fn subagent_events(
     JsonBody(body): JsonBody<EventsBody>,
 ) -> Result<Json<EventsAnswer>, ApiError> {
     let store = runs(&state)?;
-    if !(1..=50).contains(&body.limit) {
-        return Err(invalid("limit", format!("must be within 1..50 (is {})", body.limit)));
+    if !(1..=MAX_EVENTS_LIMIT).contains(&body.limit) {
+        return Err(invalid("limit", format!("must be within 1..{MAX_EVENTS_LIMIT} (is {})", body.limit)));
     }
     if !is_stream_id(&body.after_seq) {
         return Err(invalid(
@@ -796,7 +500,7 @@ pub async fn subagent_events(
             created_at: e.envelope.created_at,
         })
         .collect();
-    Ok(Json(EventsAnswer { status: "ok", run_id: record.run_id, after_seq: body.after_seq, last_seq, events }))
+    Ok(Json(EventsAnswer { status: AnswerOk::Ok, run_id: record.run_id, after_seq: body.after_seq, last_seq, events }))
 }
 
 /// `POST /api/tools/task`: starts the subagent and blocks until it ends; `content` is what the parent's
@@ -848,7 +552,7 @@ pub async fn task(
     let outcome = match (timed_out, record.status) {
         (true, _) => TaskOutcome::StillRunning(&run_id),
         (false, RunStatus::Completed) => TaskOutcome::Completed(output.as_deref()),
-        (false, status) => TaskOutcome::Ended(status.as_str(), record.error.as_deref()),
+        (false, status) => TaskOutcome::Ended(status, record.error.as_deref()),
     };
     let content = task_content(&record.thread_id, outcome);
     Ok(Json(TaskAnswer {

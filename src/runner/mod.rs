@@ -232,7 +232,7 @@ async fn prepare(
     // A subagent never does (no nesting).
     let mut delegation_prompt = None;
     if let (false, Some(access)) = (spec.is_subagent(), &options.facade) {
-        let facade = Arc::new(tools::delegation::Facade::new(&access.url, &access.token)?);
+        let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token)?);
         if let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await? {
             for tool in delegation {
                 tools.insert(tool);

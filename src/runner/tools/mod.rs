@@ -5,9 +5,9 @@
 //! is refused when the model calls it, whatever the model was shown (Yuxi bug #1000 hid tools but still ran
 //! them).
 
-pub mod delegation;
 pub mod execute;
 pub mod files;
+pub mod subagents;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;

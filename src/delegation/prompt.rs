@@ -5,7 +5,9 @@
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use super::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT};
 use crate::resources::Agent;
+use crate::run::RunStatus;
 
 /// The six subagent tools, each `{name, description, parameters}` (parameters a JSON Schema).
 pub fn tool_schemas() -> Vec<Value> {
@@ -24,12 +26,12 @@ pub fn tool_schemas() -> Vec<Value> {
         json!({"name": "subagent_events", "description": "A subagent run's events after a cursor.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
                    "after_seq": {"type": "string", "description": "The last_seq of the previous call; default 0-0"},
-                   "limit": {"type": "integer", "minimum": 1, "maximum": 50}}}}),
+                   "limit": {"type": "integer", "minimum": 1, "maximum": MAX_EVENTS_LIMIT}}}}),
         json!({"name": "subagent_cancel", "description": "Cancel a subagent run.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id}}}),
         json!({"name": "subagent_await", "description": "Wait for a subagent run to end and return its result; on time-out, its current status.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
-                   "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": 1800}}}}),
+                   "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_AWAIT_SECONDS}}}}),
     ]
 }
 
@@ -61,7 +63,7 @@ pub enum TaskOutcome<'a> {
     /// The run completed, with its final text when it has one.
     Completed(Option<&'a str>),
     /// The run ended otherwise: its status (`failed`, `cancelled`, `interrupted`) and error.
-    Ended(&'a str, Option<&'a str>),
+    Ended(RunStatus, Option<&'a str>),
     /// The wait ended first: the run (still going).
     StillRunning(&'a str),
 }
@@ -96,10 +98,7 @@ mod tests {
         assert_eq!(subagent_prompt(&[]), None);
         let schemas = tool_schemas();
         let names: Vec<&str> = schemas.iter().map(|t| t["name"].as_str().expect("name")).collect();
-        assert_eq!(
-            names,
-            ["task", "subagent_start", "subagent_status", "subagent_events", "subagent_cancel", "subagent_await"]
-        );
+        assert_eq!(names, super::super::names::ALL);
     }
 
     #[test]
@@ -109,7 +108,7 @@ mod tests {
             "> 子智能体线程 ID: t_sub_x_1\n\n---\n\n42"
         );
         assert!(task_content("t", TaskOutcome::Completed(None)).ends_with("completed without a text answer."));
-        assert!(task_content("t", TaskOutcome::Ended("failed", Some("boom"))).ends_with("ended failed: boom"));
+        assert!(task_content("t", TaskOutcome::Ended(RunStatus::Failed, Some("boom"))).ends_with("ended failed: boom"));
         assert!(task_content("t", TaskOutcome::StillRunning("r-1")).contains("run_id r-1"));
     }
 }

@@ -17,12 +17,12 @@ use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
 use super::{Tool, ToolContext, ToolError, ToolSpec};
-use crate::delegation::{TaskOutcome, task_content};
+use crate::delegation::wire::{Parent, RunBody, Snapshot, StartAnswer, ToolsAnswer};
+use crate::delegation::{MAX_AWAIT_SECONDS, TaskOutcome, names, task_content};
+use crate::run::RunStatus;
 
 /// How long a call to the facade may take beyond the wait it asks for.
 const CALL_MARGIN: Duration = Duration::from_secs(30);
-/// The longest wait `task` and `subagent_await` ask for, in seconds (the facade's limit).
-const MAX_WAIT_SECONDS: u64 = 1800;
 
 /// The facade, as the run's credentials reach it.
 pub struct Facade {
@@ -61,9 +61,11 @@ impl Facade {
         if !status.is_success() {
             return Err(format!("the facade refused the subagent tools ({status}): {}", message(&body)));
         }
-        let Some(prompt) = body["prompt"].as_str().map(String::from) else { return Ok(None) };
+        let body: ToolsAnswer =
+            serde_json::from_value(body).map_err(|e| format!("the facade's tool list is not one: {e}"))?;
+        let Some(prompt) = body.prompt else { return Ok(None) };
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
-        for schema in body["tools"].as_array().into_iter().flatten() {
+        for schema in &body.tools {
             let spec = ToolSpec {
                 name: schema["name"].as_str().unwrap_or_default().to_string(),
                 description: schema["description"].as_str().unwrap_or_default().to_string(),
@@ -126,18 +128,18 @@ impl DelegationTool {
 
     async fn run(&self, context: Option<ToolContext>, arguments: Value) -> Result<String, ToolError> {
         let name = self.spec.name.as_str();
-        let wait = arguments.get("timeout_seconds").and_then(Value::as_u64).map(|t| t.min(MAX_WAIT_SECONDS));
+        let wait = arguments.get("timeout_seconds").and_then(Value::as_u64).map(|t| t.min(MAX_AWAIT_SECONDS));
         let call_id = context.as_ref().map(|c| c.tool_call_id.clone());
-        if name == "task" {
+        if name == names::TASK {
             return self.task(context, arguments, wait).await;
         }
-        let wait = if name == "subagent_await" { Some(wait.unwrap_or(MAX_WAIT_SECONDS)) } else { None };
+        let wait = if name == names::SUBAGENT_AWAIT { Some(wait.unwrap_or(MAX_AWAIT_SECONDS)) } else { None };
         let answer = self.facade.post(name, &Self::body(arguments, call_id.as_deref())?, wait).await?;
         if let (Some(context), Some(run_id), Some(thread_id)) =
             (&context, answer["run_id"].as_str(), answer["thread_id"].as_str())
         {
             context.link_child(run_id, thread_id);
-            if name == "subagent_start" {
+            if name == names::SUBAGENT_START {
                 announce(context, run_id, thread_id, &answer["subagent_slug"], name).await;
             }
         }
@@ -156,34 +158,40 @@ impl DelegationTool {
         if let Some(map) = start.as_object_mut() {
             map.remove("timeout_seconds");
         }
-        let started = self.facade.post("subagent_start", &start, None).await?;
-        let thread_id = started["thread_id"].as_str().unwrap_or_default().to_string();
-        if started["status"] == "busy" {
-            return Ok(format!(
-                "The subagent thread {thread_id} is busy with run {}; await it or start a new thread.",
-                started["active_run_id"].as_str().unwrap_or_default()
-            ));
-        }
-        let run_id = started["run_id"].as_str().unwrap_or_default().to_string();
-        if let Some(context) = &context {
-            context.link_child(&run_id, &thread_id);
-            announce(context, &run_id, &thread_id, &started["subagent_slug"], "task").await;
-        }
-        let wait = wait.unwrap_or(MAX_WAIT_SECONDS).max(1);
-        let awaited = self
-            .facade
-            .post("subagent_await", &json!({"parent": {}, "run_id": run_id, "timeout_seconds": wait}), Some(wait))
-            .await?;
-        let status = awaited["status"].as_str().unwrap_or_default();
-        let outcome = if awaited["wait_timed_out"] == true {
-            TaskOutcome::StillRunning(&run_id)
-        } else if status == "completed" {
-            TaskOutcome::Completed(awaited["result"].as_str())
-        } else {
-            TaskOutcome::Ended(status, awaited["error"].as_str())
+        let started = self.facade.post(names::SUBAGENT_START, &start, None).await?;
+        let started: StartAnswer = decode(names::SUBAGENT_START, started)?;
+        let run = match started {
+            StartAnswer::Busy(busy) => {
+                return Ok(format!(
+                    "The subagent thread {} is busy with run {}; await it or start a new thread.",
+                    busy.thread_id, busy.active_run_id
+                ));
+            }
+            StartAnswer::Run(run) => run,
         };
-        Ok(task_content(&thread_id, outcome))
+        if let Some(context) = &context {
+            context.link_child(&run.run_id, &run.thread_id);
+            announce(context, &run.run_id, &run.thread_id, &Value::from(run.subagent_slug.as_str()), names::TASK).await;
+        }
+        let wait = wait.unwrap_or(MAX_AWAIT_SECONDS).max(1);
+        let body = RunBody { parent: Parent::default(), run_id: run.run_id.clone(), timeout_seconds: Some(wait) };
+        let body = serde_json::to_value(&body).map_err(|e| ToolError::new(format!("task: {e}")))?;
+        let awaited = self.facade.post(names::SUBAGENT_AWAIT, &body, Some(wait)).await?;
+        let awaited: Snapshot = decode(names::SUBAGENT_AWAIT, awaited)?;
+        let outcome = if awaited.wait_timed_out == Some(true) {
+            TaskOutcome::StillRunning(&run.run_id)
+        } else if awaited.status == RunStatus::Completed {
+            TaskOutcome::Completed(awaited.result.as_ref().and_then(Value::as_str))
+        } else {
+            TaskOutcome::Ended(awaited.status, awaited.error.as_deref())
+        };
+        Ok(task_content(&run.thread_id, outcome))
     }
+}
+
+/// The facade's answer to `tool` as the type the contract gives it. Errors: an answer of another shape.
+fn decode<T: serde::de::DeserializeOwned>(tool: &str, answer: Value) -> Result<T, ToolError> {
+    serde_json::from_value(answer).map_err(|e| ToolError::new(format!("{tool}: the facade's answer is not one: {e}")))
 }
 
 /// Writes the parent's `custom` event naming a child run as soon as it exists.
