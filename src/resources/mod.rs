@@ -7,6 +7,7 @@ pub mod catalog;
 pub mod crd;
 pub mod manifest;
 pub mod names;
+pub mod thread_id;
 pub mod validation;
 pub mod yuxi;
 

@@ -10,7 +10,7 @@ pub mod record;
 pub mod result;
 pub mod scope;
 pub mod status;
-pub mod thread_id;
+pub use crate::resources::thread_id;
 
 pub use event::{EndPayload, Envelope, ErrorPayload, EventKind, StoredEvent};
 pub use grant::RunGrant;

@@ -18,7 +18,7 @@ use serde::Serialize;
 use super::agent::{AccessLevel, Agent, AgentContext, AgentShare, ShareScope};
 use super::agent_run::{AgentRun, AgentRunSpec, TIMEOUT_SECONDS_RANGE};
 use super::{BACKEND_SUBAGENT, BACKENDS};
-use crate::run::thread_id::{MAX_PARENT_THREAD_ID_LEN, is_child_thread_of, is_valid_id};
+use crate::resources::thread_id::{MAX_PARENT_THREAD_ID_LEN, is_child_thread_of, is_valid_id};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
