@@ -1,6 +1,8 @@
 //! The controller's Prometheus metrics, served at `/metrics`: reconciles and their failures by kind and
 //! reason, reconcile durations, and runs by phase (counted from the controller's cache when scraped).
 
+use crate::resources::AgentRunPhase;
+use crate::run::RunStatus;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -56,8 +58,15 @@ pub struct ControllerMetrics {
     run_stores: Arc<Mutex<Vec<Store<DynamicObject>>>>,
 }
 
-/// The phases a run can be in, as the gauge names them (`Pending` for a run without a status yet).
-const PHASES: [&str; 7] = ["Pending", "Running", "CancelRequested", "Completed", "Failed", "Cancelled", "Interrupted"];
+/// The phases a run can be in, as the gauge names them: the AgentRun phase's CRD spelling (`Pending` for a
+/// run without a status yet).
+fn phases() -> impl Iterator<Item = (AgentRunPhase, String)> {
+    RunStatus::ALL.into_iter().map(|status| {
+        let phase = AgentRunPhase::from(status);
+        let name = serde_json::to_value(phase).ok().and_then(|v| v.as_str().map(String::from)).unwrap_or_default();
+        (phase, name)
+    })
+}
 
 impl Default for ControllerMetrics {
     fn default() -> Self {
@@ -104,17 +113,19 @@ impl ControllerMetrics {
 
     /// The metrics in the text exposition format.
     pub fn render(&self) -> String {
-        let mut counts = std::collections::BTreeMap::<&str, i64>::new();
+        let mut counts = std::collections::HashMap::<AgentRunPhase, i64>::new();
         for store in self.run_stores.lock().unwrap_or_else(std::sync::PoisonError::into_inner).iter() {
             for run in store.state() {
-                let phase = run.data["status"]["phase"].as_str().unwrap_or("Pending");
-                if let Some(known) = PHASES.iter().find(|p| **p == phase) {
-                    *counts.entry(known).or_default() += 1;
+                let phase = run.data["status"]["phase"].clone();
+                // A run without a status yet is pending; an unknown phase is not counted.
+                let phase = if phase.is_null() { Some(AgentRunPhase::Pending) } else { serde_json::from_value(phase).ok() };
+                if let Some(phase) = phase {
+                    *counts.entry(phase).or_default() += 1;
                 }
             }
         }
-        for phase in PHASES {
-            self.runs.get_or_create(&PhaseLabels { phase: phase.into() }).set(counts.get(phase).copied().unwrap_or(0));
+        for (phase, name) in phases() {
+            self.runs.get_or_create(&PhaseLabels { phase: name }).set(counts.get(&phase).copied().unwrap_or(0));
         }
         let mut text = String::new();
         // Writing into a String cannot fail.

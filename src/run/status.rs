@@ -42,9 +42,9 @@ impl RunStatus {
     /// The statuses a run never leaves.
     pub const TERMINAL: [RunStatus; 4] = [Self::Completed, Self::Failed, Self::Cancelled, Self::Interrupted];
 
-    /// Whether the run has ended.
+    /// Whether the run has ended (the AgentRun phase's rule: one definition).
     pub fn is_terminal(self) -> bool {
-        matches!(self, Self::Completed | Self::Failed | Self::Cancelled | Self::Interrupted)
+        AgentRunPhase::from(self).is_terminal()
     }
 
     /// The status as the API spells it.
