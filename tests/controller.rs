@@ -1,5 +1,4 @@
-//! What the controller does in a cluster: its reconcilers against a stand-in API server, and the pod it
-//! gives a run.
+//! What the controller does in a cluster: its reconcilers against a stand-in API server, the pod a run gets.
 
 #[path = "controller/agent_reconciler.rs"]
 mod agent_reconciler;
@@ -8,7 +7,7 @@ mod controller_runs;
 #[path = "controller/sandbox_pod.rs"]
 mod sandbox_pod;
 
-/// The fixtures of `tests/support/` this binary uses.
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
     pub mod api_server;

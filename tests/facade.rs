@@ -5,7 +5,7 @@ mod facade_agents;
 #[path = "facade/facade_cluster.rs"]
 mod facade_cluster;
 
-/// The fixtures of `tests/support/` this binary uses.
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
     // Only the scripted stand-in's `api_server` serves here; the rest serves the controller tests.

@@ -9,7 +9,7 @@ mod local_parents;
 #[path = "local/local_tools.rs"]
 mod local_tools;
 
-/// The fixtures of `tests/support/` this binary uses.
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
     pub mod local_mode;

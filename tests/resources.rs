@@ -7,7 +7,7 @@ mod examples;
 #[path = "resources/validate_cli.rs"]
 mod validate_cli;
 
-/// The fixtures of `tests/support/` this binary uses.
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
     pub mod cel;
