@@ -1,3 +1,5 @@
+//! The admission webhook on its own: the one server the API server calls, over TLS, with its own checks.
+//!
 //! The admission webhook over real TLS, answering AdmissionReview v1 JSON as the API server sends it.
 //! The cross-object checks read Agents from kube's mock service, answered with the exact list response an
 //! API server gives.

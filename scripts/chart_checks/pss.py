@@ -4,7 +4,7 @@ host probe rule of 1.34, which a pod made for 1.33 should meet as well). It read
 YAML or JSON), so it sees every field a manifest sets, and names each violation by its control and field
 path.
 
-The same rules as tests/common/pss.rs, written again here so that the chart checks need no Rust.
+The same rules as tests/support/pss.rs, written again here so that the chart checks need no Rust.
 
 Containers are `spec.containers`, `spec.initContainers` and `spec.ephemeralContainers`. The controls the
 documentation marks as Linux-only (privilege escalation, seccomp, capabilities) are skipped for a pod whose

@@ -29,7 +29,7 @@ def rules(findings, rule):
 
 
 # ---------------------------------------------------------------------------------------------------------
-# Pod Security: the same cases as tests/sandbox_pod.rs holds the Rust checker to.
+# Pod Security: the same cases as tests/controller/sandbox_pod.rs holds the Rust checker to.
 
 
 def restricted_pod():

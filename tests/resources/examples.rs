@@ -2,14 +2,15 @@
 //! `examples/invalid/` is rejected for its one rule alone, by the validation module and, where the rule
 //! is a CEL rule of the CRD, by kube's client-side CEL evaluation of the same CRD.
 
-mod common;
-
-use common::{cel_failures, example_agents, example_manifests, expectation, yaml_files};
 use serde_json::{Value, json};
 use yuxi_operator::resources::manifest::{Manifest, ManifestError, read_manifest_file};
 use yuxi_operator::resources::validation::{
     Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
 };
+
+use crate::support::cel::cel_failures;
+use crate::support::examples::{example_agents, example_manifests, expectation};
+use crate::support::repository::yaml_files;
 
 #[test]
 fn every_example_passes_validation_without_warnings() {

@@ -1,16 +1,16 @@
 //! The CRDs: the checked-in `crds/` is what `yuxi-operator crd` prints, the schemas are structural, and
 //! every CEL rule compiles and fits the API server's cost budget.
 
-mod common;
-
 use kube::core::cel::{CompiledSchema, compile_schema, estimate_rule_cost};
 use serde_json::Value;
 use yuxi_operator::resources::crd::{crd_files, crds_yaml};
 
+use crate::support::repository::root;
+
 #[test]
 fn checked_in_crds_equal_the_generated_ones() {
     for (name, generated) in crd_files() {
-        let path = common::root().join("crds").join(name);
+        let path = root().join("crds").join(name);
         let checked_in = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display()));
         assert!(checked_in == generated, "{} drifted from `yuxi-operator crd`; run `make crds`", path.display());
     }
@@ -102,8 +102,8 @@ fn every_cel_rule_compiles_and_fits_the_cost_budget() {
 #[test]
 fn the_charts_crds_are_the_generated_ones() {
     for name in ["agent.yaml", "agentrun.yaml"] {
-        let generated = std::fs::read_to_string(common::root().join("crds").join(name)).expect("crds/");
-        let chart = std::fs::read_to_string(common::root().join("charts/yuxi-operator/crds").join(name))
+        let generated = std::fs::read_to_string(root().join("crds").join(name)).expect("crds/");
+        let chart = std::fs::read_to_string(root().join("charts/yuxi-operator/crds").join(name))
             .expect("charts/yuxi-operator/crds/");
         assert!(chart == generated, "charts/yuxi-operator/crds/{name} differs from crds/{name}: run `make crds`");
     }

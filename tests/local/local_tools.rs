@@ -2,10 +2,10 @@
 //! as a parent agent would. Every scenario runs twice, with the same assertions: with the test Redis, and
 //! with no Redis (runs kept in the local mode's process, runners reaching it over the store socket).
 
-mod common;
-
-use common::local::{LocalStore, parent, start};
 use serde_json::{Value, json};
+
+use crate::support::local_mode::{LocalStore, parent, start};
+use crate::support::redis::unique;
 
 /// Each scenario as a test of each store.
 macro_rules! with_each_store {
@@ -34,7 +34,7 @@ with_each_store!(
 
 async fn task_runs_the_subagent_and_returns_its_answer(store: LocalStore) {
     let local = start(store, "scripted/echo", "[{content: unused}]").await;
-    let thread = common::unique("thread");
+    let thread = unique("thread");
     let (status, answer) = local
         .tool("task", "alice-token", json!({"parent": parent("parent-run", &thread), "description": "Survey solid electrolytes.", "subagent_slug": "research-explorer"}))
         .await;
@@ -47,7 +47,7 @@ async fn task_runs_the_subagent_and_returns_its_answer(store: LocalStore) {
 
 async fn start_await_and_ownership(store: LocalStore) {
     let local = start(store, "scripted/echo", "[{content: unused}]").await;
-    let thread = common::unique("thread");
+    let thread = unique("thread");
     let (status, started) = local
         .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Check the claims.", "subagent_slug": "fact-verifier"}))
         .await;
@@ -124,7 +124,7 @@ async fn start_await_and_ownership(store: LocalStore) {
 async fn busy_threads_idempotent_retries_cancel_and_outputs(store: LocalStore) {
     let script = "[{tool_calls: [{name: write_file, arguments: {path: /home/gem/user-data/outputs/report.md, content: '# Report'}}]}, {delay_ms: 2500, content: report written}]";
     let local = start(store, "scripted/file:script.yaml", script).await;
-    let thread = common::unique("thread");
+    let thread = unique("thread");
     let mut with_call = parent("p1", &thread);
     with_call["tool_call_id"] = json!("call-1");
     let start_body =
@@ -203,7 +203,7 @@ fn sse_events(body: &str) -> Vec<(String, String)> {
 
 async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages(store: LocalStore) {
     let local = start(store, "scripted/echo", "[{content: unused}]").await;
-    let thread = common::unique("thread");
+    let thread = unique("thread");
     let (_, started) = local
         .tool("subagent_start", "alice-token", json!({"parent": parent("p1", &thread), "description": "Hello there.", "subagent_slug": "research-explorer"}))
         .await;

@@ -2,18 +2,17 @@
 //! built-in subagent created once, statuses written with server-side apply only when they change, and
 //! the reconcile loop reacting to a subagent deleted under a main agent that names it.
 
-mod common;
-
 use std::time::Duration;
 
-use common::apiserver::{Exchange, api_server, api_server_receiving, failure};
-use common::routes::{Answer, routed};
 use http::Method;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
 use yuxi_operator::controller::agents;
 use yuxi_operator::controller::metrics::ControllerMetrics;
 use yuxi_operator::resources::{Agent, AgentStatus};
+
+use crate::support::api_server::routed::{Answer, routed};
+use crate::support::api_server::scripted::{Exchange, api_server, api_server_receiving, failure};
 
 const AGENTS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents";
 const CREATE: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents?&fieldManager=yuxi-operator";

@@ -16,7 +16,7 @@ impl RunFiles {
     /// The files of a new run of the Agent `agent_yaml` (named `helper`), whose model replays `script`.
     pub fn new(agent_yaml: &str, script: &str) -> RunFiles {
         let dir = TempDir::new().expect("temp dir");
-        let run_id = super::unique("run");
+        let run_id = super::redis::unique("run");
         yuxi_operator::runner::tools::files::VolumePaths::under(dir.path()).create_all().expect("mkdir");
         std::fs::write(dir.path().join("script.yaml"), script).expect("script");
         std::fs::write(dir.path().join("agent.yaml"), agent_yaml).expect("agent");
@@ -35,7 +35,7 @@ impl RunFiles {
     /// The runner's command, its store the test Redis.
     pub fn command(&self) -> Command {
         let mut command = self.command_without_store();
-        command.env("YUXI_REDIS_URL", super::redis_url());
+        command.env("YUXI_REDIS_URL", super::redis::redis_url());
         command
     }
 

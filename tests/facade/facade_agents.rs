@@ -1,12 +1,12 @@
 //! `/api/agent` over real HTTP: authentication, visibility and rights across users, validation errors in
 //! Yuxi's field names, and bad bodies answered with JSON 4xx errors.
 
-mod common;
-
 use serde_json::{Value, json};
 use yuxi_operator::access::Role;
 use yuxi_operator::facade::auth::UserEntry;
 use yuxi_operator::facade::{AgentCatalog, FacadeState, Users, router};
+
+use crate::support::examples::example_agents;
 
 struct Api {
     base: String,
@@ -27,7 +27,7 @@ async fn start() -> Api {
     .expect("users");
     let state = FacadeState {
         auth: users.into(),
-        agents: AgentCatalog::new(common::example_agents()),
+        agents: AgentCatalog::new(example_agents()),
         runs: None,
         metrics: Default::default(),
     };

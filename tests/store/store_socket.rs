@@ -2,13 +2,10 @@
 //! answers as the store it reaches; bad lines get error answers and never stop the server; the runner
 //! binary runs over it, and its commands cannot reach it.
 
-mod common;
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
-use common::runner::{RunFiles, stderr, subagent};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
@@ -17,6 +14,8 @@ use yuxi_operator::run::message::Message;
 use yuxi_operator::run::{EventKind, RunResult};
 use yuxi_operator::store::socket::{MAX_LINE_BYTES, bind_store_socket, serve_store_socket};
 use yuxi_operator::store::{Store, StoreError};
+
+use crate::support::runner::{RunFiles, stderr, subagent};
 
 /// `store` served on `store.sock` in a new folder under `parent` (kept while the folder lives).
 async fn serve_in(parent: &Path, store: &Store) -> (TempDir, PathBuf) {

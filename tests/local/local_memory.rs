@@ -1,15 +1,14 @@
 //! The local mode without Redis: runs live in its process, served to its runners on a private socket in
 //! the data folder. (The subagent tools themselves run against both stores in `local_tools.rs`.)
 
-mod common;
-
 use std::os::unix::fs::{FileTypeExt, PermissionsExt};
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-use common::local::{LocalStore, command, free_port, parent, start_in};
 use serde_json::json;
 use tempfile::TempDir;
+
+use crate::support::local_mode::{LocalStore, command, free_port, parent, start_in};
 
 #[tokio::test]
 async fn without_redis_runs_live_in_the_process_behind_a_private_socket_removed_at_stop() {

@@ -1,12 +1,9 @@
 //! The AgentRun reconciler's Kubernetes I/O, against kube's mock service with the exact requests an API
 //! server receives and the answers it gives (201, 200, 404, 409), and the run store for real (in-process).
 
-mod common;
-
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::apiserver::{Exchange, api_server, failure};
 use http::Method;
 use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
@@ -16,6 +13,8 @@ use yuxi_operator::controller::runs::{RunContext, apply, reconcile};
 use yuxi_operator::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use yuxi_operator::run::RunStatus;
 use yuxi_operator::store::Store;
+
+use crate::support::api_server::scripted::{Exchange, api_server, failure};
 
 const RUNS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns";
 const EVENTS: &str = "/apis/events.k8s.io/v1/namespaces/team-a/events?";
@@ -256,7 +255,7 @@ async fn creating_a_pod_that_exists_already_counts_as_created() {
 
 #[tokio::test]
 async fn the_controller_relists_after_a_410_and_gives_a_new_run_its_pod() {
-    use common::routes::{Answer, routed};
+    use crate::support::api_server::routed::{Answer, routed};
     let mut run = agent_run("r1", json!({}));
     run["metadata"]["creationTimestamp"] = json!(jiff::Timestamp::now().to_string());
     let agent = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": "research-explorer", "namespace": "team-a"},

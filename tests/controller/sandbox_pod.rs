@@ -1,20 +1,21 @@
 //! `yuxi-operator sandbox-pod`: the pod every example run would get passes the restricted Pod Security
-//! Standard (checked by `common::pss`, itself tested here against bad pods), parses as a Pod and a
+//! Standard (checked by `support::pss`, itself tested here against bad pods), parses as a Pod and a
 //! ConfigMap whose inputs read back as the run and its agent, and, when `YUXI_KUBE_VALIDATE` names the
 //! kubernetes-validate executable (`make test` sets it up with `scripts/k8s-venv`), passes the Kubernetes
 //! 1.33 schemas in strict mode. Bad inputs give errors naming the file and the field.
 
-mod common;
-
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use common::pss::{Violation, check_restricted};
 use k8s_openapi::api::core::v1::{ConfigMap, Pod};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use yuxi_operator::resources::manifest::{Manifest, parse_manifests};
 use yuxi_operator::resources::{Agent, AgentRun};
+
+use crate::support::examples::example_manifests;
+use crate::support::pss::{Violation, check_restricted};
+use crate::support::repository::root;
 
 // ---------------------------------------------------------------------------------------------------
 // The checker itself.
@@ -351,7 +352,7 @@ fn documents(output: &Output) -> (Value, Value) {
 
 /// Every AgentRun of `examples/`, each with the file of the Agent it names: (run file, run, agent file).
 fn example_runs() -> Vec<(PathBuf, AgentRun, PathBuf)> {
-    let manifests = common::example_manifests();
+    let manifests = example_manifests();
     let runs: Vec<_> = manifests
         .iter()
         .filter_map(|(path, m)| match m {
@@ -549,7 +550,7 @@ fn stderr_of(output: &Output) -> String {
 #[test]
 fn bad_inputs_give_errors_naming_the_file_and_the_field() {
     let dir = TempDir::new().expect("temp dir");
-    let root = common::root();
+    let root = root();
     let example_run = root.join("examples/agentrun.yaml");
     let example_agent = root.join("examples/research-explorer.yaml");
     let write = |name: &str, text: &str| {

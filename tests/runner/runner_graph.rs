@@ -1,12 +1,9 @@
 //! The model-and-tools loop with the scripted provider and a stand-in OpenAI-compatible endpoint, on the
 //! in-process store: answers, tool rounds, limits, retries, cancel, deadline, refused and failing tools.
 
-mod common;
-
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::openai::{FakeOpenAi, Reply};
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 use tempfile::TempDir;
@@ -20,6 +17,8 @@ use yuxi_operator::runner::model::{Model, ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use yuxi_operator::runner::tools::{Grants, Tool, ToolBox, ToolError, ToolSpec};
 use yuxi_operator::store::Store;
+
+use crate::support::openai_endpoint::{FakeOpenAi, Reply};
 
 struct Volumes4 {
     _dir: TempDir,

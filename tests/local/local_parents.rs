@@ -4,14 +4,14 @@
 //! answered as errors the model reads. The local mode keeps runs in its own process here: the Redis path
 //! of the same tools is covered by `local_tools`.
 
-mod common;
-
 use std::path::Path;
-use std::process::Stdio;
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 use tempfile::TempDir;
+
+use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
+use crate::support::repository::{root, yaml_files};
 
 /// A subagent that takes 20 s to answer: long enough to be cancelled while it runs.
 const SLOW_HELPER: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: slow-helper}\nspec:\n  backend: SubAgentBackend\n  description: Answers slowly.\n  share: {readScope: {accessLevel: Global}}\n";
@@ -45,14 +45,14 @@ const SCRIPTS: &[(&str, &str)] = &[
 
 /// The local mode over the examples plus the test agents, with the examples' scripts and skills.
 struct System {
-    local: common::local::Local,
+    local: Local,
     _manifests: TempDir,
 }
 
 async fn start() -> System {
-    let root = common::root();
+    let root = root();
     let manifests = TempDir::new().expect("dir");
-    for file in common::yaml_files("examples") {
+    for file in yaml_files("examples") {
         std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
     }
     std::fs::write(manifests.path().join("slow-helper.yaml"), SLOW_HELPER).expect("write");
@@ -68,29 +68,15 @@ async fn start() -> System {
     for (name, script) in SCRIPTS {
         std::fs::write(scripts.path().join(format!("{name}.yaml")), script).expect("write");
     }
-    let port = common::local::free_port();
-    let log = scripts.path().join("local.log");
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
-        .arg("local")
-        .arg("--manifests")
-        .arg(manifests.path())
-        .args(["--listen", &format!("127.0.0.1:{port}")])
-        .arg("--users")
-        .arg(root.join("examples/local-users.yaml"))
-        .arg("--data-dir")
-        .arg(data.path())
+    let port = free_port();
+    let mut command = command_over(manifests.path(), LocalStore::InProcess, port, data.path());
+    command
         .arg("--scripts-dir")
         .arg(scripts.path())
         .arg("--skills-library")
         .arg(root.join("examples/skills"))
-        .env_remove("REDIS_URL")
-        .env_remove("YUXI_DEFAULT_MODEL")
-        .stdout(Stdio::null())
-        .stderr(std::fs::File::create(&log).expect("log"))
-        .spawn()
-        .expect("starts");
-    let local = common::local::Local::adopt(child, port, data, log, scripts);
-    local.wait_until_up().await;
+        .env_remove("YUXI_DEFAULT_MODEL");
+    let local = launch(command, port, data, scripts).await;
     System { local, _manifests: manifests }
 }
 
@@ -186,17 +172,6 @@ fn announced(events: &[Value]) -> Vec<Value> {
         .filter(|e| e["event"] == "custom" && e["payload"]["type"] == "subagent_run")
         .map(|e| e["payload"].clone())
         .collect()
-}
-
-impl common::local::Local {
-    /// Waits until it answers.
-    async fn wait_until_up(&self) {
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while self.client.get(format!("{}/healthz", self.base)).send().await.is_err() {
-            assert!(Instant::now() < deadline, "the local mode did not start: {}", self.log());
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-    }
 }
 
 fn read(path: &Path) -> String {

@@ -3,9 +3,6 @@
 //! read and written through the API (its refusals answered as 4xx naming the field), runs created as
 //! AgentRuns.
 
-mod common;
-
-use common::apiserver::{Exchange, api_server, failure};
 use http::Method;
 use serde_json::{Value, json};
 use yuxi_operator::facade::auth::{Authenticator, GroupMapping, TokenReviewer};
@@ -13,6 +10,8 @@ use yuxi_operator::facade::catalog::ClusterCatalog;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, router};
 use yuxi_operator::store::Store;
+
+use crate::support::api_server::scripted::{Exchange, api_server, failure};
 
 const AGENTS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents";
 const REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews?";

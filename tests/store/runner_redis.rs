@@ -2,19 +2,18 @@
 //! and the local mode run it (a subprocess with the contract's files and environment).
 //! `make test` starts the Redis server and sets `YUXI_TEST_REDIS_URL`.
 
-mod common;
-
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use common::runner::{RunFiles, stderr, subagent};
-use common::{redis_url, unique};
 use serde_json::json;
 use yuxi_operator::run::Envelope;
 use yuxi_operator::run::message::Message;
 use yuxi_operator::run::{EventKind, RunResult};
 use yuxi_operator::store::Store;
 use yuxi_operator::store::keys;
+
+use crate::support::redis::{redis_url, unique};
+use crate::support::runner::{RunFiles, stderr, subagent};
 
 async fn store() -> Store {
     Store::connect_redis(&redis_url()).await.expect("the test Redis answers")

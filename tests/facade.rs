@@ -1,0 +1,18 @@
+//! The facade's HTTP API, served for real, over the local mode's agents and over a stand-in cluster.
+
+#[path = "facade/facade_agents.rs"]
+mod facade_agents;
+#[path = "facade/facade_cluster.rs"]
+mod facade_cluster;
+
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
+#[path = "support"]
+mod support {
+    // Only the scripted stand-in's `api_server` serves here; the rest serves the controller tests.
+    #[allow(dead_code)]
+    pub mod api_server;
+    // Only `example_agents` serves here; the rest serves the resources tests.
+    #[allow(dead_code)]
+    pub mod examples;
+    pub mod repository;
+}

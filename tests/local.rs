@@ -1,0 +1,18 @@
+//! `yuxi-operator local` started as a subprocess, as a user starts it, and driven over HTTP.
+
+#[path = "local/local_memory.rs"]
+mod local_memory;
+#[path = "local/local_mode.rs"]
+mod local_mode;
+#[path = "local/local_parents.rs"]
+mod local_parents;
+#[path = "local/local_tools.rs"]
+mod local_tools;
+
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
+#[path = "support"]
+mod support {
+    pub mod local_mode;
+    pub mod redis;
+    pub mod repository;
+}

@@ -1,0 +1,16 @@
+//! The resource definitions and manifests, checked offline: nothing is served, no cluster is stood in for.
+
+#[path = "resources/crds.rs"]
+mod crds;
+#[path = "resources/examples.rs"]
+mod examples;
+#[path = "resources/validate_cli.rs"]
+mod validate_cli;
+
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
+#[path = "support"]
+mod support {
+    pub mod cel;
+    pub mod examples;
+    pub mod repository;
+}

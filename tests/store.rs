@@ -1,0 +1,13 @@
+//! The two stores of a run's state, Redis and the local mode's socket: each one's contract, the runner over it.
+
+#[path = "store/runner_redis.rs"]
+mod runner_redis;
+#[path = "store/store_socket.rs"]
+mod store_socket;
+
+/// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
+#[path = "support"]
+mod support {
+    pub mod redis;
+    pub mod runner;
+}
