@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{Parser, Subcommand};
 use yuxi_operator::facade::launch::{LocalLauncher, RunnerStore};
-use yuxi_operator::resources::{catalog, crd};
+use yuxi_operator::resources::{crd, manifest_set as catalog};
 use yuxi_operator::run::RunStatus;
 use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::execute::LocalExecutor;
@@ -600,7 +600,7 @@ async fn run_api(args: ApiArgs) -> anyhow::Result<()> {
 
 async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
     use futures::FutureExt;
-    use yuxi_operator::controller::{decide, metrics::ControllerMetrics, pod::SandboxSettings, runs};
+    use yuxi_operator::controller::{decide, metrics::ControllerMetrics, pod::SandboxSettings, run_reconciler as runs};
     let client = connect(
         "the controller watches AgentRuns and Agents and creates pods through the Kubernetes API; run it in a cluster or with a kubeconfig",
     )
@@ -700,8 +700,12 @@ async fn run_controller(args: ControllerArgs) -> anyhow::Result<()> {
         metrics: metrics.clone(),
         backoff: runs::Backoff::default(),
     });
-    let agents =
-        yuxi_operator::controller::agents::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
+    let agents = yuxi_operator::controller::agent_reconciler::run(
+        client.clone(),
+        namespaces.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     let reconcilers = async move {
         let (agents, ()) = tokio::join!(agents, runs::run(ctx, namespaces, args.concurrency, shutdown));
         if let Err(err) = agents {

@@ -118,7 +118,8 @@ impl ControllerMetrics {
             for run in store.state() {
                 let phase = run.data["status"]["phase"].clone();
                 // A run without a status yet is pending; an unknown phase is not counted.
-                let phase = if phase.is_null() { Some(AgentRunPhase::Pending) } else { serde_json::from_value(phase).ok() };
+                let phase =
+                    if phase.is_null() { Some(AgentRunPhase::Pending) } else { serde_json::from_value(phase).ok() };
                 if let Some(phase) = phase {
                     *counts.entry(phase).or_default() += 1;
                 }

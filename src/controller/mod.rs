@@ -1,10 +1,10 @@
 //! The controller (the `controller` role): the AgentRun reconciler, which turns runs into sandboxed pods
 //! and pods back into run phases, and the Agent reconciler, which keeps every Agent's conditions true
-//! (DESIGN.md sections 3, 4 and 5). The rules are pure ([`decide`], [`pod`], [`agents`]); the shells
+//! (DESIGN.md sections 3, 4 and 5). The rules are pure ([`decide`], [`pod`], [`agent_reconciler`]); the shells
 //! around them only read the cluster and apply what the rules return.
 
-pub mod agents;
+pub mod agent_reconciler;
 pub mod decide;
 pub mod metrics;
 pub mod pod;
-pub mod runs;
+pub mod run_reconciler;

@@ -3,9 +3,9 @@
 
 pub mod agent;
 pub mod agent_run;
-pub mod catalog;
 pub mod crd;
 pub mod manifest;
+pub mod manifest_set;
 pub mod names;
 pub mod thread_id;
 pub mod validation;

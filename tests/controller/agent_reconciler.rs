@@ -7,7 +7,7 @@ use std::time::Duration;
 use http::Method;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use serde_json::{Value, json};
-use yuxi_operator::controller::agents;
+use yuxi_operator::controller::agent_reconciler as agents;
 use yuxi_operator::controller::metrics::ControllerMetrics;
 use yuxi_operator::resources::{Agent, AgentStatus};
 

@@ -9,7 +9,7 @@ use kube::runtime::events::{Recorder, Reporter};
 use serde_json::{Value, json};
 use yuxi_operator::controller::decide::{Action, Settings};
 use yuxi_operator::controller::metrics::ControllerMetrics;
-use yuxi_operator::controller::runs::{RunContext, apply, reconcile};
+use yuxi_operator::controller::run_reconciler::{RunContext, apply, reconcile};
 use yuxi_operator::resources::{AgentRun, AgentRunPhase, AgentRunStatus};
 use yuxi_operator::run::RunStatus;
 use yuxi_operator::store::Store;
@@ -298,7 +298,8 @@ async fn the_controller_relists_after_a_410_and_gives_a_new_run_its_pod() {
     let shutdown = futures::FutureExt::shared(futures::FutureExt::boxed(async move {
         let _ = stopped.await;
     }));
-    let controller = tokio::spawn(yuxi_operator::controller::runs::run(ctx, Some(vec!["team-a".into()]), 2, shutdown));
+    let controller =
+        tokio::spawn(yuxi_operator::controller::run_reconciler::run(ctx, Some(vec!["team-a".into()]), 2, shutdown));
     let deadline = std::time::Instant::now() + Duration::from_secs(20);
     let created = loop {
         let requests = seen.lock().expect("log").clone();
