@@ -1,5 +1,5 @@
 //! Who may see and manage which agent, and which subagents a parent may call (pure; Yuxi's share rules,
-//! YUXI-REFERENCE.md "Agent model", and SEED-subagents.md "如何让主 Agent 调用子智能体").
+//! Yuxi's agent model, and its subagent design "如何让主 Agent 调用子智能体"; docs/concepts/agents.md).
 //!
 //! - a superadmin manages every agent; the owner (`spec.owner`) manages their own;
 //! - a user matched by `manageScope` manages, one matched by `readScope` reads;

@@ -1,6 +1,6 @@
 //! The Agent reconciler: keeps every Agent's status (`observedGeneration` and the `Accepted` and `Ready`
 //! conditions) true to its spec and to the other Agents of its namespace, and keeps the built-in
-//! `general-purpose` subagent present in the namespaces it serves (DESIGN.md sections 3 and 4).
+//! `general-purpose` subagent present in the namespaces it serves (docs/concepts/agents.md).
 //!
 //! The rules are pure: [`agent_status`] judges one Agent among the Agents of its namespace with the
 //! functions the admission webhook uses ([`validate_agent`] and [`validate_agent_among`]), and

@@ -3,7 +3,7 @@
 //! reconciler only gathers the inputs and applies the actions; `docs/run-lifecycle.md` draws the same
 //! machine.
 //!
-//! Phases (DESIGN.md section 4): `Pending` → `Running` → `Completed` | `Failed`; `spec.cancel` →
+//! Phases (docs/concepts/agents.md): `Pending` → `Running` → `Completed` | `Failed`; `spec.cancel` →
 //! `CancelRequested` → `Cancelled`; a pod that goes away, is evicted or is killed under a running run →
 //! `Interrupted` or `Failed` with the pod's reason; a run past its deadline → `Failed`
 //! (`DeadlineExceeded`); a run whose Agent is missing → `Failed` (`AgentNotFound`). Terminal runs are

@@ -1,6 +1,6 @@
 //! The controller (the `controller` role): the AgentRun reconciler, which turns runs into sandboxed pods
 //! and pods back into run phases, and the Agent reconciler, which keeps every Agent's conditions true
-//! (DESIGN.md sections 3, 4 and 5). The rules are pure ([`decide`], [`pod`], [`agent_reconciler`]); the shells
+//! (docs/architecture.md). The rules are pure ([`decide`], [`pod`], [`agent_reconciler`]); the shells
 //! around them only read the cluster and apply what the rules return.
 
 pub mod agent_reconciler;

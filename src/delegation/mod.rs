@@ -1,6 +1,6 @@
 //! Delegation, typed once for the facade that serves it and the runner that calls it: the six subagent
 //! tools' names and limits, their wire bodies ([`wire`]), what the parent's model is told ([`prompt`]),
-//! and the progress summary of a child run ([`progress`]) (SEED-subagents.md "同步调用与异步调用").
+//! and the progress summary of a child run ([`progress`]) (Yuxi's subagent design, "同步调用与异步调用": docs/concepts/delegation.md).
 
 pub mod progress;
 pub mod prompt;

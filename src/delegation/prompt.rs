@@ -1,6 +1,6 @@
 //! What a parent agent's model is told about delegation: the subagent tools' JSON schemas and the prompt
 //! section that lists the allowed subagents with guidance on `task` versus `subagent_start`
-//! (SEED-subagents.md "同步调用与异步调用"). Served by `GET /api/tools` and used by the task middleware.
+//! (Yuxi's subagent design, "同步调用与异步调用": docs/concepts/delegation.md). Served by `GET /api/tools` and used by the task middleware.
 
 use kube::ResourceExt;
 use serde_json::{Value, json};

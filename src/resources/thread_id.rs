@@ -1,5 +1,5 @@
 //! Thread ids: the shape of every id that names a conversation, and the seed's form of a child thread
-//! id, `<parent_thread_id>_sub_<slug>_<uuid8>` (SEED-subagents.md, "运行时调用链", step 3).
+//! id, `<parent_thread_id>_sub_<slug>_<uuid8>` (Yuxi's subagent design, "运行时调用链", step 3).
 //!
 //! Ids end up in Redis keys, pod labels and volume sub-paths, so every id is limited to a safe alphabet
 //! that cannot climb out of a path (`/` and a leading `.` are impossible).

@@ -1,5 +1,5 @@
 //! The Yuxi JSON shape of an agent (the facade's `/api/agent`), and the one mapping between it and the
-//! Agent resource (DESIGN.md section 4). Yuxi spells fields in snake_case and enum values in lowercase
+//! Agent resource (docs/concepts/agents.md). Yuxi spells fields in snake_case and enum values in lowercase
 //! (`always_trust`, `department`); the resource follows Kubernetes conventions (`AlwaysTrust`,
 //! `Department`).
 

@@ -1,5 +1,5 @@
 //! A run's events: the envelope every entry of its stream carries, the event kinds, and the payloads
-//! whose shape other roles read (DESIGN.md section 6; Yuxi's run stream). The `messages` and `custom`
+//! whose shape other roles read (docs/concepts/runs.md; Yuxi's run stream). The `messages` and `custom`
 //! payloads are the runner's to shape and are passed through as JSON.
 
 use serde::{Deserialize, Serialize};

@@ -1,4 +1,4 @@
-//! The run's four volumes (DESIGN.md section 5) and the one rule that places them: the sub-path of each
+//! The run's four volumes (docs/concepts/scopes.md) and the one rule that places them: the sub-path of each
 //! scope under the data root, the same in a pod (PVC subPaths) and in the local mode (folders under the
 //! data folder).
 //!

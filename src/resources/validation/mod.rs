@@ -1,4 +1,4 @@
-//! Every rule about Agent and AgentRun objects, as pure functions (DESIGN.md section 4).
+//! Every rule about Agent and AgentRun objects, as pure functions (docs/concepts/agents.md).
 //!
 //! The webhook, the facade and the local mode all call these functions, so an object is judged the same
 //! wherever it enters. Each finding names the field it concerns with a Kubernetes field path
@@ -151,7 +151,7 @@ fn check_name_list(report: &mut Report, field: &str, list: &[String], max_items:
     }
 }
 
-/// The single-object rules of an Agent (DESIGN.md section 4; Yuxi's agent validation):
+/// The single-object rules of an Agent (docs/concepts/agents.md; Yuxi's agent validation):
 /// - `metadata.name` (the slug) is a DNS-1123 label;
 /// - `spec.backend` is a known backend (the message lists them);
 /// - `spec.isSubagent`, when set, is true exactly when the backend is `SubAgentBackend` (both ways);
