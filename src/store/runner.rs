@@ -9,19 +9,19 @@
 //! # }
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
 //! let _ = store.read_events("run-1", "0-0", 10).await; // the facade's, not the runner's
 //! # }
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
 //! let _ = store.request_cancel("run-1").await; // the facade's, not the runner's
 //! # }
 //! ```
 //!
-//! ```compile_fail
+//! ```compile_fail,E0599
 //! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
 //! let _ = store.run_record("run-1").await; // the facade's, not the runner's
 //! # }
