@@ -13,8 +13,8 @@ use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::execute::LocalExecutor;
 use yuxi_operator::runner::tools::files::VolumePaths;
 use yuxi_operator::runner::{self, RunnerOptions, mcp};
-use yuxi_operator::store::Store;
 use yuxi_operator::store::socket::{bind_store_socket, serve_store_socket};
+use yuxi_operator::store::{RunnerStoreClient, Store};
 use yuxi_operator::webhook::{self, Admission, ServeOptions};
 
 #[derive(Parser)]
@@ -353,10 +353,10 @@ fn run_runner(args: RunnerArgs) -> ExitCode {
             sandbox_hide: args.sandbox_hide,
         };
         let store = match (&args.redis_url, &args.store_socket) {
-            (Some(url), _) => {
-                Store::connect_redis(url).await.map_err(|e| format!("cannot reach Redis (YUXI_REDIS_URL): {e}"))
-            }
-            (None, Some(path)) => Store::connect_socket(path)
+            (Some(url), _) => RunnerStoreClient::connect_redis(url)
+                .await
+                .map_err(|e| format!("cannot reach Redis (YUXI_REDIS_URL): {e}")),
+            (None, Some(path)) => RunnerStoreClient::connect_socket(path)
                 .await
                 .map_err(|e| format!("cannot reach the store socket (YUXI_STORE_SOCKET): {e}")),
             (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),

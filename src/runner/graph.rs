@@ -19,7 +19,7 @@ use crate::resources::TokenUsage;
 use crate::run::event::payload;
 use crate::run::message::{Message, ToolCall};
 use crate::run::{EndPayload, ErrorPayload, EventKind, RunResult, RunStatus};
-use crate::store::{Store, StoreError};
+use crate::store::{RunnerStoreClient, StoreError};
 
 /// The most tool calls one model turn may make; the rest are answered with an error, so one turn cannot
 /// flood the event stream.
@@ -77,7 +77,7 @@ pub struct Graph {
     /// The run.
     pub identity: RunIdentity,
     /// Where events, history and the result go.
-    pub store: Store,
+    pub store: RunnerStoreClient,
     /// The model.
     pub model: Model,
     /// The granted tools.

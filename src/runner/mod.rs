@@ -41,7 +41,7 @@ use crate::resources::validation::{validate_agent, validate_agent_run};
 use crate::resources::{Agent, AgentRun, TokenUsage};
 use crate::run::event::payload;
 use crate::run::{EndPayload, ErrorPayload, EventKind, RunStatus};
-use crate::store::Store;
+use crate::store::RunnerStoreClient;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
 use tools::execute::{ExecuteTool, Executor, LocalExecutor};
@@ -118,7 +118,7 @@ const LEASE_TTL: Duration = Duration::from_secs(30);
 /// Errors: [`RunnerError::BadInput`] when the run manifest cannot be read as one valid AgentRun. Every
 /// later problem (a bad agent, an unknown model, an unreachable endpoint) ends the run `failed` with an
 /// `error` event, and is in the returned report.
-pub async fn run(options: &RunnerOptions, store: Store) -> Result<RunReport, RunnerError> {
+pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<RunReport, RunnerError> {
     let run = read_run(options)?;
     let identity = RunIdentity {
         run_id: run.name_any(),
@@ -185,7 +185,7 @@ async fn prepare(
     options: &RunnerOptions,
     run: &AgentRun,
     identity: &RunIdentity,
-    store: Store,
+    store: RunnerStoreClient,
     metadata: &mut Value,
 ) -> Result<Graph, String> {
     let agent = read_agent(options, &run.spec.agent)?;
@@ -217,7 +217,7 @@ async fn prepare(
             // store socket is a file in the read-only view of the system.
             None => {
                 let mut hidden: Vec<PathBuf> = options.sandbox_hide.clone();
-                if let Store::Socket(socket) = &store {
+                if let RunnerStoreClient::Socket(socket) = &store {
                     hidden.push(std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf()));
                 }
                 Executor::Local(LocalExecutor::isolated(&options.volumes).await.hiding(hidden))
@@ -295,7 +295,12 @@ fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
 }
 
 /// Ends a run that could not start: `metadata`, `error`, the result, and `end`, as a run that failed.
-async fn fail_before_start(store: &Store, identity: &RunIdentity, metadata: Value, error: String) -> RunReport {
+async fn fail_before_start(
+    store: &RunnerStoreClient,
+    identity: &RunIdentity,
+    metadata: Value,
+    error: String,
+) -> RunReport {
     let report = RunReport {
         status: RunStatus::Failed,
         output: String::new(),

@@ -1,6 +1,8 @@
 //! The run store over a Unix socket. The local mode without Redis keeps its runs in this process
 //! ([`Store::Memory`]); its runners are subprocesses, which reach that store through a socket the local
-//! mode serves ([`serve_store_socket`]) with a [`SocketStore`] client (`runner --store-socket PATH`).
+//! mode serves ([`serve_store_socket`]) with a [`SocketStore`] client (`runner --store-socket PATH`),
+//! held as [`RunnerStoreClient::Socket`](super::RunnerStoreClient::Socket): the socket carries the
+//! runner's operations only, and a runner can call no others.
 //!
 //! # Protocol
 //!
@@ -95,8 +97,8 @@ enum Answer {
     Error(String),
 }
 
-/// The client: a [`Store`] whose operations go to the store served on a Unix socket. Clones share one
-/// connection, used by one request at a time; a connection that broke (or whose request was abandoned
+/// The client: the runner's operations (those of [`super::RunnerStoreClient`]), sent to the store served
+/// on a Unix socket. Clones share one connection, used by one request at a time; a connection that broke (or whose request was abandoned
 /// half-way) is dropped and the next request opens a new one.
 #[derive(Clone, Debug)]
 pub struct SocketStore {
@@ -190,6 +192,14 @@ impl SocketStore {
 
     pub(super) async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
         self.call(Request::ReleaseRunLease { run_id: run_id.into(), holder: holder.into() }).await
+    }
+
+    /// Resolves when a cancel is requested for the run, checking every `poll`: the socket carries no
+    /// notice. A failed check counts as "not yet".
+    pub(super) async fn cancelled(&self, run_id: &str, poll: Duration) {
+        while !self.is_cancel_requested(run_id).await.unwrap_or(false) {
+            tokio::time::sleep(poll).await;
+        }
     }
 
     /// Sends one request and decodes its answer. A request that was not sent, or an idempotent one whose

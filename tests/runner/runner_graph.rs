@@ -49,7 +49,7 @@ fn all_grants() -> Grants {
 fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
     Graph {
         identity: RunIdentity { run_id: "run-1".into(), thread_id: "thread-1".into(), agent_slug: "helper".into() },
-        store: store.clone(),
+        store: store.clone().into(),
         model,
         tools,
         system_prompt: "You help.".into(),

@@ -13,7 +13,7 @@ use tokio::net::UnixStream;
 use yuxi_operator::run::message::Message;
 use yuxi_operator::run::{EventKind, RunResult};
 use yuxi_operator::store::socket::{MAX_LINE_BYTES, bind_store_socket, serve_store_socket};
-use yuxi_operator::store::{Store, StoreError};
+use yuxi_operator::store::{RunnerStoreClient, Store, StoreError};
 
 use crate::support::runner::{RunFiles, stderr, subagent};
 
@@ -32,7 +32,7 @@ async fn serve(store: &Store) -> (TempDir, PathBuf) {
 
 /// The runner's operations on `store`, in the order a run makes them, with every answer; `backing` is
 /// the store itself (where a cancel is asked for, and events are read back).
-async fn runner_operations(store: &Store, backing: &Store) -> Vec<Value> {
+async fn runner_operations(store: &RunnerStoreClient, backing: &Store) -> Vec<Value> {
     const TTL: Duration = Duration::from_secs(30);
     let mut answers = vec![
         json!(store.hold_run_lease("run-1", "first", TTL).await.expect("lease")),
@@ -80,7 +80,7 @@ async fn runner_operations(store: &Store, backing: &Store) -> Vec<Value> {
 #[tokio::test]
 async fn the_socket_store_answers_as_the_store_it_serves() {
     let direct = Store::memory();
-    let expected = runner_operations(&direct, &direct).await;
+    let expected = runner_operations(&direct.clone().into(), &direct).await;
     assert_eq!(&expected[..3], [json!(true), json!(false), json!(true)], "one holder at a time, who may renew");
     assert_eq!(&expected[5..10], [json!("1-0"), json!("2-0"), json!(false), json!(true), json!(true)]);
     assert_eq!(&expected[13..17], [json!(false), json!(true), json!(true), json!(true)], "{expected:#?}");
@@ -88,19 +88,25 @@ async fn the_socket_store_answers_as_the_store_it_serves() {
 
     let served = Store::memory();
     let (_dir, path) = serve(&served).await;
-    let client = Store::connect_socket(&path).await.expect("connects");
+    let client = RunnerStoreClient::connect_socket(&path).await.expect("connects");
     assert_eq!(runner_operations(&client, &served).await, expected);
 }
 
+/// The client has no other operations (`RunnerStoreClient` offers none; its doc tests check that they do
+/// not compile), and the server refuses them.
 #[tokio::test]
 async fn the_socket_carries_only_the_runners_operations() {
     let (_dir, path) = serve(&Store::memory()).await;
-    let client = Store::connect_socket(&path).await.expect("connects");
-    let err = client.read_events("run-1", "0-0", 10).await.expect_err("not carried");
-    assert!(matches!(err, StoreError::Unsupported { operation: "read_events" }), "{err}");
-    let err = client.request_cancel("run-1").await.expect_err("not carried");
-    assert_eq!(err.to_string(), "the store socket does not carry request_cancel: it serves runners only");
-    assert!(client.run_record("run-1").await.is_err());
+    let mut raw = Raw::connect(&path).await;
+    for line in [
+        br#"{"op": "read_events", "run_id": "run-1", "after_seq": "0-0", "limit": 10}"#.as_slice(),
+        br#"{"op": "request_cancel", "run_id": "run-1"}"#,
+        br#"{"op": "run_record", "run_id": "run-1"}"#,
+    ] {
+        let answer = raw.ask(line).await;
+        let error = answer["error"].as_str().unwrap_or_else(|| panic!("{answer}"));
+        assert!(error.contains("unknown variant"), "{:?}: {error}", String::from_utf8_lossy(line));
+    }
 }
 
 #[tokio::test]
@@ -111,16 +117,16 @@ async fn the_socket_is_private_and_a_served_one_is_not_taken_over() {
     assert_eq!(metadata.permissions().mode() & 0o777, 0o600);
     let err = bind_store_socket(&path).await.expect_err("served already");
     assert!(err.to_string().contains("another process serves it"), "{err}");
-    Store::connect_socket(&path).await.expect("the first server still answers");
+    RunnerStoreClient::connect_socket(&path).await.expect("the first server still answers");
 
     // A socket file nobody serves (a local mode that was killed) is replaced.
     let dir = TempDir::new().expect("dir");
     let stale = dir.path().join("store.sock");
     drop(std::os::unix::net::UnixListener::bind(&stale).expect("binds"));
-    assert!(Store::connect_socket(&stale).await.is_err(), "nobody serves it");
+    assert!(RunnerStoreClient::connect_socket(&stale).await.is_err(), "nobody serves it");
     let listener = bind_store_socket(&stale).await.expect("replaces the stale file");
     tokio::spawn(serve_store_socket(listener, Store::memory()));
-    let client = Store::connect_socket(&stale).await.expect("connects");
+    let client = RunnerStoreClient::connect_socket(&stale).await.expect("connects");
     assert!(!client.is_cancel_requested("run-1").await.expect("answers"));
     let leftovers: Vec<_> =
         std::fs::read_dir(dir.path()).expect("list").map(|e| e.expect("entry").file_name()).collect();
@@ -188,7 +194,7 @@ async fn an_oversized_request_is_refused_and_the_server_goes_on() {
     assert!(rest.is_empty(), "the server hung up");
 
     // The client refuses to send such a request; the server and the client's connection go on.
-    let client = Store::connect_socket(&path).await.expect("connects");
+    let client = RunnerStoreClient::connect_socket(&path).await.expect("connects");
     let huge: RunResult =
         serde_json::from_value(json!({"status": "completed", "output": "x".repeat(MAX_LINE_BYTES)})).expect("a result");
     let err = client.finish_run("run-1", "thread-1", &[], &huge).await.expect_err("too long");
@@ -209,7 +215,7 @@ fn the_client_reconnects_when_the_server_comes_back() {
     };
     let client_runtime = tokio::runtime::Runtime::new().expect("runtime");
     let server = start_server();
-    let client = client_runtime.block_on(Store::connect_socket(&path)).expect("connects");
+    let client = client_runtime.block_on(RunnerStoreClient::connect_socket(&path)).expect("connects");
     let append = |event: EventKind| client_runtime.block_on(client.append_event("run-1", "t", event, json!({})));
     assert_eq!(append(EventKind::Metadata).expect("appends"), "1-0");
 

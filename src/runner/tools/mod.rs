@@ -66,14 +66,14 @@ pub struct ToolContext {
     /// The run's thread.
     pub thread_id: String,
     /// The run's store, for the tool's own `custom` events.
-    pub store: crate::store::Store,
+    pub store: crate::store::RunnerStoreClient,
     /// The child run (run id, thread id) a subagent tool started or acted on, set by the tool.
     pub child: Arc<std::sync::Mutex<Option<(String, String)>>>,
 }
 
 impl ToolContext {
     /// The context of the call `tool_call_id` of a run.
-    pub fn new(tool_call_id: &str, run_id: &str, thread_id: &str, store: crate::store::Store) -> Self {
+    pub fn new(tool_call_id: &str, run_id: &str, thread_id: &str, store: crate::store::RunnerStoreClient) -> Self {
         Self {
             tool_call_id: tool_call_id.to_string(),
             run_id: run_id.to_string(),

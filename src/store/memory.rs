@@ -1,0 +1,189 @@
+//! The in-process backend of the run store: the local mode's store when it is given no Redis. Every
+//! operation of [`Store`](super::Store) on maps behind one lock, with the same rules as the Redis backend
+//! (one step under the lock where Redis uses a transaction or a script); a cancel request wakes its
+//! waiters through an in-process notice. Nothing outlives the process. Its runner subprocesses reach it
+//! over the store socket ([`super::socket`]).
+
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex, MutexGuard};
+use std::time::{Duration, Instant};
+
+use serde_json::Value;
+use tokio::sync::Notify;
+
+use crate::run::message::Message;
+use crate::run::{Created, Envelope, EventKind, RunGrant, RunRecord, RunResult, RunStatus, StoredEvent};
+
+/// The in-process store. Clones share the same state. Its operations are those of
+/// [`Store`](super::Store), documented there; none can fail.
+#[derive(Clone, Default)]
+pub struct MemoryStore {
+    state: Arc<Mutex<MemoryState>>,
+    cancel_notice: Arc<Notify>,
+}
+
+#[derive(Default)]
+struct MemoryState {
+    events: HashMap<String, Vec<StoredEvent>>,
+    last_seq: u64,
+    threads: HashMap<String, Vec<Message>>,
+    results: HashMap<String, RunResult>,
+    cancelled: HashSet<String>,
+    /// The holder of each run's lease, and when it lapses.
+    leases: HashMap<String, (String, Instant)>,
+    records: HashMap<String, RunRecord>,
+    thread_locks: HashMap<String, String>,
+    starts: HashMap<String, String>,
+    thread_owners: HashMap<String, String>,
+    children: HashMap<String, Vec<String>>,
+    grants: HashMap<String, RunGrant>,
+}
+
+impl MemoryStore {
+    fn state(&self) -> MutexGuard<'_, MemoryState> {
+        self.state.lock().expect("store lock")
+    }
+
+    pub(super) fn append_event(&self, run_id: &str, thread_id: &str, event: EventKind, payload: Value) -> String {
+        let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
+        let mut state = self.state();
+        state.last_seq += 1;
+        let seq = format!("{}-0", state.last_seq);
+        state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq: seq.clone(), envelope });
+        seq
+    }
+
+    pub(super) fn read_events(&self, run_id: &str, after_seq: &str, limit: usize) -> Vec<StoredEvent> {
+        let after = seq_number(after_seq);
+        self.state()
+            .events
+            .get(run_id)
+            .map(|events| events.iter().filter(|e| seq_number(&e.seq) > after).take(limit).cloned().collect())
+            .unwrap_or_default()
+    }
+
+    pub(super) fn thread_messages(&self, thread_id: &str) -> Vec<Message> {
+        self.state().threads.get(thread_id).cloned().unwrap_or_default()
+    }
+
+    pub(super) fn finish_run(&self, run_id: &str, thread_id: &str, new_messages: &[Message], result: &RunResult) {
+        let mut state = self.state();
+        state.threads.entry(thread_id.to_string()).or_default().extend(new_messages.iter().cloned());
+        state.results.insert(run_id.to_string(), result.clone());
+    }
+
+    pub(super) fn run_result(&self, run_id: &str) -> Option<RunResult> {
+        self.state().results.get(run_id).cloned()
+    }
+
+    pub(super) fn request_cancel(&self, run_id: &str) {
+        self.state().cancelled.insert(run_id.to_string());
+        self.cancel_notice.notify_waiters();
+    }
+
+    pub(super) fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> bool {
+        let mut state = self.state();
+        let now = Instant::now();
+        // As in Redis: taken when free or lapsed, renewed by its holder, refused to anyone else.
+        if state.leases.get(run_id).is_some_and(|(current, until)| current != holder && *until > now) {
+            return false;
+        }
+        state.leases.insert(run_id.to_string(), (holder.to_string(), now + ttl.max(Duration::from_millis(1))));
+        true
+    }
+
+    pub(super) fn release_run_lease(&self, run_id: &str, holder: &str) {
+        let mut state = self.state();
+        if state.leases.get(run_id).is_some_and(|(current, _)| current == holder) {
+            state.leases.remove(run_id);
+        }
+    }
+
+    pub(super) fn create_run(&self, record: &RunRecord, start_key: Option<&str>) -> Created {
+        let mut state = self.state();
+        if let Some(existing) = start_key.and_then(|k| state.starts.get(k)) {
+            return Created::Existing(existing.clone());
+        }
+        if let Some(active) = state.thread_locks.get(&record.thread_id) {
+            return Created::Busy(active.clone());
+        }
+        state.records.insert(record.run_id.clone(), record.clone());
+        state.thread_locks.insert(record.thread_id.clone(), record.run_id.clone());
+        state.thread_owners.entry(record.thread_id.clone()).or_insert_with(|| record.uid.clone());
+        if let Some(key) = start_key {
+            state.starts.insert(key.to_string(), record.run_id.clone());
+        }
+        if let Some(parent) = &record.parent {
+            state.children.entry(parent.run_id.clone()).or_default().push(record.run_id.clone());
+        }
+        Created::Started
+    }
+
+    pub(super) fn thread_owner(&self, thread_id: &str) -> Option<String> {
+        self.state().thread_owners.get(thread_id).cloned()
+    }
+
+    pub(super) fn claim_thread(&self, thread_id: &str, uid: &str) -> bool {
+        self.state().thread_owners.entry(thread_id.to_string()).or_insert_with(|| uid.to_string()) == uid
+    }
+
+    pub(super) fn run_record(&self, run_id: &str) -> Option<RunRecord> {
+        self.state().records.get(run_id).cloned()
+    }
+
+    pub(super) fn set_run_status(&self, run_id: &str, status: RunStatus, error: Option<&str>) -> bool {
+        let mut state = self.state();
+        let Some(record) = state.records.get_mut(run_id) else { return false };
+        if record.status.is_terminal() || (status == RunStatus::Running && record.status != RunStatus::Pending) {
+            return false;
+        }
+        record.status = status;
+        if let Some(error) = error {
+            record.error = Some(error.to_string());
+        }
+        let thread = record.thread_id.clone();
+        if status.is_terminal() && state.thread_locks.get(&thread).is_some_and(|r| r == run_id) {
+            state.thread_locks.remove(&thread);
+        }
+        true
+    }
+
+    pub(super) fn is_cancel_requested(&self, run_id: &str) -> bool {
+        self.state().cancelled.contains(run_id)
+    }
+
+    /// Resolves when a cancel is requested for the run: at once on the in-process notice, and by checking
+    /// every `poll` as well.
+    pub(super) async fn cancelled(&self, run_id: &str, poll: Duration) {
+        loop {
+            if self.is_cancel_requested(run_id) {
+                return;
+            }
+            tokio::select! {
+                () = self.cancel_notice.notified() => {}
+                () = tokio::time::sleep(poll) => {}
+            }
+        }
+    }
+
+    pub(super) fn children(&self, parent_run_id: &str) -> Vec<String> {
+        self.state().children.get(parent_run_id).cloned().unwrap_or_default()
+    }
+
+    pub(super) fn save_grant(&self, token_digest: &str, grant: &RunGrant) {
+        self.state().grants.insert(token_digest.to_string(), grant.clone());
+    }
+
+    pub(super) fn grant(&self, token_digest: &str) -> Option<RunGrant> {
+        self.state().grants.get(token_digest).cloned()
+    }
+
+    pub(super) fn drop_grant(&self, token_digest: &str) {
+        self.state().grants.remove(token_digest);
+    }
+}
+
+/// The number before the `-` of an event id (`7-0` is 7); 0 for anything else, such as `0-0`.
+fn seq_number(seq: &str) -> u64 {
+    seq.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}

@@ -1,0 +1,150 @@
+//! The runner's side of the run store: [`RunnerStoreClient`], exactly the operations a runner makes on
+//! its run (its lease, its thread's history, its events, its cancel request, its result), on whichever
+//! backend the runner reaches. A runner holds this type rather than a [`Store`], so an operation the
+//! store socket does not carry cannot be called by a runner: that is settled when the code compiles.
+//!
+//! ```
+//! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
+//! let _ = store.is_cancel_requested("run-1").await;
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
+//! let _ = store.read_events("run-1", "0-0", 10).await; // the facade's, not the runner's
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
+//! let _ = store.request_cancel("run-1").await; // the facade's, not the runner's
+//! # }
+//! ```
+//!
+//! ```compile_fail,E0599
+//! # async fn run(store: yuxi_operator::store::RunnerStoreClient) {
+//! let _ = store.run_record("run-1").await; // the facade's, not the runner's
+//! # }
+//! ```
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+use super::{SocketStore, Store, StoreError};
+use crate::run::message::Message;
+use crate::run::{EventKind, RunResult};
+
+/// The run store as a runner reaches it. Each operation is the [`Store`] method of the same name, and
+/// returns what it returns; over the socket, it can also fail with [`StoreError::Socket`].
+#[derive(Clone)]
+pub enum RunnerStoreClient {
+    /// The store itself: Redis (a runner in a cluster, or of a local mode with Redis), or this process's
+    /// in-process store (a runner inside the process that keeps the runs, as in tests).
+    Direct(Store),
+    /// The in-process store of the local mode that started this runner subprocess, over the store socket
+    /// that local mode serves.
+    Socket(SocketStore),
+}
+
+impl From<Store> for RunnerStoreClient {
+    fn from(store: Store) -> Self {
+        RunnerStoreClient::Direct(store)
+    }
+}
+
+impl RunnerStoreClient {
+    /// Connects to Redis at `url` (see [`Store::connect_redis`]).
+    ///
+    /// Errors: [`StoreError::Redis`] when Redis cannot be reached or does not answer.
+    pub async fn connect_redis(url: &str) -> Result<RunnerStoreClient, StoreError> {
+        Ok(RunnerStoreClient::Direct(Store::connect_redis(url).await?))
+    }
+
+    /// Connects to the store served on the Unix socket at `path` (see [`super::socket`]).
+    ///
+    /// Errors: [`StoreError::Socket`] when nothing accepts connections there.
+    pub async fn connect_socket(path: &Path) -> Result<RunnerStoreClient, StoreError> {
+        Ok(RunnerStoreClient::Socket(SocketStore::connect(path).await?))
+    }
+
+    /// Appends an event to the run's stream and returns its id ([`Store::append_event`]; over the socket,
+    /// the serving process stamps the envelope).
+    pub async fn append_event(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        event: EventKind,
+        payload: Value,
+    ) -> Result<String, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.append_event(run_id, thread_id, event, payload).await,
+            RunnerStoreClient::Socket(socket) => socket.append_event(run_id, thread_id, event, payload).await,
+        }
+    }
+
+    /// The thread's messages, oldest first ([`Store::thread_messages`]).
+    pub async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.thread_messages(thread_id).await,
+            RunnerStoreClient::Socket(socket) => socket.thread_messages(thread_id).await,
+        }
+    }
+
+    /// Appends the run's new messages to its thread and records its result ([`Store::finish_run`]).
+    pub async fn finish_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        new_messages: &[Message],
+        result: &RunResult,
+    ) -> Result<(), StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.finish_run(run_id, thread_id, new_messages, result).await,
+            RunnerStoreClient::Socket(socket) => socket.finish_run(run_id, thread_id, new_messages, result).await,
+        }
+    }
+
+    /// The run's result, once it has finished ([`Store::run_result`]).
+    pub async fn run_result(&self, run_id: &str) -> Result<Option<RunResult>, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.run_result(run_id).await,
+            RunnerStoreClient::Socket(socket) => socket.run_result(run_id).await,
+        }
+    }
+
+    /// Whether a cancel was requested for the run ([`Store::is_cancel_requested`]).
+    pub async fn is_cancel_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.is_cancel_requested(run_id).await,
+            RunnerStoreClient::Socket(socket) => socket.is_cancel_requested(run_id).await,
+        }
+    }
+
+    /// Resolves when a cancel is requested for the run ([`Store::cancelled`]); over the socket there is
+    /// no notice, so it checks every `poll`.
+    pub async fn cancelled(&self, run_id: &str, poll: Duration) {
+        match self {
+            RunnerStoreClient::Direct(store) => store.cancelled(run_id, poll).await,
+            RunnerStoreClient::Socket(socket) => socket.cancelled(run_id, poll).await,
+        }
+    }
+
+    /// Takes or renews the run's runner lease for `holder` for `ttl`; returns whether `holder` holds it
+    /// now ([`Store::hold_run_lease`]).
+    pub async fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.hold_run_lease(run_id, holder, ttl).await,
+            RunnerStoreClient::Socket(socket) => socket.hold_run_lease(run_id, holder, ttl).await,
+        }
+    }
+
+    /// Gives up the run's runner lease if `holder` has it ([`Store::release_run_lease`]).
+    pub async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.release_run_lease(run_id, holder).await,
+            RunnerStoreClient::Socket(socket) => socket.release_run_lease(run_id, holder).await,
+        }
+    }
+}
