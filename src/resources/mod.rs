@@ -8,6 +8,7 @@ pub mod crd;
 pub mod manifest;
 pub mod names;
 pub mod validation;
+pub mod yaml;
 pub mod yuxi;
 
 pub use agent::{
