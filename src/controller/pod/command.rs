@@ -1,6 +1,6 @@
 //! The `sandbox-pod` command's work, the one part of the pod builder that reads files: the AgentRun, the
-//! Agent and the settings from their files, checked by the admission rules, built by
-//! [`sandbox_objects`](super::sandbox_objects) and written by [`to_yaml`](super::to_yaml).
+//! Agent and the settings from their files, checked by the admission rules, built by [`sandbox_objects`]
+//! and written by [`to_yaml`].
 
 use std::path::{Path, PathBuf};
 
