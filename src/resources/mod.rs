@@ -9,6 +9,7 @@ pub mod manifest_set;
 pub mod names;
 pub mod thread_id;
 pub mod validation;
+pub mod yaml;
 pub mod yuxi;
 
 pub use agent::{

@@ -1,13 +1,16 @@
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{Container, Toleration, Volume};
+use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements, Toleration, Volume};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use kube::core::ObjectMeta;
 
 use super::*;
 use crate::resources::manifest::{Manifest, parse_manifests};
+use crate::resources::names::{CREDENTIALS_TOKEN_KEY, credentials_secret_name, inputs_name};
 use crate::resources::validation::is_dns1123_label;
 use crate::resources::{AgentRunSpec, AgentSpec, ParentRef};
+use crate::run::inputs::{AGENT_KEY, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SKILLS_LIBRARY_DIR, SOCKET_DIR};
+use crate::run::scope::Scope;
 
 fn run() -> AgentRun {
     let mut run = AgentRun::new(

@@ -1,0 +1,74 @@
+//! The ConfigMap of a run's inputs, mounted read-only in the runner at `/etc/yuxi/inputs`: `run.yaml`
+//! (the AgentRun) and `agent.yaml` (the Agent), as the runner reads them with `--run` and `--agent`, and
+//! `mcp-servers.yaml` when the settings configure MCP servers.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
+use kube::Resource;
+use serde::Serialize;
+
+use super::PodError;
+use super::settings::SandboxSettings;
+use crate::resources::names::inputs_name;
+use crate::resources::{Agent, AgentRun};
+use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, RUN_KEY};
+
+/// The inputs of `run` and `agent` as a ConfigMap named by [`inputs_name`] in the run's namespace, with
+/// `labels` and `owner_references`; immutable.
+///
+/// Errors: [`PodError::Encode`] naming the key whose content cannot be written as YAML (not expected for
+/// objects that were read from YAML).
+pub(super) fn inputs_config_map(
+    run: &AgentRun,
+    agent: &Agent,
+    settings: &SandboxSettings,
+    labels: BTreeMap<String, String>,
+    owner_references: Option<Vec<OwnerReference>>,
+) -> Result<ConfigMap, PodError> {
+    let mut data = BTreeMap::from([
+        (RUN_KEY.to_string(), input_manifest(run, RUN_KEY)?),
+        (AGENT_KEY.to_string(), input_manifest(agent, AGENT_KEY)?),
+    ]);
+    if !settings.mcp_servers.is_empty() {
+        let servers = serde_norway::to_string(&settings.mcp_servers)
+            .map_err(|e| PodError::Encode { field: MCP_SERVERS_KEY.to_string(), message: e.to_string() })?;
+        data.insert(MCP_SERVERS_KEY.to_string(), servers);
+    }
+    Ok(ConfigMap {
+        metadata: ObjectMeta {
+            name: Some(inputs_name(run)),
+            namespace: run.metadata.namespace.clone(),
+            labels: Some(labels),
+            owner_references,
+            ..ObjectMeta::default()
+        },
+        data: Some(data),
+        immutable: Some(true),
+        ..ConfigMap::default()
+    })
+}
+
+/// A manifest for the inputs: the object's kind, name, namespace, uid, labels and spec, without its
+/// status or the server's bookkeeping (managed fields, resource version), which the runner does not read.
+fn input_manifest<K>(object: &K, key: &str) -> Result<String, PodError>
+where
+    K: Resource + Clone + Serialize,
+{
+    let mut object = object.clone();
+    let meta = object.meta_mut();
+    *meta = ObjectMeta {
+        name: meta.name.take(),
+        namespace: meta.namespace.take(),
+        uid: meta.uid.take(),
+        labels: meta.labels.take(),
+        ..ObjectMeta::default()
+    };
+    let mut value = serde_json::to_value(&object)
+        .map_err(|e| PodError::Encode { field: key.to_string(), message: e.to_string() })?;
+    if let Some(map) = value.as_object_mut() {
+        map.remove("status");
+    }
+    serde_norway::to_string(&value).map_err(|e| PodError::Encode { field: key.to_string(), message: e.to_string() })
+}

@@ -1,0 +1,233 @@
+//! The sandbox settings ([`SandboxSettings`], from the controller's settings file or `sandbox-pod
+//! --settings`), their defaults, and the rules a usable set of settings keeps ([`check_settings`]): what
+//! the API server would accept but the sandbox must not run with.
+
+use std::collections::BTreeMap;
+
+use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
+use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
+use serde::{Deserialize, Serialize};
+
+use super::PodError;
+use crate::resources::validation::is_dns1123_subdomain;
+use crate::run::inputs::McpServers;
+
+/// A key of a Secret in the run's namespace.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct SecretKey {
+    /// The Secret's name.
+    pub name: String,
+    /// The key within it.
+    pub key: String,
+}
+
+/// Settings of sandbox pods, from the controller's settings file (or `sandbox-pod --settings`).
+/// Fields are camelCase; every field is optional in the file (a missing one takes its default), an
+/// unknown one is an error (a misspelt hardening setting must not be ignored silently).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct SandboxSettings {
+    /// The image of both containers (it must hold `yuxi-operator` on its `PATH`). Default:
+    /// `yuxi-operator:<this crate's version>`.
+    pub image: String,
+    /// Another image for the sandbox container only (a toolbox with compilers and interpreters for the
+    /// model's commands; it must hold `yuxi-operator` too). Default: `image`.
+    pub sandbox_image: Option<String>,
+    /// `Always`, `IfNotPresent` or `Never`. Default: unset (Kubernetes decides from the tag).
+    pub image_pull_policy: Option<String>,
+    /// Names of Secrets in the run's namespace to pull the images with.
+    pub image_pull_secrets: Vec<String>,
+    /// A RuntimeClass for stronger isolation (`gvisor`, `kata`). Default: unset (the node's runtime).
+    pub runtime_class_name: Option<String>,
+    /// A PriorityClass for sandbox pods. Default: unset.
+    pub priority_class_name: Option<String>,
+    /// Node labels a sandbox pod must be scheduled on.
+    pub node_selector: BTreeMap<String, String>,
+    /// Tolerations of sandbox pods.
+    pub tolerations: Vec<Toleration>,
+    /// Extra labels on sandbox pods; the builder's own labels win over them.
+    pub pod_labels: BTreeMap<String, String>,
+    /// Extra annotations on sandbox pods; the builder's own annotations win over them.
+    pub pod_annotations: BTreeMap<String, String>,
+    /// The uid both containers run as; not 0. Default: 65532.
+    pub run_as_user: i64,
+    /// The gid both containers run as; not 0. Default: 65532.
+    pub run_as_group: i64,
+    /// The group that owns the volumes (the claims must be writable by it); not 0. Default: 65532.
+    pub fs_group: i64,
+    /// `false` runs the pod in its own user namespace (needs Kubernetes 1.33 or later and a runtime that
+    /// supports it). Default: unset (the host's).
+    pub host_users: Option<bool>,
+    /// Resource requests and limits of the runner container. Default: requests 100m CPU and 256Mi
+    /// memory, limits 1 CPU and 1Gi memory.
+    pub runner_resources: ResourceRequirements,
+    /// Resource requests and limits of the sandbox container. Default: requests 250m CPU and 512Mi
+    /// memory, limits 2 CPUs and 2Gi memory.
+    pub sandbox_resources: ResourceRequirements,
+    /// The size limit of each container's `/tmp` emptyDir. Default: 1Gi.
+    pub tmp_size_limit: Quantity,
+    /// Seconds added to the run's `timeoutSeconds` for the pod's `activeDeadlineSeconds`: time to pull the
+    /// image, start, and end the run cleanly after its own time-out; not negative. Default: 300.
+    pub deadline_grace_seconds: i64,
+    /// The PersistentVolumeClaim holding `users/<uid>/workspace` and `threads/<file_thread_id>/{uploads,
+    /// outputs}`. Runs of many users share it: it must be ReadWriteMany unless every pod lands on one
+    /// node. Default: `yuxi-data`.
+    pub user_data_claim: String,
+    /// The PersistentVolumeClaim holding `skills/<thread_id>`; may be the same claim as
+    /// `userDataClaim` (then one volume serves both). Default: `yuxi-data`.
+    pub skills_claim: String,
+    /// The PersistentVolumeClaim of the skills library (folders with a `SKILL.md`), mounted read-only in
+    /// the runner container, which projects the agent's skills from it; `null`: runs get no skills.
+    /// Default: `yuxi-skills-library`.
+    pub skills_library_claim: Option<String>,
+    /// The uid of runs that set no `spec.uid`; unset: such runs are refused (their workspace would be
+    /// nobody's). Default: unset.
+    pub default_uid: Option<String>,
+    /// The Secret key holding the Redis URL (`YUXI_REDIS_URL`). Default: `yuxi-redis`, key `url`.
+    pub redis_url_secret: SecretKey,
+    /// The Secret key holding the model API key (`OPENAI_API_KEY`), referenced as optional; `null`: no
+    /// key. Default: `yuxi-model`, key `api-key`.
+    pub openai_api_key_secret: Option<SecretKey>,
+    /// The OpenAI-compatible endpoint (`OPENAI_BASE_URL`). Default: unset (with a key: OpenAI's own).
+    pub openai_base_url: Option<String>,
+    /// The model of agents that name none (`YUXI_DEFAULT_MODEL`). Default: unset.
+    pub default_model: Option<String>,
+    /// The facade's URL inside the cluster (`YUXI_FACADE_URL`), through which a main agent's run
+    /// delegates to subagents; unset: runs get no subagent tools. Default: unset.
+    pub facade_url: Option<String>,
+    /// The MCP servers agents may use, as the runner's `--mcp-servers` file has them (`name: {url,
+    /// tools}`); written into the inputs ConfigMap and named by `YUXI_MCP_SERVERS` when not empty.
+    pub mcp_servers: BTreeMap<String, serde_json::Value>,
+}
+
+impl Default for SandboxSettings {
+    fn default() -> Self {
+        let resources = |request_cpu: &str, request_memory: &str, limit_cpu: &str, limit_memory: &str| {
+            let quantities = |cpu: &str, memory: &str| {
+                BTreeMap::from([
+                    ("cpu".to_string(), Quantity(cpu.to_string())),
+                    ("memory".to_string(), Quantity(memory.to_string())),
+                ])
+            };
+            ResourceRequirements {
+                requests: Some(quantities(request_cpu, request_memory)),
+                limits: Some(quantities(limit_cpu, limit_memory)),
+                ..ResourceRequirements::default()
+            }
+        };
+        Self {
+            image: format!("yuxi-operator:{}", env!("CARGO_PKG_VERSION")),
+            sandbox_image: None,
+            image_pull_policy: None,
+            image_pull_secrets: Vec::new(),
+            runtime_class_name: None,
+            priority_class_name: None,
+            node_selector: BTreeMap::new(),
+            tolerations: Vec::new(),
+            pod_labels: BTreeMap::new(),
+            pod_annotations: BTreeMap::new(),
+            run_as_user: 65532,
+            run_as_group: 65532,
+            fs_group: 65532,
+            host_users: None,
+            runner_resources: resources("100m", "256Mi", "1", "1Gi"),
+            sandbox_resources: resources("250m", "512Mi", "2", "2Gi"),
+            tmp_size_limit: Quantity("1Gi".to_string()),
+            deadline_grace_seconds: 300,
+            user_data_claim: "yuxi-data".to_string(),
+            skills_claim: "yuxi-data".to_string(),
+            skills_library_claim: Some("yuxi-skills-library".to_string()),
+            default_uid: None,
+            redis_url_secret: SecretKey { name: "yuxi-redis".to_string(), key: "url".to_string() },
+            openai_api_key_secret: Some(SecretKey { name: "yuxi-model".to_string(), key: "api-key".to_string() }),
+            openai_base_url: None,
+            default_model: None,
+            facade_url: None,
+            mcp_servers: BTreeMap::new(),
+        }
+    }
+}
+
+impl SandboxSettings {
+    /// Reads settings from YAML text (an empty document gives the defaults).
+    ///
+    /// Errors: `<field path>: <problem>` for a value of the wrong shape or an unknown field, or the
+    /// parser's message (with line and column) for text that is not YAML.
+    pub fn from_yaml(text: &str) -> Result<Self, String> {
+        let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+        if value.is_null() {
+            return Ok(Self::default());
+        }
+        serde_path_to_error::deserialize(value).map_err(|e| {
+            let path = e.path().to_string();
+            let field = if path == "." || path.is_empty() { "settings".to_string() } else { path };
+            format!("{field}: {}", e.inner())
+        })
+    }
+}
+
+/// A [`PodError::Settings`] naming the setting `field` (camelCase, as in the file).
+pub(super) fn settings_error(field: &str, message: impl Into<String>) -> PodError {
+    PodError::Settings { field: field.to_string(), message: message.into() }
+}
+
+/// The settings' own rules: what the API server would accept but the sandbox must not run with.
+///
+/// Errors: [`PodError::Settings`] naming the first unusable setting: a root (not positive) `runAsUser`,
+/// `runAsGroup` or `fsGroup`; an empty `image` or `sandboxImage`; an `imagePullPolicy` other than
+/// `Always`, `IfNotPresent` or `Never`; a negative `deadlineGraceSeconds`; a claim or Secret name that is
+/// not a DNS-1123 subdomain, or an empty Secret key; `mcpServers` that are not MCP servers (`{url, tools}`).
+pub(super) fn check_settings(settings: &SandboxSettings) -> Result<(), PodError> {
+    for (field, id) in
+        [("runAsUser", settings.run_as_user), ("runAsGroup", settings.run_as_group), ("fsGroup", settings.fs_group)]
+    {
+        if id <= 0 {
+            return Err(settings_error(field, format!("must be a positive id, not root (is {id})")));
+        }
+    }
+    if settings.image.trim().is_empty() {
+        return Err(settings_error("image", "is required"));
+    }
+    if settings.sandbox_image.as_deref().is_some_and(|image| image.trim().is_empty()) {
+        return Err(settings_error("sandboxImage", "must not be empty (leave it out to use image)"));
+    }
+    if let Some(policy) = &settings.image_pull_policy
+        && !matches!(policy.as_str(), "Always" | "IfNotPresent" | "Never")
+    {
+        return Err(settings_error("imagePullPolicy", format!("{policy:?} is not Always, IfNotPresent or Never")));
+    }
+    if settings.deadline_grace_seconds < 0 {
+        return Err(settings_error(
+            "deadlineGraceSeconds",
+            format!("must not be negative (is {})", settings.deadline_grace_seconds),
+        ));
+    }
+    for (field, claim) in [
+        ("userDataClaim", Some(&settings.user_data_claim)),
+        ("skillsClaim", Some(&settings.skills_claim)),
+        ("skillsLibraryClaim", settings.skills_library_claim.as_ref()),
+    ] {
+        if let Some(claim) = claim
+            && !is_dns1123_subdomain(claim)
+        {
+            return Err(settings_error(field, format!("{claim:?} is not a PersistentVolumeClaim name")));
+        }
+    }
+    let mut secrets = vec![("redisUrlSecret", &settings.redis_url_secret)];
+    secrets.extend(settings.openai_api_key_secret.as_ref().map(|s| ("openaiApiKeySecret", s)));
+    for (field, secret) in secrets {
+        if !is_dns1123_subdomain(&secret.name) {
+            return Err(settings_error(&format!("{field}.name"), format!("{:?} is not a Secret name", secret.name)));
+        }
+        if secret.key.is_empty() {
+            return Err(settings_error(&format!("{field}.key"), "is required"));
+        }
+    }
+    if !settings.mcp_servers.is_empty() {
+        let servers = serde_json::Value::Object(settings.mcp_servers.clone().into_iter().collect());
+        serde_json::from_value::<McpServers>(servers)
+            .map_err(|e| settings_error("mcpServers", format!("is not a map of MCP servers ({{url, tools}}): {e}")))?;
+    }
+    Ok(())
+}
