@@ -84,8 +84,7 @@ pub async fn list(
     let agents: Vec<AgentView> = state
         .agents
         .all()
-        .await
-        .map_err(catalog_error)?
+        .await?
         .iter()
         .filter(|a| permission(&who, a) >= Permission::Read)
         .filter(|a| query.include_subagents || !a.spec.is_subagent())
@@ -109,7 +108,7 @@ pub async fn list(
     security(("bearer" = [])),
 )]
 pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<AgentView>, ApiError> {
-    let default = state.agents.all().await.map_err(catalog_error)?.into_iter().find(|a| a.spec.is_default());
+    let default = state.agents.all().await?.into_iter().find(|a| a.spec.is_default());
     let agent =
         visible(default, &who, "default").map_err(|_| ApiError::NotFound("there is no default agent".into()))?;
     Ok(Json(view(&agent, &who)))
@@ -189,7 +188,7 @@ pub async fn get(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<Json<AgentView>, ApiError> {
-    let agent = visible(state.agents.get(&slug).await.map_err(catalog_error)?, &who, &slug)?;
+    let agent = visible(state.agents.get(&slug).await?, &who, &slug)?;
     Ok(Json(view(&agent, &who)))
 }
 
@@ -275,7 +274,9 @@ pub async fn create(
     }
     let base = match &body.slug {
         Some(slug) => slug.clone(),
-        None => slugify(&body.name).ok_or_else(|| invalid("name", "no slug can be made of it; give a slug"))?,
+        None => {
+            slugify(&body.name).ok_or_else(|| ApiError::invalid("name", "no slug can be made of it; give a slug"))?
+        }
     };
     let share = body.share_config.as_ref().map(AgentShare::from).unwrap_or_else(|| AgentShare {
         read_scope: Some(ShareScope {
@@ -301,7 +302,7 @@ pub async fn create(
     // Another create may take the slug between the look and the write: the catalog refuses the second,
     // and the next free suffix is tried.
     for _ in 0..CREATE_ATTEMPTS {
-        let others = state.agents.all().await.map_err(catalog_error)?;
+        let others = state.agents.all().await?;
         let slug = unique_slug(&base, &others);
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..ObjectMeta::default() };
@@ -309,7 +310,7 @@ pub async fn create(
         match state.agents.create(agent).await {
             Ok(agent) => return Ok((StatusCode::CREATED, Json(view(&agent, &who)))),
             Err(CatalogError::Exists(_)) => continue,
-            Err(err) => return Err(catalog_error(err)),
+            Err(err) => return Err(err.into()),
         }
     }
     Err(ApiError::Conflict(format!("no free slug could be taken for {base:?}; retry")))
@@ -346,7 +347,7 @@ pub async fn update(
     JsonBody(body): JsonBody<UpdateAgent>,
 ) -> Result<Json<AgentView>, ApiError> {
     let _ = (&body.icon, &body.pics);
-    let others = state.agents.all().await.map_err(catalog_error)?;
+    let others = state.agents.all().await?;
     let mut agent = visible(others.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
     if permission(&who, &agent) < Permission::Manage {
         return Err(ApiError::Forbidden(format!("you may read agent {slug:?} but not change it")));
@@ -377,7 +378,7 @@ pub async fn update(
         spec.share = Some(share);
     }
     judge(&agent, &others)?;
-    let agent = state.agents.replace(agent).await.map_err(catalog_error)?;
+    let agent = state.agents.replace(agent).await?;
     Ok(Json(view(&agent, &who)))
 }
 
@@ -403,14 +404,14 @@ pub async fn delete(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let agent = visible(state.agents.get(&slug).await.map_err(catalog_error)?, &who, &slug)?;
+    let agent = visible(state.agents.get(&slug).await?, &who, &slug)?;
     if slug == GENERAL_PURPOSE {
         return Err(ApiError::Conflict("the built-in general-purpose subagent cannot be deleted".into()));
     }
     if permission(&who, &agent) < Permission::Manage {
         return Err(ApiError::Forbidden(format!("you may read agent {slug:?} but not delete it")));
     }
-    state.agents.delete(&slug).await.map_err(catalog_error)?;
+    state.agents.delete(&slug).await?;
     Ok(StatusCode::NO_CONTENT)
 }
 
@@ -436,12 +437,8 @@ fn judge(agent: &Agent, others: &[Agent]) -> Result<(), ApiError> {
     report.extend(validate_agent_among(agent, others));
     match report.errors.first() {
         None => Ok(()),
-        Some(error) => Err(invalid(&yuxi_field(&error.field), &error.message)),
+        Some(error) => Err(ApiError::invalid(yuxi_field(&error.field), error.message.as_str())),
     }
-}
-
-fn invalid(field: &str, message: &str) -> ApiError {
-    ApiError::Invalid { field: field.to_string(), message: message.to_string() }
 }
 
 /// A resource field path in Yuxi's spelling: `spec.context.maxExecutionSteps` is
@@ -499,30 +496,6 @@ fn unique_slug(base: &str, taken: &[Agent]) -> String {
         .unwrap_or_else(|| format!("{base}-{}", uuid::Uuid::new_v4().simple()))
 }
 
-/// A catalog failure, as the answer to a client.
-pub fn catalog_error(err: CatalogError) -> ApiError {
-    match err {
-        CatalogError::Exists(_) | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
-        CatalogError::Missing(slug) => ApiError::NotFound(format!("agent {slug:?} does not exist")),
-        CatalogError::Rejected(message) => {
-            let field = rejected_field(&message).map(|f| yuxi_field(&f)).unwrap_or_else(|| "agent".to_string());
-            ApiError::Invalid { field, message }
-        }
-        CatalogError::Unavailable(message) => ApiError::Unavailable(message),
-    }
-}
-
-/// The field a Kubernetes refusal names: `... is invalid: spec.context.tools[0]: Invalid value ...`, or an
-/// admission denial `... denied the request: spec.backend: ...`.
-fn rejected_field(message: &str) -> Option<String> {
-    let rest = message
-        .split_once("is invalid: ")
-        .or_else(|| message.split_once("denied the request: "))
-        .map(|(_, rest)| rest)?;
-    let field = rest.split_once(": ")?.0;
-    (field.starts_with("spec") || field.starts_with("metadata")).then(|| field.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -543,20 +516,6 @@ mod tests {
         assert_eq!(yuxi_field("spec.backend"), "backend_id");
         assert_eq!(yuxi_field("metadata.name"), "slug");
         assert_eq!(yuxi_field("spec.context.tools[2]"), "config_json.context.tools[2]");
-    }
-
-    #[test]
-    fn kubernetes_refusals_name_the_yuxi_field() {
-        let cel = r#"Agent.yuxi.dev "x" is invalid: spec.context.maxExecutionSteps: Invalid value: 0: must be >= 1"#;
-        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected(cel.into())) else { panic!() };
-        assert_eq!(field, "config_json.context.max_execution_steps");
-        let webhook = r#"admission webhook "agents.yuxi.dev" denied the request: spec.isSubagent: must be true"#;
-        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected(webhook.into())) else { panic!() };
-        assert_eq!(field, "is_subagent");
-        let ApiError::Invalid { field, .. } = catalog_error(CatalogError::Rejected("no field here".into())) else {
-            panic!()
-        };
-        assert_eq!(field, "agent");
     }
 
     #[test]

@@ -27,7 +27,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             if inner.is_syntax() || inner.is_eof() {
                 ApiError::BadRequest(format!("the body is not JSON: {inner}"))
             } else {
-                ApiError::Invalid { field: if path == "." { "body".into() } else { path }, message: inner.to_string() }
+                ApiError::invalid(if path == "." { "body".into() } else { path }, inner.to_string())
             }
         })?;
         deserializer.end().map_err(|e| ApiError::BadRequest(format!("the body is not one JSON value: {e}")))?;

@@ -1,10 +1,24 @@
 //! The facade's errors, mapped to HTTP status in one place. Every error answers JSON
 //! `{"code": ..., "message": ..., "field": ...}`, the field present when one is at fault.
+//!
+//! The errors of what the facade calls convert here, so handlers use `?`:
+//!
+//! | from | answer |
+//! |---|---|
+//! | [`StoreError`] (any) | 503 `unavailable`, "the run store failed: ..." |
+//! | [`CatalogError::Exists`], [`CatalogError::Conflict`] | 409 `conflict`, the catalog's message |
+//! | [`CatalogError::Missing`] | 404 `not_found`, "agent \"slug\" does not exist" |
+//! | [`CatalogError::Rejected`] | 422 `validation_failed`, the field the refusal names in Yuxi's spelling, else `agent` |
+//! | [`CatalogError::Unavailable`] | 503 `unavailable`, the catalog's message |
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
+
+use super::agents::yuxi_field;
+use super::catalog::CatalogError;
+use crate::store::StoreError;
 
 /// An error answered to a client.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
@@ -80,6 +94,11 @@ pub struct ErrorBody {
 }
 
 impl ApiError {
+    /// A 422 `validation_failed` naming `field` (in the request's own spelling) and what is wrong with it.
+    pub fn invalid(field: impl Into<String>, message: impl Into<String>) -> Self {
+        ApiError::Invalid { field: field.into(), message: message.into() }
+    }
+
     /// The HTTP status and the machine-readable code.
     pub fn status(&self) -> (StatusCode, &'static str) {
         match self {
@@ -126,5 +145,71 @@ impl IntoResponse for ApiError {
             response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }
         response
+    }
+}
+
+/// A failure of the run store: 503, whatever failed.
+impl From<StoreError> for ApiError {
+    fn from(err: StoreError) -> Self {
+        ApiError::Unavailable(format!("the run store failed: {err}"))
+    }
+}
+
+/// A failure of the agent catalog (see the module's table).
+impl From<CatalogError> for ApiError {
+    fn from(err: CatalogError) -> Self {
+        match err {
+            CatalogError::Exists(_) | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
+            CatalogError::Missing(slug) => ApiError::NotFound(format!("agent {slug:?} does not exist")),
+            CatalogError::Rejected(message) => {
+                let field = rejected_field(&message).map(|f| yuxi_field(&f)).unwrap_or_else(|| "agent".to_string());
+                ApiError::Invalid { field, message }
+            }
+            CatalogError::Unavailable(message) => ApiError::Unavailable(message),
+        }
+    }
+}
+
+/// The field a Kubernetes refusal names: `... is invalid: spec.context.tools[0]: Invalid value ...`, or an
+/// admission denial `... denied the request: spec.backend: ...`.
+fn rejected_field(message: &str) -> Option<String> {
+    let rest = message
+        .split_once("is invalid: ")
+        .or_else(|| message.split_once("denied the request: "))
+        .map(|(_, rest)| rest)?;
+    let field = rest.split_once(": ")?.0;
+    (field.starts_with("spec") || field.starts_with("metadata")).then(|| field.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn kubernetes_refusals_name_the_yuxi_field() {
+        let cel = r#"Agent.yuxi.dev "x" is invalid: spec.context.maxExecutionSteps: Invalid value: 0: must be >= 1"#;
+        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected(cel.into())) else { panic!() };
+        assert_eq!(field, "config_json.context.max_execution_steps");
+        let webhook = r#"admission webhook "agents.yuxi.dev" denied the request: spec.isSubagent: must be true"#;
+        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected(webhook.into())) else { panic!() };
+        assert_eq!(field, "is_subagent");
+        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected("no field here".into())) else {
+            panic!()
+        };
+        assert_eq!(field, "agent");
+    }
+
+    #[test]
+    fn catalog_and_store_failures_answer_as_before() {
+        let answer = |err: ApiError| (err.status().0.as_u16(), err.to_string());
+        assert_eq!(answer(CatalogError::Exists("a".into()).into()), (409, r#"agent "a" exists already"#.into()));
+        assert_eq!(answer(CatalogError::Conflict("stale".into()).into()), (409, "stale".into()));
+        assert_eq!(answer(CatalogError::Missing("a".into()).into()), (404, r#"agent "a" does not exist"#.into()));
+        assert_eq!(answer(CatalogError::Unavailable("down".into()).into()), (503, "down".into()));
+        let store = StoreError::Unsupported { operation: "claim_thread" };
+        assert_eq!(
+            answer(store.into()),
+            (503, "the run store failed: the store socket does not carry claim_thread: it serves runners only".into())
+        );
     }
 }

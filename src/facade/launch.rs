@@ -10,9 +10,9 @@ use kube::core::ObjectMeta;
 use crate::resources::names::{AGENT_LABEL, PARENT_RUN_LABEL, label_value};
 use crate::resources::{Agent, AgentRun, AgentRunSpec};
 use crate::run::inputs::env as env_names;
-use crate::run::scope::{ScopeIds, VolumePaths, file_thread_id};
+use crate::run::scope::{NotAPathSegment, ScopeIds, VolumePaths, file_thread_id};
 use crate::run::{RunRecord, RunStatus};
-use crate::store::Store;
+use crate::store::{Store, StoreError};
 
 /// Where a runner subprocess keeps its run's state: the store the launching process uses, reached the
 /// way a subprocess can reach it.
@@ -49,11 +49,10 @@ impl LocalLauncher {
     /// The volumes of a run. Every segment is an id checked by
     /// [`crate::run::thread_id::is_valid_id`] (no `/`, no leading `.`), so none can climb out.
     ///
-    /// Errors: an id that is not a safe path segment (the record's ids are checked when it is made, so
-    /// this only happens to a record that was written by something else).
-    pub fn volumes(&self, record: &RunRecord) -> Result<VolumePaths, String> {
-        let ids = ScopeIds::new(&record.uid, "thread_id", &record.thread_id, record.parent.as_ref())
-            .map_err(|e| e.to_string())?;
+    /// Errors: [`LaunchError::Volumes`], an id that is not a safe path segment (the record's ids are
+    /// checked when it is made, so this only happens to a record that was written by something else).
+    pub fn volumes(&self, record: &RunRecord) -> Result<VolumePaths, LaunchError> {
+        let ids = ScopeIds::new(&record.uid, "thread_id", &record.thread_id, record.parent.as_ref())?;
         debug_assert_eq!(ids.file_thread_id, file_thread_id(&record.thread_id, record.parent.as_ref()));
         Ok(ids.volumes_under(&self.data_dir))
     }
@@ -68,7 +67,7 @@ impl LocalLauncher {
             let status = match launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await {
                 Err(error) => {
                     tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
-                    (RunStatus::Failed, Some(error))
+                    (RunStatus::Failed, Some(error.to_string()))
                 }
                 Ok(()) => match store.run_result(&run_id).await {
                     Ok(Some(result)) => match result.status {
@@ -85,6 +84,11 @@ impl LocalLauncher {
         });
     }
 
+    /// Marks the run running, writes its manifests and volumes, and runs the runner to its end. `Ok` too
+    /// when the run was cancelled before it started (it is then not started).
+    ///
+    /// Errors: the store fails ([`LaunchError::Store`]), or the run's folders or manifests cannot be made
+    /// or the runner cannot be started (the other variants, each naming the run).
     async fn execute(
         &self,
         store: &Store,
@@ -92,21 +96,23 @@ impl LocalLauncher {
         agent: &Agent,
         input: String,
         credentials: Option<&str>,
-    ) -> Result<(), String> {
+    ) -> Result<(), LaunchError> {
+        let run_id = || record.run_id.clone();
         // A run cancelled before it started is not started at all.
-        if !store.set_run_status(&record.run_id, RunStatus::Running, None).await.map_err(|e| e.to_string())? {
+        if !store.set_run_status(&record.run_id, RunStatus::Running, None).await? {
             return Ok(());
         }
         let dir = self.data_dir.join("runs").join(&record.run_id);
         let volumes = self.volumes(record)?;
-        volumes.create_all().map_err(|e| format!("cannot make the run's volumes: {e}"))?;
-        std::fs::create_dir_all(&dir).map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        volumes.create_all().map_err(|source| LaunchError::MakeVolumes { run_id: run_id(), source })?;
+        std::fs::create_dir_all(&dir).map_err(|source| LaunchError::MakeDir { path: dir.clone(), source })?;
         let run = agent_run(record, input);
-        let write = |name: &str, text: String| {
-            std::fs::write(dir.join(name), text).map_err(|e| format!("cannot write {name}: {e}"))
+        let write = |name: &'static str, text: Result<String, serde_norway::Error>| {
+            let text = text.map_err(|source| LaunchError::Manifest { run_id: run_id(), name, source })?;
+            std::fs::write(dir.join(name), text).map_err(|source| LaunchError::Write { run_id: run_id(), name, source })
         };
-        write("run.yaml", serde_norway::to_string(&run).map_err(|e| e.to_string())?)?;
-        write("agent.yaml", serde_norway::to_string(agent).map_err(|e| e.to_string())?)?;
+        write("run.yaml", serde_norway::to_string(&run))?;
+        write("agent.yaml", serde_norway::to_string(agent))?;
         let mut command = tokio::process::Command::new(&self.exe);
         command
             .arg("runner")
@@ -145,10 +151,89 @@ impl LocalLauncher {
             Some(library) => command.env(env_names::SKILLS_LIBRARY, library),
             None => command.env_remove(env_names::SKILLS_LIBRARY),
         };
-        let status = command.status().await.map_err(|e| format!("cannot start the runner: {e}"))?;
+        let status = command.status().await.map_err(|source| LaunchError::StartRunner { run_id: run_id(), source })?;
         tracing::info!(run_id = %record.run_id, status = %status, "runner ended");
         Ok(())
     }
+}
+
+/// A run could not be launched.
+#[derive(Debug, thiserror::Error)]
+pub enum LaunchError {
+    /// An id of the run record cannot be a path segment of its volumes.
+    #[error(transparent)]
+    Volumes(#[from] NotAPathSegment),
+    /// The run store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    /// The run's volumes cannot be made.
+    #[error("cannot make the run's volumes: {source}")]
+    MakeVolumes {
+        /// The run.
+        run_id: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The run's folder (`runs/<run_id>` under the data folder) cannot be made.
+    #[error("cannot make {}: {source}", path.display())]
+    MakeDir {
+        /// The folder.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A manifest of the run cannot be written as YAML.
+    #[error("{source}")]
+    Manifest {
+        /// The run.
+        run_id: String,
+        /// The manifest's file name: `run.yaml` or `agent.yaml`.
+        name: &'static str,
+        /// Why.
+        source: serde_norway::Error,
+    },
+    /// A manifest of the run cannot be written to its folder.
+    #[error("cannot write {name}: {source}")]
+    Write {
+        /// The run.
+        run_id: String,
+        /// The manifest's file name: `run.yaml` or `agent.yaml`.
+        name: &'static str,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The runner subprocess cannot be started.
+    #[error("cannot start the runner: {source}")]
+    StartRunner {
+        /// The run.
+        run_id: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The run's AgentRun cannot be created.
+    #[error("the AgentRun could not be created: {source}")]
+    CreateAgentRun {
+        /// The run, which names the AgentRun.
+        run_id: String,
+        /// The Kubernetes API's refusal or failure.
+        source: kube::Error,
+    },
+    /// The run's AgentRun exists already but cannot be read back.
+    #[error("the AgentRun could not be read back: {source}")]
+    ReadAgentRun {
+        /// The run, which names the AgentRun.
+        run_id: String,
+        /// The Kubernetes API's failure.
+        source: kube::Error,
+    },
+    /// The Secret with the run's credentials cannot be created.
+    #[error("the run's credentials Secret could not be created: {source}")]
+    CreateSecret {
+        /// The run.
+        run_id: String,
+        /// The Kubernetes API's refusal or failure.
+        source: kube::Error,
+    },
 }
 
 /// What follows the end of every run: its unfinished children are cancelled (a parent that ends leaves no
@@ -204,17 +289,27 @@ impl ClusterLauncher {
 
     /// Creates the run's AgentRun and, for a parent run, the Secret with its credentials (key `token`,
     /// owned by the AgentRun, so it goes with it), which the controller mounts into the runner container
-    /// only. An object of that name existing already (a retry) counts as created. Errors: the Kubernetes
-    /// API's refusal or failure, as text.
-    pub async fn create(&self, record: &RunRecord, input: String, credentials: Option<&str>) -> Result<(), String> {
+    /// only. An object of that name existing already (a retry) counts as created.
+    ///
+    /// Errors: the Kubernetes API's refusal or failure, as [`LaunchError::CreateAgentRun`],
+    /// [`LaunchError::ReadAgentRun`] or [`LaunchError::CreateSecret`], naming the run.
+    pub async fn create(
+        &self,
+        record: &RunRecord,
+        input: String,
+        credentials: Option<&str>,
+    ) -> Result<(), LaunchError> {
         use crate::resources::names;
+        let run_id = || record.run_id.clone();
         let params = kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
         let run = match self.api.create(&params, &agent_run(record, input)).await {
             Ok(run) => run,
-            Err(kube::Error::Api(status)) if status.code == 409 => {
-                self.api.get(&record.run_id).await.map_err(|e| format!("the AgentRun could not be read back: {e}"))?
-            }
-            Err(err) => return Err(format!("the AgentRun could not be created: {err}")),
+            Err(kube::Error::Api(status)) if status.code == 409 => self
+                .api
+                .get(&record.run_id)
+                .await
+                .map_err(|source| LaunchError::ReadAgentRun { run_id: run_id(), source })?,
+            Err(source) => return Err(LaunchError::CreateAgentRun { run_id: run_id(), source }),
         };
         let Some(token) = credentials else { return Ok(()) };
         let namespace = kube::ResourceExt::namespace(&run).unwrap_or_default();
@@ -241,7 +336,7 @@ impl ClusterLauncher {
         match secrets.create(&params, &secret).await {
             Ok(_) => Ok(()),
             Err(kube::Error::Api(status)) if status.code == 409 => Ok(()),
-            Err(err) => Err(format!("the run's credentials Secret could not be created: {err}")),
+            Err(source) => Err(LaunchError::CreateSecret { run_id: run_id(), source }),
         }
     }
 }
@@ -272,6 +367,7 @@ impl Launcher {
                 tokio::spawn(async move {
                     if let Err(error) = cluster.create(&record, input, credentials.as_deref()).await {
                         tracing::error!(run_id = %record.run_id, error = %error, "the run could not be started");
+                        let error = error.to_string();
                         if let Err(err) = store.set_run_status(&record.run_id, RunStatus::Failed, Some(&error)).await {
                             tracing::error!(run_id = %record.run_id, error = %err, "cannot record the run's failure");
                         }

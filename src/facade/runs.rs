@@ -34,7 +34,7 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
     if !is_valid_id(run_id) {
         return Err(missing());
     }
-    let record = store.run_record(run_id).await.map_err(super::tools::store_error)?.ok_or_else(missing)?;
+    let record = store.run_record(run_id).await?.ok_or_else(missing)?;
     if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
 }
 
@@ -91,19 +91,17 @@ pub async fn start(
     super::body::JsonBody(body): super::body::JsonBody<StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = super::tools::runs(&state)?;
-    let invalid = |field: &str, message: String| ApiError::Invalid { field: field.into(), message };
     if body.query.trim().is_empty() {
-        return Err(invalid("query", "is empty".into()));
+        return Err(ApiError::invalid("query", "is empty"));
     }
     let agent = state
         .agents
         .get(&body.agent_slug)
-        .await
-        .map_err(super::agents::catalog_error)?
+        .await?
         .filter(|a| crate::access::permission(&who, a) >= crate::access::Permission::Read)
         .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", body.agent_slug)))?;
     if agent.spec.is_subagent() {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "agent_slug",
             format!("{:?} is a subagent: subagents run when a main agent delegates to them", body.agent_slug),
         ));
@@ -115,7 +113,7 @@ pub async fn start(
                 || thread.contains("_sub_")
                 || thread.len() > crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN =>
         {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 "thread_id",
                 format!(
                     "{thread:?} is not a conversation thread id (letters, digits, '.', '_', '-'; at most {} characters)",
@@ -127,7 +125,7 @@ pub async fn start(
     };
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
     // another user answers as a missing one, and its runs are never named.
-    if !store.claim_thread(&thread_id, &who.uid).await.map_err(super::tools::store_error)? {
+    if !store.claim_thread(&thread_id, &who.uid).await? {
         return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
     }
     let record = RunRecord {
@@ -140,10 +138,10 @@ pub async fn start(
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
     };
-    match store.create_run(&record, None).await.map_err(super::tools::store_error)? {
+    match store.create_run(&record, None).await? {
         crate::run::Created::Started => {}
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
-            let status = store.run_record(&active).await.map_err(super::tools::store_error)?.map(|r| r.status);
+            let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
                 thread_id,
                 active_run_id: active,
@@ -166,7 +164,7 @@ pub async fn start(
         // Without credentials the run could not delegate: end it rather than run it half-equipped.
         let message = format!("the run's credentials could not be kept: {err}");
         let _ = store.set_run_status(&record.run_id, crate::run::RunStatus::Failed, Some(&message)).await;
-        return Err(super::tools::store_error(err));
+        return Err(err.into());
     }
     let launcher = &state.runs.as_ref().ok_or_else(|| ApiError::Unavailable("no run store".into()))?.launcher;
     launcher.launch(store.clone(), record.clone(), agent, body.query, Some(token));
@@ -225,7 +223,7 @@ pub async fn result(
 ) -> Result<Json<Value>, ApiError> {
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
-    match store.run_result(&record.run_id).await.map_err(super::tools::store_error)? {
+    match store.run_result(&record.run_id).await? {
         Some(result) => Ok(Json(serde_json::to_value(result).expect("a result serializes"))),
         None => Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str()))),
     }
@@ -253,9 +251,9 @@ pub async fn cancel(
 ) -> Result<Json<crate::delegation::wire::CancelAnswer>, ApiError> {
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
-    let record = store.cancel_run(&record.run_id).await.map_err(super::tools::store_error)?.unwrap_or(record);
+    let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
     // Cancelling a parent cancels the children it started.
-    store.cancel_children(&record.run_id).await.map_err(super::tools::store_error)?;
+    store.cancel_children(&record.run_id).await?;
     Ok(Json(crate::delegation::wire::CancelAnswer {
         status: record.status,
         run_id: record.run_id,
@@ -311,10 +309,7 @@ pub async fn events(
     let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
     if !crate::delegation::wire::is_stream_id(&cursor) {
-        return Err(ApiError::Invalid {
-            field: "after_seq".into(),
-            message: format!("{cursor:?} is not a stream id such as 0-0"),
-        });
+        return Err(ApiError::invalid("after_seq", format!("{cursor:?} is not a stream id such as 0-0")));
     }
     let stream =
         futures::stream::unfold((store, record.run_id, cursor, false), |(store, run_id, cursor, ended)| async move {
@@ -381,10 +376,10 @@ pub async fn thread_messages(
     if !is_valid_id(&thread_id) {
         return Err(missing());
     }
-    let owner = store.thread_owner(&thread_id).await.map_err(super::tools::store_error)?;
+    let owner = store.thread_owner(&thread_id).await?;
     if owner.as_deref() != Some(who.uid.as_str()) && who.role != Role::Superadmin {
         return Err(missing());
     }
-    let messages = store.thread_messages(&thread_id).await.map_err(super::tools::store_error)?;
+    let messages = store.thread_messages(&thread_id).await?;
     Ok(Json(ThreadMessages { thread_id, messages }))
 }

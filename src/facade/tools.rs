@@ -32,10 +32,6 @@ use crate::store::Store;
 /// How often a waiting call looks at the run.
 const POLL: Duration = Duration::from_millis(200);
 
-fn invalid(field: &str, message: String) -> ApiError {
-    ApiError::Invalid { field: field.to_string(), message }
-}
-
 /// The run store, or 503 when the facade has none.
 pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
     state
@@ -58,7 +54,7 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
         });
     }
     let required = |field: &str, value: &Option<String>| {
-        value.clone().ok_or_else(|| invalid(&format!("parent.{field}"), "is required".into()))
+        value.clone().ok_or_else(|| ApiError::invalid(format!("parent.{field}"), "is required"))
     };
     let resolved = ParentRef {
         agent: required("agent", &parent.agent)?,
@@ -69,11 +65,11 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
     };
     for (field, id) in [("parent.run_id", &resolved.run_id), ("parent.thread_id", &resolved.thread_id)] {
         if !is_valid_id(id) {
-            return Err(invalid(field, format!("{id:?} is not a valid id")));
+            return Err(ApiError::invalid(field, format!("{id:?} is not a valid id")));
         }
     }
     if resolved.thread_id.len() > crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "parent.thread_id",
             format!("is longer than {} characters", crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN),
         ));
@@ -81,7 +77,7 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
     if let Some(id) = &resolved.file_thread_id
         && !is_valid_id(id)
     {
-        return Err(invalid("parent.file_thread_id", format!("{id:?} is not a valid id")));
+        return Err(ApiError::invalid("parent.file_thread_id", format!("{id:?} is not a valid id")));
     }
     Ok(resolved)
 }
@@ -95,21 +91,21 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     // nobody's yet; they become the caller's), else they answer as if they did not exist.
     if caller.run.is_none() {
         let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
-        if let Some(record) = store.run_record(&parent.run_id).await.map_err(store_error)?
+        if let Some(record) = store.run_record(&parent.run_id).await?
             && record.uid != who.uid
         {
             return Err(foreign());
         }
         let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
         for thread in [&parent.thread_id, &file_thread] {
-            if !store.claim_thread(thread, &who.uid).await.map_err(store_error)? {
+            if !store.claim_thread(thread, &who.uid).await? {
                 return Err(foreign());
             }
         }
     }
     // A run of this system starts children only while it runs: not once it is cancelled or has ended.
     if let Some(run) = &caller.run {
-        let status = store.run_record(&run.run_id).await.map_err(store_error)?.map(|r| r.status);
+        let status = store.run_record(&run.run_id).await?.map(|r| r.status);
         if status != Some(RunStatus::Running) {
             return Err(ApiError::Conflict(format!(
                 "the parent run {} is {}; only a running run starts subagents",
@@ -119,9 +115,9 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         }
     }
     if body.description.trim().is_empty() {
-        return Err(invalid("description", "is empty".into()));
+        return Err(ApiError::invalid("description", "is empty"));
     }
-    let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
+    let all = state.agents.all().await?;
     let parent_agent = all
         .iter()
         .find(|a| a.name_any() == parent.agent && permission(who, a) >= Permission::Read)
@@ -129,7 +125,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     let allowed = allowed_subagents(parent_agent, &all, who);
     let Some(subagent) = allowed.iter().find(|a| a.name_any() == body.subagent_slug).map(|a| (*a).clone()) else {
         let names: Vec<String> = allowed.iter().map(|a| a.name_any()).collect();
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "subagent_slug",
             format!("{:?} is not allowed here; allowed: {}", body.subagent_slug, names.join(", ")),
         ));
@@ -137,8 +133,8 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     let slug = subagent.name_any();
     let (thread_id, continuing) = match &body.thread_id {
         Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {
-            if store.thread_owner(thread).await.map_err(store_error)?.is_some_and(|owner| owner != who.uid) {
-                return Err(invalid(
+            if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
+                return Err(ApiError::invalid(
                     "thread_id",
                     format!("{thread:?} is not a thread of {slug} under parent thread {:?}", parent.thread_id),
                 ));
@@ -146,7 +142,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
             (thread.clone(), true)
         }
         Some(thread) => {
-            return Err(invalid(
+            return Err(ApiError::invalid(
                 "thread_id",
                 format!("{thread:?} is not a thread of {slug} under parent thread {:?}", parent.thread_id),
             ));
@@ -164,7 +160,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         created_at: jiff::Timestamp::now().to_string(),
     };
     let key = parent.tool_call_id.as_deref().map(|call| start_key(&parent.run_id, &slug, call));
-    let created = store.create_run(&record, key.as_deref()).await.map_err(store_error)?;
+    let created = store.create_run(&record, key.as_deref()).await?;
     let describe = |status: StartStatus, record: &RunRecord| {
         StartAnswer::Run(StartedRun {
             status,
@@ -185,16 +181,11 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
             Ok(describe(StartStatus::Started, &record))
         }
         Created::Existing(run_id) => {
-            let existing = store
-                .run_record(&run_id)
-                .await
-                .map_err(store_error)?
-                .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+            let existing = store.run_record(&run_id).await?.ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
             Ok(describe(StartStatus::Existing, &existing))
         }
         Created::Busy(active) => {
-            let status =
-                store.run_record(&active).await.map_err(store_error)?.map(|r| r.status).unwrap_or(RunStatus::Running);
+            let status = store.run_record(&active).await?.map(|r| r.status).unwrap_or(RunStatus::Running);
             Ok(StartAnswer::Busy(BusyThread {
                 status: Busy::Busy,
                 thread_id,
@@ -206,24 +197,19 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     }
 }
 
-/// A failure of the run store, as the answer to a client.
-pub fn store_error(err: crate::store::StoreError) -> ApiError {
-    ApiError::Unavailable(format!("the run store failed: {err}"))
-}
-
 /// The run, when it was created by this parent run for this user; otherwise not found, whether it exists
 /// or not.
 async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<RunRecord, ApiError> {
     let parent_run = match &caller.run {
         Some(run) => run.run_id.clone(),
-        None => body.parent.run_id.clone().ok_or_else(|| invalid("parent.run_id", "is required".into()))?,
+        None => body.parent.run_id.clone().ok_or_else(|| ApiError::invalid("parent.run_id", "is required"))?,
     };
     let who = &caller.who;
     let missing = || ApiError::NotFound("run does not exist or does not belong to the current parent run".into());
     if !is_valid_id(&body.run_id) {
         return Err(missing());
     }
-    let record = store.run_record(&body.run_id).await.map_err(store_error)?.ok_or_else(missing)?;
+    let record = store.run_record(&body.run_id).await?.ok_or_else(missing)?;
     let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == parent_run);
     if mine { Ok(record) } else { Err(missing()) }
 }
@@ -233,7 +219,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
     let mut events = Vec::new();
     let mut cursor = "0-0".to_string();
     loop {
-        let page = store.read_events(run_id, &cursor, 1000).await.map_err(store_error)?;
+        let page = store.read_events(run_id, &cursor, 1000).await?;
         let Some(last) = page.last() else { break };
         cursor = last.seq.clone();
         events.extend(page);
@@ -246,7 +232,7 @@ async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
 
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {
     let result = if record.status.is_terminal() {
-        let result = store.run_result(&record.run_id).await.map_err(store_error)?;
+        let result = store.run_result(&record.run_id).await?;
         Some(result.map(|r| Value::String(r.output)).unwrap_or(Value::Null))
     } else {
         None
@@ -268,11 +254,7 @@ async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiErro
 async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunRecord, bool), ApiError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let record = store
-            .run_record(run_id)
-            .await
-            .map_err(store_error)?
-            .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+        let record = store.run_record(run_id).await?.ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
         if record.status.is_terminal() {
             return Ok((record, false));
         }
@@ -289,7 +271,7 @@ fn await_timeout(requested: Option<u64>) -> Result<Duration, ApiError> {
         None => Ok(Duration::from_secs(MAX_AWAIT_SECONDS)),
         Some(seconds) if (1..=MAX_AWAIT_SECONDS).contains(&seconds) => Ok(Duration::from_secs(seconds)),
         Some(seconds) => {
-            Err(invalid("timeout_seconds", format!("must be within 1..{MAX_AWAIT_SECONDS} (is {seconds})")))
+            Err(ApiError::invalid("timeout_seconds", format!("must be within 1..{MAX_AWAIT_SECONDS} (is {seconds})")))
         }
     }
 }
@@ -326,7 +308,7 @@ pub async fn list_tools(
     ParentCaller { who, .. }: ParentCaller,
     super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
 ) -> Result<Json<ToolsAnswer>, ApiError> {
-    let all = state.agents.all().await.map_err(super::agents::catalog_error)?;
+    let all = state.agents.all().await?;
     let agent = all
         .iter()
         .find(|a| a.name_any() == query.agent && permission(&who, a) >= Permission::Read)
@@ -447,7 +429,7 @@ pub async fn subagent_cancel(
 ) -> Result<Json<CancelAnswer>, ApiError> {
     let store = runs(&state)?;
     let record = owned(store, &caller, &body).await?;
-    let record = store.cancel_run(&record.run_id).await.map_err(store_error)?.unwrap_or(record);
+    let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
     Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
 
@@ -475,10 +457,10 @@ pub async fn subagent_events(
 ) -> Result<Json<EventsAnswer>, ApiError> {
     let store = runs(&state)?;
     if !(1..=MAX_EVENTS_LIMIT).contains(&body.limit) {
-        return Err(invalid("limit", format!("must be within 1..{MAX_EVENTS_LIMIT} (is {})", body.limit)));
+        return Err(ApiError::invalid("limit", format!("must be within 1..{MAX_EVENTS_LIMIT} (is {})", body.limit)));
     }
     if !is_stream_id(&body.after_seq) {
-        return Err(invalid(
+        return Err(ApiError::invalid(
             "after_seq",
             format!("{:?} is not a stream id such as 0-0 or 1764460800000-0", body.after_seq),
         ));
@@ -489,7 +471,7 @@ pub async fn subagent_events(
         &RunBody { parent: body.parent.clone(), run_id: body.run_id.clone(), timeout_seconds: None },
     )
     .await?;
-    let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await.map_err(store_error)?;
+    let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await?;
     let last_seq = events.last().map(|e| e.seq.clone()).unwrap_or_else(|| body.after_seq.clone());
     let events = events
         .into_iter()
@@ -547,7 +529,7 @@ pub async fn task(
         }
     };
     let (record, timed_out) = wait(&store, &run_id, timeout).await?;
-    let output = store.run_result(&run_id).await.map_err(store_error)?.map(|r| r.output);
+    let output = store.run_result(&run_id).await?.map(|r| r.output);
     use crate::delegation::{TaskOutcome, task_content};
     let outcome = match (timed_out, record.status) {
         (true, _) => TaskOutcome::StillRunning(&run_id),

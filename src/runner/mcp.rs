@@ -11,7 +11,7 @@
 //! An agent whose `context.mcps` is absent gets every configured server; one that names a server that is
 //! not configured or cannot be reached fails at start with an error naming it.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -31,10 +31,68 @@ const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub use crate::run::inputs::{McpServer, McpServers};
 
-/// Reads the MCP server configuration file. Errors name the file and the problem.
-pub fn load_servers(path: &Path) -> Result<McpServers, String> {
-    let text = std::fs::read_to_string(path).map_err(|e| format!("cannot read {}: {e}", path.display()))?;
-    serde_norway::from_str(&text).map_err(|e| format!("{} is not a map of MCP servers: {e}", path.display()))
+/// The MCP servers cannot be configured or reached.
+#[derive(Debug, thiserror::Error)]
+pub enum McpError {
+    /// The configuration file cannot be read.
+    #[error("cannot read {}: {source}", path.display())]
+    Unreadable {
+        /// The file.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The configuration file is not a YAML map of servers by name.
+    #[error("{} is not a map of MCP servers: {source}", path.display())]
+    NotServers {
+        /// The file.
+        path: PathBuf,
+        /// Where and how it is wrong.
+        source: serde_norway::Error,
+    },
+    /// The agent's `spec.context.mcps` names a server that is not configured.
+    #[error("spec.context.mcps names the MCP server {server:?}, which is not configured")]
+    NotConfigured {
+        /// The server's name.
+        server: String,
+    },
+    /// The server did not finish connecting and listing its tools within 15 seconds.
+    #[error("MCP server {server:?} at {url} did not answer within {} s", CONNECT_TIMEOUT.as_secs())]
+    Timeout {
+        /// The server's name.
+        server: String,
+        /// Its endpoint.
+        url: String,
+    },
+    /// The server cannot be connected to.
+    #[error("MCP server {server:?} at {url}: cannot connect: {source}")]
+    Connect {
+        /// The server's name.
+        server: String,
+        /// Its endpoint.
+        url: String,
+        /// Why.
+        source: Box<rmcp::service::ClientInitializeError>,
+    },
+    /// The server cannot list its tools.
+    #[error("MCP server {server:?} at {url}: cannot list tools: {source}")]
+    ListTools {
+        /// The server's name.
+        server: String,
+        /// Its endpoint.
+        url: String,
+        /// Why.
+        source: Box<rmcp::ServiceError>,
+    },
+}
+
+/// Reads the MCP server configuration file.
+///
+/// Errors: [`McpError::Unreadable`] or [`McpError::NotServers`], naming the file.
+pub fn load_servers(path: &Path) -> Result<McpServers, McpError> {
+    let text =
+        std::fs::read_to_string(path).map_err(|source| McpError::Unreadable { path: path.to_path_buf(), source })?;
+    serde_norway::from_str(&text).map_err(|source| McpError::NotServers { path: path.to_path_buf(), source })
 }
 
 type Client = Arc<RunningService<RoleClient, ()>>;
@@ -42,21 +100,20 @@ type Client = Arc<RunningService<RoleClient, ()>>;
 /// Connects to every MCP server the grants allow and returns their tools (filtered per server). A tool
 /// whose name is taken by a built-in tool is left out.
 ///
-/// Errors: a granted server that is not configured, cannot be reached, or cannot list its tools.
-pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Vec<Arc<dyn Tool>>, String> {
+/// Errors: a granted server that is not configured ([`McpError::NotConfigured`]), cannot be reached
+/// ([`McpError::Connect`], [`McpError::Timeout`]), or cannot list its tools ([`McpError::ListTools`]),
+/// each naming the server.
+pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Vec<Arc<dyn Tool>>, McpError> {
     if let Some(named) = &grants.mcps
         && let Some(missing) = named.iter().find(|n| !servers.contains_key(*n))
     {
-        return Err(format!("spec.context.mcps names the MCP server {missing:?}, which is not configured"));
+        return Err(McpError::NotConfigured { server: missing.clone() });
     }
     let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
-        let (client, listed) = tokio::time::timeout(CONNECT_TIMEOUT, connect(server))
+        let (client, listed) = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server))
             .await
-            .map_err(|_| {
-                format!("MCP server {name:?} at {} did not answer within {} s", server.url, CONNECT_TIMEOUT.as_secs())
-            })?
-            .map_err(|e| format!("MCP server {name:?} at {}: {e}", server.url))?;
+            .map_err(|_| McpError::Timeout { server: name.clone(), url: server.url.clone() })??;
         for tool in listed {
             let tool_name = tool.name.to_string();
             if server.tools.as_ref().is_some_and(|only| !only.contains(&tool_name)) {
@@ -77,11 +134,21 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Ve
     Ok(tools)
 }
 
-async fn connect(server: &McpServer) -> Result<(Client, Vec<rmcp::model::Tool>), String> {
+/// Connects to the server `name` and lists its tools. Errors: [`McpError::Connect`],
+/// [`McpError::ListTools`].
+async fn connect(name: &str, server: &McpServer) -> Result<(Client, Vec<rmcp::model::Tool>), McpError> {
     crate::tls::install_crypto_provider();
     let transport = StreamableHttpClientTransport::from_uri(server.url.as_str());
-    let client = ().serve(transport).await.map_err(|e| format!("cannot connect: {e}"))?;
-    let tools = client.list_all_tools().await.map_err(|e| format!("cannot list tools: {e}"))?;
+    let client = ().serve(transport).await.map_err(|source| McpError::Connect {
+        server: name.to_string(),
+        url: server.url.clone(),
+        source: Box::new(source),
+    })?;
+    let tools = client.list_all_tools().await.map_err(|source| McpError::ListTools {
+        server: name.to_string(),
+        url: server.url.clone(),
+        source: Box::new(source),
+    })?;
     Ok((Arc::new(client), tools))
 }
 

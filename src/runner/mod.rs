@@ -202,7 +202,7 @@ async fn prepare(
         .ok_or("no model: set spec.context.model on the Agent, spec.model on the AgentRun, or YUXI_DEFAULT_MODEL")?;
     let model_id = model::scripted::pick_auto(&model_id, &identity.agent_slug, options.models.scripts_dir.as_deref());
     metadata["model"] = Value::String(model_id.clone());
-    let model = Model::resolve(&model_id, &options.models)?;
+    let model = Model::resolve(&model_id, &options.models).map_err(|e| e.to_string())?;
 
     let grants = Grants::for_agent(spec);
     let volumes = Arc::new(Volumes::open(&options.volumes).map_err(|e| e.to_string())?);
@@ -225,15 +225,15 @@ async fn prepare(
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }
-    for tool in mcp::connect_granted(&options.mcp_servers, &grants).await? {
+    for tool in mcp::connect_granted(&options.mcp_servers, &grants).await.map_err(|e| e.to_string())? {
         tools.insert(tool);
     }
     // The task middleware: a main agent with subagents it may call gets their list and the six tools.
     // A subagent never does (no nesting).
     let mut delegation_prompt = None;
     if let (false, Some(access)) = (spec.is_subagent(), &options.facade) {
-        let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token)?);
-        if let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await? {
+        let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?);
+        if let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())? {
             for tool in delegation {
                 tools.insert(tool);
             }
@@ -252,7 +252,8 @@ async fn prepare(
         system_prompt.push_str(&prompt);
     }
     if let Some(library) = &options.skills_library {
-        let projection = skills::project(library, context.skills.as_deref(), &options.volumes.skills)?;
+        let projection =
+            skills::project(library, context.skills.as_deref(), &options.volumes.skills).map_err(|e| e.to_string())?;
         metadata["skills"] = json!(projection.projected);
         if !projection.missing.is_empty() {
             metadata["skills_missing"] = json!(projection.missing);

@@ -2,7 +2,7 @@
 //! (`/home/gem/skills`, one folder with a `SKILL.md` per skill), then listed in the system prompt with
 //! their descriptions, the `preloadSkills` included whole.
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 /// The most files one projection copies.
 const MAX_PROJECTED_FILES: usize = 2000;
@@ -18,25 +18,104 @@ pub struct Projection {
     pub missing: Vec<String>,
 }
 
+/// A projection failed.
+#[derive(Debug, thiserror::Error)]
+pub enum ProjectError {
+    /// The skills library cannot be opened.
+    #[error("cannot open the skills library {}: {source}", path.display())]
+    OpenLibrary {
+        /// The library.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skills scope cannot be made.
+    #[error("cannot make the skills scope {}: {source}", path.display())]
+    MakeScope {
+        /// The scope.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skills scope cannot be opened.
+    #[error("cannot open the skills scope {}: {source}", path.display())]
+    OpenScope {
+        /// The scope.
+        path: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skill's earlier copy in the scope cannot be removed.
+    #[error("cannot replace skill {skill} in the scope: {source}")]
+    Replace {
+        /// The skill.
+        skill: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skill's folder in the library cannot be opened.
+    #[error("cannot open skill {skill}: {source}")]
+    OpenSkill {
+        /// The skill.
+        skill: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skill's folder in the scope cannot be made.
+    #[error("cannot make skill {skill} in the scope: {source}")]
+    MakeSkill {
+        /// The skill.
+        skill: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The skill's folder in the scope cannot be opened.
+    #[error("cannot open skill {skill} in the scope: {source}")]
+    OpenSkillInScope {
+        /// The skill.
+        skill: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// A file or folder of the skill cannot be read or copied.
+    #[error("cannot copy skill {skill}: {source}")]
+    Copy {
+        /// The skill.
+        skill: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Copying the skill would take the projection past 2000 files or 64 MiB.
+    #[error(
+        "cannot copy skill {skill}: the skills exceed {MAX_PROJECTED_FILES} files or {} MiB",
+        MAX_PROJECTED_BYTES / (1024 * 1024)
+    )]
+    TooLarge {
+        /// The skill being copied when the budget ran out.
+        skill: String,
+    },
+}
+
 /// Copies the skills `names` (`None`: every skill of the library) from `library` into `scope`: each a
 /// folder of the library with a `SKILL.md`, copied with its regular files and folders (symlinks, FIFOs and
 /// devices are skipped; the library is read through a capability handle, so nothing outside it is read).
 /// Skills already in the scope are replaced, so a continued thread sees the library as it is now. A name
 /// must be a single path segment without a leading `.`.
 ///
-/// Errors: the library cannot be opened, the scope cannot be written, or the skills exceed 2000 files or
-/// 64 MiB.
-pub fn project(library: &Path, names: Option<&[String]>, scope: &Path) -> Result<Projection, String> {
+/// Errors: the library cannot be opened ([`ProjectError::OpenLibrary`]), the scope cannot be made or
+/// written (the other variants, naming the scope or the skill), or the skills exceed 2000 files or 64 MiB
+/// ([`ProjectError::TooLarge`]).
+pub fn project(library: &Path, names: Option<&[String]>, scope: &Path) -> Result<Projection, ProjectError> {
     let source = cap_std::fs::Dir::open_ambient_dir(library, cap_std::ambient_authority())
-        .map_err(|e| format!("cannot open the skills library {}: {e}", library.display()))?;
+        .map_err(|source| ProjectError::OpenLibrary { path: library.to_path_buf(), source })?;
     let available: Vec<String> = read_skills(library).into_iter().map(|s| s.name).collect();
     let wanted: Vec<String> = match names {
         Some(names) => names.to_vec(),
         None => available.clone(),
     };
-    std::fs::create_dir_all(scope).map_err(|e| format!("cannot make the skills scope {}: {e}", scope.display()))?;
+    std::fs::create_dir_all(scope).map_err(|source| ProjectError::MakeScope { path: scope.to_path_buf(), source })?;
     let target = cap_std::fs::Dir::open_ambient_dir(scope, cap_std::ambient_authority())
-        .map_err(|e| format!("cannot open the skills scope {}: {e}", scope.display()))?;
+        .map_err(|source| ProjectError::OpenScope { path: scope.to_path_buf(), source })?;
     let mut projection = Projection::default();
     let mut budget = (MAX_PROJECTED_FILES, MAX_PROJECTED_BYTES);
     for name in wanted {
@@ -45,13 +124,14 @@ pub fn project(library: &Path, names: Option<&[String]>, scope: &Path) -> Result
             projection.missing.push(name);
             continue;
         }
+        let skill = || name.clone();
         if target.symlink_metadata(&name).is_ok() {
-            target.remove_dir_all(&name).map_err(|e| format!("cannot replace skill {name} in the scope: {e}"))?;
+            target.remove_dir_all(&name).map_err(|source| ProjectError::Replace { skill: skill(), source })?;
         }
-        let from = source.open_dir(&name).map_err(|e| format!("cannot open skill {name}: {e}"))?;
-        target.create_dir(&name).map_err(|e| format!("cannot make skill {name} in the scope: {e}"))?;
-        let to = target.open_dir(&name).map_err(|e| format!("cannot open skill {name} in the scope: {e}"))?;
-        copy_tree(&from, &to, &mut budget).map_err(|e| format!("cannot copy skill {name}: {e}"))?;
+        let from = source.open_dir(&name).map_err(|source| ProjectError::OpenSkill { skill: skill(), source })?;
+        target.create_dir(&name).map_err(|source| ProjectError::MakeSkill { skill: skill(), source })?;
+        let to = target.open_dir(&name).map_err(|source| ProjectError::OpenSkillInScope { skill: skill(), source })?;
+        copy_tree(&name, &from, &to, &mut budget)?;
         projection.projected.push(name);
     }
     projection.projected.sort();
@@ -59,28 +139,31 @@ pub fn project(library: &Path, names: Option<&[String]>, scope: &Path) -> Result
     Ok(projection)
 }
 
-/// Copies the regular files and folders of `from` into `to`, within `budget` (files, bytes).
-fn copy_tree(from: &cap_std::fs::Dir, to: &cap_std::fs::Dir, budget: &mut (usize, u64)) -> Result<(), String> {
-    for entry in from.entries().map_err(|e| e.to_string())? {
-        let entry = entry.map_err(|e| e.to_string())?;
+/// Copies the regular files and folders of `from` into `to`, within `budget` (files, bytes), for the
+/// skill `skill`. Errors: [`ProjectError::Copy`] or [`ProjectError::TooLarge`].
+fn copy_tree(
+    skill: &str,
+    from: &cap_std::fs::Dir,
+    to: &cap_std::fs::Dir,
+    budget: &mut (usize, u64),
+) -> Result<(), ProjectError> {
+    let failed = |source: std::io::Error| ProjectError::Copy { skill: skill.to_string(), source };
+    for entry in from.entries().map_err(failed)? {
+        let entry = entry.map_err(failed)?;
         let name = entry.file_name();
-        let kind = entry.file_type().map_err(|e| e.to_string())?;
+        let kind = entry.file_type().map_err(failed)?;
         if kind.is_dir() {
-            to.create_dir(&name).map_err(|e| e.to_string())?;
-            let (sub_from, sub_to) =
-                (from.open_dir(&name).map_err(|e| e.to_string())?, to.open_dir(&name).map_err(|e| e.to_string())?);
-            copy_tree(&sub_from, &sub_to, budget)?;
+            to.create_dir(&name).map_err(failed)?;
+            let (sub_from, sub_to) = (from.open_dir(&name).map_err(failed)?, to.open_dir(&name).map_err(failed)?);
+            copy_tree(skill, &sub_from, &sub_to, budget)?;
         } else if kind.is_file() {
-            let size = entry.metadata().map_err(|e| e.to_string())?.len();
+            let size = entry.metadata().map_err(failed)?.len();
             if budget.0 == 0 || size > budget.1 {
-                return Err(format!(
-                    "the skills exceed {MAX_PROJECTED_FILES} files or {} MiB",
-                    MAX_PROJECTED_BYTES / (1024 * 1024)
-                ));
+                return Err(ProjectError::TooLarge { skill: skill.to_string() });
             }
             budget.0 -= 1;
             budget.1 -= size;
-            from.copy(&name, to, &name).map_err(|e| e.to_string())?;
+            from.copy(&name, to, &name).map_err(failed)?;
         }
     }
     Ok(())
@@ -224,7 +307,7 @@ mod tests {
     #[test]
     fn a_missing_library_is_an_error_naming_it() {
         let scope = tempfile::tempdir().expect("dir");
-        let err = project(Path::new("/nonexistent/library"), None, scope.path()).expect_err("fails");
+        let err = project(Path::new("/nonexistent/library"), None, scope.path()).expect_err("fails").to_string();
         assert!(err.contains("/nonexistent/library"), "{err}");
     }
 

@@ -133,8 +133,11 @@ async fn the_sandbox_answers_a_malformed_request_and_keeps_serving() {
 #[tokio::test]
 async fn an_unreachable_sandbox_is_an_error() {
     let dir = TempDir::new().expect("temp dir");
-    let err =
-        Executor::Socket(dir.path().join("missing.sock")).execute(&request("true", 1)).await.expect_err("no sandbox");
+    let err = Executor::Socket(dir.path().join("missing.sock"))
+        .execute(&request("true", 1))
+        .await
+        .expect_err("no sandbox")
+        .to_string();
     assert!(err.contains("cannot reach the sandbox"), "{err}");
 }
 

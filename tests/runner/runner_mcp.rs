@@ -123,13 +123,17 @@ async fn servers_the_agent_does_not_name_are_not_connected() {
 
 #[tokio::test]
 async fn an_unknown_or_unreachable_server_is_a_clear_error() {
-    let err = connect_granted(&McpServers::new(), &grants("{mcps: [docs]}")).await.err().expect("not configured");
+    let err =
+        connect_granted(&McpServers::new(), &grants("{mcps: [docs]}")).await.err().expect("not configured").to_string();
     assert_eq!(err, "spec.context.mcps names the MCP server \"docs\", which is not configured");
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let err =
-        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}")).await.err().expect("unreachable");
+    let err = connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}"))
+        .await
+        .err()
+        .expect("unreachable")
+        .to_string();
     assert!(err.starts_with("MCP server \"docs\" at http://"), "{err}");
 }

@@ -13,8 +13,8 @@ use super::tools::ToolSpec;
 use crate::resources::TokenUsage;
 use crate::run::message::{Message, ToolCall};
 
-pub use openai::{OpenAiEndpoint, OpenAiModel};
-pub use scripted::ScriptedModel;
+pub use openai::{OpenAiEndpoint, OpenAiModel, OpenAiSetupError};
+pub use scripted::{ScriptError, ScriptedModel};
 
 /// A piece of a model turn, as it streams.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -55,6 +55,37 @@ impl ModelError {
     }
 }
 
+/// A model id cannot be resolved to a model.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The id is not of the form `<provider>/<model>`.
+    #[error("model {id:?} is not of the form <provider>/<model> (providers: openai, scripted)")]
+    NotAModelId {
+        /// The model id.
+        id: String,
+    },
+    /// The provider is neither `openai` nor `scripted`.
+    #[error("model {id:?} names the unknown provider {provider:?} (providers: openai, scripted)")]
+    UnknownProvider {
+        /// The model id.
+        id: String,
+        /// Its provider.
+        provider: String,
+    },
+    /// `openai/<model>`, but no endpoint is configured.
+    #[error("model {id:?} needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY)")]
+    NoEndpoint {
+        /// The model id.
+        id: String,
+    },
+    /// The OpenAI-compatible model cannot be set up.
+    #[error(transparent)]
+    OpenAi(#[from] openai::OpenAiSetupError),
+    /// The scripted model cannot be made.
+    #[error(transparent)]
+    Scripted(#[from] scripted::ScriptError),
+}
+
 /// A chat model a run talks to.
 pub enum Model {
     /// An OpenAI-compatible chat-completions endpoint.
@@ -75,23 +106,24 @@ pub struct ModelSettings {
 impl Model {
     /// Resolves a model id: `openai/<model>`, `scripted/echo` or `scripted/file:<name>`.
     ///
-    /// Errors: an unknown provider, `openai/` without a configured endpoint, or an unreadable or
-    /// malformed script, each with a message naming what to fix.
-    pub fn resolve(id: &str, settings: &ModelSettings) -> Result<Model, String> {
-        let (provider, name) = id.split_once('/').filter(|(p, n)| !p.is_empty() && !n.is_empty()).ok_or_else(|| {
-            format!("model {id:?} is not of the form <provider>/<model> (providers: openai, scripted)")
-        })?;
+    /// Errors: an id not of the form `<provider>/<model>` ([`ResolveError::NotAModelId`]), an unknown
+    /// provider ([`ResolveError::UnknownProvider`]), `openai/` without a configured endpoint
+    /// ([`ResolveError::NoEndpoint`]) or whose client cannot be built ([`ResolveError::OpenAi`]), or an
+    /// unknown, unreadable or malformed script ([`ResolveError::Scripted`]), each with a message naming
+    /// what to fix.
+    pub fn resolve(id: &str, settings: &ModelSettings) -> Result<Model, ResolveError> {
+        let (provider, name) = id
+            .split_once('/')
+            .filter(|(p, n)| !p.is_empty() && !n.is_empty())
+            .ok_or_else(|| ResolveError::NotAModelId { id: id.to_string() })?;
         match provider {
             "openai" => {
-                let endpoint = settings.openai.clone().ok_or_else(|| {
-                    format!(
-                        "model {id:?} needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (and OPENAI_API_KEY)"
-                    )
-                })?;
+                let endpoint =
+                    settings.openai.clone().ok_or_else(|| ResolveError::NoEndpoint { id: id.to_string() })?;
                 Ok(Model::OpenAi(OpenAiModel::new(endpoint, name)?))
             }
-            "scripted" => ScriptedModel::from_name(name, settings.scripts_dir.as_deref()).map(Model::Scripted),
-            other => Err(format!("model {id:?} names the unknown provider {other:?} (providers: openai, scripted)")),
+            "scripted" => Ok(Model::Scripted(ScriptedModel::from_name(name, settings.scripts_dir.as_deref())?)),
+            other => Err(ResolveError::UnknownProvider { id: id.to_string(), provider: other.to_string() }),
         }
     }
 

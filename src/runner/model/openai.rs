@@ -46,15 +46,28 @@ pub struct OpenAiModel {
     model: String,
 }
 
+/// An OpenAI-compatible model cannot be set up.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenAiSetupError {
+    /// The HTTP client for the endpoint cannot be built (its TLS backend cannot start).
+    #[error("cannot build the HTTP client: {source}")]
+    HttpClient {
+        /// The endpoint's base URL.
+        base_url: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+}
+
 impl OpenAiModel {
-    /// A client for `model` at `endpoint`. Errors: the HTTP client cannot be built.
-    pub fn new(endpoint: OpenAiEndpoint, model: &str) -> Result<Self, String> {
+    /// A client for `model` at `endpoint`. Errors: [`OpenAiSetupError::HttpClient`], naming the endpoint.
+    pub fn new(endpoint: OpenAiEndpoint, model: &str) -> Result<Self, OpenAiSetupError> {
         crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(CONNECT_TIMEOUT)
             .read_timeout(READ_TIMEOUT)
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(|source| OpenAiSetupError::HttpClient { base_url: endpoint.base_url.clone(), source })?;
         let config = OpenAIConfig::new().with_api_base(endpoint.base_url).with_api_key(endpoint.api_key);
         // The plain transport, without the client's own retry layer: retries follow the agent's
         // modelRetryTimes, in the graph, where they are visible as events.

@@ -17,6 +17,7 @@
 //! started: `{run_id: "{{call_0_0.run_id}}"}`. An unknown reference becomes `<no call_0_0.run_id>`, which
 //! the tool reports back. `{{input}}` quotes the run's input (the first user message).
 
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
@@ -30,28 +31,91 @@ use crate::run::message::{Message, ToolCall};
 /// The largest script, in bytes.
 const MAX_SCRIPT_BYTES: u64 = 1024 * 1024;
 
-/// Reads the script `name` inside `dir`: a regular file, confined to the folder, bounded.
-fn read_script(dir: &std::path::Path, name: &str) -> Result<String, String> {
+/// A scripted model cannot be made. Messages name the script, never quote it.
+#[derive(Debug, thiserror::Error)]
+pub enum ScriptError {
+    /// The name is neither `echo` nor `file:<name>`.
+    #[error("scripted model {name:?} is unknown (scripted/echo or scripted/file:<name>)")]
+    Unknown {
+        /// The name after `scripted/`.
+        name: String,
+    },
+    /// `file:<name>` asked for, but no scripts folder is configured.
+    #[error("scripted/file:{file} needs a scripts folder (YUXI_SCRIPTS_DIR)")]
+    NoScriptsFolder {
+        /// The script's file name.
+        file: String,
+    },
+    /// The script cannot be opened or read in the scripts folder.
+    #[error("cannot read the model script {file} in {}: {source}", dir.display())]
+    Unreadable {
+        /// The script's file name.
+        file: String,
+        /// The scripts folder.
+        dir: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The script is not a regular file of at most 1 MiB.
+    #[error("the model script {file} must be a regular file of at most {MAX_SCRIPT_BYTES} bytes")]
+    NotARegularFile {
+        /// The script's file name.
+        file: String,
+    },
+    /// The script is not UTF-8 text.
+    #[error("the model script {file} is not UTF-8 text")]
+    NotUtf8 {
+        /// The script's file name.
+        file: String,
+    },
+    /// The script's text is not a list of turns.
+    #[error("the model script {file} is not a list of turns: {source}")]
+    NotTurns {
+        /// The script's file name.
+        file: String,
+        /// Where it is wrong: [`ScriptError::At`], [`ScriptError::NotAList`] or [`ScriptError::NoTurns`].
+        source: Box<ScriptError>,
+    },
+    /// The YAML is wrong at this place.
+    #[error("line {line}, column {column}")]
+    At {
+        /// The line, from 1.
+        line: usize,
+        /// The column, from 1.
+        column: usize,
+    },
+    /// The YAML is wrong, at no place it names.
+    #[error("not a YAML list")]
+    NotAList,
+    /// The list is empty.
+    #[error("the script has no turns")]
+    NoTurns,
+}
+
+/// Reads the script `name` inside `dir`: a regular file, confined to the folder, bounded. Errors:
+/// [`ScriptError::Unreadable`], [`ScriptError::NotARegularFile`], [`ScriptError::NotUtf8`].
+fn read_script(dir: &Path, name: &str) -> Result<String, ScriptError> {
     use cap_std::fs::{OpenOptions, OpenOptionsExt};
     use std::io::Read;
-    let unreadable = |e: std::io::Error| format!("cannot read the model script {name} in {}: {e}", dir.display());
-    let dir = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(unreadable)?;
+    let unreadable =
+        |source: std::io::Error| ScriptError::Unreadable { file: name.to_string(), dir: dir.to_path_buf(), source };
+    let root = cap_std::fs::Dir::open_ambient_dir(dir, cap_std::ambient_authority()).map_err(unreadable)?;
     let mut options = OpenOptions::new();
     options.read(true).custom_flags(libc::O_NONBLOCK);
-    let file = dir.open_with(name, &options).map_err(unreadable)?;
+    let file = root.open_with(name, &options).map_err(unreadable)?;
     let metadata = file.metadata().map_err(unreadable)?;
     if !metadata.is_file() || metadata.len() > MAX_SCRIPT_BYTES {
-        return Err(format!("the model script {name} must be a regular file of at most {MAX_SCRIPT_BYTES} bytes"));
+        return Err(ScriptError::NotARegularFile { file: name.to_string() });
     }
     let mut text = String::new();
     file.take(MAX_SCRIPT_BYTES)
         .read_to_string(&mut text)
-        .map_err(|_| format!("the model script {name} is not UTF-8 text"))?;
+        .map_err(|_| ScriptError::NotUtf8 { file: name.to_string() })?;
     Ok(text)
 }
 
 /// The model `scripted/auto` stands for, for the agent `slug` (see the module); any other id as it is.
-pub fn pick_auto(model_id: &str, slug: &str, scripts_dir: Option<&std::path::Path>) -> String {
+pub fn pick_auto(model_id: &str, slug: &str, scripts_dir: Option<&Path>) -> String {
     if model_id != "scripted/auto" {
         return model_id.to_string();
     }
@@ -101,30 +165,35 @@ impl ScriptedModel {
     /// scripts; a script can never be read from anywhere else, so a manifest cannot make the runner read
     /// its own files).
     ///
-    /// Errors: an unknown name, no scripts folder, a name that leaves it, a script that is not a regular
-    /// file of at most 1 MiB, or one that is not a list of turns. Messages never quote the file.
-    pub fn from_name(name: &str, scripts_dir: Option<&std::path::Path>) -> Result<Self, String> {
+    /// Errors: an unknown name ([`ScriptError::Unknown`]), no scripts folder
+    /// ([`ScriptError::NoScriptsFolder`]), a name that leaves it or a script that cannot be read
+    /// ([`ScriptError::Unreadable`]), a script that is not a regular file of at most 1 MiB
+    /// ([`ScriptError::NotARegularFile`]) or not UTF-8 ([`ScriptError::NotUtf8`]), or one that is not a
+    /// list of turns ([`ScriptError::NotTurns`]). Each names the script; none quotes it.
+    pub fn from_name(name: &str, scripts_dir: Option<&Path>) -> Result<Self, ScriptError> {
         if name == "echo" {
             return Ok(Self { script: None, calls: AtomicUsize::new(0) });
         }
         let Some(file) = name.strip_prefix("file:") else {
-            return Err(format!("scripted model {name:?} is unknown (scripted/echo or scripted/file:<name>)"));
+            return Err(ScriptError::Unknown { name: name.to_string() });
         };
-        let dir =
-            scripts_dir.ok_or_else(|| format!("scripted/file:{file} needs a scripts folder (YUXI_SCRIPTS_DIR)"))?;
+        let dir = scripts_dir.ok_or_else(|| ScriptError::NoScriptsFolder { file: file.to_string() })?;
         let text = read_script(dir, file)?;
-        Self::from_script(&text).map_err(|e| format!("the model script {file} is not a list of turns: {e}"))
+        Self::from_script(&text)
+            .map_err(|source| ScriptError::NotTurns { file: file.to_string(), source: Box::new(source) })
     }
 
-    /// A model that replays the YAML list of turns `yaml`. The error gives where the script is wrong, not
-    /// what it holds.
-    pub fn from_script(yaml: &str) -> Result<Self, String> {
+    /// A model that replays the YAML list of turns `yaml`.
+    ///
+    /// Errors: where the script is wrong, not what it holds: [`ScriptError::At`] a line and column,
+    /// [`ScriptError::NotAList`], or [`ScriptError::NoTurns`] for an empty list.
+    pub fn from_script(yaml: &str) -> Result<Self, ScriptError> {
         let turns: Vec<ScriptTurn> = serde_norway::from_str(yaml).map_err(|e| match e.location() {
-            Some(at) => format!("line {}, column {}", at.line(), at.column()),
-            None => "not a YAML list".to_string(),
+            Some(at) => ScriptError::At { line: at.line(), column: at.column() },
+            None => ScriptError::NotAList,
         })?;
         if turns.is_empty() {
-            return Err("the script has no turns".to_string());
+            return Err(ScriptError::NoTurns);
         }
         Ok(Self { script: Some(turns), calls: AtomicUsize::new(0) })
     }

@@ -54,6 +54,39 @@ pub struct ExecOutcome {
     pub timed_out: bool,
 }
 
+/// A command cannot be run.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecError {
+    /// The command's process cannot be started.
+    #[error("cannot start the command: {source}")]
+    Start {
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The sandbox's socket cannot be connected to, written or read.
+    #[error("cannot reach the sandbox at {}: {source}", socket.display())]
+    Unreachable {
+        /// The sandbox's socket.
+        socket: PathBuf,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// The request cannot be written as JSON.
+    #[error("{source}")]
+    Request {
+        /// Why.
+        source: serde_json::Error,
+    },
+    /// The sandbox answered a line that is not an [`ExecOutcome`].
+    #[error("the sandbox answered something that is not an outcome ({source})")]
+    NotAnOutcome {
+        /// The sandbox's socket.
+        socket: PathBuf,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
 /// Where commands run.
 #[derive(Clone, Debug)]
 pub enum Executor {
@@ -64,8 +97,12 @@ pub enum Executor {
 }
 
 impl Executor {
-    /// Runs one command. Errors: the sandbox cannot be reached or the command cannot be started.
-    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, String> {
+    /// Runs one command.
+    ///
+    /// Errors: the command cannot be started ([`ExecError::Start`]), or the sandbox cannot be reached
+    /// ([`ExecError::Unreachable`]) or answers something else ([`ExecError::NotAnOutcome`]). A command
+    /// that fails or times out is an outcome, not an error.
+    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
         match self {
             Executor::Local(local) => local.execute(request).await,
             Executor::Socket(path) => execute_over_socket(path, request).await,
@@ -119,8 +156,9 @@ impl LocalExecutor {
         self.bwrap.is_some()
     }
 
-    /// Runs one command. Errors: it cannot be started.
-    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, String> {
+    /// Runs one command. Errors: [`ExecError::Start`], it cannot be started. A command that fails or
+    /// times out is an outcome, not an error.
+    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
         // Interleave stderr with stdout, in the order the command writes them.
         let script = format!("exec 2>&1\n{}", request.command);
         let mut command = match &self.bwrap {
@@ -145,7 +183,7 @@ impl LocalExecutor {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
-        let mut child = command.spawn().map_err(|e| format!("cannot start the command: {e}"))?;
+        let mut child = command.spawn().map_err(|source| ExecError::Start { source })?;
         // Whatever ends this call (a time-out, a cancelled run dropping it), the command's whole process
         // group goes with it.
         let guard = KillGroupOnDrop(child.id());
@@ -254,15 +292,17 @@ fn bwrap_args(volumes: &VolumePaths, hidden: &[PathBuf]) -> Vec<String> {
     args
 }
 
-async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecOutcome, String> {
-    let unreachable = |e: std::io::Error| format!("cannot reach the sandbox at {}: {e}", path.display());
+/// Sends `request` to the sandbox at the socket `path` and reads its outcome. Errors:
+/// [`ExecError::Unreachable`], [`ExecError::Request`], [`ExecError::NotAnOutcome`].
+async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
+    let unreachable = |source: std::io::Error| ExecError::Unreachable { socket: path.to_path_buf(), source };
     let mut stream = UnixStream::connect(path).await.map_err(unreachable)?;
-    let mut line = serde_json::to_vec(request).map_err(|e| e.to_string())?;
+    let mut line = serde_json::to_vec(request).map_err(|source| ExecError::Request { source })?;
     line.push(b'\n');
     stream.write_all(&line).await.map_err(unreachable)?;
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).await.map_err(unreachable)?;
-    serde_json::from_str(&answer).map_err(|e| format!("the sandbox answered something that is not an outcome ({e})"))
+    serde_json::from_str(&answer).map_err(|source| ExecError::NotAnOutcome { socket: path.to_path_buf(), source })
 }
 
 /// Serves `execute` requests on the Unix socket at `socket` (the `sandbox-exec` role), one JSON request
@@ -290,7 +330,7 @@ pub async fn serve_socket(socket: &Path, executor: LocalExecutor) -> std::io::Re
                         tokio::select! {
                             outcome = executor.execute(&request) => match outcome {
                                 Ok(outcome) => outcome,
-                                Err(err) => ExecOutcome { output: err, ..ExecOutcome::default() },
+                                Err(err) => ExecOutcome { output: err.to_string(), ..ExecOutcome::default() },
                             },
                             _ = reader.read_to_end(&mut rest) => return,
                         }
@@ -348,7 +388,7 @@ impl Tool for ExecuteTool {
             }
             let timeout_seconds = opt_u64(&arguments, "timeout_seconds")?.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
             let request = bounded(ExecRequest { command, timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES });
-            let outcome = self.executor.execute(&request).await.map_err(ToolError::new)?;
+            let outcome = self.executor.execute(&request).await.map_err(|e| ToolError::new(e.to_string()))?;
             Ok(describe(&request, &outcome))
         })
     }

@@ -24,6 +24,53 @@ use crate::run::RunStatus;
 /// How long a call to the facade may take beyond the wait it asks for.
 const CALL_MARGIN: Duration = Duration::from_secs(30);
 
+/// The subagent tools cannot be mounted.
+#[derive(Debug, thiserror::Error)]
+pub enum MountError {
+    /// The HTTP client cannot be built (its TLS backend cannot start).
+    #[error("cannot build the HTTP client: {source}")]
+    HttpClient {
+        /// The facade's URL.
+        base: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+    /// The facade cannot be reached, or did not answer in time.
+    #[error("cannot reach the facade at {base} for the subagent tools: {source}")]
+    Unreachable {
+        /// The facade's URL.
+        base: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+    /// The facade's answer is not JSON.
+    #[error("the facade's tool list is not JSON: {source}")]
+    NotJson {
+        /// The agent whose tools were asked for.
+        agent: String,
+        /// Why.
+        source: reqwest::Error,
+    },
+    /// The facade answered an error.
+    #[error("the facade refused the subagent tools ({status}): {message}")]
+    Refused {
+        /// The agent whose tools were asked for.
+        agent: String,
+        /// The HTTP status.
+        status: reqwest::StatusCode,
+        /// The facade's message, with the field it names.
+        message: String,
+    },
+    /// The facade's answer is JSON but not a tool list.
+    #[error("the facade's tool list is not one: {source}")]
+    NotToolList {
+        /// The agent whose tools were asked for.
+        agent: String,
+        /// Why.
+        source: serde_json::Error,
+    },
+}
+
 /// The facade, as the run's credentials reach it.
 pub struct Facade {
     http: reqwest::Client,
@@ -33,20 +80,24 @@ pub struct Facade {
 
 impl Facade {
     /// The facade at `base` (such as `http://yuxi-api.yuxi.svc:8080`), called with the run's `token`.
-    /// Errors: the HTTP client cannot be built.
-    pub fn new(base: &str, token: &str) -> Result<Self, String> {
+    /// Errors: [`MountError::HttpClient`], the HTTP client cannot be built.
+    pub fn new(base: &str, token: &str) -> Result<Self, MountError> {
         crate::tls::install_crypto_provider();
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
             .build()
-            .map_err(|e| format!("cannot build the HTTP client: {e}"))?;
+            .map_err(|source| MountError::HttpClient { base: base.to_string(), source })?;
         Ok(Self { http, base: base.trim_end_matches('/').to_string(), token: token.to_string() })
     }
 
     /// The subagent tools and the prompt section for `agent`, or `None` when it may delegate to no
-    /// subagent. Errors: the facade cannot be reached or refuses (the run then fails: a main agent
-    /// without its subagents would answer differently from what its author meant).
-    pub async fn mount(self: &Arc<Self>, agent: &str) -> Result<Option<(Vec<Arc<dyn Tool>>, String)>, String> {
+    /// subagent.
+    ///
+    /// Errors: the facade cannot be reached ([`MountError::Unreachable`]), refuses
+    /// ([`MountError::Refused`]), or answers something else than a tool list ([`MountError::NotJson`],
+    /// [`MountError::NotToolList`]). The run then fails: a main agent without its subagents would answer
+    /// differently from what its author meant.
+    pub async fn mount(self: &Arc<Self>, agent: &str) -> Result<Option<(Vec<Arc<dyn Tool>>, String)>, MountError> {
         let response = self
             .http
             .get(format!("{}/api/tools", self.base))
@@ -55,14 +106,15 @@ impl Facade {
             .timeout(CALL_MARGIN)
             .send()
             .await
-            .map_err(|e| format!("cannot reach the facade at {} for the subagent tools: {e}", self.base))?;
+            .map_err(|source| MountError::Unreachable { base: self.base.clone(), source })?;
         let status = response.status();
-        let body: Value = response.json().await.map_err(|e| format!("the facade's tool list is not JSON: {e}"))?;
+        let body: Value =
+            response.json().await.map_err(|source| MountError::NotJson { agent: agent.to_string(), source })?;
         if !status.is_success() {
-            return Err(format!("the facade refused the subagent tools ({status}): {}", message(&body)));
+            return Err(MountError::Refused { agent: agent.to_string(), status, message: message(&body) });
         }
-        let body: ToolsAnswer =
-            serde_json::from_value(body).map_err(|e| format!("the facade's tool list is not one: {e}"))?;
+        let body: ToolsAnswer = serde_json::from_value(body)
+            .map_err(|source| MountError::NotToolList { agent: agent.to_string(), source })?;
         let Some(prompt) = body.prompt else { return Ok(None) };
         let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
         for schema in &body.tools {
