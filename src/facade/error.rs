@@ -206,10 +206,7 @@ mod tests {
         assert_eq!(answer(CatalogError::Conflict("stale".into()).into()), (409, "stale".into()));
         assert_eq!(answer(CatalogError::Missing("a".into()).into()), (404, r#"agent "a" does not exist"#.into()));
         assert_eq!(answer(CatalogError::Unavailable("down".into()).into()), (503, "down".into()));
-        let store = StoreError::Unsupported { operation: "claim_thread" };
-        assert_eq!(
-            answer(store.into()),
-            (503, "the run store failed: the store socket does not carry claim_thread: it serves runners only".into())
-        );
+        let store = StoreError::Socket { path: "/run/store.sock".into(), message: "broken pipe".into() };
+        assert_eq!(answer(store.into()), (503, "the run store failed: store socket /run/store.sock: broken pipe".into()));
     }
 }
