@@ -1,3 +1,4 @@
+//! (Over 500 lines: the pure judgement and its thin watch shell belong together; the tests are in `agent_reconciler/tests.rs`.)
 //! The Agent reconciler: keeps every Agent's status (`observedGeneration` and the `Accepted` and `Ready`
 //! conditions) true to its spec and to the other Agents of its namespace, and keeps the built-in
 //! `general-purpose` subagent present in the namespaces it serves (docs/concepts/agents.md).

@@ -1,3 +1,4 @@
+//! (Over 500 lines: one state machine, kept whole so every transition reads in one place; its tests are in `decide/tests.rs`.)
 //! The AgentRun state machine, pure: from the run, its observed sandbox pod, whether its Agent exists,
 //! the result the runner stored, the clock and the settings, [`decide`] returns what to do next. The
 //! reconciler only gathers the inputs and applies the actions; `docs/run-lifecycle.md` draws the same

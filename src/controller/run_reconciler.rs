@@ -19,12 +19,10 @@ use serde_json::json;
 
 use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
 use super::metrics::ControllerMetrics;
-use crate::resources::names::{PARENT_RUN_LABEL, label_value, pod_name};
+use crate::resources::names::{FIELD_MANAGER, PARENT_RUN_LABEL, label_value, pod_name};
 use crate::resources::{Agent, AgentRun, AgentRunStatus};
 use crate::store::Store;
 
-/// The field manager of everything the controller writes.
-pub const FIELD_MANAGER: &str = "yuxi-operator";
 /// How long a failed reconcile waits before it is tried again the first time; each further failure in a
 /// row doubles it, up to [`RETRY_MAX`].
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);

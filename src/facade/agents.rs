@@ -1,3 +1,4 @@
+//! (Over 500 lines with its tests: the five CRUD handlers share one mapping and one set of rights checks.)
 //! `/api/agent`: Yuxi-compatible agent CRUD (YUXI-REFERENCE.md "/api/agent routes"), with visibility and
 //! rights from the share rules ([`crate::access`]) and every write judged by the validation module.
 

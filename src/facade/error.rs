@@ -207,6 +207,9 @@ mod tests {
         assert_eq!(answer(CatalogError::Missing("a".into()).into()), (404, r#"agent "a" does not exist"#.into()));
         assert_eq!(answer(CatalogError::Unavailable("down".into()).into()), (503, "down".into()));
         let store = StoreError::Socket { path: "/run/store.sock".into(), message: "broken pipe".into() };
-        assert_eq!(answer(store.into()), (503, "the run store failed: store socket /run/store.sock: broken pipe".into()));
+        assert_eq!(
+            answer(store.into()),
+            (503, "the run store failed: store socket /run/store.sock: broken pipe".into())
+        );
     }
 }

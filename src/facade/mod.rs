@@ -21,39 +21,8 @@ pub use error::ApiError;
 
 /// The largest request body, in bytes.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How long a client may take to send a request's headers, or sit idle between requests.
-pub const HEADER_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(10);
 /// How long a client may take to send a request's body (answered 408 after).
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
-/// How long requests under way (long polls, event streams) get to finish on shutdown.
-pub const SHUTDOWN_GRACE: std::time::Duration = std::time::Duration::from_secs(30);
-
-/// Serves `app` on `listener` until `shutdown` resolves, then lets requests under way finish for
-/// [`SHUTDOWN_GRACE`]. Clients that send headers too slowly or sit idle are dropped after
-/// [`HEADER_READ_TIMEOUT`], so they cannot hold connections forever. Errors: the listener fails.
-pub async fn serve(
-    listener: std::net::TcpListener,
-    app: Router,
-    shutdown: impl std::future::Future<Output = ()> + Send + 'static,
-) -> std::io::Result<()> {
-    let handle = axum_server::Handle::new();
-    let stopper = handle.clone();
-    tokio::spawn(async move {
-        shutdown.await;
-        stopper.graceful_shutdown(Some(SHUTDOWN_GRACE));
-    });
-    listener.set_nonblocking(true)?;
-    let mut server = axum_server::from_tcp(listener)?.handle(handle);
-    let timer = hyper_util::rt::TokioTimer::new;
-    server.http_builder().http1().timer(timer()).header_read_timeout(HEADER_READ_TIMEOUT);
-    server
-        .http_builder()
-        .http2()
-        .timer(timer())
-        .keep_alive_interval(Some(HEADER_READ_TIMEOUT))
-        .keep_alive_timeout(HEADER_READ_TIMEOUT);
-    server.serve(app.into_make_service()).await
-}
 
 /// What every handler can reach.
 #[derive(Clone)]

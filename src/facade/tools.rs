@@ -1,3 +1,4 @@
+//! (Over 500 lines with its tests: six handlers over one parent-resolution and ownership path.)
 //! The subagent tools for parent agents (SEED-subagents.md "同步调用与异步调用"):
 //! `POST /api/tools/{task, subagent_start, subagent_status, subagent_events, subagent_cancel, subagent_await}`.
 //!

@@ -99,7 +99,7 @@ pub fn sandbox_pod_yaml(
             let text = read_manifest_text(path)
                 .map_err(|source| SandboxPodError::Read { file: path.to_path_buf(), source })?;
             SandboxSettings::from_yaml(&text)
-                .map_err(|message| SandboxPodError::Settings { file: path.to_path_buf(), message })?
+                .map_err(|err| SandboxPodError::Settings { file: path.to_path_buf(), message: err.to_string() })?
         }
         None => SandboxSettings::default(),
     };

@@ -66,7 +66,7 @@ use kube::{Resource, ResourceExt};
 
 pub use command::{SandboxPodError, sandbox_pod_yaml};
 pub use containers::{RUNNER_CONTAINER, SANDBOX_CONTAINER};
-pub use settings::{SandboxSettings, SecretKey};
+pub use settings::{SandboxSettings, SecretKey, SettingsError};
 
 use crate::resources::names::{
     AGENT_LABEL, APP_NAME, MANAGED_BY, RUN_LABEL, THREAD_ANNOTATION, THREAD_LABEL, label_value, pod_name,

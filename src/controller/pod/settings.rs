@@ -149,20 +149,32 @@ impl Default for SandboxSettings {
     }
 }
 
+/// Settings text that cannot be read as [`SandboxSettings`]: the field at fault (its path in the file, or
+/// `settings` for the document as a whole) and the problem. Shown as `<field>: <problem>`.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{field}: {message}")]
+pub struct SettingsError {
+    /// The field's path, such as `redisUrlSecret.extra`; `settings` when the text is not YAML or not a map.
+    pub field: String,
+    /// What is wrong, with the parser's line and column where it gives them.
+    pub message: String,
+}
+
 impl SandboxSettings {
     /// Reads settings from YAML text (an empty document gives the defaults).
     ///
-    /// Errors: `<field path>: <problem>` for a value of the wrong shape or an unknown field, or the
-    /// parser's message (with line and column) for text that is not YAML.
-    pub fn from_yaml(text: &str) -> Result<Self, String> {
-        let value: serde_norway::Value = serde_norway::from_str(text).map_err(|e| format!("not valid YAML: {e}"))?;
+    /// Errors: [`SettingsError`] naming the field for a value of the wrong shape or an unknown field, or
+    /// `settings` with the parser's message (line and column) for text that is not YAML.
+    pub fn from_yaml(text: &str) -> Result<Self, SettingsError> {
+        let value: serde_norway::Value = serde_norway::from_str(text)
+            .map_err(|e| SettingsError { field: "settings".into(), message: format!("not valid YAML: {e}") })?;
         if value.is_null() {
             return Ok(Self::default());
         }
         serde_path_to_error::deserialize(value).map_err(|e| {
             let path = e.path().to_string();
             let field = if path == "." || path.is_empty() { "settings".to_string() } else { path };
-            format!("{field}: {}", e.inner())
+            SettingsError { field, message: e.inner().to_string() }
         })
     }
 }

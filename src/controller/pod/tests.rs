@@ -1,3 +1,5 @@
+//! The sandbox pod builder's tests. (Over 500 lines: one table of cases per step of the builder.)
+
 use std::collections::BTreeMap;
 
 use k8s_openapi::api::core::v1::{Container, EnvVar, ResourceRequirements, Toleration, Volume};
@@ -709,11 +711,14 @@ tolerations:
         ("nodeSelector: [a]\n", "nodeSelector"),
     ] {
         let err = SandboxSettings::from_yaml(text).expect_err(text);
-        assert!(err.starts_with(&format!("{field}: ")), "{text:?}: {err}");
+        assert_eq!(err.field, field, "{text:?}: {err}");
+        assert!(err.to_string().starts_with(&format!("{field}: ")), "{text:?}: {err}");
     }
     let err = SandboxSettings::from_yaml("runtimeClassname: gvisor\n").expect_err("unknown");
-    assert!(err.contains("runtimeClassname"), "{err}");
-    assert!(SandboxSettings::from_yaml("a: [").expect_err("not yaml").starts_with("not valid YAML"));
+    assert!(err.message.contains("runtimeClassname"), "{err}");
+    let err = SandboxSettings::from_yaml("a: [").expect_err("not yaml");
+    assert_eq!(err.field, "settings");
+    assert!(err.message.starts_with("not valid YAML"), "{err}");
 }
 
 #[test]

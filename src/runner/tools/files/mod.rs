@@ -1,3 +1,4 @@
+//! (Over 500 lines: six tools over one confinement rule, which is the point of keeping them together; tests in `files/tests.rs`.)
 //! The file tools (`ls`, `read_file`, `write_file`, `edit_file`, `glob`, `grep`), confined to the run's
 //! volumes (DESIGN.md section 5):
 //!

@@ -1,0 +1,141 @@
+//! `yuxi-operator local`: the whole system on one machine without a cluster — the facade over the Agent
+//! manifests of a folder, runs as `runner` subprocesses under a local data folder, run state in Redis when
+//! one is given and in this process otherwise.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use yuxi_operator::facade::launch::{LocalLauncher, RunnerStore};
+use yuxi_operator::facade::{self, AgentCatalog, FacadeState, Runs, Users};
+use yuxi_operator::resources::manifest_set;
+use yuxi_operator::run::inputs::env;
+use yuxi_operator::store::Store;
+use yuxi_operator::store::socket::{bind_store_socket, serve_store_socket};
+
+use super::serve::{bind, serve, shutdown_signal};
+
+/// The local mode's store socket, in its data folder, when it keeps runs in its own process.
+const STORE_SOCKET: &str = "store.sock";
+
+/// The local mode's manifests, users, listener and how it runs agents.
+#[derive(clap::Args)]
+pub struct LocalArgs {
+    /// The folder of Agent manifests.
+    #[arg(long, value_name = "DIR", default_value = "examples")]
+    manifests: PathBuf,
+    /// Address the facade listens on.
+    #[arg(long, default_value = "127.0.0.1:8080")]
+    listen: SocketAddr,
+    /// The users file: a YAML list of {token, uid, role, department_id}.
+    #[arg(long, value_name = "FILE", default_value = "examples/local-users.yaml")]
+    users: PathBuf,
+    /// Where runs keep their volumes.
+    #[arg(long, value_name = "DIR", default_value = ".run/data")]
+    data_dir: PathBuf,
+    /// Redis, where runs keep their state; without it they keep it in this process (lost when it
+    /// stops) and runners reach it over `<data-dir>/store.sock`.
+    #[arg(long, env = "REDIS_URL", hide_env_values = true)]
+    redis_url: Option<String>,
+    /// The model of agents that name none: by default each agent's own script
+    /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
+    #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
+    default_model: String,
+    /// Where `scripted/file:` model scripts are read from.
+    #[arg(long, env = env::SCRIPTS_DIR, value_name = "DIR", default_value = "examples/scripts")]
+    scripts_dir: PathBuf,
+    /// The skills library (folders with a SKILL.md) agents' skills are projected from; runs get no
+    /// skills when the folder does not exist.
+    #[arg(long, env = env::SKILLS_LIBRARY, value_name = "DIR", default_value = "examples/skills")]
+    skills_library: PathBuf,
+}
+
+/// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish and removes the store
+/// socket. Exit status 1 when a manifest or the users file is not valid, Redis (when given) cannot be
+/// reached, or the address cannot be bound.
+pub fn run(args: LocalArgs) -> ExitCode {
+    super::run_async(serve_local(args))
+}
+
+async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
+    let LocalArgs { manifests, listen, users, data_dir, redis_url, default_model, scripts_dir, skills_library } = args;
+    let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
+    let agents = manifest_set::load_agents(&files).map_err(|problems| {
+        anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
+    })?;
+    let users = Users::load(&users).map_err(anyhow::Error::msg)?;
+    std::fs::create_dir_all(&data_dir)?;
+    let data_dir = data_dir.canonicalize()?;
+    let (store, runner_store) = match &redis_url {
+        Some(url) => {
+            let store = Store::connect_redis(url).await.map_err(|e| {
+                anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}; unset it to keep runs in this process")
+            })?;
+            tracing::info!("runs keep their state in Redis (REDIS_URL)");
+            (store, RunnerStore::Redis(url.clone()))
+        }
+        None => {
+            let store = Store::memory();
+            let socket = data_dir.join(STORE_SOCKET);
+            let listener = bind_store_socket(&socket).await?;
+            tokio::spawn(serve_store_socket(listener, store.clone()));
+            tracing::info!(
+                socket = %socket.display(),
+                "no REDIS_URL: runs keep their state in this process and are lost when it stops; runners reach it over the socket"
+            );
+            (store, RunnerStore::Socket(socket))
+        }
+    };
+    let launcher = LocalLauncher {
+        exe: std::env::current_exe()?,
+        data_dir: data_dir.clone(),
+        store: runner_store.clone(),
+        default_model,
+        scripts_dir: scripts_dir.canonicalize().ok(),
+        // Main agents delegate through this facade; a wildcard address is reached on the loopback.
+        facade_url: Some(format!(
+            "http://{}",
+            match listen.ip().is_unspecified() {
+                true => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port()),
+                false => listen,
+            }
+        )),
+        skills_library: match skills_library.canonicalize() {
+            Ok(library) => Some(library),
+            Err(err) => {
+                tracing::warn!(library = %skills_library.display(), error = %err, "no skills library: runs get no skills");
+                None
+            }
+        },
+    };
+    // Agents created through the API are kept as manifests here, and served again after a restart.
+    let saved_in = data_dir.join("agents");
+    let saved = if saved_in.is_dir() {
+        manifest_set::load_agents(&manifest_set::manifest_files(std::slice::from_ref(&saved_in))?).map_err(
+            |problems| {
+                anyhow::anyhow!(
+                    "the saved agents in {} are not valid:\n  {}",
+                    saved_in.display(),
+                    problems.join("\n  ")
+                )
+            },
+        )?
+    } else {
+        Vec::new()
+    };
+    let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let state = FacadeState {
+        auth: users.into(),
+        agents: AgentCatalog::Local(agent_catalog),
+        runs: Some(Runs { store, launcher: launcher.into() }),
+        metrics: Default::default(),
+    };
+    let listener = bind(listen)?;
+    tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
+    let served = serve(listener, facade::router(state), shutdown_signal()).await;
+    if let RunnerStore::Socket(socket) = &runner_store {
+        let _ = std::fs::remove_file(socket);
+    }
+    served?;
+    Ok(())
+}

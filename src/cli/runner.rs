@@ -1,0 +1,173 @@
+//! `yuxi-operator runner`: executes one AgentRun to a terminal state; what runs in a sandbox pod's
+//! `runner` container, and what the local mode starts per run with `--runner-processes`.
+//!
+//! Exit status: 0 when the run ended other than `failed`, 1 when it failed, [`EXIT_UNUSABLE`] (2) when it
+//! could not run at all (inputs, store or runtime unusable).
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::time::Duration;
+
+use yuxi_operator::run::RunStatus;
+use yuxi_operator::run::inputs::env;
+use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
+use yuxi_operator::runner::tools::files::VolumePaths;
+use yuxi_operator::runner::{self, RunnerOptions, mcp};
+use yuxi_operator::store::RunnerStoreClient;
+
+/// The endpoint of `openai/` models when only `OPENAI_API_KEY` is set.
+const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
+
+/// Exit status of a runner that could not run at all.
+pub const EXIT_UNUSABLE: u8 = 2;
+
+/// The runner's inputs; see the `runner` module for the contract.
+#[derive(clap::Args)]
+#[command(group = clap::ArgGroup::new("store").required(true).args(["redis_url", "store_socket"]))]
+pub struct RunnerArgs {
+    /// The AgentRun manifest to execute.
+    #[arg(long, value_name = "FILE")]
+    run: PathBuf,
+    /// The Agent manifest the run names.
+    #[arg(long, value_name = "FILE")]
+    agent: PathBuf,
+    /// The user's workspace volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/workspace")]
+    workspace: PathBuf,
+    /// The parent conversation's uploads volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/uploads")]
+    uploads: PathBuf,
+    /// The parent conversation's outputs volume.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/user-data/outputs")]
+    outputs: PathBuf,
+    /// The agent's skills scope.
+    #[arg(long, value_name = "DIR", default_value = "/home/gem/skills")]
+    skills: PathBuf,
+    /// Run `execute` commands in the sandbox container listening on this socket, not as subprocesses.
+    #[arg(long, value_name = "PATH")]
+    sandbox_socket: Option<PathBuf>,
+    /// Redis, where events, history and the result go (this or --store-socket).
+    #[arg(long, env = env::REDIS_URL, hide_env_values = true)]
+    redis_url: Option<String>,
+    /// The local mode's store socket, where events, history and the result go (this or --redis-url).
+    #[arg(long, env = env::STORE_SOCKET, value_name = "PATH")]
+    store_socket: Option<PathBuf>,
+    /// The model of agents whose context names none.
+    #[arg(long, env = env::DEFAULT_MODEL)]
+    default_model: Option<String>,
+    /// The OpenAI-compatible endpoint of `openai/` models.
+    #[arg(long, env = env::OPENAI_BASE_URL)]
+    openai_base_url: Option<String>,
+    /// The folder `scripted/file:<name>` model scripts are read from (none: such models are refused).
+    #[arg(long, env = env::SCRIPTS_DIR, value_name = "DIR")]
+    scripts_dir: Option<PathBuf>,
+    /// The MCP servers agents may use (a YAML map of name to {url, tools}).
+    #[arg(long, env = env::MCP_SERVERS, value_name = "FILE")]
+    mcp_servers: Option<PathBuf>,
+    /// The facade a main agent's run delegates to subagents through, with the run's token from
+    /// YUXI_RUN_TOKEN (an environment variable only, never an argument).
+    #[arg(long, env = env::FACADE_URL, value_name = "URL")]
+    facade_url: Option<String>,
+    /// The read-only skills library the agent's skills are projected from into the skills scope.
+    #[arg(long, env = env::SKILLS_LIBRARY, value_name = "DIR")]
+    skills_library: Option<PathBuf>,
+    /// Folders or files `execute` commands must not see (`:`-separated in the environment): the local
+    /// mode hides its data folder, where other runs' files are.
+    #[arg(long = "sandbox-hide", env = env::SANDBOX_HIDE, value_name = "PATH", value_delimiter = ':')]
+    sandbox_hide: Vec<PathBuf>,
+}
+
+/// Takes from this process the right of other processes of the same user (commands the model runs among
+/// them) to read its memory and environment through /proc, where the model key and the run's
+/// credentials are. Called first thing, before the arguments are parsed.
+pub fn forbid_inspection() {
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's own dumpable flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+    }
+}
+
+/// Executes the run and reports its final status on stderr (`run <status>`, with its error when there
+/// is one). See the module doc for the exit status.
+pub fn run(args: RunnerArgs) -> ExitCode {
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(err) => {
+            eprintln!("error: cannot start the async runtime: {err}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    let code = runtime.block_on(execute(args));
+    // A tool stuck in a blocking call (a file operation the deadline abandoned) must not keep the process
+    // alive after the run has ended.
+    runtime.shutdown_timeout(Duration::from_millis(500));
+    code
+}
+
+async fn execute(args: RunnerArgs) -> ExitCode {
+    let mcp_servers = match &args.mcp_servers {
+        Some(path) => match mcp::load_servers(path) {
+            Ok(servers) => servers,
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        },
+        None => Default::default(),
+    };
+    // OPENAI_BASE_URL names the endpoint; a key alone means OpenAI's own.
+    let api_key = std::env::var(env::OPENAI_API_KEY).unwrap_or_default();
+    let base_url = args.openai_base_url.clone().or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
+    let openai = base_url.map(|base_url| OpenAiEndpoint { base_url, api_key });
+    let options = RunnerOptions {
+        run_file: args.run,
+        agent_file: args.agent,
+        volumes: VolumePaths {
+            workspace: args.workspace,
+            uploads: args.uploads,
+            outputs: args.outputs,
+            skills: args.skills,
+        },
+        sandbox_socket: args.sandbox_socket,
+        default_model: args.default_model,
+        models: ModelSettings { openai, scripts_dir: args.scripts_dir },
+        mcp_servers,
+        // A store socket has no cancel notice: checking often is all there is, and it is cheap.
+        cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },
+        facade: match (args.facade_url, std::env::var(env::RUN_TOKEN).ok().filter(|t| !t.is_empty())) {
+            (Some(url), Some(token)) => Some(runner::FacadeAccess { url, token }),
+            _ => None,
+        },
+        skills_library: args.skills_library,
+        sandbox_hide: args.sandbox_hide,
+    };
+    let store = match (&args.redis_url, &args.store_socket) {
+        (Some(url), _) => RunnerStoreClient::connect_redis(url)
+            .await
+            .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
+        (None, Some(path)) => RunnerStoreClient::connect_socket(path)
+            .await
+            .map_err(|e| format!("cannot reach the store socket ({}): {e}", env::STORE_SOCKET)),
+        (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),
+    };
+    let store = match store {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    match runner::run(&options, store).await {
+        Err(err) => {
+            eprintln!("error: {err}");
+            ExitCode::from(EXIT_UNUSABLE)
+        }
+        Ok(report) => {
+            match &report.error {
+                Some(error) => eprintln!("run {}: {error}", report.status.as_str()),
+                None => eprintln!("run {}", report.status.as_str()),
+            }
+            if report.status == RunStatus::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
+        }
+    }
+}

@@ -1,0 +1,60 @@
+//! `yuxi-operator validate`: checks manifests by the admission rules, offline, and lists the verdicts.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+
+use yuxi_operator::resources::manifest_set;
+
+/// What to check.
+#[derive(clap::Args)]
+pub struct ValidateArgs {
+    /// Manifest files or folders.
+    #[arg(required = true, value_name = "PATH")]
+    paths: Vec<PathBuf>,
+}
+
+/// Lists one verdict per object on stdout (`ok`, `rejected` with its errors, `skipped` for other kinds),
+/// warnings included. Exit status 1 when an object is rejected, when no Agent or AgentRun is found, or
+/// when a path cannot be read; 0 otherwise.
+pub fn run(args: ValidateArgs) -> ExitCode {
+    let paths = &args.paths;
+    let files = match manifest_set::manifest_files(paths) {
+        Ok(files) => files,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::FAILURE;
+        }
+    };
+    let checked = manifest_set::check_files(&files);
+    let mut out = String::new();
+    let mut failed = 0;
+    for item in &checked {
+        let object = item.object.as_deref().unwrap_or("not decoded");
+        let verdict = match (item.skipped, item.report.is_ok()) {
+            (true, _) => "skipped ",
+            (false, true) => "ok      ",
+            (false, false) => {
+                failed += 1;
+                "rejected"
+            }
+        };
+        out.push_str(&format!("{verdict} {} ({object})\n", item.origin));
+        for error in &item.report.errors {
+            out.push_str(&format!("  error:   {error}\n"));
+        }
+        for warning in &item.report.warnings {
+            out.push_str(&format!("  warning: {warning}\n"));
+        }
+    }
+    let checked_objects = checked.iter().filter(|c| !c.skipped).count();
+    // A closed pipe (`| head`) or a full disk ends the listing, not the process.
+    let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
+    if checked_objects == 0 {
+        eprintln!(
+            "error: no Agent or AgentRun manifests found in {}",
+            paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
+        );
+        return ExitCode::FAILURE;
+    }
+    if failed == 0 { ExitCode::SUCCESS } else { ExitCode::FAILURE }
+}
