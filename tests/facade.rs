@@ -4,6 +4,8 @@
 mod facade_agents;
 #[path = "facade/facade_cluster.rs"]
 mod facade_cluster;
+#[path = "facade/run_tokens.rs"]
+mod run_tokens;
 
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
@@ -14,5 +16,6 @@ mod support {
     // Only `example_agents` serves here; the rest serves the resources tests.
     #[allow(dead_code)]
     pub mod examples;
+    pub mod redis;
     pub mod repository;
 }

@@ -103,3 +103,25 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
 
 #[cfg(test)]
 mod tests;
+
+/// The uid of a Kubernetes username: the username itself when it is an id of
+/// [`is_valid_id`](crate::resources::thread_id::is_valid_id) of at most 63 characters; otherwise
+/// (`system:serviceaccount:ns:name`, `alice@example.com`) its characters outside the id alphabet become
+/// `-`, it is cut to 54 characters, and the first 8 hex digits of the name's SHA-256 are appended, so two
+/// names never share a uid. The facade (TokenReview) and the admission webhook (who creates an AgentRun)
+/// map users by this one rule.
+pub fn uid_of(username: &str) -> String {
+    if crate::resources::thread_id::is_valid_id(username) && username.len() <= 63 {
+        return username.to_string();
+    }
+    use sha2::Digest;
+    let digest = sha2::Sha256::digest(username.as_bytes());
+    let mut safe: String = username
+        .chars()
+        .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
+        .take(54)
+        .collect();
+    safe = safe.trim_start_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
+    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    if safe.is_empty() { format!("u-{hex}") } else { format!("{safe}-{hex}") }
+}

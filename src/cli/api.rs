@@ -2,6 +2,7 @@
 //! authentication, runs as AgentRuns, run state in Redis.
 
 use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
 use yuxi_operator::facade::{self, auth, catalog, launch};
@@ -21,7 +22,15 @@ pub struct ApiArgs {
     /// Redis, where runs keep their state.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     redis_url: String,
-    /// Audiences a token must be issued for (repeatable; none: the API server's own).
+    /// Use a Redis that answers clients without a password (with a warning): anything that reaches it
+    /// could read every conversation and forge run state. Refused by default.
+    #[arg(long, env = yuxi_operator::run::inputs::env::ALLOW_UNAUTHENTICATED_STORE)]
+    allow_unauthenticated_store: bool,
+    /// The key run tokens are signed with: a file of at least 32 bytes (the chart's `<release>-run-token-key`
+    /// Secret). Every replica of the facade must be given the same one.
+    #[arg(long, env = "YUXI_RUN_TOKEN_KEY_FILE", value_name = "FILE")]
+    run_token_key_file: PathBuf,
+    /// Audiences a user's token must be issued for (repeatable; none: `yuxi-operator`, this facade's own).
     #[arg(long = "token-audience", value_name = "AUDIENCE")]
     token_audiences: Vec<String>,
     /// Members of this Kubernetes group are administrators.
@@ -46,7 +55,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         "the facade serves the Agents of its namespace and checks tokens through the Kubernetes API; run it in a cluster or with a kubeconfig, or use `yuxi-operator local`",
     )
     .await?;
-    let store = Store::connect_redis(&args.redis_url)
+    let run_tokens = read_token_key(&args.run_token_key_file)?;
+    let store = Store::connect_redis(&args.redis_url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
     let mapping = auth::GroupMapping {
@@ -54,17 +64,29 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         superadmin_group: args.superadmin_group,
         department_prefix: args.department_group_prefix,
     };
+    let metrics = facade::http_metrics::FacadeMetrics::default();
+    let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
+    tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     let state = facade::FacadeState {
-        auth: auth::Authenticator::TokenReview(auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping)),
+        auth: auth::Authenticator::TokenReview(reviewer),
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
         runs: Some(facade::Runs {
             store,
             launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client, &args.namespace)),
         }),
-        metrics: Default::default(),
+        metrics,
+        run_tokens,
     };
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal()).await?;
     Ok(())
+}
+
+/// The run-token key in `path`: its bytes, less one trailing newline. Errors: the file cannot be read, or
+/// holds fewer than 32 bytes.
+fn read_token_key(path: &std::path::Path) -> anyhow::Result<yuxi_operator::run::grant::TokenKey> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read the run token key {}: {e}", path.display()))?;
+    let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
+    yuxi_operator::run::grant::TokenKey::new(bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

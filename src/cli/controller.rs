@@ -29,6 +29,10 @@ pub struct ControllerArgs {
     /// Redis, where runners keep events, results and cancel requests.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     redis_url: String,
+    /// Use a Redis that answers clients without a password (with a warning): anything that reaches it
+    /// could read every conversation and forge run state. Refused by default.
+    #[arg(long, env = yuxi_operator::run::inputs::env::ALLOW_UNAUTHENTICATED_STORE)]
+    allow_unauthenticated_store: bool,
     /// The sandbox pods' settings: a YAML file (see the `controller::pod` module); defaults when absent.
     #[arg(long, env = "YUXI_SANDBOX_SETTINGS", value_name = "FILE")]
     sandbox_settings: Option<PathBuf>,
@@ -65,7 +69,7 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         "the controller watches AgentRuns and Agents and creates pods through the Kubernetes API; run it in a cluster or with a kubeconfig",
     )
     .await?;
-    let store = Store::connect_redis(&args.redis_url)
+    let store = Store::connect_redis(&args.redis_url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
         .await
         .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
     let sandbox: SandboxSettings = match &args.sandbox_settings {

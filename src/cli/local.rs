@@ -37,6 +37,10 @@ pub struct LocalArgs {
     /// stops) and runners reach it over `<data-dir>/store.sock`.
     #[arg(long, env = "REDIS_URL", hide_env_values = true)]
     redis_url: Option<String>,
+    /// Use a Redis that answers clients without a password (with a warning): anything that reaches it
+    /// could read every conversation and forge run state. Refused by default.
+    #[arg(long, env = yuxi_operator::run::inputs::env::ALLOW_UNAUTHENTICATED_STORE)]
+    allow_unauthenticated_store: bool,
     /// The model of agents that name none: by default each agent's own script
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
@@ -58,7 +62,18 @@ pub fn run(args: LocalArgs) -> ExitCode {
 }
 
 async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
-    let LocalArgs { manifests, listen, users, data_dir, redis_url, default_model, scripts_dir, skills_library } = args;
+    let LocalArgs {
+        manifests,
+        listen,
+        users,
+        data_dir,
+        redis_url,
+        allow_unauthenticated_store,
+        default_model,
+        scripts_dir,
+        skills_library,
+    } = args;
+    let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
     let agents = manifest_set::load_agents(&files).map_err(|problems| {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
@@ -68,11 +83,11 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let data_dir = data_dir.canonicalize()?;
     let (store, runner_store) = match &redis_url {
         Some(url) => {
-            let store = Store::connect_redis(url).await.map_err(|e| {
+            let store = Store::connect_redis(url, store_auth).await.map_err(|e| {
                 anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}; unset it to keep runs in this process")
             })?;
             tracing::info!("runs keep their state in Redis (REDIS_URL)");
-            (store, RunnerStore::Redis(url.clone()))
+            (store, RunnerStore::Redis { url: url.clone(), auth: store_auth })
         }
         None => {
             let store = Store::memory();
@@ -129,6 +144,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         agents: AgentCatalog::Local(agent_catalog),
         runs: Some(Runs { store, launcher: launcher.into() }),
         metrics: Default::default(),
+        // Runs do not outlive this process, nor do their tokens.
+        run_tokens: yuxi_operator::run::grant::TokenKey::random(),
     };
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");

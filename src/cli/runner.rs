@@ -49,6 +49,10 @@ pub struct RunnerArgs {
     /// Redis, where events, history and the result go (this or --store-socket).
     #[arg(long, env = env::REDIS_URL, hide_env_values = true)]
     redis_url: Option<String>,
+    /// Use a Redis that answers clients without a password (with a warning): anything that reaches it
+    /// could read every conversation and forge run state. Refused by default.
+    #[arg(long, env = yuxi_operator::run::inputs::env::ALLOW_UNAUTHENTICATED_STORE)]
+    allow_unauthenticated_store: bool,
     /// The local mode's store socket, where events, history and the result go (this or --redis-url).
     #[arg(long, env = env::STORE_SOCKET, value_name = "PATH")]
     store_socket: Option<PathBuf>,
@@ -142,7 +146,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         sandbox_hide: args.sandbox_hide,
     };
     let store = match (&args.redis_url, &args.store_socket) {
-        (Some(url), _) => RunnerStoreClient::connect_redis(url)
+        (Some(url), _) => RunnerStoreClient::connect_redis(url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
             .await
             .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
         (None, Some(path)) => RunnerStoreClient::connect_socket(path)

@@ -55,6 +55,14 @@ pub struct FacadeMetrics {
     requests: Family<RequestLabels, Counter>,
     durations: Family<RouteLabels, Histogram>,
     runs_started: Family<RunLabels, Counter>,
+    token_reviews: Family<super::auth::token_review::ReviewLabels, Counter>,
+}
+
+impl FacadeMetrics {
+    /// The counter of TokenReview outcomes, for [`TokenReviewer::new`](super::auth::TokenReviewer::new).
+    pub fn token_reviews(&self) -> Family<super::auth::token_review::ReviewLabels, Counter> {
+        self.token_reviews.clone()
+    }
 }
 
 impl Default for FacadeMetrics {
@@ -77,7 +85,13 @@ impl Default for FacadeMetrics {
         );
         let runs_started = Family::<RunLabels, Counter>::default();
         registry.register("yuxi_runs_started", "Runs started, by agent and kind", runs_started.clone());
-        Self { registry: Arc::new(registry), requests, durations, runs_started }
+        let token_reviews = Family::<super::auth::token_review::ReviewLabels, Counter>::default();
+        registry.register(
+            "yuxi_token_reviews",
+            "Bearer tokens checked by Kubernetes TokenReview, by result (authenticated, unauthenticated, error, cached)",
+            token_reviews.clone(),
+        );
+        Self { registry: Arc::new(registry), requests, durations, runs_started, token_reviews }
     }
 }
 

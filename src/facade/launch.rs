@@ -18,8 +18,14 @@ use crate::store::{Store, StoreError};
 /// way a subprocess can reach it.
 #[derive(Clone, Debug)]
 pub enum RunnerStore {
-    /// The Redis at this URL (`YUXI_REDIS_URL`).
-    Redis(String),
+    /// The Redis at this URL (`YUXI_REDIS_URL`), used as the launching process uses it
+    /// (`YUXI_ALLOW_UNAUTHENTICATED_STORE` when it accepts a Redis without a password).
+    Redis {
+        /// The URL, with its credentials.
+        url: String,
+        /// Whether a Redis without a password is accepted.
+        auth: crate::store::StoreAuth,
+    },
     /// The launching process's in-process store, served on this Unix socket (`YUXI_STORE_SOCKET`; see
     /// [`crate::store::socket`]).
     Socket(PathBuf),
@@ -59,7 +65,7 @@ impl LocalLauncher {
 
     /// Starts the run in the background: writes its manifests, runs the runner, and records the final
     /// status (`interrupted` when the runner ended without a result). Then, as for every run that ends,
-    /// its unfinished children are cancelled and its credentials dropped.
+    /// its unfinished children are cancelled.
     pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {
         let launcher = self.clone();
         tokio::spawn(async move {
@@ -80,7 +86,7 @@ impl LocalLauncher {
             if let Err(err) = store.set_run_status(&run_id, status.0, status.1.as_deref()).await {
                 tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end");
             }
-            end_of_run(&store, &run_id, credentials.as_deref()).await;
+            end_of_run(&store, &run_id).await;
         });
     }
 
@@ -134,7 +140,13 @@ impl LocalLauncher {
             .kill_on_drop(true);
         // Exactly one store reaches the runner, whatever this process's own environment holds.
         match &self.store {
-            RunnerStore::Redis(url) => command.env(env_names::REDIS_URL, url).env_remove(env_names::STORE_SOCKET),
+            RunnerStore::Redis { url, auth } => command
+                .env(env_names::REDIS_URL, url)
+                .env(
+                    env_names::ALLOW_UNAUTHENTICATED_STORE,
+                    (*auth == crate::store::StoreAuth::AllowAnonymous).to_string(),
+                )
+                .env_remove(env_names::STORE_SOCKET),
             RunnerStore::Socket(path) => command.env(env_names::STORE_SOCKET, path).env_remove(env_names::REDIS_URL),
         };
         if let Some(scripts) = &self.scripts_dir {
@@ -237,17 +249,13 @@ pub enum LaunchError {
 }
 
 /// What follows the end of every run: its unfinished children are cancelled (a parent that ends leaves no
-/// child running) and its credentials stop working. Failures are logged: the run has ended regardless.
-pub async fn end_of_run(store: &Store, run_id: &str, credentials: Option<&str>) {
+/// child running). Its credentials stop working by themselves: a run token is refused once its run's
+/// record is terminal. Failures are logged: the run has ended regardless.
+pub async fn end_of_run(store: &Store, run_id: &str) {
     match store.cancel_children(run_id).await {
         Ok(0) => {}
         Ok(n) => tracing::info!(run_id = %run_id, children = n, "cancelled the ended run's unfinished children"),
         Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot cancel the ended run's children"),
-    }
-    if let Some(token) = credentials
-        && let Err(err) = store.drop_grant(&crate::run::grant::token_digest(token)).await
-    {
-        tracing::error!(run_id = %run_id, error = %err, "cannot drop the ended run's credentials");
     }
 }
 

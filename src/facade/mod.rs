@@ -36,6 +36,9 @@ pub struct FacadeState {
     pub runs: Option<Runs>,
     /// The metrics served at `/metrics`.
     pub metrics: crate::facade::http_metrics::FacadeMetrics,
+    /// The key the runs' tokens are signed with. Only the facade holds it; with several replicas, all
+    /// hold the same one (`--run-token-key-file`).
+    pub run_tokens: crate::run::grant::TokenKey,
 }
 
 /// Runs: their store and their launcher.
@@ -53,9 +56,9 @@ impl FromRef<FacadeState> for crate::facade::http_metrics::FacadeMetrics {
     }
 }
 
-impl FromRef<FacadeState> for auth::RunGrants {
-    fn from_ref(state: &FacadeState) -> auth::RunGrants {
-        auth::RunGrants(state.runs.as_ref().map(|r| r.store.clone()))
+impl FromRef<FacadeState> for auth::RunTokens {
+    fn from_ref(state: &FacadeState) -> auth::RunTokens {
+        auth::RunTokens { key: state.run_tokens.clone(), store: state.runs.as_ref().map(|r| r.store.clone()) }
     }
 }
 

@@ -150,7 +150,6 @@ pub async fn start(
             });
         }
     }
-    let token = crate::run::grant::new_run_token();
     let grant = crate::run::RunGrant {
         run_id: record.run_id.clone(),
         thread_id: thread_id.clone(),
@@ -160,12 +159,13 @@ pub async fn start(
         role: who.role,
         department_id: who.department_id,
     };
-    if let Err(err) = store.save_grant(&crate::run::grant::token_digest(&token), &grant).await {
-        // Without credentials the run could not delegate: end it rather than run it half-equipped.
-        let message = format!("the run's credentials could not be kept: {err}");
-        let _ = store.set_run_status(&record.run_id, crate::run::RunStatus::Failed, Some(&message)).await;
-        return Err(err.into());
-    }
+    // Good until the run's deadline (a parent run has the default timeout) and the pod's grace after it;
+    // refused as soon as the run ends.
+    let expires = crate::run::grant::token_expiry(
+        jiff::Timestamp::now().as_second(),
+        crate::run::inputs::DEFAULT_TIMEOUT_SECONDS,
+    );
+    let token = state.run_tokens.sign(&grant, expires);
     let launcher = &state.runs.as_ref().ok_or_else(|| ApiError::Unavailable("no run store".into()))?.launcher;
     launcher.launch(store.clone(), record.clone(), agent, body.query, Some(token));
     state.metrics.run_started(&body.agent_slug, false);

@@ -123,10 +123,14 @@ impl TokenKey {
     }
 }
 
-/// A new unsigned run token: the prefix and 256 random bits in hex (the form the store-kept grants use).
-pub fn new_run_token() -> String {
-    let bits = uuid::Uuid::new_v4().simple().to_string() + &uuid::Uuid::new_v4().simple().to_string();
-    format!("{RUN_TOKEN_PREFIX}{bits}")
+/// How long a run token outlives its run's deadline, in seconds: the sandbox pod's grace after
+/// `activeDeadlineSeconds` (its end-of-run reporting still reaches the facade).
+pub const TOKEN_GRACE_SECONDS: i64 = 300;
+
+/// When the token of a run started at `now` (seconds since the Unix epoch) with a timeout of
+/// `timeout_seconds` expires: its deadline plus [`TOKEN_GRACE_SECONDS`].
+pub fn token_expiry(now: i64, timeout_seconds: u64) -> i64 {
+    now.saturating_add(i64::try_from(timeout_seconds).unwrap_or(i64::MAX)).saturating_add(TOKEN_GRACE_SECONDS)
 }
 
 /// The hex SHA-256 of a token: how logs and the store may name a token without holding it.

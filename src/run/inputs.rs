@@ -11,6 +11,9 @@ use serde::{Deserialize, Serialize};
 pub mod env {
     /// The Redis URL, `redis://[:password@]host:port[/db]` (exactly one of this and [`STORE_SOCKET`]).
     pub const REDIS_URL: &str = "YUXI_REDIS_URL";
+    /// `true`: use a Redis that answers clients without a password, with a warning
+    /// (`--allow-unauthenticated-store`); every role refuses one otherwise.
+    pub const ALLOW_UNAUTHENTICATED_STORE: &str = "YUXI_ALLOW_UNAUTHENTICATED_STORE";
     /// The local mode's store socket (exactly one of this and [`REDIS_URL`]).
     pub const STORE_SOCKET: &str = "YUXI_STORE_SOCKET";
     /// The model of agents whose context and run name none, `<provider>/<model>`.

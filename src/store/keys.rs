@@ -68,11 +68,3 @@ pub fn run_children(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:children")
 }
 
-/// A run's credentials: JSON [`crate::run::RunGrant`] under the hex SHA-256 of the run's token (the
-/// token itself is never stored).
-pub fn run_grant(token_digest: &str) -> String {
-    format!("yuxi:run-grant:{token_digest}")
-}
-
-/// How long a run's credentials live at most, in seconds (one day; they are dropped when the run ends).
-pub const GRANT_TTL_SECONDS: i64 = 24 * 3600;

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::run::message::Message;
-use crate::run::{Created, Envelope, EventKind, RunGrant, RunRecord, RunResult, RunStatus, StoredEvent};
+use crate::run::{Created, Envelope, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
 
 /// The in-process store. Clones share the same state. Its operations are those of
 /// [`Store`](super::Store), documented there; none can fail.
@@ -36,7 +36,6 @@ struct MemoryState {
     starts: HashMap<String, String>,
     thread_owners: HashMap<String, String>,
     children: HashMap<String, Vec<String>>,
-    grants: HashMap<String, RunGrant>,
 }
 
 impl MemoryStore {
@@ -168,18 +167,6 @@ impl MemoryStore {
 
     pub(super) fn children(&self, parent_run_id: &str) -> Vec<String> {
         self.state().children.get(parent_run_id).cloned().unwrap_or_default()
-    }
-
-    pub(super) fn save_grant(&self, token_digest: &str, grant: &RunGrant) {
-        self.state().grants.insert(token_digest.to_string(), grant.clone());
-    }
-
-    pub(super) fn grant(&self, token_digest: &str) -> Option<RunGrant> {
-        self.state().grants.get(token_digest).cloned()
-    }
-
-    pub(super) fn drop_grant(&self, token_digest: &str) {
-        self.state().grants.remove(token_digest);
     }
 }
 

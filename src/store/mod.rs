@@ -20,7 +20,8 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::run::message::Message;
-use crate::run::{Created, EventKind, RunGrant, RunRecord, RunResult, RunStatus, StoredEvent};
+pub use self::redis::admits_anonymous;
+use crate::run::{Created, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;
 pub use runner::RunnerStoreClient;
@@ -48,6 +49,33 @@ pub enum StoreError {
         /// What went wrong, or the error the serving store answered.
         message: String,
     },
+    /// The Redis answers clients that give no credentials, so anything that reaches it on the network
+    /// (code a model wrote, in a sandbox) could read and write every run.
+    #[error(
+        "the Redis at {addr} answers clients without a password: anything that reaches it could read every conversation and forge run state; give it a password (requirepass or ACL users) and put it in the URL (redis://:<password>@host:port), or pass --allow-unauthenticated-store to accept the risk"
+    )]
+    Unauthenticated {
+        /// The server's address, without credentials.
+        addr: String,
+    },
+}
+
+/// Whether a Redis that answers clients without credentials may be used as the run store.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum StoreAuth {
+    /// Refuse one ([`StoreError::Unauthenticated`]): the default of every role.
+    #[default]
+    Required,
+    /// Use it, with a warning naming the risk (`--allow-unauthenticated-store`, for a Redis nothing
+    /// untrusted can reach).
+    AllowAnonymous,
+}
+
+impl StoreAuth {
+    /// [`StoreAuth::AllowAnonymous`] when `allow` (the `--allow-unauthenticated-store` flag).
+    pub fn from_flag(allow: bool) -> Self {
+        if allow { Self::AllowAnonymous } else { Self::Required }
+    }
 }
 
 /// The run state store, as the facade, the controller and the local mode use it: every operation, on
@@ -63,9 +91,15 @@ pub enum Store {
 }
 
 impl Store {
-    /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`) and checks that it answers.
-    pub async fn connect_redis(url: &str) -> Result<Store, StoreError> {
-        Ok(Store::Redis(RedisStore::connect(url).await?))
+    /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`), checks that it answers, and
+    /// checks that it refuses a client without credentials (a second connection that sends `PING` with no
+    /// `AUTH`).
+    ///
+    /// Errors: [`StoreError::Redis`] when it cannot be reached or refuses the URL's credentials;
+    /// [`StoreError::Unauthenticated`] when it answers anonymous clients and `auth` is
+    /// [`StoreAuth::Required`] (with [`StoreAuth::AllowAnonymous`], a warning is logged instead).
+    pub async fn connect_redis(url: &str, auth: StoreAuth) -> Result<Store, StoreError> {
+        Ok(Store::Redis(RedisStore::connect(url, auth).await?))
     }
 
     /// An empty in-process store.
@@ -277,37 +311,5 @@ impl Store {
             }
         }
         Ok(cancelled)
-    }
-
-    /// Keeps `grant` under the digest of the run's token, for at most a day.
-    pub async fn save_grant(&self, token_digest: &str, grant: &RunGrant) -> Result<(), StoreError> {
-        let text = serde_json::to_string(grant)
-            .map_err(|source| StoreError::Corrupt { key: keys::run_grant(token_digest), source })?;
-        match self {
-            Store::Redis(redis) => redis.save_grant(token_digest, &text).await,
-            Store::Memory(memory) => {
-                memory.save_grant(token_digest, grant);
-                Ok(())
-            }
-        }
-    }
-
-    /// The grant of a token digest, while it lives.
-    pub async fn grant(&self, token_digest: &str) -> Result<Option<RunGrant>, StoreError> {
-        match self {
-            Store::Redis(redis) => redis.grant(token_digest).await,
-            Store::Memory(memory) => Ok(memory.grant(token_digest)),
-        }
-    }
-
-    /// Drops the grants of a run (when it ends, its credentials stop working).
-    pub async fn drop_grant(&self, token_digest: &str) -> Result<(), StoreError> {
-        match self {
-            Store::Redis(redis) => redis.drop_grant(token_digest).await,
-            Store::Memory(memory) => {
-                memory.drop_grant(token_digest);
-                Ok(())
-            }
-        }
     }
 }

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{StoreError, keys};
 use crate::run::message::Message;
-use crate::run::{Created, Envelope, EventKind, RunGrant, RunRecord, RunResult, RunStatus, StoredEvent};
+use crate::run::{Created, Envelope, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
 
 /// Extends the lease in `KEYS[1]` to `ARGV[2]` milliseconds if `ARGV[1]` holds it; returns 1 if it did.
 const RENEW_LEASE: &str =
@@ -63,6 +63,19 @@ const SET_RUN_STATUS: &str = r"
     return 1
     ";
 
+/// Whether the Redis at `info`'s address answers `PING` from a client that gives no credentials (a
+/// second, short-lived connection with the same address and TLS settings). A server that cannot be
+/// reached this way within 5 s counts as not answering.
+pub async fn admits_anonymous(info: &redis::ConnectionInfo) -> bool {
+    let anonymous = info.clone().set_redis_settings(redis::RedisConnectionInfo::default());
+    let Ok(client) = redis::Client::open(anonymous) else { return false };
+    let probe = async {
+        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+        redis::cmd("PING").query_async::<String>(&mut connection).await.ok()
+    };
+    matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Some(_)))
+}
+
 /// The Redis store: one multiplexed connection that reconnects by itself, and the client for pub/sub.
 /// Its operations are those of [`Store`](super::Store), documented there.
 #[derive(Clone)]
@@ -72,11 +85,22 @@ pub struct RedisStore {
 }
 
 impl RedisStore {
-    /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`) and checks that it answers.
-    pub(super) async fn connect(url: &str) -> Result<RedisStore, StoreError> {
+    /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`), checks that it answers and,
+    /// by `auth`, that it refuses anonymous clients ([`super::Store::connect_redis`]).
+    pub(super) async fn connect(url: &str, auth: super::StoreAuth) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url)?;
         let mut connection = ConnectionManager::new(client.clone()).await?;
         let _: String = redis::cmd("PING").query_async(&mut connection).await?;
+        if admits_anonymous(client.get_connection_info()).await {
+            let addr = client.get_connection_info().addr().to_string();
+            match auth {
+                super::StoreAuth::Required => return Err(StoreError::Unauthenticated { addr }),
+                super::StoreAuth::AllowAnonymous => tracing::warn!(
+                    %addr,
+                    "the run store's Redis answers clients without a password (--allow-unauthenticated-store): anything that reaches it on the network can read every conversation and forge run state"
+                ),
+            }
+        }
         Ok(RedisStore { client, connection })
     }
 
@@ -332,23 +356,6 @@ impl RedisStore {
     pub(super) async fn children(&self, parent_run_id: &str) -> Result<Vec<String>, StoreError> {
         let mut connection = self.connection.clone();
         Ok(connection.smembers(keys::run_children(parent_run_id)).await?)
-    }
-
-    /// Keeps `grant` (its JSON) under `token_digest`, for at most a day.
-    pub(super) async fn save_grant(&self, token_digest: &str, grant: &str) -> Result<(), StoreError> {
-        let mut connection = self.connection.clone();
-        let () = connection.set_ex(keys::run_grant(token_digest), grant, keys::GRANT_TTL_SECONDS as u64).await?;
-        Ok(())
-    }
-
-    pub(super) async fn grant(&self, token_digest: &str) -> Result<Option<RunGrant>, StoreError> {
-        self.get_json(keys::run_grant(token_digest)).await
-    }
-
-    pub(super) async fn drop_grant(&self, token_digest: &str) -> Result<(), StoreError> {
-        let mut connection = self.connection.clone();
-        let () = connection.del(keys::run_grant(token_digest)).await?;
-        Ok(())
     }
 
     /// The JSON value at `key`, if there is one.

@@ -57,9 +57,10 @@ impl From<Store> for RunnerStoreClient {
 impl RunnerStoreClient {
     /// Connects to Redis at `url` (see [`Store::connect_redis`]).
     ///
-    /// Errors: [`StoreError::Redis`] when Redis cannot be reached or does not answer.
-    pub async fn connect_redis(url: &str) -> Result<RunnerStoreClient, StoreError> {
-        Ok(RunnerStoreClient::Direct(Store::connect_redis(url).await?))
+    /// Errors: [`StoreError::Redis`] when Redis cannot be reached or does not answer;
+    /// [`StoreError::Unauthenticated`] as [`Store::connect_redis`] says.
+    pub async fn connect_redis(url: &str, auth: super::StoreAuth) -> Result<RunnerStoreClient, StoreError> {
+        Ok(RunnerStoreClient::Direct(Store::connect_redis(url, auth).await?))
     }
 
     /// Connects to the store served on the Unix socket at `path` (see [`super::socket`]).

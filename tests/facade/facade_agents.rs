@@ -30,6 +30,7 @@ async fn start() -> Api {
         agents: AgentCatalog::new(example_agents()),
         runs: None,
         metrics: Default::default(),
+        run_tokens: yuxi_operator::run::grant::TokenKey::random(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");

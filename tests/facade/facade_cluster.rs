@@ -8,7 +8,9 @@ use serde_json::{Value, json};
 use yuxi_operator::facade::auth::{Authenticator, GroupMapping, TokenReviewer};
 use yuxi_operator::facade::catalog::ClusterCatalog;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
+use yuxi_operator::facade::http_metrics::FacadeMetrics;
 use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, router};
+use yuxi_operator::run::grant::TokenKey;
 use yuxi_operator::store::Store;
 
 use crate::support::api_server::scripted::{Exchange, api_server, failure};
@@ -16,13 +18,26 @@ use crate::support::api_server::scripted::{Exchange, api_server, failure};
 const AGENTS: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agents";
 const REVIEWS: &str = "/apis/authentication.k8s.io/v1/tokenreviews?";
 
-/// The facade of namespace `team-a` through `client`, with an in-process run store; its base URL.
+/// The key the test facades sign run tokens with.
+fn token_key() -> TokenKey {
+    TokenKey::new(&[7; 32]).expect("a 32-byte key")
+}
+
+/// The facade of namespace `team-a` through `client`, with `store` as its run store and [`token_key`];
+/// its base URL.
 async fn facade(client: kube::Client, store: Store) -> String {
+    facade_with(client, store, Default::default()).await
+}
+
+/// [`facade`], counting in `metrics`.
+async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics) -> String {
+    let reviewer = TokenReviewer::new(client.clone(), vec![], GroupMapping::default(), metrics.token_reviews());
     let state = FacadeState {
-        auth: Authenticator::TokenReview(TokenReviewer::new(client.clone(), vec![], GroupMapping::default())),
+        auth: Authenticator::TokenReview(reviewer),
         agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
         runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
-        metrics: Default::default(),
+        metrics,
+        run_tokens: token_key(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -345,11 +360,18 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
     assert_eq!(secret["metadata"]["ownerReferences"][0]["kind"], "AgentRun");
     let token = secret["stringData"]["token"].as_str().expect("the run's token");
     assert!(token.starts_with("yxr_"), "{token}");
-    // The facade knows the run by that token (only its digest is kept).
-    let grant = store.grant(&yuxi_operator::run::grant::token_digest(token)).await.expect("store").expect("a grant");
+    // The token carries its grant, signed by the facade's key; the store holds nothing of it.
+    let now = jiff::Timestamp::now().as_second();
+    let signed = token_key().verify(token, now).expect("signed by the facade's key");
     assert_eq!(
-        (grant.run_id.as_str(), grant.uid.as_str(), grant.department_id),
+        (signed.grant.run_id.as_str(), signed.grant.uid.as_str(), signed.grant.department_id),
         (body["run_id"].as_str().expect("id"), "alice", Some(1))
+    );
+    let deadline = now + yuxi_operator::run::inputs::DEFAULT_TIMEOUT_SECONDS as i64;
+    assert!(
+        (deadline..=deadline + yuxi_operator::run::grant::TOKEN_GRACE_SECONDS + 5).contains(&signed.exp),
+        "expires with the run's deadline and the pod's grace: {} for a deadline of {deadline}",
+        signed.exp
     );
 }
 
@@ -357,7 +379,6 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
 async fn run_credentials_serve_the_tool_endpoints_only() {
     let (client, server) = api_server(vec![]);
     let store = Store::memory();
-    let token = yuxi_operator::run::grant::new_run_token();
     let grant = yuxi_operator::run::RunGrant {
         run_id: "r-1".into(),
         thread_id: "t-1".into(),
@@ -367,7 +388,8 @@ async fn run_credentials_serve_the_tool_endpoints_only() {
         role: yuxi_operator::access::Role::User,
         department_id: None,
     };
-    store.save_grant(&yuxi_operator::run::grant::token_digest(&token), &grant).await.expect("saved");
+    running(&store, "r-1", "t-1", "alice").await;
+    let token = token_key().sign(&grant, jiff::Timestamp::now().as_second() + 600);
     let base = facade(client, store).await;
     for (method, path) in
         [("GET", "/api/agent"), ("GET", "/api/agent/runs/r-1"), ("POST", "/api/agent/runs/r-1/cancel")]
@@ -377,4 +399,20 @@ async fn run_credentials_serve_the_tool_endpoints_only() {
         assert!(body["message"].as_str().expect("message").contains("/api/tools"), "{body}");
     }
     assert!(server.await.expect("no request reached the API server").is_empty());
+}
+
+/// Records a running parent run `run_id` of `uid` on `thread_id`, as the facade does when it starts one.
+async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
+    let record = yuxi_operator::run::RunRecord {
+        run_id: run_id.into(),
+        thread_id: thread_id.into(),
+        agent_slug: "deep-research".into(),
+        uid: uid.into(),
+        parent: None,
+        status: yuxi_operator::run::RunStatus::Pending,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    };
+    store.create_run(&record, None).await.expect("created");
+    store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");
 }

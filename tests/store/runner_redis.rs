@@ -9,18 +9,72 @@ use serde_json::json;
 use yuxi_operator::run::Envelope;
 use yuxi_operator::run::message::Message;
 use yuxi_operator::run::{EventKind, RunResult};
-use yuxi_operator::store::Store;
+use yuxi_operator::store::{Store, StoreAuth, StoreError};
 use yuxi_operator::store::keys;
 
 use crate::support::redis::{redis_url, unique};
 use crate::support::runner::{RunFiles, stderr, subagent};
 
 async fn store() -> Store {
-    Store::connect_redis(&redis_url()).await.expect("the test Redis answers")
+    Store::connect_redis(&redis_url(), StoreAuth::Required).await.expect("the test Redis answers, with its password")
 }
 
 async fn raw() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("connects")
+}
+
+/// A Redis of this test's own that answers anyone: no password, listening on a Unix socket only. Stopped
+/// when the guard drops.
+struct AnonymousRedis {
+    dir: tempfile::TempDir,
+    server: std::process::Child,
+}
+
+impl AnonymousRedis {
+    fn start() -> Self {
+        let dir = tempfile::tempdir().expect("dir");
+        let socket = dir.path().join("redis.sock");
+        let server = Command::new("redis-server")
+            .args(["--port", "0", "--save", "", "--appendonly", "no", "--unixsocket"])
+            .arg(&socket)
+            .arg("--dir")
+            .arg(dir.path())
+            .stdout(std::process::Stdio::null())
+            .spawn()
+            .expect("redis-server (make test installs it)");
+        let deadline = Instant::now() + Duration::from_secs(10);
+        while !socket.exists() {
+            assert!(Instant::now() < deadline, "redis-server did not open its socket");
+            std::thread::sleep(Duration::from_millis(20));
+        }
+        Self { dir, server }
+    }
+
+    fn url(&self) -> String {
+        format!("redis+unix://{}", self.dir.path().join("redis.sock").display())
+    }
+}
+
+impl Drop for AnonymousRedis {
+    fn drop(&mut self) {
+        let _ = self.server.kill();
+        let _ = self.server.wait();
+    }
+}
+
+#[tokio::test]
+async fn a_redis_that_answers_without_a_password_is_refused_unless_allowed() {
+    let open = AnonymousRedis::start();
+    let refused = Store::connect_redis(&open.url(), StoreAuth::Required).await.err().expect("refused");
+    assert!(matches!(refused, StoreError::Unauthenticated { .. }), "{refused}");
+    assert!(refused.to_string().contains("--allow-unauthenticated-store"), "{refused}");
+    Store::connect_redis(&open.url(), StoreAuth::AllowAnonymous).await.expect("allowed, with a warning");
+    // The test Redis has a password: it is accepted, and refuses a client without one.
+    let url = redis_url();
+    let info = redis::IntoConnectionInfo::into_connection_info(url.as_str()).expect("url");
+    assert!(info.redis_settings().password().is_some(), "make test gives the test Redis a password");
+    assert!(!yuxi_operator::store::admits_anonymous(&info).await, "the test Redis answers anonymous clients");
+    store().await;
 }
 
 #[tokio::test]

@@ -1,0 +1,140 @@
+//! Bearer-token authentication: a token maps to an identity `{uid, role, department_id}`. In the local
+//! mode user tokens come from a users file ([`users`]); in a cluster, from Kubernetes TokenReview
+//! ([`token_review`]). Run tokens (`yxr_…`) are the runs' own credentials: signed by the facade's key
+//! ([`crate::run::grant`]), believed only when the signature checks, the token has not expired and its
+//! run is still going. Nothing written into the run store makes a token (docs/concepts/trust-model.md).
+
+pub mod token_review;
+pub mod users;
+
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
+
+use super::error::ApiError;
+use crate::access::Identity;
+use crate::run::grant::{RUN_TOKEN_PREFIX, TokenKey};
+use crate::run::{RunGrant, RunStatus};
+use crate::store::Store;
+
+pub use token_review::{GroupMapping, TokenReviewer};
+pub use users::{UserEntry, Users, UsersError};
+
+/// How user tokens are checked.
+#[derive(Clone)]
+pub enum Authenticator {
+    /// A fixed set of tokens (the local mode's users file).
+    Tokens(Users),
+    /// Kubernetes TokenReview.
+    TokenReview(TokenReviewer),
+}
+
+impl From<Users> for Authenticator {
+    fn from(users: Users) -> Self {
+        Authenticator::Tokens(users)
+    }
+}
+
+impl Authenticator {
+    /// The identity of a bearer token. Errors: 401 for a token that names nobody, 503 when the
+    /// Kubernetes API cannot answer.
+    pub async fn identify(&self, token: &str) -> Result<Identity, ApiError> {
+        let unknown = || ApiError::Unauthorized("the token is not valid".into());
+        match self {
+            Authenticator::Tokens(users) => users.identify(token).cloned().ok_or_else(unknown),
+            Authenticator::TokenReview(reviewer) => reviewer.identify(token).await?.ok_or_else(unknown),
+        }
+    }
+}
+
+/// How run tokens are checked: the facade's signing key, and the run store where a token's run is looked
+/// up (revocation: a token stops working when its run ends).
+#[derive(Clone)]
+pub struct RunTokens {
+    /// The key run tokens are signed with.
+    pub key: TokenKey,
+    /// The run store; without one no run token is believed.
+    pub store: Option<Store>,
+}
+
+impl RunTokens {
+    /// The grant of a run token. Errors: 401 (one message for every reason, so a caller learns nothing)
+    /// when the signature does not check, the token has expired, its run is unknown, has ended, or is not
+    /// the grant's user's; 503 when the run store cannot answer.
+    pub async fn verify(&self, token: &str) -> Result<RunGrant, ApiError> {
+        let refused = || ApiError::Unauthorized("the run token is not valid (or its run has ended)".into());
+        let signed = self.key.verify(token, jiff::Timestamp::now().as_second()).map_err(|_| refused())?;
+        let store = self.store.as_ref().ok_or_else(refused)?;
+        let record = store
+            .run_record(&signed.grant.run_id)
+            .await
+            .map_err(|e| ApiError::Unavailable(format!("run tokens cannot be checked: {e}")))?
+            .ok_or_else(refused)?;
+        if record.uid != signed.grant.uid || record.status.is_terminal() || record.status == RunStatus::CancelRequested
+        {
+            return Err(refused());
+        }
+        Ok(signed.grant)
+    }
+}
+
+/// The authenticated caller of a request.
+pub struct Caller(pub Identity);
+
+/// The caller of a tool endpoint: a user (or an agent runtime acting for one), or a run this system
+/// started acting with its own credentials, whose grant then names the parent.
+pub struct ParentCaller {
+    /// Who the call is for.
+    pub who: Identity,
+    /// The calling run, when the call carries run credentials.
+    pub run: Option<RunGrant>,
+}
+
+impl<S> FromRequestParts<S> for Caller
+where
+    S: Send + Sync,
+    Authenticator: axum::extract::FromRef<S>,
+    RunTokens: axum::extract::FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // A run's credentials serve its tool calls only: a run acts as itself, never as its user.
+        match ParentCaller::from_request_parts(parts, state).await? {
+            ParentCaller { run: Some(_), .. } => {
+                Err(ApiError::Forbidden("run credentials are accepted by the /api/tools endpoints only".into()))
+            }
+            ParentCaller { who, run: None } => Ok(Caller(who)),
+        }
+    }
+}
+
+impl<S> FromRequestParts<S> for ParentCaller
+where
+    S: Send + Sync,
+    Authenticator: axum::extract::FromRef<S>,
+    RunTokens: axum::extract::FromRef<S>,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        let header = parts
+            .headers
+            .get(axum::http::header::AUTHORIZATION)
+            .ok_or_else(|| ApiError::Unauthorized("an Authorization: Bearer <token> header is required".into()))?;
+        let token = header
+            .to_str()
+            .ok()
+            // The scheme is case-insensitive (RFC 9110 section 11.1).
+            .and_then(|h| h.get(..7).filter(|scheme| scheme.eq_ignore_ascii_case("bearer ")).map(|_| &h[7..]))
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
+        if token.starts_with(RUN_TOKEN_PREFIX) {
+            let grant = <RunTokens as axum::extract::FromRef<S>>::from_ref(state).verify(token).await?;
+            let who = Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id };
+            return Ok(ParentCaller { who, run: Some(grant) });
+        }
+        let who = <Authenticator as axum::extract::FromRef<S>>::from_ref(state).identify(token).await?;
+        Ok(ParentCaller { who, run: None })
+    }
+}
