@@ -129,6 +129,65 @@ async fn a_token_the_api_server_does_not_authenticate_is_401_and_its_review_is_r
 }
 
 #[tokio::test]
+async fn tokens_are_reviewed_for_the_facades_own_audience_and_every_outcome_is_counted() {
+    let other_audience = Exchange::new(
+        Method::POST,
+        REVIEWS,
+        201,
+        json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {}, "spec": {},
+               "status": {"authenticated": true, "audiences": ["https://kubernetes.default.svc"],
+                          "user": {"username": "mallory", "groups": []}}}),
+    );
+    let (client, server) = api_server(vec![review("alice", &[]), listing(vec![]), other_audience]);
+    let metrics = FacadeMetrics::default();
+    let base = facade_with(client, Store::memory(), metrics.clone()).await;
+    assert_eq!(call(&base, "GET", "/api/agent", "alice-token", None).await.0, 200);
+    assert_eq!(call(&base, "GET", "/api/agent/runs/r-1", "alice-token", None).await.0, 404, "cached: no second review");
+    // A status that names an audience other than the facade's is not believed.
+    assert_eq!(call(&base, "GET", "/api/agent", "a-token-for-the-api-server", None).await.0, 401);
+    let bodies = server.await.expect("two reviews and one listing");
+    assert_eq!(bodies[0]["spec"]["audiences"], json!(["yuxi-operator"]));
+    assert_eq!(bodies[2]["spec"]["audiences"], json!(["yuxi-operator"]));
+    let text = reqwest12::get(format!("{base}/metrics")).await.expect("metrics").text().await.expect("text");
+    for line in [
+        r#"yuxi_token_reviews_total{result="authenticated"} 1"#,
+        r#"yuxi_token_reviews_total{result="cached"} 1"#,
+        r#"yuxi_token_reviews_total{result="unauthenticated"} 1"#,
+    ] {
+        assert!(text.lines().any(|l| l == line), "{line} in:\n{text}");
+    }
+}
+
+#[tokio::test]
+async fn a_flood_of_random_tokens_does_not_push_a_users_review_out_of_the_cache() {
+    use crate::support::api_server::routed::{Answer, routed};
+    let (client, seen) = routed(|request, _| {
+        let token = request.body["spec"]["token"].as_str().unwrap_or_default();
+        let status = match token {
+            "alice-token" => json!({"authenticated": true, "user": {"username": "alice", "groups": []}}),
+            _ => json!({"authenticated": false}),
+        };
+        Answer::Json(201, json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {},
+                                 "spec": {}, "status": status}))
+    });
+    let reviewer = TokenReviewer::with_capacity(client, vec![], GroupMapping::default(), Default::default(), 64);
+    for _ in 0..20 {
+        assert_eq!(reviewer.identify("alice-token").await.expect("reviewed").map(|who| who.uid), Some("alice".into()));
+    }
+    for n in 0..1000 {
+        assert_eq!(reviewer.identify(&format!("random-{n}")).await.expect("reviewed"), None);
+    }
+    assert!(reviewer.identify("alice-token").await.expect("reviewed").is_some());
+    let reviews_of_alice = seen
+        .lock()
+        .expect("log")
+        .iter()
+        .filter(|request| request.body["spec"]["token"] == "alice-token")
+        .count();
+    assert_eq!(reviews_of_alice, 1, "alice's review was pushed out by the flood and asked again");
+}
+
+#[tokio::test]
 async fn an_unreachable_api_server_is_503_not_401() {
     let (client, server) = api_server(vec![]);
     server.await.expect("no exchange");

@@ -1,9 +1,10 @@
 //! Kubernetes TokenReview: who a bearer token belongs to in a cluster, with the role and department taken
 //! from the user's groups.
 //!
-//! Answers are remembered for [`REVIEW_TTL`] by the token's SHA-256 (never the token) in a bounded cache
-//! whose admission policy (TinyLFU, moka) keeps the tokens used often: a flood of random tokens cannot
-//! push the real ones out. Each review's outcome is counted in `yuxi_token_reviews_total{result}`.
+//! Answers are remembered for [`REVIEW_TTL`] by the token's SHA-256 (never the token) in two bounded
+//! caches (moka): one of the identities of authenticated tokens, one of the tokens refused. A flood of
+//! random tokens fills only the second, so it cannot push a real user's review out. Each review's
+//! outcome is counted in `yuxi_token_reviews_total{result}`.
 
 use std::time::Duration;
 
@@ -20,7 +21,7 @@ pub const DEFAULT_AUDIENCE: &str = "yuxi-operator";
 
 /// How long a token's review is reused.
 pub const REVIEW_TTL: Duration = Duration::from_secs(60);
-/// How many reviews are kept at most.
+/// How many identities, and how many refused tokens, are kept at most.
 pub const REVIEW_CACHE: u64 = 10_000;
 
 /// How a Kubernetes user's groups map to roles and departments.
@@ -78,7 +79,10 @@ pub struct TokenReviewer {
     client: kube::Client,
     audiences: Vec<String>,
     mapping: GroupMapping,
-    cache: moka::sync::Cache<[u8; 32], Option<Identity>>,
+    /// The identities of authenticated tokens.
+    known: moka::sync::Cache<[u8; 32], Identity>,
+    /// The tokens refused.
+    refused: moka::sync::Cache<[u8; 32], ()>,
     counted: Family<ReviewLabels, Counter>,
 }
 
@@ -92,9 +96,21 @@ impl TokenReviewer {
         mapping: GroupMapping,
         counted: Family<ReviewLabels, Counter>,
     ) -> Self {
+        Self::with_capacity(client, audiences, mapping, counted, REVIEW_CACHE)
+    }
+
+    /// [`TokenReviewer::new`] remembering at most `capacity` identities and as many refused tokens.
+    pub fn with_capacity(
+        client: kube::Client,
+        audiences: Vec<String>,
+        mapping: GroupMapping,
+        counted: Family<ReviewLabels, Counter>,
+        capacity: u64,
+    ) -> Self {
         let audiences = if audiences.is_empty() { vec![DEFAULT_AUDIENCE.to_string()] } else { audiences };
-        let cache = moka::sync::Cache::builder().max_capacity(REVIEW_CACHE).time_to_live(REVIEW_TTL).build();
-        Self { client, audiences, mapping, cache, counted }
+        let known = moka::sync::Cache::builder().max_capacity(capacity).time_to_live(REVIEW_TTL).build();
+        let refused = moka::sync::Cache::builder().max_capacity(capacity).time_to_live(REVIEW_TTL).build();
+        Self { client, audiences, mapping, known, refused, counted }
     }
 
     /// The audiences a token must be issued for.
@@ -112,9 +128,13 @@ impl TokenReviewer {
     pub async fn identify(&self, token: &str) -> Result<Option<Identity>, ApiError> {
         use sha2::Digest;
         let key: [u8; 32] = sha2::Sha256::digest(token.as_bytes()).into();
-        if let Some(identity) = self.cache.get(&key) {
+        if let Some(identity) = self.known.get(&key) {
             self.count("cached");
-            return Ok(identity);
+            return Ok(Some(identity));
+        }
+        if self.refused.contains_key(&key) {
+            self.count("cached");
+            return Ok(None);
         }
         use k8s_openapi::api::authentication::v1::{TokenReview, TokenReviewSpec};
         let review = TokenReview {
@@ -135,8 +155,16 @@ impl TokenReviewer {
             }
             _ => None,
         };
-        self.count(if identity.is_some() { "authenticated" } else { "unauthenticated" });
-        self.cache.insert(key, identity.clone());
+        match &identity {
+            Some(who) => {
+                self.count("authenticated");
+                self.known.insert(key, who.clone());
+            }
+            None => {
+                self.count("unauthenticated");
+                self.refused.insert(key, ());
+            }
+        }
         Ok(identity)
     }
 }
