@@ -471,3 +471,79 @@ fn without_a_cluster_and_without_offline_it_refuses_to_start() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("--offline"), "the message says how to run without a cluster: {stderr}");
 }
+
+/// [`review`] of a new AgentRun sent by the Kubernetes user `username` in `groups`.
+fn run_review_by(username: &str, groups: &[&str], spec: Value) -> Value {
+    let mut review = review("AgentRun", "agentruns", "CREATE", agent_run(spec), Value::Null);
+    review["request"]["userInfo"] = json!({"username": username, "uid": "1b2c", "groups": groups});
+    review
+}
+
+fn facade_trusted() -> Admission {
+    offline().with_run_creators(yuxi_operator::access::RunCreators {
+        usernames: vec!["system:serviceaccount:yuxi-system:yuxi-operator-api".into()],
+        groups: vec!["yuxi:run-creators".into()],
+    })
+}
+
+#[tokio::test]
+async fn an_agent_run_bob_creates_for_alice_is_refused_and_his_own_is_stamped() {
+    let webhook = Webhook::start(facade_trusted()).await;
+    let spec = |uid: Option<&str>| {
+        let mut spec = json!({"agent": "research-explorer", "input": "Survey the field."});
+        if let Some(uid) = uid {
+            spec["uid"] = json!(uid);
+        }
+        spec
+    };
+    let bob = ["system:authenticated"];
+    let response = webhook.review("/validate", &run_review_by("bob", &bob, spec(Some("alice")))).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().expect("message");
+    assert!(message.starts_with("spec.uid: \"alice\" is not your user id"), "{message}");
+    // Without a uid, the mutating webhook stamps his own; the validating one refuses a run that has none.
+    let response = webhook.review("/mutate", &run_review_by("bob", &bob, spec(None))).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    assert_eq!(response["patchType"], "JSONPatch");
+    let patch: Vec<u8> = serde_json::from_value(response["patch"].clone()).expect("the patch is bytes");
+    assert_eq!(
+        serde_json::from_slice::<Value>(&patch).expect("JSON"),
+        json!([{"op": "add", "path": "/spec/uid", "value": "bob"}])
+    );
+    let response = webhook.review("/validate", &run_review_by("bob", &bob, spec(None))).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    assert!(
+        response["status"]["message"].as_str().expect("message").starts_with("spec.uid: is required"),
+        "{response}"
+    );
+    assert_eq!(webhook.review("/validate", &run_review_by("bob", &bob, spec(Some("bob")))).await["allowed"], true);
+    // The facade's service account, and the creators' group, run for their users; nothing is stamped.
+    let facade = "system:serviceaccount:yuxi-system:yuxi-operator-api";
+    assert_eq!(webhook.review("/validate", &run_review_by(facade, &bob, spec(Some("alice")))).await["allowed"], true);
+    let response = webhook.review("/mutate", &run_review_by(facade, &bob, spec(None))).await;
+    assert!(response.get("patch").is_none(), "{response}");
+    let ops = ["system:authenticated", "yuxi:run-creators"];
+    assert_eq!(webhook.review("/validate", &run_review_by("ops", &ops, spec(Some("alice")))).await["allowed"], true);
+}
+
+#[tokio::test]
+async fn an_agent_run_whose_uid_is_not_a_path_segment_is_refused_at_admission() {
+    let webhook = Webhook::start(facade_trusted()).await;
+    let facade = "system:serviceaccount:yuxi-system:yuxi-operator-api";
+    for uid in ["../../root", "alice/../bob", ".hidden", ""] {
+        let spec = json!({"agent": "research-explorer", "input": "Survey the field.", "uid": uid});
+        let response = webhook.review("/validate", &run_review_by(facade, &[], spec)).await;
+        assert_eq!(response["allowed"], false, "{uid:?}: {response}");
+        assert!(
+            response["status"]["message"].as_str().expect("message").starts_with("spec.uid: "),
+            "{uid:?}: {response}"
+        );
+    }
+    let spec = json!({"agent": "research-explorer", "input": "x", "uid": "alice", "parent": {"runId": "p", "threadId": "t",
+                      "agent": "deep-research", "fileThreadId": "../alice"}, "threadId": "t_sub_research-explorer_0000abcd"});
+    let response = webhook.review("/validate", &run_review_by(facade, &[], spec)).await;
+    assert!(
+        response["status"]["message"].as_str().expect("message").contains("spec.parent.fileThreadId"),
+        "{response}"
+    );
+}

@@ -101,9 +101,6 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
     }
 }
 
-#[cfg(test)]
-mod tests;
-
 /// The uid of a Kubernetes username: the username itself when it is an id of
 /// [`is_valid_id`](crate::resources::thread_id::is_valid_id) of at most 63 characters; otherwise
 /// (`system:serviceaccount:ns:name`, `alice@example.com`) its characters outside the id alphabet become
@@ -125,3 +122,55 @@ pub fn uid_of(username: &str) -> String {
     let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
     if safe.is_empty() { format!("u-{hex}") } else { format!("{safe}-{hex}") }
 }
+
+/// Who may create AgentRuns that run for a user other than themselves (the facade's service account,
+/// say). Anyone else's AgentRun runs as its creator: the admission webhook stamps or checks `spec.uid`.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct RunCreators {
+    /// Kubernetes usernames, such as `system:serviceaccount:yuxi-system:yuxi-operator-api`.
+    pub usernames: Vec<String>,
+    /// Kubernetes groups whose members may.
+    pub groups: Vec<String>,
+}
+
+impl RunCreators {
+    /// Whether the Kubernetes user `username` in `groups` may create runs for other users.
+    pub fn includes(&self, username: &str, groups: &[String]) -> bool {
+        self.usernames.iter().any(|u| u == username) || groups.iter().any(|g| self.groups.contains(g))
+    }
+}
+
+/// Who an AgentRun created by the Kubernetes user `username` (in `groups`) runs as, by its `spec.uid`:
+///
+/// - a trusted creator ([`RunCreators::includes`]): whatever `spec.uid` says (`Ok(None)`: keep it);
+/// - anyone else: their own uid ([`uid_of`]). `Ok(Some(uid))` when `spec.uid` is absent (the mutating
+///   webhook stamps it), `Ok(None)` when it is already theirs.
+///
+/// Errors: the message for `spec.uid` when it names another user, or when `stamp` is false (the
+/// validating webhook: the mutating one would have stamped it) and it is absent, so the run would
+/// otherwise fall back to the sandbox's default user.
+pub fn run_owner(
+    spec_uid: Option<&str>,
+    username: &str,
+    groups: &[String],
+    trusted: &RunCreators,
+    stamp: bool,
+) -> Result<Option<String>, String> {
+    if trusted.includes(username, groups) {
+        return Ok(None);
+    }
+    let own = uid_of(username);
+    match spec_uid {
+        Some(uid) if uid == own => Ok(None),
+        Some(uid) => Err(format!(
+            "{uid:?} is not your user id: an AgentRun created by {username:?} runs as {own:?}; only the run creators the webhook is configured with (--run-creator, --run-creator-group) may create runs for other users"
+        )),
+        None if stamp => Ok(Some(own)),
+        None => Err(format!(
+            "is required: an AgentRun created by {username:?} runs as {own:?} (the mutating webhook sets it when it is omitted)"
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests;

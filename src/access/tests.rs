@@ -84,3 +84,32 @@ fn the_allowlist_is_the_listed_visible_subagents() {
     let nested = agent("sub", "{backend: SubAgentBackend}");
     assert!(allowed_subagents(&nested, &agents, &alice).is_empty(), "a subagent calls no subagents");
 }
+
+#[test]
+fn an_agent_run_runs_as_its_creator_unless_the_creator_is_trusted() {
+    let trusted = RunCreators {
+        usernames: vec!["system:serviceaccount:yuxi-system:yuxi-operator-api".into()],
+        groups: vec!["yuxi:run-creators".into()],
+    };
+    let none: &[String] = &[];
+    let facade = "system:serviceaccount:yuxi-system:yuxi-operator-api";
+    // The facade creates runs for its users.
+    assert_eq!(run_owner(Some("alice"), facade, none, &trusted, false), Ok(None));
+    assert_eq!(run_owner(None, facade, none, &trusted, true), Ok(None));
+    // So does a member of the group.
+    let ops = ["system:authenticated".to_string(), "yuxi:run-creators".to_string()];
+    assert_eq!(run_owner(Some("alice"), "ops", &ops, &trusted, false), Ok(None));
+    // Bob's own run: stamped when absent, admitted when his, refused when it names Alice.
+    assert_eq!(run_owner(None, "bob", none, &trusted, true), Ok(Some("bob".into())));
+    assert_eq!(run_owner(Some("bob"), "bob", none, &trusted, false), Ok(None));
+    let refused = run_owner(Some("alice"), "bob", none, &trusted, false).expect_err("alice is not bob");
+    assert!(refused.contains("\"alice\" is not your user id") && refused.contains("runs as \"bob\""), "{refused}");
+    // Without the mutating webhook, an absent uid would fall back to the default user: refused.
+    assert!(run_owner(None, "bob", none, &trusted, false).expect_err("absent").starts_with("is required"));
+    // A service account's uid is its safe form, by the facade's own rule.
+    let sa = "system:serviceaccount:team-a:agent";
+    assert_eq!(run_owner(None, sa, none, &trusted, true), Ok(Some(uid_of(sa))));
+    assert!(run_owner(Some("system:serviceaccount:team-a:agent"), sa, none, &trusted, false).is_err());
+    // Nobody is trusted by default.
+    assert!(run_owner(Some("alice"), facade, none, &RunCreators::default(), false).is_err());
+}

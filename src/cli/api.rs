@@ -56,9 +56,12 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     )
     .await?;
     let run_tokens = read_token_key(&args.run_token_key_file)?;
-    let store = Store::connect_redis(&args.redis_url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
+    let store = Store::connect_redis(
+        &args.redis_url,
+        yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
     let mapping = auth::GroupMapping {
         admin_group: args.admin_group,
         superadmin_group: args.superadmin_group,
@@ -86,7 +89,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
 /// The run-token key in `path`: its bytes, less one trailing newline. Errors: the file cannot be read, or
 /// holds fewer than 32 bytes.
 fn read_token_key(path: &std::path::Path) -> anyhow::Result<yuxi_operator::run::grant::TokenKey> {
-    let bytes = std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read the run token key {}: {e}", path.display()))?;
+    let bytes =
+        std::fs::read(path).map_err(|e| anyhow::anyhow!("cannot read the run token key {}: {e}", path.display()))?;
     let bytes = bytes.strip_suffix(b"\n").unwrap_or(&bytes);
     yuxi_operator::run::grant::TokenKey::new(bytes).map_err(|e| anyhow::anyhow!("{}: {e}", path.display()))
 }

@@ -69,9 +69,12 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         "the controller watches AgentRuns and Agents and creates pods through the Kubernetes API; run it in a cluster or with a kubeconfig",
     )
     .await?;
-    let store = Store::connect_redis(&args.redis_url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
-        .await
-        .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
+    let store = Store::connect_redis(
+        &args.redis_url,
+        yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
+    )
+    .await
+    .map_err(|e| anyhow::anyhow!("cannot reach Redis (REDIS_URL): {e}"))?;
     let sandbox: SandboxSettings = match &args.sandbox_settings {
         None => SandboxSettings::default(),
         Some(path) => {

@@ -146,9 +146,12 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         sandbox_hide: args.sandbox_hide,
     };
     let store = match (&args.redis_url, &args.store_socket) {
-        (Some(url), _) => RunnerStoreClient::connect_redis(url, yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store))
-            .await
-            .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
+        (Some(url), _) => RunnerStoreClient::connect_redis(
+            url,
+            yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
+        )
+        .await
+        .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
         (None, Some(path)) => RunnerStoreClient::connect_socket(path)
             .await
             .map_err(|e| format!("cannot reach the store socket ({}): {e}", env::STORE_SOCKET)),

@@ -8,6 +8,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
 
+use yuxi_operator::access::RunCreators;
 use yuxi_operator::webhook::{self, Admission, ServeOptions};
 
 use super::serve::{shutdown_signal, stop_gracefully};
@@ -33,6 +34,13 @@ pub struct WebhookArgs {
     /// Run without a cluster: single-object checks only, no default-agent or subagent-reference checks.
     #[arg(long)]
     offline: bool,
+    /// A Kubernetes user who may create AgentRuns for other users (repeatable): the facade's service
+    /// account, `system:serviceaccount:<namespace>:<name>`. Anyone else's AgentRuns run as themselves.
+    #[arg(long = "run-creator", value_name = "USERNAME")]
+    run_creators: Vec<String>,
+    /// A Kubernetes group whose members may create AgentRuns for other users (repeatable).
+    #[arg(long = "run-creator-group", value_name = "GROUP", default_value = "yuxi:run-creators")]
+    run_creator_groups: Vec<String>,
 }
 
 /// Serves admission reviews until SIGTERM or Ctrl-C. Exit status 1 when the cluster cannot be reached
@@ -45,10 +53,11 @@ pub fn run(args: WebhookArgs) -> ExitCode {
         reload_interval: Duration::from_secs(args.cert_reload_seconds),
         header_read_timeout: webhook::HEADER_READ_TIMEOUT,
     };
-    super::run_async(serve(options, args.offline))
+    let creators = RunCreators { usernames: args.run_creators, groups: args.run_creator_groups };
+    super::run_async(serve(options, args.offline, creators))
 }
 
-async fn serve(options: ServeOptions, offline: bool) -> anyhow::Result<()> {
+async fn serve(options: ServeOptions, offline: bool, creators: RunCreators) -> anyhow::Result<()> {
     let client = if offline {
         tracing::info!("offline: single-object checks only");
         None
@@ -57,6 +66,6 @@ async fn serve(options: ServeOptions, offline: bool) -> anyhow::Result<()> {
     };
     let handle = axum_server::Handle::new();
     tokio::spawn(stop_gracefully(handle.clone(), shutdown_signal(), SHUTDOWN_GRACE));
-    webhook::serve(options, Admission::new(client), handle).await?;
+    webhook::serve(options, Admission::new(client).with_run_creators(creators), handle).await?;
     Ok(())
 }

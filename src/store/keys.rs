@@ -67,4 +67,3 @@ pub fn thread_owner(thread_id: &str) -> String {
 pub fn run_children(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:children")
 }
-

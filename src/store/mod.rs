@@ -19,8 +19,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::run::message::Message;
 pub use self::redis::admits_anonymous;
+use crate::run::message::Message;
 use crate::run::{Created, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;

@@ -10,6 +10,7 @@ use kube::core::DynamicObject;
 use kube::core::admission::{AdmissionRequest, AdmissionResponse, AdmissionReview, Operation};
 use serde::de::DeserializeOwned;
 
+use crate::access::{RunCreators, run_owner};
 use crate::resources::manifest::decode;
 use crate::resources::validation::{self, Report};
 use crate::resources::{Agent, AgentRun, GROUP};
@@ -42,16 +43,24 @@ enum Kind {
 }
 
 /// Judges admission requests. `client` reads the other Agents of a namespace for the cross-object rules;
-/// without one (`--offline`) only the single-object rules run.
+/// without one (`--offline`) only the single-object rules run. An AgentRun runs as the user who creates
+/// it, unless that user is one of `run_creators` ([`crate::access::run_owner`]).
 #[derive(Clone)]
 pub struct Admission {
     client: Option<kube::Client>,
+    run_creators: RunCreators,
 }
 
 impl Admission {
-    /// A judge that reads Agents through `client`, or only checks single objects when it is `None`.
+    /// A judge that reads Agents through `client`, or only checks single objects when it is `None`; no
+    /// user may create runs for another (see [`Admission::with_run_creators`]).
     pub fn new(client: Option<kube::Client>) -> Self {
-        Self { client }
+        Self { client, run_creators: RunCreators::default() }
+    }
+
+    /// The same judge, letting `creators` create AgentRuns for other users.
+    pub fn with_run_creators(self, creators: RunCreators) -> Self {
+        Self { run_creators: creators, ..self }
     }
 
     /// Answers a validating review (`POST /validate`), given the raw request body.
@@ -64,31 +73,37 @@ impl Admission {
         let response = match kind_of(&request) {
             _ if matches!(request.operation, Operation::Delete | Operation::Connect) => response,
             Some(Kind::Agent) => self.validate_agent(&request, response).await,
-            Some(Kind::AgentRun) => validate_agent_run(&request, response),
+            Some(Kind::AgentRun) => validate_agent_run(&request, response, &self.run_creators),
             None => response,
         };
         Ok(response.into_review())
     }
 
     /// Answers a mutating review (`POST /mutate`): on an Agent whose `spec.isSubagent` is omitted, adds it,
-    /// derived from the backend. Nothing else is ever stamped, so a GitOps tool sees no drift in the
-    /// fields it manages.
+    /// derived from the backend; on a new AgentRun whose `spec.uid` is omitted and whose creator may not
+    /// create runs for others, adds the creator's uid. Nothing else is ever stamped, so a GitOps tool sees
+    /// no drift in the fields it manages.
     pub async fn mutate(&self, body: &[u8]) -> Result<AdmissionReview<DynamicObject>, BadReview> {
         let request = parse_review(body)?;
         let response = AdmissionResponse::from(&request);
-        let derived = match (kind_of(&request), request.operation) {
+        let stamped = match (kind_of(&request), &request.operation) {
             (Some(Kind::Agent), Operation::Create | Operation::Update) => {
                 decode_object::<Agent>(request.object.as_ref())
                     .ok()
                     .and_then(|agent| validation::derived_is_subagent(&agent))
+                    .map(|is_subagent| (["spec", "isSubagent"], serde_json::Value::Bool(is_subagent)))
             }
+            (Some(Kind::AgentRun), Operation::Create) => decode_object::<AgentRun>(request.object.as_ref())
+                .ok()
+                .and_then(|run| {
+                    let (username, groups) = creator(&request);
+                    run_owner(run.spec.uid.as_deref(), username, groups, &self.run_creators, true).ok().flatten()
+                })
+                .map(|uid| (["spec", "uid"], serde_json::Value::String(uid))),
             _ => None,
         };
-        let Some(is_subagent) = derived else { return Ok(response.into_review()) };
-        let patch = Patch(vec![PatchOperation::Add(AddOperation {
-            path: PointerBuf::from_tokens(["spec", "isSubagent"]),
-            value: serde_json::Value::Bool(is_subagent),
-        })]);
+        let Some((path, value)) = stamped else { return Ok(response.into_review()) };
+        let patch = Patch(vec![PatchOperation::Add(AddOperation { path: PointerBuf::from_tokens(path), value })]);
         let response = match response.clone().with_patch(patch) {
             Ok(patched) => patched,
             Err(err) => response.deny(format!("cannot encode the patch: {err}")),
@@ -122,12 +137,27 @@ impl Admission {
     }
 }
 
-fn validate_agent_run(request: &AdmissionRequest<DynamicObject>, response: AdmissionResponse) -> AdmissionResponse {
+/// The Kubernetes user who sent the request: the username and groups of its `userInfo`.
+fn creator(request: &AdmissionRequest<DynamicObject>) -> (&str, &[String]) {
+    (request.user_info.username.as_deref().unwrap_or_default(), request.user_info.groups.as_deref().unwrap_or_default())
+}
+
+fn validate_agent_run(
+    request: &AdmissionRequest<DynamicObject>,
+    response: AdmissionResponse,
+    creators: &RunCreators,
+) -> AdmissionResponse {
     let run = match decode_object::<AgentRun>(request.object.as_ref()) {
         Ok(run) => run,
         Err(reason) => return response.deny(reason),
     };
     let mut report = validation::validate_agent_run(&run);
+    if request.operation == Operation::Create {
+        let (username, groups) = creator(request);
+        if let Err(message) = run_owner(run.spec.uid.as_deref(), username, groups, creators, false) {
+            report.error("spec.uid", message);
+        }
+    }
     if request.operation == Operation::Update {
         match decode_object::<AgentRun>(request.old_object.as_ref()) {
             Ok(old) => report.extend(validation::validate_agent_run_update(&old, &run)),

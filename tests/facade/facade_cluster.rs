@@ -7,8 +7,8 @@ use http::Method;
 use serde_json::{Value, json};
 use yuxi_operator::facade::auth::{Authenticator, GroupMapping, TokenReviewer};
 use yuxi_operator::facade::catalog::ClusterCatalog;
-use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::http_metrics::FacadeMetrics;
+use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, router};
 use yuxi_operator::run::grant::TokenKey;
 use yuxi_operator::store::Store;
@@ -167,8 +167,11 @@ async fn a_flood_of_random_tokens_does_not_push_a_users_review_out_of_the_cache(
             "alice-token" => json!({"authenticated": true, "user": {"username": "alice", "groups": []}}),
             _ => json!({"authenticated": false}),
         };
-        Answer::Json(201, json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {},
-                                 "spec": {}, "status": status}))
+        Answer::Json(
+            201,
+            json!({"apiVersion": "authentication.k8s.io/v1", "kind": "TokenReview", "metadata": {},
+                                 "spec": {}, "status": status}),
+        )
     });
     let reviewer = TokenReviewer::with_capacity(client, vec![], GroupMapping::default(), Default::default(), 64);
     for _ in 0..20 {
@@ -178,12 +181,8 @@ async fn a_flood_of_random_tokens_does_not_push_a_users_review_out_of_the_cache(
         assert_eq!(reviewer.identify(&format!("random-{n}")).await.expect("reviewed"), None);
     }
     assert!(reviewer.identify("alice-token").await.expect("reviewed").is_some());
-    let reviews_of_alice = seen
-        .lock()
-        .expect("log")
-        .iter()
-        .filter(|request| request.body["spec"]["token"] == "alice-token")
-        .count();
+    let reviews_of_alice =
+        seen.lock().expect("log").iter().filter(|request| request.body["spec"]["token"] == "alice-token").count();
     assert_eq!(reviews_of_alice, 1, "alice's review was pushed out by the flood and asked again");
 }
 

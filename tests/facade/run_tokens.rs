@@ -115,9 +115,14 @@ async fn a_grant_written_straight_into_redis_is_worth_nothing() {
     let forged = json!({"run_id": parent.run_id, "thread_id": parent.thread_id, "file_thread_id": parent.thread_id,
                         "agent": "deep-research", "uid": "alice", "role": "superadmin", "department_id": null});
     let mut redis = redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("c");
-    let () = redis::AsyncCommands::set_ex(&mut redis, format!("yuxi:run-grant:{}", token_digest(&made_up)), forged.to_string(), 600)
-        .await
-        .expect("written");
+    let () = redis::AsyncCommands::set_ex(
+        &mut redis,
+        format!("yuxi:run-grant:{}", token_digest(&made_up)),
+        forged.to_string(),
+        600,
+    )
+    .await
+    .expect("written");
     let (status, body) = facade.status_of(&made_up, &child.run_id).await;
     assert_eq!(status, 401, "{body}");
     // A token of the right shape signed with another key, for the same grant, is refused too.

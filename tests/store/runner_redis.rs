@@ -9,8 +9,8 @@ use serde_json::json;
 use yuxi_operator::run::Envelope;
 use yuxi_operator::run::message::Message;
 use yuxi_operator::run::{EventKind, RunResult};
-use yuxi_operator::store::{Store, StoreAuth, StoreError};
 use yuxi_operator::store::keys;
+use yuxi_operator::store::{Store, StoreAuth, StoreError};
 
 use crate::support::redis::{redis_url, unique};
 use crate::support::runner::{RunFiles, stderr, subagent};

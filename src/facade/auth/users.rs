@@ -110,4 +110,3 @@ pub enum UsersError {
         index: usize,
     },
 }
-

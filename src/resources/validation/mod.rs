@@ -65,7 +65,8 @@ impl Report {
         self.warnings.iter().map(ToString::to_string).collect()
     }
 
-    fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
+    /// Adds an error on `field` (its path, such as `spec.uid`).
+    pub fn error(&mut self, field: impl Into<String>, message: impl Into<String>) {
         self.errors.push(FieldIssue { field: field.into(), message: message.into() });
     }
 
@@ -389,7 +390,10 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
     check_len(&mut report, "spec.input", &spec.input, 1, 262_144);
     check_id(&mut report, "spec.threadId", spec.thread_id.as_deref());
     if let Some(uid) = &spec.uid {
+        // The uid is a path segment of the run's volumes (users/<uid>/...): refused here, at admission,
+        // not only later by the pod builder.
         check_len(&mut report, "spec.uid", uid, 1, 128);
+        check_id(&mut report, "spec.uid", Some(uid));
     }
     if let Some(model) = &spec.model {
         check_len(&mut report, "spec.model", model, 1, 256);
