@@ -36,7 +36,7 @@ enum Command {
     Controller(cli::controller::ControllerArgs),
     /// Execute one AgentRun to a terminal state (what runs in a sandbox pod's `runner` container).
     Runner(cli::runner::RunnerArgs),
-    /// Print the sandbox pod (and, after `---`, the ConfigMap of its inputs) an AgentRun would get.
+    /// Print the sandbox pod (and, after `---`, the Secret of its inputs) an AgentRun would get.
     SandboxPod(cli::sandbox_pod::SandboxPodArgs),
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
     SandboxExec(cli::sandbox_exec::SandboxExecArgs),

@@ -1,4 +1,4 @@
-//! `yuxi-operator sandbox-pod`: prints the pod (and its inputs ConfigMap) an AgentRun would get, for a
+//! `yuxi-operator sandbox-pod`: prints the pod (and its inputs Secret) an AgentRun would get, for a
 //! user to inspect before applying.
 
 use std::path::PathBuf;
@@ -18,7 +18,7 @@ pub struct SandboxPodArgs {
     settings: Option<PathBuf>,
 }
 
-/// Prints the pod, then `---` and the ConfigMap, as YAML on stdout. Exit status 1 with the reason on
+/// Prints the pod, then `---` and the Secret of its inputs, as YAML on stdout. Exit status 1 with the reason on
 /// stderr when a manifest or the settings cannot be read or the pod cannot be built.
 pub fn run(args: SandboxPodArgs) -> ExitCode {
     match yuxi_operator::controller::pod::sandbox_pod_yaml(&args.run, &args.agent, args.settings.as_deref()) {

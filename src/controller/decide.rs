@@ -169,7 +169,7 @@ pub struct Observed<'a> {
 /// One thing for the reconciler to do. Actions come in the order they are to be applied.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Action {
-    /// Create the run's inputs ConfigMap and its pod (an existing one of the same name is fine).
+    /// Create the run's inputs Secret and its pod (an existing one of the same name is fine).
     CreatePod(Box<SandboxObjects>),
     /// Delete the run's pod (a missing one is fine).
     DeletePod,
@@ -181,6 +181,9 @@ pub enum Action {
     RecordStatus(RunStatus, Option<String>),
     /// Cancel the unfinished runs this run started.
     CancelChildren,
+    /// Delete the run's credentials Secret, if it has one (its token is refused from the run's end on;
+    /// this removes the token itself).
+    DeleteCredentials,
     /// Delete the run itself (its time to live after finishing is over).
     DeleteRun,
     /// Publish a Kubernetes Event on the run.
@@ -449,6 +452,7 @@ impl Transition {
         let error = (phase != AgentRunPhase::Completed && phase != AgentRunPhase::Cancelled).then(|| message.clone());
         self.actions.push(Action::RecordStatus(record, error));
         self.actions.push(Action::CancelChildren);
+        self.actions.push(Action::DeleteCredentials);
         self.actions.push(Action::Event { warning, reason: reason.to_string(), note: message });
         self.set()
     }

@@ -8,7 +8,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use kube::api::{Api, DeleteParams, DynamicObject, ListParams, Patch, PatchParams, PostParams};
 use kube::core::{ApiResource, ObjectMeta};
 use kube::runtime::controller::{Action as Requeue, Config, Controller};
@@ -19,10 +19,13 @@ use serde_json::json;
 
 use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
 use super::metrics::ControllerMetrics;
-use crate::resources::names::{FIELD_MANAGER, PARENT_RUN_LABEL, label_value, pod_name};
+use super::pod::{CredentialsVerdict, credentials_verdict, without_credentials};
+use crate::resources::names::{CREDENTIALS_ANNOTATION, FIELD_MANAGER, PARENT_RUN_LABEL, label_value, pod_name};
 use crate::resources::{Agent, AgentRun, AgentRunStatus};
 use crate::store::Store;
 
+/// How long a run waits for the credentials Secret its starter announced before it is looked at again.
+pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(1);
 /// How long a failed reconcile waits before it is tried again the first time; each further failure in a
 /// row doubles it, up to [`RETRY_MAX`].
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);
@@ -147,7 +150,7 @@ fn backoff_key(object: &DynamicObject) -> String {
 }
 
 /// Applies `actions` to `run`, in order; returns when to look again, if `decide` asked for it. What is
-/// already done counts as done: a pod or ConfigMap that exists, a pod or run already gone.
+/// already done counts as done: a pod or inputs Secret that exists, a pod or run already gone.
 pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Result<Option<Duration>, ReconcileError> {
     let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
     let name = run.name_any();
@@ -158,9 +161,31 @@ pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Re
     for action in actions {
         match action {
             Action::CreatePod(objects) => {
-                let maps: Api<ConfigMap> = Api::namespaced(ctx.client.clone(), &namespace);
-                tolerate(maps.create(&post, &objects.inputs).await.map(|_| ()), 409)?;
-                tolerate(pods.create(&post, &objects.pod).await.map(|_| ()), 409)?;
+                let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+                let announced = run.annotations().get(CREDENTIALS_ANNOTATION).cloned();
+                let secret = match &announced {
+                    Some(name) => secrets.get_opt(name).await?,
+                    None => None,
+                };
+                let pod = match credentials_verdict(run, secret.as_ref()) {
+                    CredentialsVerdict::None | CredentialsVerdict::Mount => objects.pod,
+                    // Its starter creates the Secret right after the run: everything waits for it, and
+                    // the same actions are decided again then.
+                    CredentialsVerdict::Wait => return Ok(Some(CREDENTIALS_WAIT)),
+                    CredentialsVerdict::Refuse(why) => {
+                        tracing::warn!(run = %name, reason = %why, "not mounting the run's credentials");
+                        publish(ctx, &run.object_ref(&()), true, "UntrustedCredentials", why).await;
+                        without_credentials(objects.pod)
+                    }
+                };
+                tolerate(secrets.create(&post, &objects.inputs).await.map(|_| ()), 409)?;
+                tolerate(pods.create(&post, &pod).await.map(|_| ()), 409)?;
+            }
+            Action::DeleteCredentials => {
+                if let Some(secret) = run.annotations().get(CREDENTIALS_ANNOTATION) {
+                    let secrets: Api<Secret> = Api::namespaced(ctx.client.clone(), &namespace);
+                    tolerate(secrets.delete(secret, &DeleteParams::default()).await.map(|_| ()), 404)?;
+                }
             }
             Action::DeletePod => {
                 tolerate(pods.delete(&pod_name(run), &DeleteParams::default()).await.map(|_| ()), 404)?;

@@ -310,7 +310,13 @@ impl ClusterLauncher {
         use crate::resources::names;
         let run_id = || record.run_id.clone();
         let params = kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
-        let run = match self.api.create(&params, &agent_run(record, input)).await {
+        let mut wanted = agent_run(record, input);
+        if credentials.is_some() {
+            // The controller waits for this Secret, checks that it is the run's own, and mounts nothing else.
+            let name = names::credentials_secret_name(&wanted);
+            wanted.metadata.annotations.get_or_insert_default().insert(names::CREDENTIALS_ANNOTATION.into(), name);
+        }
+        let run = match self.api.create(&params, &wanted).await {
             Ok(run) => run,
             Err(kube::Error::Api(status)) if status.code == 409 => self
                 .api
@@ -336,7 +342,7 @@ impl ClusterLauncher {
                 names::CREDENTIALS_TOKEN_KEY.to_string(),
                 token.to_string(),
             )])),
-            type_: Some("Opaque".into()),
+            type_: Some(names::CREDENTIALS_SECRET_TYPE.into()),
             ..Default::default()
         };
         let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =

@@ -14,6 +14,13 @@ pub const PARENT_RUN_LABEL: &str = "yuxi.dev/parent-run";
 
 /// The key of the run's token in its credentials Secret ([`credentials_secret_name`]).
 pub const CREDENTIALS_TOKEN_KEY: &str = "token";
+/// The `type` of a run's credentials Secret. A Secret's type is immutable, so a service-account token
+/// Secret (or any other) of the same name is never taken for one.
+pub const CREDENTIALS_SECRET_TYPE: &str = "yuxi.dev/run-credentials";
+/// The annotation on an AgentRun whose starter made it a credentials Secret
+/// ([`credentials_secret_name`]), naming it: the controller waits for that Secret, checks it, and mounts
+/// nothing else.
+pub const CREDENTIALS_ANNOTATION: &str = "yuxi.dev/run-credentials";
 
 /// `app.kubernetes.io/name` of every sandbox pod (a NetworkPolicy can select them by it).
 pub const APP_NAME: &str = "yuxi-sandbox";
@@ -70,7 +77,7 @@ pub fn pod_name(run: &AgentRun) -> String {
     dns_label(run.metadata.name.as_deref().unwrap_or_default(), "")
 }
 
-/// The name of a run's inputs ConfigMap: `<run name>-inputs`, shortened as [`pod_name`] shortens names
+/// The name of a run's inputs Secret: `<run name>-inputs`, shortened as [`pod_name`] shortens names
 /// when that is not a DNS-1123 label (at most 63 characters).
 pub fn inputs_name(run: &AgentRun) -> String {
     dns_label(run.metadata.name.as_deref().unwrap_or_default(), "inputs")
@@ -79,8 +86,8 @@ pub fn inputs_name(run: &AgentRun) -> String {
 /// The name of the Secret holding a run's credentials for the facade, under the key `token`
 /// ([`CREDENTIALS_TOKEN_KEY`]): `<run name>-credentials`, shortened as [`pod_name`] shortens names when
 /// that is not a DNS-1123 label (at most 63 characters). Whoever starts a run that may delegate (the
-/// facade, for a main agent's run) creates it; the pod references it as optional, so a run without one
-/// simply gets no subagent tools.
+/// facade, for a main agent's run) creates it, owned by the AgentRun, of type [`CREDENTIALS_SECRET_TYPE`],
+/// and says so with [`CREDENTIALS_ANNOTATION`]; a run without one gets no subagent tools.
 pub fn credentials_secret_name(run: &AgentRun) -> String {
     dns_label(run.metadata.name.as_deref().unwrap_or_default(), "credentials")
 }

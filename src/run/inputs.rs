@@ -36,7 +36,7 @@ pub mod env {
     pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 }
 
-/// Where the inputs ConfigMap is mounted in the runner container.
+/// Where the inputs Secret is mounted in the runner container.
 pub const INPUTS_DIR: &str = "/etc/yuxi/inputs";
 /// The key (and file name) of the AgentRun manifest in the inputs.
 pub const RUN_KEY: &str = "run.yaml";

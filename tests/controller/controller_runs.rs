@@ -224,15 +224,15 @@ async fn a_run_that_cannot_be_read_gets_a_warning_and_is_skipped() {
 
 #[tokio::test]
 async fn creating_a_pod_that_exists_already_counts_as_created() {
-    use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+    use k8s_openapi::api::core::v1::{Pod, Secret};
     use yuxi_operator::controller::pod::SandboxObjects;
     let run = agent_run("r1", json!({}));
     let (client, server) = api_server(vec![
         Exchange::new(
             Method::POST,
-            "/api/v1/namespaces/team-a/configmaps?&fieldManager=yuxi-operator",
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
             201,
-            json!({"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "r1-inputs"}}),
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r1-inputs"}}),
         ),
         Exchange::new(
             Method::POST,
@@ -243,7 +243,7 @@ async fn creating_a_pod_that_exists_already_counts_as_created() {
     ]);
     let mut pod = Pod::default();
     pod.metadata.name = Some("r1".into());
-    let mut inputs = ConfigMap::default();
+    let mut inputs = Secret::default();
     inputs.metadata.name = Some("r1-inputs".into());
     let ctx = context(client, Store::memory());
     apply(&ctx, &typed(run), vec![Action::CreatePod(Box::new(SandboxObjects { pod, inputs }))])

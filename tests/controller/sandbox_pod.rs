@@ -1,13 +1,13 @@
 //! `yuxi-operator sandbox-pod`: the pod every example run would get passes the restricted Pod Security
 //! Standard (checked by `support::pss`, itself tested here against bad pods), parses as a Pod and a
-//! ConfigMap whose inputs read back as the run and its agent, and, when `YUXI_KUBE_VALIDATE` names the
+//! Secret whose inputs read back as the run and its agent, and, when `YUXI_KUBE_VALIDATE` names the
 //! kubernetes-validate executable (`make test` sets it up with `scripts/k8s-venv`), passes the Kubernetes
 //! 1.33 schemas in strict mode. Bad inputs give errors naming the file and the field.
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output};
 
-use k8s_openapi::api::core::v1::{ConfigMap, Pod};
+use k8s_openapi::api::core::v1::{Pod, Secret};
 use serde_json::{Value, json};
 use tempfile::TempDir;
 use yuxi_operator::resources::manifest::{Manifest, parse_manifests};
@@ -346,7 +346,7 @@ fn documents(output: &Output) -> (Value, Value) {
         .collect();
     match <[Value; 2]>::try_from(documents) {
         Ok([pod, inputs]) => (pod, inputs),
-        Err(documents) => panic!("expected a Pod and a ConfigMap, got {} documents:\n{stdout}", documents.len()),
+        Err(documents) => panic!("expected a Pod and a Secret, got {} documents:\n{stdout}", documents.len()),
     }
 }
 
@@ -449,11 +449,11 @@ fn every_example_run_gets_a_restricted_pod_and_its_inputs() {
                 violations.iter().map(ToString::to_string).collect::<Vec<_>>().join("\n")
             );
             let pod: Pod = serde_json::from_value(pod_json.clone()).expect("a Pod");
-            let inputs: ConfigMap = serde_json::from_value(inputs_json.clone()).expect("a ConfigMap");
+            let inputs: Secret = serde_json::from_value(inputs_json.clone()).expect("a Secret");
             assert_eq!((pod_json["apiVersion"].as_str(), pod_json["kind"].as_str()), (Some("v1"), Some("Pod")));
             assert_eq!(
                 (inputs_json["apiVersion"].as_str(), inputs_json["kind"].as_str()),
-                (Some("v1"), Some("ConfigMap"))
+                (Some("v1"), Some("Secret"))
             );
             assert_eq!(pod.metadata.name, run.metadata.name, "{what}: the example's name is a label already");
             assert_eq!(
@@ -474,16 +474,16 @@ fn every_example_run_gets_a_restricted_pod_and_its_inputs() {
             .expect("objects");
             assert_eq!((&pod, &inputs), (&expected.pod, &expected.inputs), "{what}");
             // The inputs read back as the run and the agent.
-            let data = inputs.data.as_ref().expect("data");
+            let data = inputs.string_data.as_ref().expect("string data");
             let run_back = only_run(&data["run.yaml"]);
             assert_eq!((&run_back.metadata.name, &run_back.spec), (&run.metadata.name, &run.spec), "{what}");
             let agent = only_agent_file(&agent_file);
             let agent_back = only_agent(&data["agent.yaml"]);
             assert_eq!((&agent_back.metadata.name, &agent_back.spec), (&agent.metadata.name, &agent.spec), "{what}");
-            // The pod's inputs volume is this ConfigMap, mounted where the runner reads it.
+            // The pod's inputs volume is this Secret, mounted where the runner reads it.
             let spec = pod.spec.as_ref().expect("spec");
-            let volume = spec.volumes.iter().flatten().find(|v| v.config_map.is_some()).expect("inputs volume");
-            assert_eq!(volume.config_map.as_ref().map(|c| &c.name), inputs.metadata.name.as_ref());
+            let volume = spec.volumes.iter().flatten().find(|v| v.name == "inputs").expect("inputs volume");
+            assert_eq!(volume.secret.as_ref().and_then(|c| c.secret_name.as_ref()), inputs.metadata.name.as_ref());
         }
     }
 }
@@ -533,7 +533,7 @@ fn the_output_passes_the_kubernetes_1_33_schemas_in_strict_mode() {
                 format!("{}{}", String::from_utf8_lossy(&checked.stdout), String::from_utf8_lossy(&checked.stderr));
             assert!(checked.status.success(), "{} with {settings:?}:\n{report}", run_file.display());
             // Both documents were checked.
-            assert!(report.contains("pod/") && report.contains("configmap/"), "{report}");
+            assert!(report.contains("pod/") && report.contains("secret/"), "{report}");
         }
     }
 }

@@ -9,7 +9,7 @@ use super::security::container_security;
 use super::settings::SandboxSettings;
 use super::volumes::Volumes;
 use crate::resources::AgentRun;
-use crate::resources::names::{CREDENTIALS_TOKEN_KEY, credentials_secret_name};
+use crate::resources::names::{CREDENTIALS_ANNOTATION, CREDENTIALS_TOKEN_KEY};
 use crate::run::inputs::{
     AGENT_KEY, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR, env as env_names,
 };
@@ -53,6 +53,9 @@ pub(super) fn runner_container(
 ) -> Container {
     let redis = &settings.redis_url_secret;
     let mut vars = vec![secret_env(env_names::REDIS_URL, &redis.name, &redis.key, false)];
+    if settings.allow_unauthenticated_store {
+        vars.push(env(env_names::ALLOW_UNAUTHENTICATED_STORE, "true"));
+    }
     if let Some(secret) = &settings.openai_api_key_secret {
         vars.push(secret_env(env_names::OPENAI_API_KEY, &secret.name, &secret.key, true));
     }
@@ -65,7 +68,11 @@ pub(super) fn runner_container(
             vars.push(env(name, value));
         }
     }
-    vars.push(secret_env(env_names::RUN_TOKEN, &credentials_secret_name(run), CREDENTIALS_TOKEN_KEY, true));
+    // Only a run whose starter announced its credentials gets them; the controller checks the Secret
+    // before it creates the pod ([`super::credentials`]).
+    if let Some(secret) = run.metadata.annotations.as_ref().and_then(|a| a.get(CREDENTIALS_ANNOTATION)) {
+        vars.push(secret_env(env_names::RUN_TOKEN, secret, CREDENTIALS_TOKEN_KEY, false));
+    }
     if settings.skills_library_claim.is_some() {
         vars.push(env(env_names::SKILLS_LIBRARY, SKILLS_LIBRARY_DIR));
     }

@@ -1,10 +1,11 @@
-//! The ConfigMap of a run's inputs, mounted read-only in the runner at `/etc/yuxi/inputs`: `run.yaml`
-//! (the AgentRun) and `agent.yaml` (the Agent), as the runner reads them with `--run` and `--agent`, and
-//! `mcp-servers.yaml` when the settings configure MCP servers.
+//! The Secret of a run's inputs, mounted read-only in the runner at `/etc/yuxi/inputs`: `run.yaml` (the
+//! AgentRun) and `agent.yaml` (the Agent), as the runner reads them with `--run` and `--agent`, and
+//! `mcp-servers.yaml` when the settings configure MCP servers. A Secret, not a ConfigMap: the user's
+//! input and the agent's prompt are not for the cluster's `view` role, which reads ConfigMaps.
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::ConfigMap;
+use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::Resource;
 use serde::Serialize;
@@ -15,18 +16,18 @@ use crate::resources::names::inputs_name;
 use crate::resources::{Agent, AgentRun};
 use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, RUN_KEY};
 
-/// The inputs of `run` and `agent` as a ConfigMap named by [`inputs_name`] in the run's namespace, with
-/// `labels` and `owner_references`; immutable.
+/// The inputs of `run` and `agent` as an `Opaque` Secret named by [`inputs_name`] in the run's namespace,
+/// with `labels` and `owner_references`; immutable.
 ///
 /// Errors: [`PodError::Encode`] naming the key whose content cannot be written as YAML (not expected for
 /// objects that were read from YAML).
-pub(super) fn inputs_config_map(
+pub(super) fn inputs_secret(
     run: &AgentRun,
     agent: &Agent,
     settings: &SandboxSettings,
     labels: BTreeMap<String, String>,
     owner_references: Option<Vec<OwnerReference>>,
-) -> Result<ConfigMap, PodError> {
+) -> Result<Secret, PodError> {
     let mut data = BTreeMap::from([
         (RUN_KEY.to_string(), input_manifest(run, RUN_KEY)?),
         (AGENT_KEY.to_string(), input_manifest(agent, AGENT_KEY)?),
@@ -36,7 +37,7 @@ pub(super) fn inputs_config_map(
             .map_err(|e| PodError::Encode { field: MCP_SERVERS_KEY.to_string(), message: e.to_string() })?;
         data.insert(MCP_SERVERS_KEY.to_string(), servers);
     }
-    Ok(ConfigMap {
+    Ok(Secret {
         metadata: ObjectMeta {
             name: Some(inputs_name(run)),
             namespace: run.metadata.namespace.clone(),
@@ -44,9 +45,10 @@ pub(super) fn inputs_config_map(
             owner_references,
             ..ObjectMeta::default()
         },
-        data: Some(data),
+        string_data: Some(data),
+        type_: Some("Opaque".into()),
         immutable: Some(true),
-        ..ConfigMap::default()
+        ..Secret::default()
     })
 }
 

@@ -1,11 +1,11 @@
 //! The sandbox pod builder: a pure function from an AgentRun, the Agent it names and the sandbox settings
-//! to the two objects the run needs, its Pod and the ConfigMap of its inputs (DESIGN.md sections 3 and 5).
+//! to the two objects the run needs, its Pod and the Secret of its inputs (DESIGN.md sections 3 and 5).
 //! The controller creates what [`sandbox_objects`] returns; `yuxi-operator sandbox-pod` prints it.
 //!
 //! This module assembles the objects and owns their errors ([`PodError`]); the parts are built by the
 //! files that name them: `settings` (the settings, their defaults and rules), `volumes` (the volumes,
 //! the mounts and the run's ids behind their sub-paths), `containers` (the runner and the sandbox),
-//! `security` (the security contexts), `inputs` (the inputs ConfigMap) and `command` (the
+//! `security` (the security contexts), `inputs` (the inputs Secret) and `command` (the
 //! `sandbox-pod` command, which reads the files). The YAML writer is [`crate::resources::yaml`].
 //!
 //! # The pod
@@ -34,7 +34,7 @@
 //! | `/home/gem/user-data/outputs` | user-data claim, `threads/<file_thread_id>/outputs` | rw | rw |
 //! | `/home/gem/skills` | skills claim, `skills/<thread_id>` | rw (skills projected at start) | ro |
 //! | `/var/lib/yuxi/skills-library` | skills library claim (when configured) | ro | — |
-//! | `/etc/yuxi/inputs` | the inputs ConfigMap (`run.yaml`, `agent.yaml`, `mcp-servers.yaml`) | ro | — |
+//! | `/etc/yuxi/inputs` | the inputs Secret (`run.yaml`, `agent.yaml`, `mcp-servers.yaml`) | ro | — |
 //! | `/run/yuxi` | emptyDir (the sandbox socket) | rw | rw |
 //! | `/tmp` | an emptyDir of its own | rw | rw |
 //!
@@ -53,6 +53,7 @@
 
 mod command;
 mod containers;
+mod credentials;
 mod inputs;
 mod security;
 mod settings;
@@ -60,12 +61,13 @@ mod volumes;
 
 use std::collections::BTreeMap;
 
-use k8s_openapi::api::core::v1::{ConfigMap, LocalObjectReference, Pod, PodOS, PodSpec};
+use k8s_openapi::api::core::v1::{LocalObjectReference, Pod, PodOS, PodSpec, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
 pub use command::{SandboxPodError, sandbox_pod_yaml};
 pub use containers::{RUNNER_CONTAINER, SANDBOX_CONTAINER};
+pub use credentials::{CredentialsVerdict, credentials_verdict, without_credentials};
 pub use settings::{SandboxSettings, SecretKey, SettingsError};
 
 use crate::resources::names::{
@@ -76,12 +78,12 @@ use crate::resources::{Agent, AgentRun};
 use crate::run::inputs::DEFAULT_TIMEOUT_SECONDS;
 use crate::run::scope::{ID_RULE, NotAPathSegment};
 use containers::{runner_container, sandbox_container};
-use inputs::inputs_config_map;
+use inputs::inputs_secret;
 use security::pod_security;
 use settings::check_settings;
 use volumes::{Volumes, scope_ids};
 
-/// What a run needs created: its pod, and the ConfigMap of its inputs (`run.yaml`, the AgentRun manifest,
+/// What a run needs created: its pod, and the Secret of its inputs (`run.yaml`, the AgentRun manifest,
 /// and `agent.yaml`, the Agent manifest, as YAML the runner reads with `--run` and `--agent`; plus
 /// `mcp-servers.yaml` when MCP servers are configured). Both carry the same labels and owner reference.
 #[derive(Clone, Debug, PartialEq)]
@@ -89,7 +91,7 @@ pub struct SandboxObjects {
     /// The sandbox pod.
     pub pod: Pod,
     /// The inputs, named by [`inputs_name`](crate::resources::names::inputs_name); immutable.
-    pub inputs: ConfigMap,
+    pub inputs: Secret,
 }
 
 /// Why no sandbox pod can be built for a run. Each error names the field at fault ([`PodError::field`]):
@@ -159,7 +161,7 @@ impl From<NotAPathSegment> for PodError {
     }
 }
 
-/// Builds the sandbox pod of `run` and the ConfigMap of its inputs (see the module's documentation for
+/// Builds the sandbox pod of `run` and the Secret of its inputs (see the module's documentation for
 /// their shape). `agent` must be the Agent the run names. Pure: the same inputs give the same objects.
 ///
 /// Both objects get a controller owner reference to the run when it has a `metadata.uid` (it always does
@@ -198,7 +200,7 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
         }]
     });
 
-    let inputs = inputs_config_map(run, agent, settings, labels.clone(), owner_references.clone())?;
+    let inputs = inputs_secret(run, agent, settings, labels.clone(), owner_references.clone())?;
 
     let volumes = Volumes::for_settings(settings);
     let runner = runner_container(run, settings, &volumes, &scopes);
@@ -245,7 +247,7 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
 }
 
 /// The two objects as YAML ([`objects_to_yaml`](yaml::objects_to_yaml)): the pod, then `---`, then the
-/// inputs ConfigMap.
+/// inputs Secret.
 ///
 /// The YAML reads the same to YAML 1.2 readers and to the YAML 1.1 ones `kubectl` and most tools use: a
 /// string that either could take for something else (`on`, `no`, `y`, `1:20`, `0x1f`, `~`, a leading
@@ -258,7 +260,7 @@ pub fn to_yaml(objects: &SandboxObjects) -> Result<String, PodError> {
         object.map_err(|e| PodError::Encode { field: field.to_string(), message: e.to_string() })
     };
     let pod = json("pod", serde_json::to_value(&objects.pod))?;
-    let inputs = json("configmap", serde_json::to_value(&objects.inputs))?;
+    let inputs = json("inputs", serde_json::to_value(&objects.inputs))?;
     Ok(yaml::objects_to_yaml(&[pod, inputs]))
 }
 

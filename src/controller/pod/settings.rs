@@ -86,6 +86,10 @@ pub struct SandboxSettings {
     pub default_uid: Option<String>,
     /// The Secret key holding the Redis URL (`YUXI_REDIS_URL`). Default: `yuxi-redis`, key `url`.
     pub redis_url_secret: SecretKey,
+    /// Let the runner use a Redis that answers without a password (`YUXI_ALLOW_UNAUTHENTICATED_STORE`);
+    /// it refuses one otherwise. Default: false.
+    #[serde(default)]
+    pub allow_unauthenticated_store: bool,
     /// The Secret key holding the model API key (`OPENAI_API_KEY`), referenced as optional; `null`: no
     /// key. Default: `yuxi-model`, key `api-key`.
     pub openai_api_key_secret: Option<SecretKey>,
@@ -97,7 +101,7 @@ pub struct SandboxSettings {
     /// delegates to subagents; unset: runs get no subagent tools. Default: unset.
     pub facade_url: Option<String>,
     /// The MCP servers agents may use, as the runner's `--mcp-servers` file has them (`name: {url,
-    /// tools}`); written into the inputs ConfigMap and named by `YUXI_MCP_SERVERS` when not empty.
+    /// tools}`); written into the inputs Secret and named by `YUXI_MCP_SERVERS` when not empty.
     pub mcp_servers: BTreeMap<String, serde_json::Value>,
 }
 
@@ -140,6 +144,7 @@ impl Default for SandboxSettings {
             skills_library_claim: Some("yuxi-skills-library".to_string()),
             default_uid: None,
             redis_url_secret: SecretKey { name: "yuxi-redis".to_string(), key: "url".to_string() },
+            allow_unauthenticated_store: false,
             openai_api_key_secret: Some(SecretKey { name: "yuxi-model".to_string(), key: "api-key".to_string() }),
             openai_base_url: None,
             default_model: None,

@@ -208,10 +208,26 @@ fn the_runner_alone_has_secrets() {
     };
     assert_eq!(secret_ref("YUXI_REDIS_URL"), ("yuxi-redis".to_string(), "url".to_string(), None));
     assert_eq!(secret_ref("OPENAI_API_KEY"), ("yuxi-model".to_string(), "api-key".to_string(), Some(true)));
+    // A run nobody announced credentials for gets none; one that has them gets exactly that Secret.
+    assert!(env_value(runner, "YUXI_RUN_TOKEN").is_none());
+    let mut announced = run();
+    announced.metadata.annotations = Some(BTreeMap::from([(
+        crate::resources::names::CREDENTIALS_ANNOTATION.to_string(),
+        credentials_secret_name(&run()),
+    )]));
+    let objects = sandbox_objects(&announced, &agent(), &settings).expect("a pod");
+    let runner = container(&objects, RUNNER_CONTAINER);
+    let secret_ref = |name: &str| {
+        let var = env_value(runner, name).unwrap_or_else(|| panic!("{name}"));
+        let selector = var.value_from.as_ref().and_then(|v| v.secret_key_ref.clone()).expect("a secret key ref");
+        (selector.name, selector.key, selector.optional)
+    };
     assert_eq!(
         secret_ref("YUXI_RUN_TOKEN"),
-        (credentials_secret_name(&run()), CREDENTIALS_TOKEN_KEY.to_string(), Some(true))
+        (credentials_secret_name(&run()), CREDENTIALS_TOKEN_KEY.to_string(), None)
     );
+    let sandbox = container(&objects, SANDBOX_CONTAINER);
+    assert!(sandbox.env.as_ref().is_none_or(Vec::is_empty), "the store's URL and the token stay in the runner");
     for (name, value) in [
         ("YUXI_FACADE_URL", "http://yuxi-api:8080"),
         ("OPENAI_BASE_URL", "https://llm.example/v1"),
@@ -236,7 +252,7 @@ fn unset_settings_give_no_variables_and_no_key() {
     for name in ["OPENAI_API_KEY", "OPENAI_BASE_URL", "YUXI_DEFAULT_MODEL", "YUXI_FACADE_URL", "YUXI_MCP_SERVERS"] {
         assert!(env_value(runner, name).is_none(), "{name}");
     }
-    assert!(objects.inputs.data.as_ref().expect("data").get(MCP_SERVERS_KEY).is_none());
+    assert!(objects.inputs.string_data.as_ref().expect("data").get(MCP_SERVERS_KEY).is_none());
 }
 
 #[test]
@@ -487,7 +503,7 @@ fn mcp_servers_go_into_the_inputs_and_the_runner_reads_them_there() {
         ..SandboxSettings::default()
     };
     let objects = sandbox_objects(&run(), &agent(), &settings).expect("a pod");
-    let text = objects.inputs.data.as_ref().and_then(|d| d.get(MCP_SERVERS_KEY)).expect("mcp-servers.yaml");
+    let text = objects.inputs.string_data.as_ref().and_then(|d| d.get(MCP_SERVERS_KEY)).expect("mcp-servers.yaml");
     let servers: crate::run::inputs::McpServers = serde_norway::from_str(text).expect("the runner's format");
     assert_eq!(servers["docs"].url, "http://docs-mcp:8000/mcp");
     assert_eq!(servers["docs"].tools.as_deref(), Some(&["search".to_string()][..]));
@@ -649,7 +665,7 @@ fn the_inputs_read_back_as_the_run_and_the_agent() {
     let objects = build(&r);
     assert_eq!(objects.inputs.immutable, Some(true));
     assert_eq!(objects.inputs.metadata.name.as_deref(), Some("explore-inputs"));
-    let data = objects.inputs.data.as_ref().expect("data");
+    let data = objects.inputs.string_data.as_ref().expect("data");
     let run_back = match parse_manifests(&data[RUN_KEY]).expect("run.yaml").as_slice() {
         [Manifest::AgentRun(run)] => (**run).clone(),
         other => panic!("run.yaml holds {other:?}"),
@@ -667,9 +683,11 @@ fn the_inputs_read_back_as_the_run_and_the_agent() {
     };
     assert_eq!(agent_back.spec, agent().spec);
     assert_eq!(agent_back.metadata.name.as_deref(), Some("research-explorer"));
-    // The volume points at this ConfigMap.
-    let source = volume(&objects, "inputs").and_then(|v| v.config_map.clone()).expect("config map volume");
-    assert_eq!(source.name, "explore-inputs");
+    // A Secret, not a ConfigMap the `view` role could read; the volume points at it, readable by its
+    // owner only.
+    assert_eq!(objects.inputs.type_.as_deref(), Some("Opaque"));
+    let source = volume(&objects, "inputs").and_then(|v| v.secret.clone()).expect("secret volume");
+    assert_eq!((source.secret_name.as_deref(), source.default_mode), (Some("explore-inputs"), Some(0o400)));
 }
 
 #[test]
@@ -679,7 +697,7 @@ fn the_same_inputs_give_the_same_objects() {
     let yaml = to_yaml(&objects).expect("yaml");
     let mut documents = yaml.split("\n---\n");
     let pod: Pod = serde_norway::from_str(documents.next().expect("pod")).expect("a Pod");
-    let inputs: ConfigMap = serde_norway::from_str(documents.next().expect("configmap")).expect("a ConfigMap");
+    let inputs: Secret = serde_norway::from_str(documents.next().expect("inputs")).expect("a Secret");
     assert_eq!((pod, inputs), (objects.pod, objects.inputs));
 }
 

@@ -1,10 +1,10 @@
 //! The pod's volumes and each container's mounts: the claims the run's four scopes live on (at
-//! sub-paths made of the run's ids, [`scope_ids`]), the skills library's claim, the inputs ConfigMap, the
+//! sub-paths made of the run's ids, [`scope_ids`]), the skills library's claim, the inputs Secret, the
 //! socket's emptyDir and each container's `/tmp`. The table of paths is in the module documentation of
 //! [`super`].
 
 use k8s_openapi::api::core::v1::{
-    ConfigMapVolumeSource, EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, Volume, VolumeMount,
+    EmptyDirVolumeSource, PersistentVolumeClaimVolumeSource, SecretVolumeSource, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
@@ -97,7 +97,12 @@ impl Volumes {
         }
         volumes.push(Volume {
             name: "inputs".to_string(),
-            config_map: Some(ConfigMapVolumeSource { name: inputs_name(run), ..ConfigMapVolumeSource::default() }),
+            secret: Some(SecretVolumeSource {
+                secret_name: Some(inputs_name(run)),
+                // Read by the runner's user only.
+                default_mode: Some(0o400),
+                ..SecretVolumeSource::default()
+            }),
             ..Volume::default()
         });
         volumes.push(empty_dir("sockets", &Quantity("1Mi".to_string()), Some("Memory")));
