@@ -735,6 +735,9 @@ def check_rendered(
     report.findings += check_webhooks(objects, namespace)
     report.findings += check_rbac_rules(objects)
     report.findings += check_pod_security(objects)
+    import trust  # the trust boundaries, beside this module
+
+    report.findings += trust.check_trust(objects)
     token_findings, token_lines = check_tokens(objects, namespace, components)
     report.findings += token_findings
     report.notes += [f"{label}: tokens: {line}" for line in token_lines]

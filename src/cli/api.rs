@@ -71,7 +71,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     let state = facade::FacadeState {
-        auth: auth::Authenticator::TokenReview(reviewer),
+        auth: reviewer.into(),
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
         runs: Some(facade::Runs {
             store,

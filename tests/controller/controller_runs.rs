@@ -338,3 +338,94 @@ async fn the_controller_relists_after_a_410_and_gives_a_new_run_its_pod() {
     assert_eq!(status.body["status"]["phase"], "Pending");
     assert_eq!(status.body["status"]["podName"], "r1");
 }
+
+/// A pod whose runner reads `YUXI_RUN_TOKEN` from the Secret `secret`, as the builder makes it for an
+/// announced run.
+fn pod_with_token(name: &str, secret: &str) -> k8s_openapi::api::core::v1::Pod {
+    serde_json::from_value(json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+        "spec": {"containers": [{"name": "runner", "env": [
+            {"name": "YUXI_REDIS_URL", "valueFrom": {"secretKeyRef": {"name": "yuxi-redis", "key": "url"}}},
+            {"name": "YUXI_RUN_TOKEN", "valueFrom": {"secretKeyRef": {"name": secret, "key": "token"}}}]}]}}))
+    .expect("a pod")
+}
+
+fn announced_run(name: &str) -> Value {
+    let mut run = agent_run(name, json!({}));
+    run["metadata"]["annotations"] = json!({"yuxi.dev/run-credentials": format!("{name}-credentials")});
+    run
+}
+
+#[tokio::test]
+async fn a_credentials_secret_that_is_not_the_runs_own_is_not_mounted() {
+    use yuxi_operator::controller::pod::SandboxObjects;
+    // A service-account token Secret under the credentials' name, owned by nobody.
+    let (client, server) = api_server(vec![
+        Exchange::new(
+            Method::GET,
+            "/api/v1/namespaces/team-a/secrets/r1-credentials",
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "type": "kubernetes.io/service-account-token",
+                   "metadata": {"name": "r1-credentials", "namespace": "team-a"}}),
+        ),
+        Exchange::new(
+            Method::POST,
+            EVENTS,
+            201,
+            json!({"apiVersion": "events.k8s.io/v1", "kind": "Event", "metadata": {"name": "r1.1"}}),
+        ),
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r1-inputs"}}),
+        ),
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/pods?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "r1"}}),
+        ),
+    ]);
+    let mut inputs = k8s_openapi::api::core::v1::Secret::default();
+    inputs.metadata.name = Some("r1-inputs".into());
+    let objects = SandboxObjects { pod: pod_with_token("r1", "r1-credentials"), inputs };
+    let ctx = context(client, Store::memory());
+    apply(&ctx, &typed(announced_run("r1")), vec![Action::CreatePod(Box::new(objects))]).await.expect("applied");
+    let bodies = server.await.expect("the whole script");
+    assert_eq!(
+        (bodies[1]["type"].as_str(), bodies[1]["reason"].as_str()),
+        (Some("Warning"), Some("UntrustedCredentials"))
+    );
+    assert!(bodies[1]["note"].as_str().expect("note").contains("kubernetes.io/service-account-token"), "{}", bodies[1]);
+    let env = bodies[3]["spec"]["containers"][0]["env"].as_array().expect("env");
+    let names: Vec<_> = env.iter().map(|v| v["name"].as_str().expect("name")).collect();
+    assert_eq!(names, ["YUXI_REDIS_URL"], "the token is not mounted");
+}
+
+#[tokio::test]
+async fn a_pod_waits_for_its_announced_credentials_and_they_go_when_the_run_ends() {
+    use yuxi_operator::controller::pod::SandboxObjects;
+    let (client, server) = api_server(vec![
+        Exchange::new(
+            Method::GET,
+            "/api/v1/namespaces/team-a/secrets/r2-credentials",
+            404,
+            failure(404, "NotFound", "secrets \"r2-credentials\" not found"),
+        ),
+        Exchange::new(
+            Method::DELETE,
+            "/api/v1/namespaces/team-a/secrets/r2-credentials?",
+            200,
+            json!({"kind": "Status", "apiVersion": "v1", "status": "Success"}),
+        ),
+    ]);
+    let mut inputs = k8s_openapi::api::core::v1::Secret::default();
+    inputs.metadata.name = Some("r2-inputs".into());
+    let objects = SandboxObjects { pod: pod_with_token("r2", "r2-credentials"), inputs };
+    let ctx = context(client, Store::memory());
+    let run = typed(announced_run("r2"));
+    let after = apply(&ctx, &run, vec![Action::CreatePod(Box::new(objects)), Action::DeletePod]).await.expect("waits");
+    assert_eq!(after, Some(yuxi_operator::controller::run_reconciler::CREDENTIALS_WAIT), "nothing else was done");
+    apply(&ctx, &run, vec![Action::DeleteCredentials]).await.expect("deleted");
+    server.await.expect("the whole script: no pod, no inputs before the Secret exists");
+}

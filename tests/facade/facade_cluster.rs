@@ -5,7 +5,7 @@
 
 use http::Method;
 use serde_json::{Value, json};
-use yuxi_operator::facade::auth::{Authenticator, GroupMapping, TokenReviewer};
+use yuxi_operator::facade::auth::{GroupMapping, TokenReviewer};
 use yuxi_operator::facade::catalog::ClusterCatalog;
 use yuxi_operator::facade::http_metrics::FacadeMetrics;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
@@ -33,7 +33,7 @@ async fn facade(client: kube::Client, store: Store) -> String {
 async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics) -> String {
     let reviewer = TokenReviewer::new(client.clone(), vec![], GroupMapping::default(), metrics.token_reviews());
     let state = FacadeState {
-        auth: Authenticator::TokenReview(reviewer),
+        auth: reviewer.into(),
         agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
         runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
         metrics,
@@ -412,8 +412,12 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
         .expect("the whole script");
     assert_eq!(bodies[2]["metadata"]["name"], body["run_id"]);
     assert!(bodies[2]["spec"].get("parent").is_none(), "a parent run has no parent");
+    let announced = format!("{}-credentials", body["run_id"].as_str().expect("id"));
+    assert_eq!(bodies[2]["metadata"]["annotations"]["yuxi.dev/run-credentials"], announced.as_str());
     let secret = &bodies[3];
     assert_eq!(secret["metadata"]["name"], "r-7-credentials");
+    assert_eq!(secret["type"], "yuxi.dev/run-credentials");
+    assert_eq!(secret["metadata"]["labels"]["yuxi.dev/run"], body["run_id"], "labelled with its run");
     assert_eq!(secret["metadata"]["ownerReferences"][0]["uid"], "run-uid-1");
     assert_eq!(secret["metadata"]["ownerReferences"][0]["kind"], "AgentRun");
     let token = secret["stringData"]["token"].as_str().expect("the run's token");

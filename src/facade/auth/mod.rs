@@ -24,8 +24,14 @@ pub use users::{UserEntry, Users, UsersError};
 pub enum Authenticator {
     /// A fixed set of tokens (the local mode's users file).
     Tokens(Users),
-    /// Kubernetes TokenReview.
-    TokenReview(TokenReviewer),
+    /// Kubernetes TokenReview (boxed: its client and caches are large beside a users file).
+    TokenReview(Box<TokenReviewer>),
+}
+
+impl From<TokenReviewer> for Authenticator {
+    fn from(reviewer: TokenReviewer) -> Self {
+        Authenticator::TokenReview(Box::new(reviewer))
+    }
 }
 
 impl From<Users> for Authenticator {

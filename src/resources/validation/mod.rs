@@ -393,7 +393,9 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
         // The uid is a path segment of the run's volumes (users/<uid>/...): refused here, at admission,
         // not only later by the pod builder.
         check_len(&mut report, "spec.uid", uid, 1, 128);
-        check_id(&mut report, "spec.uid", Some(uid));
+        if (1..=128).contains(&uid.chars().count()) {
+            check_id(&mut report, "spec.uid", Some(uid));
+        }
     }
     if let Some(model) = &spec.model {
         check_len(&mut report, "spec.model", model, 1, 256);

@@ -321,6 +321,10 @@ fn run_names_namespaces_and_optional_strings_have_the_crd_bounds() {
     assert_rejects_only(&validate_agent(&in_namespace), "metadata.namespace");
 
     assert_rejects_only(&validate_agent_run(&run_with("agent: a\ninput: x\nuid: ''")), "spec.uid");
+    // The uid is a path segment of the run's volumes: refused at admission, not only by the pod builder.
+    for uid in ["../../root", "a/b", ".hidden"] {
+        assert_rejects_only(&validate_agent_run(&run_with(&format!("agent: a\ninput: x\nuid: '{uid}'"))), "spec.uid");
+    }
     assert_rejects_only(&validate_agent_run(&run_with("agent: a\ninput: x\nmodel: ''")), "spec.model");
     let long_parent = "t".repeat(177);
     let child = format!("agent: a\ninput: x\nparent: {{runId: r, threadId: {long_parent}, agent: p}}");
