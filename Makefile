@@ -14,7 +14,7 @@ run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
 	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' 'http://$(LISTEN)/api/agent?include_subagents=true'"
-	@echo "Or a research run (its report lands in $(RUN_DIR)/data/threads/<thread_id>/outputs/report.md):"
+	@echo "Or a research run (its report lands in $(RUN_DIR)/data/users/<uid>/threads/<thread_id>/outputs/report.md):"
 	@echo "  curl -s -H 'Authorization: Bearer alice-token' -H 'content-type: application/json' http://$(LISTEN)/api/agent/runs -d '{\"query\": \"Which solid electrolytes conduct lithium best?\", \"agent_slug\": \"deep-research\"}'"
 	scripts/with-redis sh -c 'REDIS_URL=$${REDIS_URL:-$$YUXI_TEST_REDIS_URL} exec $(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data'
 

@@ -1,5 +1,7 @@
 //! `yuxi-operator local` started as a subprocess, as a user starts it, and driven over HTTP.
 
+#[path = "local/isolation.rs"]
+mod isolation;
 #[path = "local/local_memory.rs"]
 mod local_memory;
 #[path = "local/local_mode.rs"]

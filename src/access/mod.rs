@@ -80,9 +80,12 @@ pub fn may_save_scope(who: &Identity, scope: &ShareScope) -> bool {
     scope.access_level == AccessLevel::User || who.role >= Role::Admin
 }
 
-/// The subagents `parent` may call for `who`, by slug: its `context.subagents` list (absent or empty:
-/// every subagent), kept to the Agents that exist in `agents`, are subagents, and `who` may read. A
-/// subagent parent gets none (no nesting). Listed order is kept; otherwise sorted by slug.
+/// The subagents `parent` may call for `who`, by slug: its `context.subagents` list, kept to the Agents
+/// that exist in `agents`, are subagents, and `who` may read. Absent or empty, the list is the readable
+/// subagents that `who` owns or that nobody owns (the platform's: applied as manifests, and the built-in
+/// `general-purpose`); a subagent another user shared is called only when a list names it, so sharing one
+/// cannot slip the sharer's prompt into someone else's runs. A subagent parent gets none (no nesting).
+/// Listed order is kept; otherwise sorted by slug.
 pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity) -> Vec<&'a Agent> {
     if parent.spec.is_subagent() {
         return Vec::new();
@@ -94,7 +97,8 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
             slugs.iter().filter_map(|slug| agents.iter().find(|a| a.name_any() == *slug)).filter(usable).collect()
         }
         None => {
-            let mut all: Vec<&Agent> = agents.iter().filter(usable).collect();
+            let implicit = |agent: &&Agent| agent.spec.owner.as_deref().is_none_or(|owner| owner == who.uid);
+            let mut all: Vec<&Agent> = agents.iter().filter(usable).filter(implicit).collect();
             all.sort_by_key(|a| a.name_any());
             all
         }
@@ -102,13 +106,18 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
 }
 
 /// The uid of a Kubernetes username: the username itself when it is an id of
-/// [`is_valid_id`](crate::resources::thread_id::is_valid_id) of at most 63 characters; otherwise
-/// (`system:serviceaccount:ns:name`, `alice@example.com`) its characters outside the id alphabet become
-/// `-`, it is cut to 54 characters, and the first 8 hex digits of the name's SHA-256 are appended, so two
-/// names never share a uid. The facade (TokenReview) and the admission webhook (who creates an AgentRun)
-/// map users by this one rule.
+/// [`is_valid_id`](crate::resources::thread_id::is_valid_id) of at most 63 characters that does not end
+/// like a mapped uid (`-` and 16 hex digits); otherwise (`system:serviceaccount:ns:name`,
+/// `alice@example.com`, or a name that looks mapped) its characters outside the id alphabet become `-`,
+/// it is cut to 46 characters, and `-` and the first 16 hex digits of the name's SHA-256 are appended.
+/// So two names never share a uid: a name kept as it is never has the mapped form, and two mapped names
+/// differ in 64 bits of their hashes. The facade (TokenReview) and the admission webhook (who creates an
+/// AgentRun) map users by this one rule.
 pub fn uid_of(username: &str) -> String {
-    if crate::resources::thread_id::is_valid_id(username) && username.len() <= 63 {
+    let looks_mapped = username.len() > 17
+        && username.as_bytes()[username.len() - 17] == b'-'
+        && username[username.len() - 16..].bytes().all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+    if crate::resources::thread_id::is_valid_id(username) && username.len() <= 63 && !looks_mapped {
         return username.to_string();
     }
     use sha2::Digest;
@@ -116,10 +125,10 @@ pub fn uid_of(username: &str) -> String {
     let mut safe: String = username
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '-' })
-        .take(54)
+        .take(46)
         .collect();
     safe = safe.trim_start_matches(|c: char| !c.is_ascii_alphanumeric()).to_string();
-    let hex: String = digest.iter().take(4).map(|b| format!("{b:02x}")).collect();
+    let hex: String = digest.iter().take(8).map(|b| format!("{b:02x}")).collect();
     if safe.is_empty() { format!("u-{hex}") } else { format!("{safe}-{hex}") }
 }
 

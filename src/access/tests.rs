@@ -62,6 +62,7 @@ fn the_allowlist_is_the_listed_visible_subagents() {
         agent("explorer", "{backend: SubAgentBackend, share: {readScope: {accessLevel: Global}}}"),
         agent("private", "{backend: SubAgentBackend, owner: alice}"),
         agent("chat", "{backend: ChatbotAgent, share: {readScope: {accessLevel: Global}}}"),
+        agent("carols", "{backend: SubAgentBackend, owner: carol, share: {readScope: {accessLevel: Global}}}"),
     ];
     let names = |list: Vec<&Agent>| list.into_iter().map(|a| a.name_any()).collect::<Vec<_>>();
     let bob = user("bob", None);
@@ -72,6 +73,12 @@ fn the_allowlist_is_the_listed_visible_subagents() {
     assert_eq!(names(allowed_subagents(&everything, &agents, &alice)), ["explorer", "general-purpose", "private"]);
     let empty_list = agent("parent", "{backend: ChatbotAgent, context: {subagents: []}}");
     assert_eq!(names(allowed_subagents(&empty_list, &agents, &bob)), ["explorer", "general-purpose"]);
+    // Carol shared hers with everyone: Bob's implicit list leaves it out, Carol's own has it, and a list
+    // that names it calls it.
+    let carol = user("carol", None);
+    assert_eq!(names(allowed_subagents(&everything, &agents, &carol)), ["carols", "explorer", "general-purpose"]);
+    let naming = agent("parent", "{backend: ChatbotAgent, context: {subagents: [carols]}}");
+    assert_eq!(names(allowed_subagents(&naming, &agents, &bob)), ["carols"]);
 
     let listed = agent("parent", "{backend: ChatbotAgent, context: {subagents: [private, explorer, chat, missing]}}");
     assert_eq!(

@@ -41,6 +41,10 @@ pub struct LocalArgs {
     /// could read every conversation and forge run state. Refused by default.
     #[arg(long, env = yuxi_operator::run::inputs::env::ALLOW_UNAUTHENTICATED_STORE)]
     allow_unauthenticated_store: bool,
+    /// Let `execute` run commands UNCONFINED (plain subprocesses that can read what this user can and
+    /// reach the network) when bubblewrap cannot confine them; they are refused otherwise.
+    #[arg(long)]
+    unconfined_sandbox: bool,
     /// The model of agents that name none: by default each agent's own script
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
@@ -69,6 +73,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         data_dir,
         redis_url,
         allow_unauthenticated_store,
+        unconfined_sandbox,
         default_model,
         scripts_dir,
         skills_library,
@@ -79,7 +84,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
     })?;
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
+    // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
+    // SAFETY: umask only sets this process's file mode mask.
+    unsafe {
+        libc::umask(0o077);
+    }
     std::fs::create_dir_all(&data_dir)?;
+    std::fs::set_permissions(&data_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
     let data_dir = data_dir.canonicalize()?;
     let (store, runner_store) = match &redis_url {
         Some(url) => {
@@ -101,7 +112,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             (store, RunnerStore::Socket(socket))
         }
     };
+    if unconfined_sandbox {
+        tracing::warn!(
+            "--unconfined-sandbox: where bubblewrap cannot confine them, the commands models run are NOT confined: they can read every file this user can (other users' files, the users file with its tokens) and reach the network"
+        );
+    }
     let launcher = LocalLauncher {
+        unconfined_sandbox,
         exe: std::env::current_exe()?,
         data_dir: data_dir.clone(),
         store: runner_store.clone(),

@@ -79,6 +79,10 @@ pub struct RunnerArgs {
     /// mode hides its data folder, where other runs' files are.
     #[arg(long = "sandbox-hide", env = env::SANDBOX_HIDE, value_name = "PATH", value_delimiter = ':')]
     sandbox_hide: Vec<PathBuf>,
+    /// Run `execute` commands unconfined (plain subprocesses) when bubblewrap cannot confine them; they are
+    /// refused otherwise.
+    #[arg(long, env = env::UNCONFINED_SANDBOX)]
+    unconfined_sandbox: bool,
 }
 
 /// Takes from this process the right of other processes of the same user (commands the model runs among
@@ -144,6 +148,11 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         },
         skills_library: args.skills_library,
         sandbox_hide: args.sandbox_hide,
+        confinement: if args.unconfined_sandbox {
+            runner::Confinement::Unconfined
+        } else {
+            runner::Confinement::Required
+        },
     };
     let store = match (&args.redis_url, &args.store_socket) {
         (Some(url), _) => RunnerStoreClient::connect_redis(

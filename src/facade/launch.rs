@@ -37,7 +37,7 @@ pub struct LocalLauncher {
     /// The `yuxi-operator` binary.
     pub exe: PathBuf,
     /// Where runs keep their files: `runs/<run_id>`, `users/<uid>/workspace`,
-    /// `threads/<file_thread_id>/{uploads,outputs}`, `skills/<thread_id>`.
+    /// `users/<uid>/threads/<file_thread_id>/{uploads,outputs}`, `users/<uid>/skills/<thread_id>`.
     pub data_dir: PathBuf,
     /// Where the runner keeps the run's state.
     pub store: RunnerStore,
@@ -49,6 +49,8 @@ pub struct LocalLauncher {
     pub facade_url: Option<String>,
     /// The skills library agents' skills are projected from.
     pub skills_library: Option<PathBuf>,
+    /// Whether `execute` may run commands unconfined where bubblewrap cannot confine them.
+    pub unconfined_sandbox: bool,
 }
 
 impl LocalLauncher {
@@ -159,6 +161,7 @@ impl LocalLauncher {
         // Commands of this run must not see other runs' files: the data folder is hidden in the sandbox,
         // the run's own volumes stay.
         command.env(env_names::SANDBOX_HIDE, &self.data_dir);
+        command.env(env_names::UNCONFINED_SANDBOX, self.unconfined_sandbox.to_string());
         match &self.skills_library {
             Some(library) => command.env(env_names::SKILLS_LIBRARY, library),
             None => command.env_remove(env_names::SKILLS_LIBRARY),
@@ -257,6 +260,29 @@ pub async fn end_of_run(store: &Store, run_id: &str) {
         Ok(n) => tracing::info!(run_id = %run_id, children = n, "cancelled the ended run's unfinished children"),
         Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot cancel the ended run's children"),
     }
+}
+
+/// Checks the AgentRun that `record` and `input` make by every rule the runner (and, in a cluster, the
+/// admission webhook) applies to it, before anything is started or claimed: a request the runner would
+/// refuse answers 422 here instead of ending as an `interrupted` run. The request's own field names are
+/// used: `spec.input` is `input_field` (`query`, `description`), `spec.parent.toolCallId` is
+/// `parent.tool_call_id`, `spec.threadId` is `thread_id`, `spec.parent.threadId` is `parent.thread_id`.
+///
+/// Errors: [`ApiError::Invalid`] naming the first broken rule's field.
+pub fn check_startable(record: &RunRecord, input: &str, input_field: &str) -> Result<(), super::ApiError> {
+    let report = crate::resources::validation::validate_agent_run(&agent_run(record, input.to_string()));
+    let Some(issue) = report.errors.first() else { return Ok(()) };
+    let field = match issue.field.as_str() {
+        "spec.input" => input_field.to_string(),
+        "spec.parent.toolCallId" => "parent.tool_call_id".to_string(),
+        "spec.parent.threadId" => "parent.thread_id".to_string(),
+        "spec.parent.runId" => "parent.run_id".to_string(),
+        "spec.parent.fileThreadId" => "parent.file_thread_id".to_string(),
+        "spec.parent.agent" => "parent.agent".to_string(),
+        "spec.threadId" => "thread_id".to_string(),
+        other => other.to_string(),
+    };
+    Err(super::ApiError::invalid(field, issue.message.clone()))
 }
 
 /// The AgentRun of a run record, as both launchers start it: named by the run id, labelled with its agent

@@ -123,11 +123,6 @@ pub async fn start(
         }
         Some(thread) => thread.clone(),
     };
-    // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
-    // another user answers as a missing one, and its runs are never named.
-    if !store.claim_thread(&thread_id, &who.uid).await? {
-        return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
-    }
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
@@ -138,6 +133,13 @@ pub async fn start(
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
     };
+    super::launch::check_startable(&record, &body.query, "query")?;
+    // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
+    // another user answers as a missing one, and its runs are never named. Claimed only by a request that
+    // has passed every check.
+    if !store.claim_thread(&thread_id, &who.uid).await? {
+        return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
+    }
     match store.create_run(&record, None).await? {
         crate::run::Created::Started => {}
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {

@@ -17,6 +17,7 @@ use super::FacadeState;
 use super::auth::ParentCaller;
 use super::body::JsonBody;
 use super::error::ApiError;
+use super::launch::check_startable;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::delegation::progress::{PROGRESS_SCAN, summarize};
 use crate::delegation::wire::{
@@ -89,30 +90,33 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     let who = &caller.who;
     let parent = parent_of(caller, &body.parent)?;
     // A caller acts for itself: the parent run, its thread and its file thread must be the caller's (or
-    // nobody's yet; they become the caller's), else they answer as if they did not exist.
-    if caller.run.is_none() {
-        let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
-        if let Some(record) = store.run_record(&parent.run_id).await?
-            && record.uid != who.uid
-        {
-            return Err(foreign());
-        }
-        let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
-        for thread in [&parent.thread_id, &file_thread] {
-            if !store.claim_thread(thread, &who.uid).await? {
-                return Err(foreign());
-            }
-        }
-    }
-    // A run of this system starts children only while it runs: not once it is cancelled or has ended.
-    if let Some(run) = &caller.run {
-        let status = store.run_record(&run.run_id).await?.map(|r| r.status);
-        if status != Some(RunStatus::Running) {
+    // nobody's yet: they become the caller's once the run is created), else they answer as if they did
+    // not exist. And only a running run starts children, whoever calls.
+    let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
+    let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
+    match store.run_record(&parent.run_id).await? {
+        Some(record) if record.uid != who.uid => return Err(foreign()),
+        Some(record) if record.status != RunStatus::Running => {
             return Err(ApiError::Conflict(format!(
                 "the parent run {} is {}; only a running run starts subagents",
-                run.run_id,
-                status.map_or("gone", RunStatus::as_str)
+                record.run_id,
+                record.status.as_str()
             )));
+        }
+        Some(_) => {}
+        None if caller.run.is_some() => {
+            return Err(ApiError::Conflict(format!(
+                "the parent run {} is gone; only a running run starts subagents",
+                parent.run_id
+            )));
+        }
+        None => {}
+    }
+    if caller.run.is_none() {
+        for thread in [&parent.thread_id, &file_thread] {
+            if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
+                return Err(foreign());
+            }
         }
     }
     if body.description.trim().is_empty() {
@@ -160,7 +164,16 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
     };
-    let key = parent.tool_call_id.as_deref().map(|call| start_key(&parent.run_id, &slug, call));
+    check_startable(&record, &body.description, "description")?;
+    // Claimed only now, by a request that has passed every check: a refused start claims nothing.
+    if caller.run.is_none() {
+        for thread in [&parent.thread_id, &file_thread] {
+            if !store.claim_thread(thread, &who.uid).await? {
+                return Err(foreign());
+            }
+        }
+    }
+    let key = parent.tool_call_id.as_deref().map(|call| start_key(&who.uid, &parent.run_id, &slug, call));
     let created = store.create_run(&record, key.as_deref()).await?;
     let describe = |status: StartStatus, record: &RunRecord| {
         StartAnswer::Run(StartedRun {
@@ -182,7 +195,12 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
             Ok(describe(StartStatus::Started, &record))
         }
         Created::Existing(run_id) => {
-            let existing = store.run_record(&run_id).await?.ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+            // The key names the caller, so this is the caller's own retry; checked all the same.
+            let existing = store
+                .run_record(&run_id)
+                .await?
+                .filter(|existing| existing.uid == who.uid)
+                .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
             Ok(describe(StartStatus::Existing, &existing))
         }
         Created::Busy(active) => {

@@ -14,6 +14,9 @@ pub mod env {
     /// `true`: use a Redis that answers clients without a password, with a warning
     /// (`--allow-unauthenticated-store`); every role refuses one otherwise.
     pub const ALLOW_UNAUTHENTICATED_STORE: &str = "YUXI_ALLOW_UNAUTHENTICATED_STORE";
+    /// `true`: `execute` runs commands unconfined when bubblewrap cannot confine them (the local mode's
+    /// `--unconfined-sandbox`); they are refused otherwise.
+    pub const UNCONFINED_SANDBOX: &str = "YUXI_UNCONFINED_SANDBOX";
     /// The local mode's store socket (exactly one of this and [`REDIS_URL`]).
     pub const STORE_SOCKET: &str = "YUXI_STORE_SOCKET";
     /// The model of agents whose context and run name none, `<provider>/<model>`.

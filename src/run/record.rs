@@ -39,12 +39,13 @@ pub enum Created {
     Busy(String),
 }
 
-/// The idempotency key of a start: the parent run, the thread scope and the parent's tool call (Yuxi:
-/// request id = hash(creator_run:child_thread:tool_call_id)), as a hex SHA-256 digest.
-pub fn start_key(parent_run_id: &str, thread_scope: &str, tool_call_id: &str) -> String {
+/// The idempotency key of a start: the caller's uid, the parent run, the thread scope and the parent's
+/// tool call (Yuxi: request id = hash(creator_run:child_thread:tool_call_id), with the caller added so
+/// that a retry finds only the caller's own run), as a hex SHA-256 digest.
+pub fn start_key(uid: &str, parent_run_id: &str, thread_scope: &str, tool_call_id: &str) -> String {
     use sha2::{Digest, Sha256};
     let mut hasher = Sha256::new();
-    for part in [parent_run_id, thread_scope, tool_call_id] {
+    for part in [uid, parent_run_id, thread_scope, tool_call_id] {
         hasher.update(part.len().to_le_bytes());
         hasher.update(part.as_bytes());
     }

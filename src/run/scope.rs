@@ -5,12 +5,14 @@
 //! | path the model sees | scope | sub-path |
 //! | --- | --- | --- |
 //! | `/home/gem/user-data/workspace` | the user's shared workspace | `users/<uid>/workspace` |
-//! | `/home/gem/user-data/uploads` | the parent conversation's uploads | `threads/<file_thread_id>/uploads` |
-//! | `/home/gem/user-data/outputs` | the parent conversation's outputs | `threads/<file_thread_id>/outputs` |
-//! | `/home/gem/skills` | the agent's own skills scope | `skills/<thread_id>` |
+//! | `/home/gem/user-data/uploads` | the parent conversation's uploads | `users/<uid>/threads/<file_thread_id>/uploads` |
+//! | `/home/gem/user-data/outputs` | the parent conversation's outputs | `users/<uid>/threads/<file_thread_id>/outputs` |
+//! | `/home/gem/skills` | the agent's own skills scope | `users/<uid>/skills/<thread_id>` |
 //!
 //! `file_thread_id` is the parent's `fileThreadId`, else the parent's thread, else the run's own thread:
-//! a child works in its parent conversation's files, never in another's. Every segment must be an id of
+//! a child works in its parent conversation's files, never in another's. Every scope is under its user's
+//! folder, so a thread id claimed by someone else (after the store forgot its owner) reaches only that
+//! someone's own files. Every segment must be an id of
 //! [`is_valid_id`] (no `/`, no leading `.`), so no sub-path can climb out of its scope.
 
 use std::io;
@@ -177,9 +179,9 @@ impl ScopeIds {
     pub fn sub_path(&self, scope: Scope) -> String {
         match scope {
             Scope::Workspace => format!("users/{}/workspace", self.uid),
-            Scope::Uploads => format!("threads/{}/uploads", self.file_thread_id),
-            Scope::Outputs => format!("threads/{}/outputs", self.file_thread_id),
-            Scope::Skills => format!("skills/{}", self.thread_id),
+            Scope::Uploads => format!("users/{}/threads/{}/uploads", self.uid, self.file_thread_id),
+            Scope::Outputs => format!("users/{}/threads/{}/outputs", self.uid, self.file_thread_id),
+            Scope::Skills => format!("users/{}/skills/{}", self.uid, self.thread_id),
         }
     }
 
@@ -212,13 +214,16 @@ mod tests {
     fn a_child_works_in_its_parent_conversations_files_and_its_own_skills() {
         let ids = ScopeIds::new("alice", "spec.threadId", "t_sub_x_1", Some(&parent("t", None))).unwrap();
         assert_eq!(ids.sub_path(Scope::Workspace), "users/alice/workspace");
-        assert_eq!(ids.sub_path(Scope::Uploads), "threads/t/uploads");
-        assert_eq!(ids.sub_path(Scope::Outputs), "threads/t/outputs");
-        assert_eq!(ids.sub_path(Scope::Skills), "skills/t_sub_x_1");
+        assert_eq!(ids.sub_path(Scope::Uploads), "users/alice/threads/t/uploads");
+        assert_eq!(ids.sub_path(Scope::Outputs), "users/alice/threads/t/outputs");
+        assert_eq!(ids.sub_path(Scope::Skills), "users/alice/skills/t_sub_x_1");
         let ids = ScopeIds::new("alice", "spec.threadId", "t_sub_x_1", Some(&parent("t", Some("f")))).unwrap();
-        assert_eq!(ids.sub_path(Scope::Outputs), "threads/f/outputs");
+        assert_eq!(ids.sub_path(Scope::Outputs), "users/alice/threads/f/outputs");
         let own = ScopeIds::new("alice", "spec.threadId", "t", None).unwrap();
-        assert_eq!(own.sub_path(Scope::Uploads), "threads/t/uploads");
+        assert_eq!(own.sub_path(Scope::Uploads), "users/alice/threads/t/uploads");
+        // Keyed by the owner: the same thread id of another user is another folder.
+        let bobs = ScopeIds::new("bob", "spec.threadId", "t", None).unwrap();
+        assert_ne!(bobs.sub_path(Scope::Uploads), own.sub_path(Scope::Uploads));
         assert_eq!(file_thread_id("t", None), "t");
     }
 

@@ -44,6 +44,7 @@ use crate::run::{EndPayload, ErrorPayload, EventKind, RunStatus};
 use crate::store::RunnerStoreClient;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
+pub use tools::execute::Confinement;
 use tools::execute::{ExecuteTool, Executor, LocalExecutor};
 use tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use tools::{Grants, ToolBox, names};
@@ -79,6 +80,8 @@ pub struct RunnerOptions {
     pub skills_library: Option<PathBuf>,
     /// Paths `execute` commands must not see (the local mode's data folder, with other runs' files).
     pub sandbox_hide: Vec<PathBuf>,
+    /// Whether `execute` may run commands unconfined when bubblewrap cannot confine them.
+    pub confinement: Confinement,
 }
 
 /// How a run reaches the facade.
@@ -220,7 +223,7 @@ async fn prepare(
                 if let RunnerStoreClient::Socket(socket) = &store {
                     hidden.push(std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf()));
                 }
-                Executor::Local(LocalExecutor::isolated(&options.volumes).await.hiding(hidden))
+                Executor::Local(LocalExecutor::isolated(&options.volumes, options.confinement).await.hiding(hidden))
             }
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));

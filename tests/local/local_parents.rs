@@ -215,7 +215,7 @@ async fn deep_research_writes_its_report_from_two_children_started_in_parallel()
     }
 
     let data = system.local.data.path();
-    let report = read(&data.join(format!("threads/{thread_id}/outputs/report.md")));
+    let report = read(&data.join(format!("users/alice/threads/{thread_id}/outputs/report.md")));
     assert!(report.starts_with("# Research report"), "{report}");
     assert!(
         report.contains(&format!("Explore this research question and summarise what the material says: {question}"))
@@ -226,9 +226,9 @@ async fn deep_research_writes_its_report_from_two_children_started_in_parallel()
 
     // Skills: each child has its own skills, never the parent's.
     let explorer_thread = children[0]["thread_id"].as_str().expect("thread");
-    assert!(data.join(format!("skills/{explorer_thread}/source-triage/checklist.md")).is_file());
-    assert!(!data.join(format!("skills/{explorer_thread}/report-writing")).exists());
-    assert!(data.join(format!("skills/{thread_id}/report-writing/SKILL.md")).is_file());
+    assert!(data.join(format!("users/alice/skills/{explorer_thread}/source-triage/checklist.md")).is_file());
+    assert!(!data.join(format!("users/alice/skills/{explorer_thread}/report-writing")).exists());
+    assert!(data.join(format!("users/alice/skills/{thread_id}/report-writing/SKILL.md")).is_file());
     assert!(!data.join(format!("skills/{thread_id}/source-triage")).exists());
 }
 
@@ -369,7 +369,7 @@ async fn another_users_threads_runs_and_files_cannot_be_named_as_a_parent() {
         json!({"thread_id": alice_child_thread}),
     );
     assert_eq!(system.local.tool("task", "bob-token", continuing).await.0, 404);
-    assert!(!system.local.data.path().join(format!("threads/{alice_thread}/outputs/planted.md")).exists());
+    assert!(!system.local.data.path().join(format!("users/alice/threads/{alice_thread}/outputs/planted.md")).exists());
     let (status, messages) = system.get(&format!("/api/threads/{alice_child_thread}/messages"), "alice-token").await;
     assert_eq!(status, 200);
     assert_eq!(

@@ -160,8 +160,13 @@ async fn busy_threads_idempotent_retries_cancel_and_outputs(store: LocalStore) {
         )
         .await;
     assert_eq!(done["result"], "report written", "{done}");
-    let report = local.data.path().join("threads").join(&thread).join("outputs/report.md");
+    let report = local.data.path().join("users/alice/threads").join(&thread).join("outputs/report.md");
     assert_eq!(std::fs::read_to_string(&report).expect("the report is in the parent's outputs"), "# Report");
+    // Alice's alone: the data folder and what runs write in it are not readable by anyone else.
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |path: &std::path::Path| std::fs::metadata(path).expect("exists").permissions().mode() & 0o777;
+    assert_eq!(mode(&report), 0o600, "{}", report.display());
+    assert_eq!(mode(&local.data.path().join("users/alice")), 0o700);
 
     // Twenty concurrent continuations of the now idle thread: exactly one starts.
     let starts = (0..20).map(|_| local.tool("subagent_start", "alice-token", again.clone()));

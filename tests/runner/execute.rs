@@ -5,7 +5,7 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
-use yuxi_operator::runner::tools::execute::{ExecRequest, Executor, LocalExecutor, MAX_OUTPUT_BYTES};
+use yuxi_operator::runner::tools::execute::{Confinement, ExecRequest, Executor, LocalExecutor, MAX_OUTPUT_BYTES};
 
 fn request(command: &str, timeout_seconds: u64) -> ExecRequest {
     ExecRequest { command: command.to_string(), timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES }
@@ -154,7 +154,7 @@ async fn isolated_commands_see_only_the_volumes_at_the_models_paths() {
     std::fs::write(volumes.skills.join("SKILL.md"), "skill text").expect("write");
     std::fs::write(root.path().join("outside.txt"), "outside").expect("write");
 
-    let executor = LocalExecutor::isolated(&volumes).await;
+    let executor = LocalExecutor::isolated(&volumes, Confinement::Required).await;
     assert!(executor.is_isolated(), "bwrap works on this machine, so commands must run inside it");
     let script = format!(
         "pwd; ls /home/gem/user-data; cat /home/gem/skills/SKILL.md; echo; \
@@ -192,29 +192,72 @@ async fn the_sandbox_stops_a_command_when_the_runner_hangs_up() {
 }
 
 #[tokio::test]
-async fn hidden_folders_show_empty_while_the_volumes_inside_them_stay() {
+async fn the_host_beyond_the_system_files_is_not_in_the_sandbox() {
     use yuxi_operator::runner::tools::files::VolumePaths;
-    // In /var/tmp: the sandbox shows /tmp, /home and /root empty, which would hide it anyway (and the
-    // repository, hence its target folder, may live in any of them).
+    // In /var/tmp, a folder the host has and the sandbox does not show.
     let data = tempfile::tempdir_in("/var/tmp").expect("a temporary folder in /var/tmp");
     let volumes = VolumePaths::under(&data.path().join("mine"));
     volumes.create_all().expect("mkdir");
     std::fs::write(volumes.workspace.join("own.txt"), "own").expect("write");
     std::fs::create_dir_all(data.path().join("users/bob/workspace")).expect("mkdir");
     std::fs::write(data.path().join("users/bob/workspace/secret.txt"), "bob's").expect("write");
-    let secret = data.path().join("users/bob/workspace/secret.txt");
+    let users_file = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/local-users.yaml");
+    assert!(users_file.is_file());
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let port = listener.local_addr().expect("addr").port();
     let script = format!(
-        "cat {} 2>/dev/null || echo hidden; echo; cat own.txt; echo; ls {} | wc -l",
-        secret.display(),
-        data.path().display()
+        "cat {} 2>/dev/null || echo no-bob; cat {} 2>/dev/null || echo no-users-file; \
+         cat own.txt; echo; ls -d /root /var /opt /srv /mnt 2>/dev/null | wc -l; ls /home; \
+         test -e /etc/shadow && echo shadow || echo no-shadow; \
+         (exec 3<>/dev/tcp/127.0.0.1/{port}) 2>/dev/null && echo network || echo no-network; \
+         ls /proc | grep -c '^[0-9]' ; ulimit -v",
+        data.path().join("users/bob/workspace/secret.txt").display(),
+        users_file.display(),
     );
+    let executor = LocalExecutor::isolated(&volumes, Confinement::Required).await;
+    let output = executor.execute(&request(&script, 20)).await.expect("runs").output;
+    let lines: Vec<&str> = output.lines().collect();
+    assert_eq!(lines[..3], ["no-bob", "no-users-file", "own"], "{output}");
+    assert_eq!(lines[3..5], ["0", "gem"], "none of the host's other folders: {output}");
+    assert_eq!(lines[5..7], ["no-shadow", "no-network"], "{output}");
+    let processes: u32 = lines[7].trim().parse().expect("a count");
+    assert!(processes <= 4, "its own pid namespace: {processes} processes seen\n{output}");
+    assert_eq!(lines[8], (yuxi_operator::runner::tools::execute::MAX_ADDRESS_SPACE_BYTES / 1024).to_string());
+}
 
-    let open = LocalExecutor::isolated(&volumes).await;
-    assert_eq!(
-        open.execute(&request(&script, 20)).await.expect("runs").output,
-        "bob's\nown\n2\n",
-        "visible unless hidden"
-    );
-    let hiding = LocalExecutor::isolated(&volumes).await.hiding(vec![data.path().to_path_buf()]);
-    assert_eq!(hiding.execute(&request(&script, 20)).await.expect("runs").output, "hidden\n\nown\n0\n");
+#[tokio::test]
+async fn a_process_the_command_leaves_behind_ends_with_it() {
+    use yuxi_operator::runner::tools::files::VolumePaths;
+    let root = TempDir::new().expect("temp dir");
+    let volumes = VolumePaths::under(root.path());
+    volumes.create_all().expect("mkdir");
+    let executor = LocalExecutor::isolated(&volumes, Confinement::Required).await;
+    // A detached sleeper with an argument nothing else uses.
+    let outcome = executor.execute(&request("setsid sleep 987.654 >/dev/null 2>&1 & echo started", 20)).await;
+    assert_eq!(outcome.expect("runs").output, "started\n");
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let survivors = std::fs::read_dir("/proc")
+        .expect("proc")
+        .filter_map(|entry| std::fs::read(entry.ok()?.path().join("cmdline")).ok())
+        .filter(|cmdline| cmdline.windows(7).any(|w| w == b"987.654"))
+        .count();
+    assert_eq!(survivors, 0, "a process the command started outlived it");
+}
+
+#[tokio::test]
+async fn execute_is_refused_where_bubblewrap_cannot_confine_it() {
+    use yuxi_operator::runner::tools::files::VolumePaths;
+    let root = TempDir::new().expect("temp dir");
+    let volumes = VolumePaths::under(root.path());
+    volumes.create_all().expect("mkdir");
+    for bwrap in [None, Some(std::path::PathBuf::from("/bin/false"))] {
+        let executor = LocalExecutor::isolated_with(bwrap.clone(), &volumes, Confinement::Required).await;
+        assert!(!executor.is_isolated());
+        let err = executor.execute(&request("echo ran", 5)).await.expect_err("refused").to_string();
+        assert!(err.starts_with("execute is refused: bubblewrap"), "{bwrap:?}: {err}");
+        assert!(err.contains("--unconfined-sandbox"), "{err}");
+    }
+    // Only an operator's explicit word runs them unconfined.
+    let unconfined = LocalExecutor::isolated_with(None, &volumes, Confinement::Unconfined).await;
+    assert_eq!(unconfined.execute(&request("echo ran", 5)).await.expect("runs").output, "ran\n");
 }

@@ -30,9 +30,9 @@
 //! | path | volume (subPath) | runner | sandbox |
 //! | --- | --- | --- | --- |
 //! | `/home/gem/user-data/workspace` | user-data claim, `users/<uid>/workspace` | rw | rw |
-//! | `/home/gem/user-data/uploads` | user-data claim, `threads/<file_thread_id>/uploads` | rw | rw |
-//! | `/home/gem/user-data/outputs` | user-data claim, `threads/<file_thread_id>/outputs` | rw | rw |
-//! | `/home/gem/skills` | skills claim, `skills/<thread_id>` | rw (skills projected at start) | ro |
+//! | `/home/gem/user-data/uploads` | user-data claim, `users/<uid>/threads/<file_thread_id>/uploads` | rw | rw |
+//! | `/home/gem/user-data/outputs` | user-data claim, `users/<uid>/threads/<file_thread_id>/outputs` | rw | rw |
+//! | `/home/gem/skills` | skills claim, `users/<uid>/skills/<thread_id>` | rw (skills projected at start) | ro |
 //! | `/var/lib/yuxi/skills-library` | skills library claim (when configured) | ro | — |
 //! | `/etc/yuxi/inputs` | the inputs Secret (`run.yaml`, `agent.yaml`, `mcp-servers.yaml`) | ro | — |
 //! | `/run/yuxi` | emptyDir (the sandbox socket) | rw | rw |

@@ -70,11 +70,11 @@ pub struct SandboxSettings {
     /// Seconds added to the run's `timeoutSeconds` for the pod's `activeDeadlineSeconds`: time to pull the
     /// image, start, and end the run cleanly after its own time-out; not negative. Default: 300.
     pub deadline_grace_seconds: i64,
-    /// The PersistentVolumeClaim holding `users/<uid>/workspace` and `threads/<file_thread_id>/{uploads,
+    /// The PersistentVolumeClaim holding `users/<uid>/workspace` and `users/<uid>/threads/<file_thread_id>/{uploads,
     /// outputs}`. Runs of many users share it: it must be ReadWriteMany unless every pod lands on one
     /// node. Default: `yuxi-data`.
     pub user_data_claim: String,
-    /// The PersistentVolumeClaim holding `skills/<thread_id>`; may be the same claim as
+    /// The PersistentVolumeClaim holding `users/<uid>/skills/<thread_id>`; may be the same claim as
     /// `userDataClaim` (then one volume serves both). Default: `yuxi-data`.
     pub skills_claim: String,
     /// The PersistentVolumeClaim of the skills library (folders with a `SKILL.md`), mounted read-only in

@@ -161,23 +161,26 @@ fn volumes_are_the_four_scopes_of_the_run() {
         sub_paths(&run()),
         [
             "users/alice/workspace",
-            "threads/files-1/uploads",
-            "threads/files-1/outputs",
-            "skills/thread-1_sub_research-explorer_4f2a9c1e",
+            "users/alice/threads/files-1/uploads",
+            "users/alice/threads/files-1/outputs",
+            "users/alice/skills/thread-1_sub_research-explorer_4f2a9c1e",
         ]
     );
     // No fileThreadId: the parent's thread.
     let mut r = run();
     r.spec.parent.as_mut().expect("parent").file_thread_id = None;
-    assert_eq!(sub_paths(&r)[1], "threads/thread-1/uploads");
+    assert_eq!(sub_paths(&r)[1], "users/alice/threads/thread-1/uploads");
     // No parent: the run's own thread, for files and skills alike.
     let mut r = run();
     r.spec.parent = None;
     r.spec.thread_id = Some("t-9".to_string());
-    assert_eq!(sub_paths(&r)[1..], ["threads/t-9/uploads", "threads/t-9/outputs", "skills/t-9"]);
+    assert_eq!(
+        sub_paths(&r)[1..],
+        ["users/alice/threads/t-9/uploads", "users/alice/threads/t-9/outputs", "users/alice/skills/t-9"]
+    );
     // No thread: the run's name.
     r.spec.thread_id = None;
-    assert_eq!(sub_paths(&r)[2..], ["threads/explore/outputs", "skills/explore"]);
+    assert_eq!(sub_paths(&r)[2..], ["users/alice/threads/explore/outputs", "users/alice/skills/explore"]);
 }
 
 #[test]

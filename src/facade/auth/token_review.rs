@@ -196,5 +196,15 @@ mod tests {
         assert!(crate::run::thread_id::is_valid_id(&uid_of("_.@..")), "{}", uid_of("_.@.."));
         assert!(crate::run::thread_id::is_valid_id(&uid_of(&"é".repeat(300))));
         assert_eq!(uid_of("alice"), "alice");
+        // A name that looks like a mapped uid is mapped too, so nobody can pick a name that another
+        // user's mapping gives.
+        let mapped = uid_of("alice@example.com");
+        assert!(
+            mapped.starts_with("alice-example.com-") && mapped.len() == "alice-example.com-".len() + 16,
+            "{mapped}"
+        );
+        assert_ne!(uid_of(&mapped), mapped);
+        assert!(uid_of(&mapped).len() <= 63);
+        assert_eq!(uid_of("build-2024"), "build-2024", "an ordinary name with a dash stays");
     }
 }

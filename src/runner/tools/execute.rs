@@ -1,9 +1,12 @@
 //! The `execute` tool: a shell command in the sandbox, with a time-out and bounded output.
 //!
 //! Commands run through an [`Executor`]: in a pod, the `sandbox` container over a Unix socket (the
-//! `sandbox-exec` role, which holds no secret); in the local mode, a subprocess in the workspace with an
-//! emptied environment, isolated with bubblewrap when `bwrap` is installed and works. Either way the
-//! command sees neither the model API key nor the run's credentials: they are never in its environment.
+//! `sandbox-exec` role, which holds no secret); in the local mode, a subprocess inside bubblewrap, with an
+//! emptied environment, a minimal read-only system (`/usr`, `/bin`, `/lib*` and a few files of `/etc`),
+//! the run's four volumes, a private `/tmp`, no network, its own process namespace (every process ends
+//! with the command) and resource limits. When bubblewrap cannot confine a command, `execute` is refused
+//! ([`Confinement::Required`], the default) unless the operator said that commands may run unconfined.
+//! Either way the command sees neither the model API key nor the run's credentials.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
@@ -77,6 +80,12 @@ pub enum ExecError {
         /// Why.
         source: serde_json::Error,
     },
+    /// Commands cannot be confined here, and running them unconfined was not allowed.
+    #[error("execute is refused: {reason}")]
+    Unconfined {
+        /// Why the sandbox cannot confine commands, and how an operator may allow them anyway.
+        reason: String,
+    },
     /// The sandbox answered a line that is not an [`ExecOutcome`].
     #[error("the sandbox answered something that is not an outcome ({source})")]
     NotAnOutcome {
@@ -110,6 +119,20 @@ impl Executor {
     }
 }
 
+/// Whether commands may run when bubblewrap cannot confine them.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum Confinement {
+    /// They may not: `execute` answers a tool error saying why (the default).
+    #[default]
+    Required,
+    /// They run as plain subprocesses with an emptied environment (`--unconfined-sandbox`): they can read
+    /// whatever the runner's user can, and reach the network.
+    Unconfined,
+}
+
+/// Where bubblewrap is looked for.
+pub const BWRAP_PATHS: [&str; 2] = ["/usr/bin/bwrap", "/usr/local/bin/bwrap"];
+
 /// Runs commands as subprocesses in the workspace, with an emptied environment; inside bubblewrap (the
 /// volumes mounted at the paths the model sees, no network, its own process tree) when `bwrap` works.
 #[derive(Clone, Debug)]
@@ -117,29 +140,52 @@ pub struct LocalExecutor {
     workdir: PathBuf,
     bwrap: Option<(PathBuf, VolumePaths)>,
     hidden: Vec<PathBuf>,
+    /// Why every command is refused, when it is.
+    refused: Option<String>,
 }
 
 impl LocalExecutor {
     /// Commands run in `workdir` with no isolation beyond the emptied environment (the sandbox
     /// container's own side, where the pod is the isolation).
     pub fn plain(workdir: impl Into<PathBuf>) -> Self {
-        Self { workdir: workdir.into(), bwrap: None, hidden: Vec::new() }
+        Self { workdir: workdir.into(), bwrap: None, hidden: Vec::new(), refused: None }
     }
 
-    /// Commands run in the workspace of `volumes`, inside bubblewrap when it is installed and works here,
-    /// plainly otherwise (logged).
-    pub async fn isolated(volumes: &VolumePaths) -> Self {
-        let bwrap = match which_bwrap() {
-            Some(program) if bwrap_works(&program).await => Some((program, volumes.clone())),
-            Some(_) => {
-                tracing::warn!(
-                    "bwrap is installed but cannot create a sandbox here; commands run as plain subprocesses"
+    /// Commands run in the workspace of `volumes`, inside bubblewrap ([`BWRAP_PATHS`]) when it is
+    /// installed and works here. Otherwise, by `confinement`: every command is refused with the reason
+    /// (logged as an error), or they run plainly (logged as a warning).
+    pub async fn isolated(volumes: &VolumePaths, confinement: Confinement) -> Self {
+        Self::isolated_with(BWRAP_PATHS.iter().map(PathBuf::from).find(|p| p.is_file()), volumes, confinement).await
+    }
+
+    /// [`LocalExecutor::isolated`] with the bubblewrap binary `bwrap` (`None`: not installed).
+    pub async fn isolated_with(bwrap: Option<PathBuf>, volumes: &VolumePaths, confinement: Confinement) -> Self {
+        let problem = match bwrap {
+            Some(program) if bwrap_works(&program).await => {
+                return Self {
+                    workdir: volumes.workspace.clone(),
+                    bwrap: Some((program, volumes.clone())),
+                    hidden: Vec::new(),
+                    refused: None,
+                };
+            }
+            Some(program) => format!("bubblewrap ({}) cannot create a sandbox here", program.display()),
+            None => format!("bubblewrap is not installed (looked for {})", BWRAP_PATHS.join(", ")),
+        };
+        let refused = match confinement {
+            Confinement::Required => {
+                let reason = format!(
+                    "{problem}, so commands cannot be confined; install bubblewrap, or start the local mode with --unconfined-sandbox to run them unconfined"
                 );
+                tracing::error!(reason = %reason, "execute is refused for this run");
+                Some(reason)
+            }
+            Confinement::Unconfined => {
+                tracing::warn!(problem = %problem, "commands run UNCONFINED (--unconfined-sandbox): they can read what this user can and reach the network");
                 None
             }
-            None => None,
         };
-        Self { workdir: volumes.workspace.clone(), bwrap, hidden: Vec::new() }
+        Self { workdir: volumes.workspace.clone(), bwrap: None, hidden: Vec::new(), refused }
     }
 
     /// Inside bubblewrap, `paths` are hidden from the read-only view of the system: a folder (such as
@@ -159,6 +205,9 @@ impl LocalExecutor {
     /// Runs one command. Errors: [`ExecError::Start`], it cannot be started. A command that fails or
     /// times out is an outcome, not an error.
     pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
+        if let Some(reason) = &self.refused {
+            return Err(ExecError::Unconfined { reason: reason.clone() });
+        }
         // Interleave stderr with stdout, in the order the command writes them.
         let script = format!("exec 2>&1\n{}", request.command);
         let mut command = match &self.bwrap {
@@ -183,6 +232,12 @@ impl LocalExecutor {
             .stderr(Stdio::null())
             .kill_on_drop(true)
             .process_group(0);
+        let cpu_seconds = request.timeout_seconds.saturating_add(5);
+        // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit, which is
+        // async-signal-safe.
+        unsafe {
+            command.pre_exec(move || limit_resources(cpu_seconds));
+        }
         let mut child = command.spawn().map_err(|source| ExecError::Start { source })?;
         // Whatever ends this call (a time-out, a cancelled run dropping it), the command's whole process
         // group goes with it.
@@ -234,8 +289,25 @@ fn kill_group(pid: Option<u32>) {
     }
 }
 
-fn which_bwrap() -> Option<PathBuf> {
-    ["/usr/bin/bwrap", "/usr/local/bin/bwrap"].into_iter().map(PathBuf::from).find(|p| p.is_file())
+/// A command's resource limits: its address space (4 GiB), the size of a file it writes (1 GiB), open
+/// files (1024), CPU time (its time-out and 5 s), no core dumps. Set in the child before exec.
+pub const MAX_ADDRESS_SPACE_BYTES: u64 = 4 << 30;
+/// See [`MAX_ADDRESS_SPACE_BYTES`].
+pub const MAX_FILE_BYTES: u64 = 1 << 30;
+/// See [`MAX_ADDRESS_SPACE_BYTES`].
+pub const MAX_OPEN_FILES: u64 = 1024;
+
+fn limit_resources(cpu_seconds: u64) -> std::io::Result<()> {
+    let set = |resource, value: u64| {
+        let limit = libc::rlimit { rlim_cur: value as libc::rlim_t, rlim_max: value as libc::rlim_t };
+        // SAFETY: setrlimit reads the struct it is given.
+        if unsafe { libc::setrlimit(resource, &limit) } == 0 { Ok(()) } else { Err(std::io::Error::last_os_error()) }
+    };
+    set(libc::RLIMIT_AS, MAX_ADDRESS_SPACE_BYTES)?;
+    set(libc::RLIMIT_FSIZE, MAX_FILE_BYTES)?;
+    set(libc::RLIMIT_NOFILE, MAX_OPEN_FILES)?;
+    set(libc::RLIMIT_CPU, cpu_seconds)?;
+    set(libc::RLIMIT_CORE, 0)
 }
 
 async fn bwrap_works(program: &Path) -> bool {
@@ -248,40 +320,65 @@ async fn bwrap_works(program: &Path) -> bool {
     matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Ok(status)) if status.success())
 }
 
-/// The system read-only, a private /tmp, /home replaced by the four volumes at the paths the model sees
-/// (skills read-only), the `hidden` files that exist covered by /dev/null (a socket on a read-only mount
-/// can still be connected to), no network, a new session, no capabilities (so nothing can be remounted,
-/// even when the runner is root), killed with its parent.
+/// The parts of the host a confined command sees, read-only: the system's programs and libraries, and the
+/// files of `/etc` that programs need to run (the dynamic linker's cache, users and groups, name service,
+/// time zone, certificates). Paths missing on this host are skipped.
+const SYSTEM_PATHS: [&str; 19] = [
+    "/usr",
+    "/bin",
+    "/sbin",
+    "/lib",
+    "/lib32",
+    "/lib64",
+    "/etc/alternatives",
+    "/etc/ld.so.cache",
+    "/etc/ld.so.conf",
+    "/etc/ld.so.conf.d",
+    "/etc/passwd",
+    "/etc/group",
+    "/etc/nsswitch.conf",
+    "/etc/hosts",
+    "/etc/localtime",
+    "/etc/ssl",
+    "/etc/ca-certificates",
+    "/etc/mime.types",
+    "/etc/os-release",
+];
+
+/// An empty root with [`SYSTEM_PATHS`] read-only, fresh `/dev`, `/proc` and `/tmp`, the four volumes at
+/// the paths the model sees (skills read-only), the `hidden` paths that exist inside those covered, no
+/// network, its own pid namespace (every process it starts ends with it), a new session, no capabilities
+/// (so nothing can be remounted, even when the runner is root), killed with its parent.
 fn bwrap_args(volumes: &VolumePaths, hidden: &[PathBuf]) -> Vec<String> {
-    let mut args: Vec<String> = [
-        "--ro-bind",
-        "/",
-        "/",
-        "--dev",
-        "/dev",
-        "--proc",
-        "/proc",
-        "--tmpfs",
-        "/tmp",
-        "--tmpfs",
-        "/home",
-        "--tmpfs",
-        "/root",
-        "--unshare-all",
-        "--new-session",
-        "--die-with-parent",
-        "--cap-drop",
-        "ALL",
-    ]
-    .map(String::from)
-    .to_vec();
-    // Hidden paths first, so the volumes, mounted after them, stay visible wherever they live.
-    for path in hidden.iter().filter(|p| p.exists()) {
-        let shown = path.display().to_string();
+    let mut args: Vec<String> = Vec::new();
+    for path in SYSTEM_PATHS {
+        args.extend(["--ro-bind-try".to_string(), path.to_string(), path.to_string()]);
+    }
+    args.extend(
+        [
+            "--dev",
+            "/dev",
+            "--proc",
+            "/proc",
+            "--tmpfs",
+            "/tmp",
+            "--unshare-all",
+            "--new-session",
+            "--die-with-parent",
+            "--cap-drop",
+            "ALL",
+        ]
+        .map(String::from),
+    );
+    // Hidden paths first, so the volumes, mounted after them, stay visible wherever they live. Only paths
+    // inside what is shown need covering.
+    let shown = |path: &Path| SYSTEM_PATHS.iter().any(|p| path.starts_with(p));
+    for path in hidden.iter().filter(|p| p.exists() && shown(p)) {
+        let text = path.display().to_string();
         if path.is_dir() {
-            args.extend(["--tmpfs".to_string(), shown]);
+            args.extend(["--tmpfs".to_string(), text]);
         } else {
-            args.extend(["--ro-bind".to_string(), "/dev/null".to_string(), shown]);
+            args.extend(["--ro-bind".to_string(), "/dev/null".to_string(), text]);
         }
     }
     for scope in [Scope::Workspace, Scope::Uploads, Scope::Outputs, Scope::Skills] {
