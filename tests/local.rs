@@ -2,6 +2,8 @@
 
 #[path = "local/isolation.rs"]
 mod isolation;
+#[path = "local/limits.rs"]
+mod limits;
 #[path = "local/local_memory.rs"]
 mod local_memory;
 #[path = "local/local_mode.rs"]

@@ -42,6 +42,8 @@ pub struct ApiArgs {
     /// A group `<prefix><n>` puts its members in department `n`.
     #[arg(long, default_value = "yuxi:department:")]
     department_group_prefix: String,
+    #[command(flatten)]
+    limits: super::LimitArgs,
 }
 
 /// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish. Exit status 1 when the
@@ -79,6 +81,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         }),
         metrics,
         run_tokens,
+        limits: args.limits.limits(),
+        streams: Default::default(),
     };
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");

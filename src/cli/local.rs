@@ -45,6 +45,8 @@ pub struct LocalArgs {
     /// reach the network) when bubblewrap cannot confine them; they are refused otherwise.
     #[arg(long)]
     unconfined_sandbox: bool,
+    #[command(flatten)]
+    limits: super::LimitArgs,
     /// The model of agents that name none: by default each agent's own script
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
@@ -74,6 +76,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         redis_url,
         allow_unauthenticated_store,
         unconfined_sandbox,
+        limits,
         default_model,
         scripts_dir,
         skills_library,
@@ -163,6 +166,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         metrics: Default::default(),
         // Runs do not outlive this process, nor do their tokens.
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
+        limits: limits.limits(),
+        streams: Default::default(),
     };
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");

@@ -52,3 +52,42 @@ pub async fn connect(hint: &str) -> anyhow::Result<kube::Client> {
         .map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {hint}"))?;
     Ok(client)
 }
+
+/// The facade's abuse limits as flags (docs/reference/limits.md), shared by `api` and `local`.
+#[derive(clap::Args, Clone, Debug)]
+pub struct LimitArgs {
+    /// Unfinished runs one user may have at once (429 `max_runs_per_user` beyond).
+    #[arg(long, env = "YUXI_MAX_RUNS_PER_USER", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    max_runs_per_user: u32,
+    /// Unfinished runs of all users at once (429 `max_runs` beyond).
+    #[arg(long, env = "YUXI_MAX_RUNS", default_value_t = 200, value_parser = clap::value_parser!(u32).range(1..))]
+    max_runs: u32,
+    /// Event streams one user may have open on this facade (429 `max_streams_per_user` beyond).
+    #[arg(long, env = "YUXI_MAX_STREAMS_PER_USER", default_value_t = 16, value_parser = clap::value_parser!(u32).range(1..))]
+    max_streams_per_user: u32,
+    /// Event streams one run may have open on this facade (429 `max_streams_per_run` beyond).
+    #[arg(long, env = "YUXI_MAX_STREAMS_PER_RUN", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_streams_per_run: u32,
+    /// Agents one user may own (429 `max_agents_per_user` beyond).
+    #[arg(long, env = "YUXI_MAX_AGENTS_PER_USER", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
+    max_agents_per_user: u32,
+    /// Seconds a client may take to send a request's whole body (408 beyond).
+    #[arg(long, env = "YUXI_BODY_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    body_timeout_seconds: u64,
+}
+
+impl LimitArgs {
+    /// The limits these flags set.
+    pub fn limits(&self) -> yuxi_operator::facade::limits::Limits {
+        yuxi_operator::facade::limits::Limits {
+            runs: yuxi_operator::run::RunLimits {
+                per_user: self.max_runs_per_user as usize,
+                total: self.max_runs as usize,
+            },
+            streams_per_user: self.max_streams_per_user as usize,
+            streams_per_run: self.max_streams_per_run as usize,
+            agents_per_user: self.max_agents_per_user as usize,
+            body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
+        }
+    }
+}

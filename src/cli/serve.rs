@@ -22,7 +22,7 @@ pub fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
 }
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets requests under way finish for
-/// [`SHUTDOWN_GRACE`]. Clients that send headers too slowly or sit idle are dropped after
+/// [`SHUTDOWN_GRACE`]. Clients that send no request, send headers too slowly or sit idle are dropped after
 /// [`HEADER_READ_TIMEOUT`], so they cannot hold connections forever. Errors: the listener fails.
 pub async fn serve(
     listener: std::net::TcpListener,
@@ -32,7 +32,9 @@ pub async fn serve(
     let handle = Handle::new();
     tokio::spawn(stop_gracefully(handle.clone(), shutdown, SHUTDOWN_GRACE));
     listener.set_nonblocking(true)?;
-    let mut server = axum_server::from_tcp(listener)?.handle(handle);
+    // A connection that sends no request at all is closed too: hyper's header timeout starts only with
+    // the first byte.
+    let mut server = axum_server::from_tcp(listener)?.handle(handle).first_request_timeout(HEADER_READ_TIMEOUT);
     let timer = hyper_util::rt::TokioTimer::new;
     server.http_builder().http1().timer(timer()).header_read_timeout(HEADER_READ_TIMEOUT);
     server

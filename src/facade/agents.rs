@@ -304,6 +304,14 @@ pub async fn create(
     // and the next free suffix is tried.
     for _ in 0..CREATE_ATTEMPTS {
         let others = state.agents.all().await?;
+        let owned = others.iter().filter(|a| a.spec.owner.as_deref() == Some(who.uid.as_str())).count();
+        if owned >= state.limits.agents_per_user {
+            return Err(ApiError::Limited {
+                limit: "max_agents_per_user".into(),
+                message: format!("you own {owned} agents, the most allowed; delete one first"),
+                retry_after: super::limits::RETRY_AFTER_SECONDS,
+            });
+        }
         let slug = unique_slug(&base, &others);
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..ObjectMeta::default() };

@@ -25,10 +25,18 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             let path = err.path().to_string();
             let inner = err.into_inner();
             if inner.is_syntax() || inner.is_eof() {
-                ApiError::BadRequest(format!("the body is not JSON: {inner}"))
-            } else {
-                ApiError::invalid(if path == "." { "body".into() } else { path }, inner.to_string())
+                return ApiError::BadRequest(format!("the body is not JSON: {inner}"));
             }
+            let message = inner.to_string();
+            // A missing field is named itself, not its parent object.
+            let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
+            let field = match (missing, path.as_str()) {
+                (Some(name), ".") => name.to_string(),
+                (Some(name), parent) => format!("{parent}.{name}"),
+                (None, ".") => "body".to_string(),
+                (None, _) => path,
+            };
+            ApiError::invalid(field, message)
         })?;
         deserializer.end().map_err(|e| ApiError::BadRequest(format!("the body is not one JSON value: {e}")))?;
         Ok(JsonBody(value))

@@ -41,6 +41,23 @@ pub enum ApiError {
     /// The body is larger than the facade accepts (413).
     #[error("{0}")]
     TooLarge(String),
+    /// The route exists, but not for this method (405).
+    #[error("{0}")]
+    MethodNotAllowed(String),
+    /// The client took longer than the facade waits to send its request body (408).
+    #[error("{0}")]
+    Timeout(String),
+    /// A limit is reached (429): `limit` names it (its setting), `retry_after` says in how many seconds
+    /// to try again (the `Retry-After` header).
+    #[error("{limit}: {message}")]
+    Limited {
+        /// The limit, by the name of its setting, such as `max_runs_per_user`.
+        limit: String,
+        /// What is at the limit.
+        message: String,
+        /// Seconds until a retry may succeed.
+        retry_after: u64,
+    },
     /// A service the facade depends on (the run store) failed or is not configured (503).
     #[error("{0}")]
     Unavailable(String),
@@ -109,6 +126,9 @@ impl ApiError {
             ApiError::RunBusy { .. } => (StatusCode::CONFLICT, "run_busy"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
+            ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
+            ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
+            ApiError::Limited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
             ApiError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
         }
@@ -120,6 +140,11 @@ impl IntoResponse for ApiError {
         let (status, code) = self.status();
         let field = match &self {
             ApiError::Invalid { field, .. } => Some(field.clone()),
+            ApiError::Limited { limit, .. } => Some(limit.clone()),
+            _ => None,
+        };
+        let retry_after = match &self {
+            ApiError::Limited { retry_after, .. } => Some(*retry_after),
             _ => None,
         };
         let busy = match &self {
@@ -141,6 +166,9 @@ impl IntoResponse for ApiError {
             }),
         )
             .into_response();
+        if let Some(seconds) = retry_after {
+            response.headers_mut().insert(axum::http::header::RETRY_AFTER, axum::http::HeaderValue::from(seconds));
+        }
         if status == StatusCode::UNAUTHORIZED {
             response.headers_mut().insert("www-authenticate", axum::http::HeaderValue::from_static("Bearer"));
         }

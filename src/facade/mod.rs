@@ -8,6 +8,7 @@ pub mod catalog;
 pub mod error;
 pub mod http_metrics;
 pub mod launch;
+pub mod limits;
 pub mod runs;
 pub mod tools;
 
@@ -21,7 +22,8 @@ pub use error::ApiError;
 
 /// The largest request body, in bytes.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
-/// How long a client may take to send a request's body (answered 408 after).
+/// How long a client may take to send a request's whole body, from its headers on (answered 408 after):
+/// a total deadline, which a body trickled a byte at a time cannot reset.
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What every handler can reach.
@@ -39,6 +41,10 @@ pub struct FacadeState {
     /// The key the runs' tokens are signed with. Only the facade holds it; with several replicas, all
     /// hold the same one (`--run-token-key-file`).
     pub run_tokens: crate::run::grant::TokenKey,
+    /// The abuse limits.
+    pub limits: limits::Limits,
+    /// The event streams open on this replica, by user and by run.
+    pub streams: limits::OpenStreams,
 }
 
 /// Runs: their store and their launcher.
@@ -135,9 +141,37 @@ pub fn router(state: FacadeState) -> Router {
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::facade::http_metrics::serve))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
+        })
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(tower_http::timeout::RequestBodyTimeoutLayer::new(BODY_READ_TIMEOUT))
+        .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
         .with_state(state)
+}
+
+/// Reads the whole request body within `deadline` ([`limits::Limits::body_timeout`]) and at most
+/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON): 408 past the
+/// deadline, 413 past the size, however slowly the bytes come.
+async fn read_body_within_deadline(
+    axum::extract::State(deadline): axum::extract::State<std::time::Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let bytes = match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::TooLarge(format!("the body is larger than {MAX_BODY_BYTES} bytes")).into_response();
+        }
+        Ok(Err(err)) => return ApiError::BadRequest(format!("cannot read the body: {err}")).into_response(),
+        Err(_) => {
+            return ApiError::Timeout(format!("the body did not arrive within {} s", deadline.as_secs_f64()))
+                .into_response();
+        }
+    };
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
 }
 
 /// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,

@@ -140,8 +140,9 @@ pub async fn start(
     if !store.claim_thread(&thread_id, &who.uid).await? {
         return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
     }
-    match store.create_run(&record, None).await? {
+    match store.create_run(&record, None, state.limits.runs).await? {
         crate::run::Created::Started => {}
+        crate::run::Created::Limited(limit) => return Err(super::limits::run_limited(limit, &state.limits.runs)),
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
             let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
@@ -313,38 +314,43 @@ pub async fn events(
     if !crate::delegation::wire::is_stream_id(&cursor) {
         return Err(ApiError::invalid("after_seq", format!("{cursor:?} is not a stream id such as 0-0")));
     }
+    // Held as long as the stream lives: its place is given back when the stream ends or its client goes.
+    let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;
     let stream =
-        futures::stream::unfold((store, record.run_id, cursor, false), |(store, run_id, cursor, ended)| async move {
-            if ended {
-                return None;
-            }
-            loop {
-                match store.read_events(&run_id, &cursor, 100).await {
-                    Ok(page) if !page.is_empty() => {
-                        let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
-                        let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
-                        let events: Vec<Result<Event, Infallible>> = page
-                            .into_iter()
-                            .map(|e| {
-                                let data = serde_json::to_string(&e.envelope).unwrap_or_default();
-                                Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
-                            })
-                            .collect();
-                        return Some((futures::stream::iter(events), (store, run_id, next, ended)));
-                    }
-                    Ok(_) => {
-                        // Nothing after the cursor: a run that has ended will write nothing more.
-                        if let Ok(Some(record)) = store.run_record(&run_id).await
-                            && record.status.is_terminal()
-                            && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
-                        {
-                            return None;
+        futures::stream::unfold((store, record.run_id, cursor, false), move |(store, run_id, cursor, ended)| {
+            let _held = &permit;
+            async move {
+                if ended {
+                    return None;
+                }
+                loop {
+                    match store.read_events(&run_id, &cursor, 100).await {
+                        Ok(page) if !page.is_empty() => {
+                            let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
+                            let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
+                            let events: Vec<Result<Event, Infallible>> = page
+                                .into_iter()
+                                .map(|e| {
+                                    let data = serde_json::to_string(&e.envelope).unwrap_or_default();
+                                    Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
+                                })
+                                .collect();
+                            return Some((futures::stream::iter(events), (store, run_id, next, ended)));
                         }
-                        tokio::time::sleep(EVENT_POLL).await
-                    }
-                    Err(err) => {
-                        tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events");
-                        tokio::time::sleep(EVENT_POLL * 4).await;
+                        Ok(_) => {
+                            // Nothing after the cursor: a run that has ended will write nothing more.
+                            if let Ok(Some(record)) = store.run_record(&run_id).await
+                                && record.status.is_terminal()
+                                && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
+                            {
+                                return None;
+                            }
+                            tokio::time::sleep(EVENT_POLL).await
+                        }
+                        Err(err) => {
+                            tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events");
+                            tokio::time::sleep(EVENT_POLL * 4).await;
+                        }
                     }
                 }
             }

@@ -174,7 +174,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         }
     }
     let key = parent.tool_call_id.as_deref().map(|call| start_key(&who.uid, &parent.run_id, &slug, call));
-    let created = store.create_run(&record, key.as_deref()).await?;
+    let created = store.create_run(&record, key.as_deref(), state.limits.runs).await?;
     let describe = |status: StartStatus, record: &RunRecord| {
         StartAnswer::Run(StartedRun {
             status,
@@ -203,6 +203,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
                 .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
             Ok(describe(StartStatus::Existing, &existing))
         }
+        Created::Limited(limit) => Err(super::limits::run_limited(limit, &state.limits.runs)),
         Created::Busy(active) => {
             let status = store.run_record(&active).await?.map(|r| r.status).unwrap_or(RunStatus::Running);
             Ok(StartAnswer::Busy(BusyThread {

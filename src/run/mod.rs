@@ -14,6 +14,6 @@ pub use crate::resources::thread_id;
 
 pub use event::{EndPayload, Envelope, ErrorPayload, EventKind, StoredEvent};
 pub use grant::RunGrant;
-pub use record::{Created, RunRecord};
+pub use record::{Created, RunLimit, RunLimits, RunRecord};
 pub use result::RunResult;
 pub use status::RunStatus;

@@ -37,6 +37,33 @@ pub enum Created {
     Existing(String),
     /// The thread already has this non-terminal run.
     Busy(String),
+    /// A limit of unfinished runs is reached; nothing was recorded.
+    Limited(RunLimit),
+}
+
+/// Which limit of unfinished runs stopped a start.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunLimit {
+    /// The user's own ([`RunLimits::per_user`]).
+    PerUser,
+    /// Everyone's together ([`RunLimits::total`]).
+    Total,
+}
+
+/// How many unfinished runs (pending, running, cancel requested) the store admits: per user, and in
+/// total. Checked in the same step that records a run, so a burst cannot overshoot.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct RunLimits {
+    /// Unfinished runs of one user at most (`--max-runs-per-user`; default 20).
+    pub per_user: usize,
+    /// Unfinished runs of all users at most (`--max-runs`; default 200).
+    pub total: usize,
+}
+
+impl Default for RunLimits {
+    fn default() -> Self {
+        Self { per_user: 20, total: 200 }
+    }
 }
 
 /// The idempotency key of a start: the caller's uid, the parent run, the thread scope and the parent's

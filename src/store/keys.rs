@@ -67,3 +67,11 @@ pub fn thread_owner(thread_id: &str) -> String {
 pub fn run_children(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:children")
 }
+
+/// The unfinished runs of a user: a set of run ids, pruned of ended runs whenever a run is created.
+pub fn user_active_runs(uid: &str) -> String {
+    format!("yuxi:user:{uid}:active_runs")
+}
+
+/// The unfinished runs of everyone: a set of run ids, pruned as [`user_active_runs`] is.
+pub const ACTIVE_RUNS: &str = "yuxi:active_runs";

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::Notify;
 
 use crate::run::message::Message;
-use crate::run::{Created, Envelope, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
+use crate::run::{Created, Envelope, EventKind, RunLimit, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
 
 /// The in-process store. Clones share the same state. Its operations are those of
 /// [`Store`](super::Store), documented there; none can fail.
@@ -98,13 +98,20 @@ impl MemoryStore {
         }
     }
 
-    pub(super) fn create_run(&self, record: &RunRecord, start_key: Option<&str>) -> Created {
+    pub(super) fn create_run(&self, record: &RunRecord, start_key: Option<&str>, limits: RunLimits) -> Created {
         let mut state = self.state();
         if let Some(existing) = start_key.and_then(|k| state.starts.get(k)) {
             return Created::Existing(existing.clone());
         }
         if let Some(active) = state.thread_locks.get(&record.thread_id) {
             return Created::Busy(active.clone());
+        }
+        let unfinished: Vec<&RunRecord> = state.records.values().filter(|r| !r.status.is_terminal()).collect();
+        if unfinished.iter().filter(|r| r.uid == record.uid).count() >= limits.per_user {
+            return Created::Limited(RunLimit::PerUser);
+        }
+        if unfinished.len() >= limits.total {
+            return Created::Limited(RunLimit::Total);
         }
         state.records.insert(record.run_id.clone(), record.clone());
         state.thread_locks.insert(record.thread_id.clone(), record.run_id.clone());

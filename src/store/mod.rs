@@ -21,7 +21,7 @@ use serde_json::Value;
 
 pub use self::redis::admits_anonymous;
 use crate::run::message::Message;
-use crate::run::{Created, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
+use crate::run::{Created, EventKind, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
 pub use memory::MemoryStore;
 pub use redis::RedisStore;
 pub use runner::RunnerStoreClient;
@@ -209,10 +209,15 @@ impl Store {
     /// Records a new run, atomically: when `start_key` already started a run, that run is `Existing`; when
     /// the record's thread has a non-terminal run, it is `Busy`; otherwise the record is stored, takes the
     /// thread's lock, and remembers `start_key`.
-    pub async fn create_run(&self, record: &RunRecord, start_key: Option<&str>) -> Result<Created, StoreError> {
+    pub async fn create_run(
+        &self,
+        record: &RunRecord,
+        start_key: Option<&str>,
+        limits: RunLimits,
+    ) -> Result<Created, StoreError> {
         match self {
-            Store::Redis(redis) => redis.create_run(record, start_key).await,
-            Store::Memory(memory) => Ok(memory.create_run(record, start_key)),
+            Store::Redis(redis) => redis.create_run(record, start_key, limits).await,
+            Store::Memory(memory) => Ok(memory.create_run(record, start_key, limits)),
         }
     }
 

@@ -13,7 +13,7 @@ use serde_json::Value;
 
 use super::{StoreError, keys};
 use crate::run::message::Message;
-use crate::run::{Created, Envelope, EventKind, RunRecord, RunResult, RunStatus, StoredEvent};
+use crate::run::{Created, Envelope, EventKind, RunLimit, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
 
 /// Extends the lease in `KEYS[1]` to `ARGV[2]` milliseconds if `ARGV[1]` holds it; returns 1 if it did.
 const RENEW_LEASE: &str =
@@ -24,8 +24,11 @@ const RELEASE_LEASE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
 /// Creates a run. `KEYS`: the record, the thread's lock, the start key (`''` for none), the thread's
-/// owner, the parent's children (`''` for none). `ARGV`: the run id, the record's JSON, the start key's
-/// time to live, the uid, the children's time to live. Returns `{outcome, run_id}`.
+/// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs.
+/// `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the children's time to
+/// live, the per-user and total limits of unfinished runs, then the terminal statuses. Returns
+/// `{outcome, run_id}`; `{'limited', 'user' | 'total'}` when a limit is reached. The sets of unfinished
+/// runs are pruned of ended and vanished runs first, so a run that ended however it ended stops counting.
 const CREATE_RUN: &str = r"
     if KEYS[3] ~= '' then
       local existing = redis.call('GET', KEYS[3])
@@ -33,6 +36,24 @@ const CREATE_RUN: &str = r"
     end
     local active = redis.call('GET', KEYS[2])
     if active then return {'busy', active} end
+    local function live(set)
+      local n = 0
+      for _, id in ipairs(redis.call('SMEMBERS', set)) do
+        local raw = redis.call('GET', 'yuxi:run:' .. id .. ':record')
+        local ended = true
+        if raw then
+          ended = false
+          local s = cjson.decode(raw).status
+          for i = 8, #ARGV do
+            if s == ARGV[i] then ended = true end
+          end
+        end
+        if ended then redis.call('SREM', set, id) else n = n + 1 end
+      end
+      return n
+    end
+    if live(KEYS[6]) >= tonumber(ARGV[6]) then return {'limited', 'user'} end
+    if live(KEYS[7]) >= tonumber(ARGV[7]) then return {'limited', 'total'} end
     redis.call('SET', KEYS[1], ARGV[2])
     redis.call('SET', KEYS[2], ARGV[1])
     redis.call('SET', KEYS[4], ARGV[4], 'NX')
@@ -41,6 +62,8 @@ const CREATE_RUN: &str = r"
       redis.call('SADD', KEYS[5], ARGV[1])
       redis.call('EXPIRE', KEYS[5], ARGV[5])
     end
+    redis.call('SADD', KEYS[6], ARGV[1])
+    redis.call('SADD', KEYS[7], ARGV[1])
     return {'started', ARGV[1]}
     ";
 
@@ -247,7 +270,12 @@ impl RedisStore {
         Ok(())
     }
 
-    pub(super) async fn create_run(&self, record: &RunRecord, start_key: Option<&str>) -> Result<Created, StoreError> {
+    pub(super) async fn create_run(
+        &self,
+        record: &RunRecord,
+        start_key: Option<&str>,
+        limits: RunLimits,
+    ) -> Result<Created, StoreError> {
         let mut connection = self.connection.clone();
         let (outcome, run_id): (String, String) = redis::Script::new(CREATE_RUN)
             .key(keys::run_record(&record.run_id))
@@ -260,11 +288,18 @@ impl RedisStore {
             .arg(&record.uid)
             .key(record.parent.as_ref().map(|p| keys::run_children(&p.run_id)).unwrap_or_default())
             .arg(keys::RESULT_TTL_SECONDS)
+            .key(keys::user_active_runs(&record.uid))
+            .key(keys::ACTIVE_RUNS)
+            .arg(limits.per_user)
+            .arg(limits.total)
+            .arg(RunStatus::TERMINAL.map(RunStatus::as_str).as_slice())
             .invoke_async(&mut connection)
             .await?;
         Ok(match outcome.as_str() {
             "existing" => Created::Existing(run_id),
             "busy" => Created::Busy(run_id),
+            "limited" if run_id == "user" => Created::Limited(RunLimit::PerUser),
+            "limited" => Created::Limited(RunLimit::Total),
             _ => Created::Started,
         })
     }

@@ -113,7 +113,9 @@ pub async fn serve(
     let config = RustlsConfig::from_pem(files.0.clone(), files.1.clone()).await.map_err(tls_error)?;
     let reloader = tokio::spawn(watch_certificate(config.clone(), options.clone(), files));
     tracing::info!(listen = %options.listen, "serving the admission webhook");
-    let mut server = axum_server::bind_rustls(options.listen, config).handle(handle);
+    let mut server = axum_server::bind_rustls(options.listen, config)
+        .handle(handle)
+        .first_request_timeout(options.header_read_timeout);
     // A client that sends its headers or body too slowly, or sits idle, is dropped rather than holding
     // a connection (and a file handle) forever. The API server gives a webhook at most 30 s anyway.
     let idle = options.header_read_timeout;

@@ -162,7 +162,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         error: None,
         created_at: "2026-11-30T10:00:00Z".into(),
     };
-    store.create_run(&child_record, None).await.expect("created");
+    store.create_run(&child_record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
     apply(&ctx, &typed(parent), vec![Action::CancelChildren]).await.expect("applied");
     let bodies = server.await.expect("the whole script");
@@ -186,7 +186,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
         error: None,
         created_at: "2026-11-30T10:00:00Z".into(),
     };
-    store.create_run(&record, None).await.expect("created");
+    store.create_run(&record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
     let actions = vec![Action::RecordStatus(RunStatus::Running, None), Action::SignalCancel];
     apply(&ctx, &typed(run), actions).await.expect("applied");

@@ -31,6 +31,8 @@ async fn start() -> Api {
         runs: None,
         metrics: Default::default(),
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
+        limits: Default::default(),
+        streams: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");

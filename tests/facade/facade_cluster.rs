@@ -38,6 +38,8 @@ async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics)
         runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
         metrics,
         run_tokens: token_key(),
+        limits: Default::default(),
+        streams: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -475,6 +477,6 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
     };
-    store.create_run(&record, None).await.expect("created");
+    store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");
 }

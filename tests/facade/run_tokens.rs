@@ -42,6 +42,8 @@ async fn facade() -> Facade {
         runs: Some(Runs { store: store.clone(), launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
         metrics: Default::default(),
         run_tokens: key(),
+        limits: Default::default(),
+        streams: Default::default(),
     };
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
@@ -85,7 +87,7 @@ impl Facade {
             error: None,
             created_at: "2026-12-01T10:00:00Z".into(),
         };
-        self.store.create_run(&record, None).await.expect("created");
+        self.store.create_run(&record, None, Default::default()).await.expect("created");
         if status != RunStatus::Pending {
             self.store.set_run_status(&run_id, status, None).await.expect("status");
         }

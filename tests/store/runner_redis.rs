@@ -345,9 +345,18 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
     };
     let (first, second) = (unique("run"), unique("run"));
     let key = unique("start");
-    assert_eq!(store.create_run(&record(&first), Some(&key)).await.expect("create"), Created::Started);
-    assert_eq!(store.create_run(&record(&second), Some(&key)).await.expect("create"), Created::Existing(first.clone()));
-    assert_eq!(store.create_run(&record(&second), None).await.expect("create"), Created::Busy(first.clone()));
+    assert_eq!(
+        store.create_run(&record(&first), Some(&key), Default::default()).await.expect("create"),
+        Created::Started
+    );
+    assert_eq!(
+        store.create_run(&record(&second), Some(&key), Default::default()).await.expect("create"),
+        Created::Existing(first.clone())
+    );
+    assert_eq!(
+        store.create_run(&record(&second), None, Default::default()).await.expect("create"),
+        Created::Busy(first.clone())
+    );
 
     assert!(store.set_run_status(&first, RunStatus::CancelRequested, None).await.expect("set"));
     assert!(!store.set_run_status(&first, RunStatus::Running, None).await.expect("set"), "running only from pending");
@@ -358,8 +367,40 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
     );
     assert_eq!(store.run_record(&first).await.expect("read").expect("exists").status, RunStatus::Cancelled);
     assert_eq!(
-        store.create_run(&record(&second), None).await.expect("create"),
+        store.create_run(&record(&second), None, Default::default()).await.expect("create"),
         Created::Started,
         "the lock went with the end"
     );
+}
+
+#[tokio::test]
+async fn a_users_unfinished_runs_are_limited_and_an_ended_run_stops_counting() {
+    use yuxi_operator::run::{Created, RunLimit, RunLimits, RunRecord, RunStatus};
+    let store = store().await;
+    let uid = unique("user");
+    let record = |run_id: &str| RunRecord {
+        run_id: run_id.into(),
+        thread_id: unique("thread"),
+        agent_slug: "research-explorer".into(),
+        uid: uid.clone(),
+        parent: None,
+        status: RunStatus::Pending,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    };
+    let limits = RunLimits { per_user: 2, total: 1_000_000 };
+    let (first, second, third) = (unique("run"), unique("run"), unique("run"));
+    assert_eq!(store.create_run(&record(&first), None, limits).await.expect("create"), Created::Started);
+    assert_eq!(store.create_run(&record(&second), None, limits).await.expect("create"), Created::Started);
+    assert_eq!(
+        store.create_run(&record(&third), None, limits).await.expect("create"),
+        Created::Limited(RunLimit::PerUser)
+    );
+    assert!(store.run_record(&third).await.expect("read").is_none(), "a limited start records nothing");
+    // However the first ended, it no longer counts; nor does a run whose record vanished.
+    store.set_run_status(&first, RunStatus::Completed, None).await.expect("ended");
+    assert_eq!(store.create_run(&record(&third), None, limits).await.expect("create"), Created::Started);
+    let mut redis = raw().await;
+    let () = redis::AsyncCommands::del(&mut redis, keys::run_record(&second)).await.expect("deleted");
+    assert_eq!(store.create_run(&record(&unique("run")), None, limits).await.expect("create"), Created::Started);
 }

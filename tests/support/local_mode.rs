@@ -12,7 +12,7 @@ use super::redis::redis_url;
 use super::repository::root;
 
 /// Where the local mode keeps its runs.
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum LocalStore {
     /// The test Redis (`REDIS_URL` set to [`redis_url`]).
     Redis,
