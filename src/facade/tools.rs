@@ -234,20 +234,10 @@ async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<R
     if mine { Ok(record) } else { Err(missing()) }
 }
 
-/// The last readable messages of the run ([`summarize`] of its latest events).
+/// The last readable messages of the run ([`summarize`] of its latest [`PROGRESS_SCAN`] events, read from
+/// the end of the stream, however long it is).
 async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
-    let mut events = Vec::new();
-    let mut cursor = "0-0".to_string();
-    loop {
-        let page = store.read_events(run_id, &cursor, 1000).await?;
-        let Some(last) = page.last() else { break };
-        cursor = last.seq.clone();
-        events.extend(page);
-        if events.len() > PROGRESS_SCAN {
-            events.drain(..events.len() - PROGRESS_SCAN);
-        }
-    }
-    Ok(summarize(&events))
+    Ok(summarize(&store.recent_events(run_id, PROGRESS_SCAN).await?))
 }
 
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {

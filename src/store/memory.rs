@@ -61,6 +61,12 @@ impl MemoryStore {
             .unwrap_or_default()
     }
 
+    pub(super) fn recent_events(&self, run_id: &str, count: usize) -> Vec<StoredEvent> {
+        let state = self.state();
+        let Some(events) = state.events.get(run_id) else { return Vec::new() };
+        events.iter().skip(events.len().saturating_sub(count)).cloned().collect()
+    }
+
     pub(super) fn thread_messages(&self, thread_id: &str) -> Vec<Message> {
         self.state().threads.get(thread_id).cloned().unwrap_or_default()
     }

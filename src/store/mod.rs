@@ -142,6 +142,15 @@ impl Store {
         }
     }
 
+    /// The last `count` events of the run's stream, oldest first: what a progress summary reads, without
+    /// reading the whole stream.
+    pub async fn recent_events(&self, run_id: &str, count: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.recent_events(run_id, count).await,
+            Store::Memory(memory) => Ok(memory.recent_events(run_id, count)),
+        }
+    }
+
     /// The thread's messages, oldest first; empty for a new thread.
     pub async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
         match self {

@@ -164,6 +164,22 @@ impl RedisStore {
         Ok(seq)
     }
 
+    pub(super) async fn recent_events(&self, run_id: &str, count: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        let key = keys::run_events(run_id);
+        let mut connection = self.connection.clone();
+        let reply: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
+            .arg(&key)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut connection)
+            .await?;
+        let mut events = Self::decode_events(&key, reply)?;
+        events.reverse();
+        Ok(events)
+    }
+
     pub(super) async fn read_events(
         &self,
         run_id: &str,
@@ -180,13 +196,18 @@ impl RedisStore {
             .arg(limit)
             .query_async(&mut connection)
             .await?;
+        Self::decode_events(&key, reply)
+    }
+
+    /// The events of a range reply of the stream `key`. Errors: [`StoreError::Corrupt`].
+    fn decode_events(key: &str, reply: redis::streams::StreamRangeReply) -> Result<Vec<StoredEvent>, StoreError> {
         reply
             .ids
             .into_iter()
             .map(|entry| {
                 let data: String = entry.get("data").unwrap_or_default();
-                let envelope =
-                    serde_json::from_str(&data).map_err(|source| StoreError::Corrupt { key: key.clone(), source })?;
+                let envelope = serde_json::from_str(&data)
+                    .map_err(|source| StoreError::Corrupt { key: key.to_string(), source })?;
                 Ok(StoredEvent { seq: entry.id, envelope })
             })
             .collect()

@@ -7,17 +7,47 @@ use std::time::Duration;
 use serde_json::{Value, json};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 
-use crate::support::local_mode::{Local, LocalStore, command, free_port, launch, parent};
+use crate::support::local_mode::{Local, LocalStore, free_port, launch, parent};
 use crate::support::redis::unique;
+use crate::support::repository::root;
 
 /// The local mode with `flags`, every run of it taking about `delay_ms` (a scripted answer that waits).
+/// Its users `alice-token` and `bob-token` have uids of their own (`alice-<n>`, `bob-<n>`), so that runs
+/// of other tests sharing the test Redis do not count against them.
 async fn start_with(store: LocalStore, flags: &[&str], delay_ms: u64) -> Local {
     let (data, scripts) = (tempfile::TempDir::new().expect("dir"), tempfile::TempDir::new().expect("dir"));
     std::fs::write(scripts.path().join("script.yaml"), format!("[{{delay_ms: {delay_ms}, content: done}}]"))
         .expect("script");
+    let users = scripts.path().join("users.yaml");
+    std::fs::write(
+        &users,
+        format!(
+            "- {{token: alice-token, uid: {}, role: user, department_id: 1}}\n- {{token: bob-token, uid: {}, role: user}}\n",
+            unique("alice"),
+            unique("bob")
+        ),
+    )
+    .expect("users");
     let port = free_port();
-    let mut command = command(store, port, data.path(), "scripted/file:script.yaml", scripts.path());
-    command.args(flags);
+    let mut command = std::process::Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
+    command
+        .arg("local")
+        .arg("--manifests")
+        .arg(root().join("examples"))
+        .args(["--listen", &format!("127.0.0.1:{port}")])
+        .arg("--users")
+        .arg(&users)
+        .arg("--data-dir")
+        .arg(data.path())
+        .args(["--default-model", "scripted/file:script.yaml"])
+        .arg("--scripts-dir")
+        .arg(scripts.path())
+        .args(flags)
+        .stdout(std::process::Stdio::null());
+    match store {
+        LocalStore::Redis => command.env("REDIS_URL", crate::support::redis::redis_url()),
+        LocalStore::InProcess => command.env_remove("REDIS_URL"),
+    };
     launch(command, port, data, scripts).await
 }
 

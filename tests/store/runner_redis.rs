@@ -404,3 +404,19 @@ async fn a_users_unfinished_runs_are_limited_and_an_ended_run_stops_counting() {
     let () = redis::AsyncCommands::del(&mut redis, keys::run_record(&second)).await.expect("deleted");
     assert_eq!(store.create_run(&record(&unique("run")), None, limits).await.expect("create"), Created::Started);
 }
+
+#[tokio::test]
+async fn the_recent_end_of_a_stream_is_read_without_reading_it_all() {
+    for store in [store().await, Store::memory()] {
+        let run = unique("run");
+        let mut seqs = Vec::new();
+        for n in 0..5 {
+            seqs.push(store.append_event(&run, "t", EventKind::Messages, json!({"n": n})).await.expect("append"));
+        }
+        let recent = store.recent_events(&run, 2).await.expect("read");
+        assert_eq!(recent.iter().map(|e| e.seq.as_str()).collect::<Vec<_>>(), [seqs[3].as_str(), seqs[4].as_str()]);
+        assert_eq!(recent[1].envelope.payload, json!({"n": 4}), "oldest first");
+        assert_eq!(store.recent_events(&run, 50).await.expect("read").len(), 5);
+        assert!(store.recent_events(&unique("run"), 3).await.expect("read").is_empty());
+    }
+}

@@ -72,6 +72,9 @@ pub fn command_over(manifests: &Path, store: LocalStore, port: u16, data: &Path)
         .arg(root().join("examples/local-users.yaml"))
         .arg("--data-dir")
         .arg(data)
+        // The tests share one Redis and the example users: their runs together must not reach the
+        // per-user and total limits of one user's (tests/local/limits.rs sets its own).
+        .args(["--max-runs-per-user", "1000", "--max-runs", "100000"])
         .stdout(Stdio::null());
     match store {
         LocalStore::Redis => command.env("REDIS_URL", redis_url()),
