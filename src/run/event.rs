@@ -114,3 +114,32 @@ impl PartialEq<&str> for EventKind {
         self.as_str() == *other
     }
 }
+
+/// The most bytes of a tool's result that go to the model and into the run's events (64 KiB); the rest is
+/// cut ([`cap_text`]).
+pub const MAX_TOOL_RESULT_BYTES: usize = 64 * 1024;
+
+/// `text` cut to at most `max_bytes` (at a character boundary), followed by a marker that says how many
+/// bytes were cut; `text` itself when it fits.
+pub fn cap_text(text: String, max_bytes: usize) -> String {
+    if text.len() <= max_bytes {
+        return text;
+    }
+    let mut end = max_bytes;
+    while !text.is_char_boundary(end) {
+        end -= 1;
+    }
+    format!("{}\n[... {} more bytes cut: this result is limited to {max_bytes} bytes]", &text[..end], text.len() - end)
+}
+
+#[cfg(test)]
+mod cap_tests {
+    use super::cap_text;
+
+    #[test]
+    fn a_long_text_is_cut_with_a_marker_saying_how_much_was_cut() {
+        assert_eq!(cap_text("short".into(), 10), "short");
+        let cut = cap_text("é".repeat(10), 5);
+        assert_eq!(cut, "éé\n[... 16 more bytes cut: this result is limited to 5 bytes]");
+    }
+}

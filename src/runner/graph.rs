@@ -307,6 +307,8 @@ impl Graph {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
+        // Bounded for the model's context, the events and the history alike.
+        let content = crate::run::event::cap_text(content, crate::run::event::MAX_TOOL_RESULT_BYTES);
         let mut result = json!({"type": "tool_result", "tool_call_id": call.id, "name": name, "content": content, "is_error": is_error});
         // A subagent tool's result names the child run, so a UI can nest the child's progress under the call.
         if let Some((run_id, thread_id)) = context.linked_child() {

@@ -10,6 +10,11 @@ pub const CANCEL_TTL_SECONDS: i64 = 1800;
 pub const RESULT_TTL_SECONDS: i64 = 7 * 24 * 3600;
 /// The most entries a run's event stream keeps (approximately; older entries are trimmed).
 pub const EVENTS_MAX_LEN: usize = 100_000;
+/// How long a run's record, a thread's owner and a thread's messages are kept after they were last
+/// written, in seconds (30 days): the store forgets what nobody uses.
+pub const STATE_TTL_SECONDS: i64 = 30 * 24 * 3600;
+/// The most messages a thread's history keeps; older ones are dropped first.
+pub const MAX_THREAD_MESSAGES: usize = 2000;
 
 /// The run's event stream. Each entry has two fields: `event` (the event name) and `data` (the JSON
 /// envelope `{schema_version, run_id, thread_id, event, payload, created_at}`); the entry id is the

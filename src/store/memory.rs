@@ -48,7 +48,13 @@ impl MemoryStore {
         let mut state = self.state();
         state.last_seq += 1;
         let seq = format!("{}-0", state.last_seq);
-        state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq: seq.clone(), envelope });
+        let events = state.events.entry(run_id.to_string()).or_default();
+        events.push(StoredEvent { seq: seq.clone(), envelope });
+        // Bounded as the Redis stream is (MAXLEN): the oldest go first.
+        if events.len() > super::keys::EVENTS_MAX_LEN {
+            let excess = events.len() - super::keys::EVENTS_MAX_LEN;
+            events.drain(..excess);
+        }
         seq
     }
 
@@ -73,7 +79,12 @@ impl MemoryStore {
 
     pub(super) fn finish_run(&self, run_id: &str, thread_id: &str, new_messages: &[Message], result: &RunResult) {
         let mut state = self.state();
-        state.threads.entry(thread_id.to_string()).or_default().extend(new_messages.iter().cloned());
+        let history = state.threads.entry(thread_id.to_string()).or_default();
+        history.extend(new_messages.iter().cloned());
+        if history.len() > super::keys::MAX_THREAD_MESSAGES {
+            let excess = history.len() - super::keys::MAX_THREAD_MESSAGES;
+            history.drain(..excess);
+        }
         state.results.insert(run_id.to_string(), result.clone());
     }
 

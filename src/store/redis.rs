@@ -26,7 +26,8 @@ const RELEASE_LEASE: &str =
 /// Creates a run. `KEYS`: the record, the thread's lock, the start key (`''` for none), the thread's
 /// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs.
 /// `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the children's time to
-/// live, the per-user and total limits of unfinished runs, then the terminal statuses. Returns
+/// live, the per-user and total limits of unfinished runs, the state's time to live, then the terminal
+/// statuses. Returns
 /// `{outcome, run_id}`; `{'limited', 'user' | 'total'}` when a limit is reached. The sets of unfinished
 /// runs are pruned of ended and vanished runs first, so a run that ended however it ended stops counting.
 const CREATE_RUN: &str = r"
@@ -44,7 +45,7 @@ const CREATE_RUN: &str = r"
         if raw then
           ended = false
           local s = cjson.decode(raw).status
-          for i = 8, #ARGV do
+          for i = 9, #ARGV do
             if s == ARGV[i] then ended = true end
           end
         end
@@ -54,9 +55,10 @@ const CREATE_RUN: &str = r"
     end
     if live(KEYS[6]) >= tonumber(ARGV[6]) then return {'limited', 'user'} end
     if live(KEYS[7]) >= tonumber(ARGV[7]) then return {'limited', 'total'} end
-    redis.call('SET', KEYS[1], ARGV[2])
+    redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[8])
     redis.call('SET', KEYS[2], ARGV[1])
     redis.call('SET', KEYS[4], ARGV[4], 'NX')
+    redis.call('EXPIRE', KEYS[4], ARGV[8])
     if KEYS[3] ~= '' then redis.call('SET', KEYS[3], ARGV[1], 'EX', ARGV[3]) end
     if KEYS[5] ~= '' then
       redis.call('SADD', KEYS[5], ARGV[1])
@@ -236,6 +238,9 @@ impl RedisStore {
         for message in new_messages {
             pipe.rpush(&thread_key, serde_json::to_string(message).expect("a message serializes")).ignore();
         }
+        // Bounded, and forgotten when nobody continues the thread.
+        pipe.ltrim(&thread_key, -(keys::MAX_THREAD_MESSAGES as isize), -1).ignore();
+        pipe.expire(&thread_key, keys::STATE_TTL_SECONDS).ignore();
         let result = serde_json::to_string(result).expect("a result serializes");
         pipe.set_ex(keys::run_result(run_id), result, keys::RESULT_TTL_SECONDS as u64).ignore();
         let mut connection = self.connection.clone();
@@ -313,6 +318,7 @@ impl RedisStore {
             .key(keys::ACTIVE_RUNS)
             .arg(limits.per_user)
             .arg(limits.total)
+            .arg(keys::STATE_TTL_SECONDS)
             .arg(RunStatus::TERMINAL.map(RunStatus::as_str).as_slice())
             .invoke_async(&mut connection)
             .await?;
@@ -333,7 +339,14 @@ impl RedisStore {
     pub(super) async fn claim_thread(&self, thread_id: &str, uid: &str) -> Result<bool, StoreError> {
         let mut connection = self.connection.clone();
         let key = keys::thread_owner(thread_id);
-        let _: Option<String> = redis::cmd("SET").arg(&key).arg(uid).arg("NX").query_async(&mut connection).await?;
+        let _: Option<String> = redis::cmd("SET")
+            .arg(&key)
+            .arg(uid)
+            .arg("NX")
+            .arg("EX")
+            .arg(keys::STATE_TTL_SECONDS)
+            .query_async(&mut connection)
+            .await?;
         let owner: Option<String> = connection.get(&key).await?;
         Ok(owner.as_deref() == Some(uid))
     }

@@ -495,3 +495,39 @@ async fn one_turn_runs_at_most_sixty_four_tool_calls() {
         .count();
     assert_eq!(refused, 2);
 }
+
+#[tokio::test]
+async fn a_huge_tool_result_is_cut_for_the_model_the_events_and_the_history() {
+    let store = Store::memory();
+    let v = volumes();
+    // A 4 MB file, read sixteen times: each result is cut, so the run's events and history stay small.
+    std::fs::write(v.paths.uploads.join("big.txt"), format!("{}\n", "x".repeat(99)).repeat(40_000)).expect("write");
+    let reads = (0..16)
+        .map(|_| "  - {name: read_file, arguments: {path: /home/gem/user-data/uploads/big.txt}}".to_string())
+        .collect::<Vec<_>>()
+        .join("\n");
+    let script = format!("- tool_calls:\n{reads}\n- {{content: done}}\n");
+    let report = graph(&store, scripted(&script), file_tools(&v.paths, &all_grants())).run(json!({})).await;
+    assert_eq!(report.status, Status::Completed, "{report:?}");
+    let events = events(&store, "run-1").await;
+    let results = payloads(&events, "tool_result");
+    assert_eq!(results.len(), 16);
+    let max = yuxi_operator::run::event::MAX_TOOL_RESULT_BYTES;
+    for result in results {
+        let content = result["content"].as_str().expect("content");
+        assert!(content.len() < max + 100, "{} bytes", content.len());
+        assert!(
+            content.contains("more bytes cut: this result is limited to 65536 bytes"),
+            "{}",
+            &content[content.len() - 120..]
+        );
+    }
+    let history: usize = store
+        .thread_messages("thread-1")
+        .await
+        .expect("history")
+        .iter()
+        .map(|m| serde_json::to_string(m).expect("json").len())
+        .sum();
+    assert!(history < 17 * (max + 200), "the history holds {history} bytes");
+}

@@ -420,3 +420,41 @@ async fn the_recent_end_of_a_stream_is_read_without_reading_it_all() {
         assert!(store.recent_events(&unique("run"), 3).await.expect("read").is_empty());
     }
 }
+
+#[tokio::test]
+async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
+    use yuxi_operator::run::{RunRecord, RunStatus};
+    let store = store().await;
+    let (run, thread) = (unique("run"), unique("thread"));
+    let record = RunRecord {
+        run_id: run.clone(),
+        thread_id: thread.clone(),
+        agent_slug: "research-explorer".into(),
+        uid: unique("user"),
+        parent: None,
+        status: RunStatus::Pending,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    };
+    store.create_run(&record, None, Default::default()).await.expect("created");
+    let messages: Vec<Message> =
+        (0..keys::MAX_THREAD_MESSAGES + 5).map(|n| Message::User { content: format!("m{n}") }).collect();
+    let result = RunResult {
+        status: RunStatus::Completed,
+        output: "ok".into(),
+        error: None,
+        agent_slug: "research-explorer".into(),
+        run_id: run.clone(),
+        thread_id: thread.clone(),
+        token_usage: Default::default(),
+    };
+    store.finish_run(&run, &thread, &messages, &result).await.expect("finished");
+    let history = store.thread_messages(&thread).await.expect("history");
+    assert_eq!(history.len(), keys::MAX_THREAD_MESSAGES, "the oldest are dropped");
+    assert_eq!(history[0], Message::User { content: "m5".into() });
+    let mut redis = raw().await;
+    for key in [keys::run_record(&run), keys::thread_owner(&thread), keys::thread_messages(&thread)] {
+        let ttl: i64 = redis::cmd("TTL").arg(&key).query_async(&mut redis).await.expect("ttl");
+        assert!(ttl > 0 && ttl <= keys::STATE_TTL_SECONDS, "{key}: {ttl}");
+    }
+}
