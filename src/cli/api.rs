@@ -86,7 +86,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     };
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
-    serve(listener, facade::router(state), shutdown_signal()).await?;
+    serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;
     Ok(())
 }
 

@@ -90,7 +90,8 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
     // scrapes are retried, and a stopping controller has nothing left to report.
     let health = {
         let listener = bind(args.listen)?;
-        tokio::spawn(serve(listener, health_router(metrics.clone(), leading), std::future::pending()))
+        // Probes and scrapes only: a few connections at once.
+        tokio::spawn(serve(listener, health_router(metrics.clone(), leading), std::future::pending(), 64))
     };
 
     let identity = leader::identity(args.identity.clone());

@@ -171,7 +171,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     };
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
-    let served = serve(listener, facade::router(state), shutdown_signal()).await;
+    let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;
     if let RunnerStore::Socket(socket) = &runner_store {
         let _ = std::fs::remove_file(socket);
     }

@@ -5,6 +5,7 @@
 //! ([`serve`]), leader election ([`leader`]), and here the async runtime and the cluster connection.
 
 pub mod api;
+pub mod connections;
 pub mod controller;
 pub mod crd;
 pub mod leader;
@@ -74,6 +75,9 @@ pub struct LimitArgs {
     /// Seconds a client may take to send a request's whole body (408 beyond).
     #[arg(long, env = "YUXI_BODY_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_timeout_seconds: u64,
+    /// Connections held open at once; one more is closed at once.
+    #[arg(long, env = "YUXI_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
+    pub max_connections: u32,
 }
 
 impl LimitArgs {

@@ -23,18 +23,23 @@ pub fn bind(listen: SocketAddr) -> anyhow::Result<std::net::TcpListener> {
 
 /// Serves `app` on `listener` until `shutdown` resolves, then lets requests under way finish for
 /// [`SHUTDOWN_GRACE`]. Clients that send no request, send headers too slowly or sit idle are dropped after
-/// [`HEADER_READ_TIMEOUT`], so they cannot hold connections forever. Errors: the listener fails.
+/// [`HEADER_READ_TIMEOUT`], so they cannot hold connections forever; at most `max_connections` are held
+/// at once ([`super::connections`]). Errors: the listener fails.
 pub async fn serve(
     listener: std::net::TcpListener,
     app: Router,
     shutdown: impl Future<Output = ()> + Send + 'static,
+    max_connections: usize,
 ) -> std::io::Result<()> {
     let handle = Handle::new();
     tokio::spawn(stop_gracefully(handle.clone(), shutdown, SHUTDOWN_GRACE));
     listener.set_nonblocking(true)?;
     // A connection that sends no request at all is closed too: hyper's header timeout starts only with
     // the first byte.
-    let mut server = axum_server::from_tcp(listener)?.handle(handle).first_request_timeout(HEADER_READ_TIMEOUT);
+    let mut server = axum_server::from_tcp(listener)?
+        .handle(handle)
+        .first_request_timeout(HEADER_READ_TIMEOUT)
+        .acceptor(super::connections::CappedAcceptor::new(max_connections));
     let timer = hyper_util::rt::TokioTimer::new;
     server.http_builder().http1().timer(timer()).header_read_timeout(HEADER_READ_TIMEOUT);
     server

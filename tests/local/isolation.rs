@@ -8,24 +8,7 @@ use serde_json::json;
 use crate::support::local_mode::{LocalStore, parent, start};
 use crate::support::redis::unique;
 
-macro_rules! with_each_store {
-    ($($scenario:ident),* $(,)?) => {
-        mod with_redis {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::Redis).await
-            })*
-        }
-        mod in_process {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::InProcess).await
-            })*
-        }
-    };
-}
-
-with_each_store!(
+crate::with_each_store!(
     a_retried_start_finds_only_the_callers_own_run,
     a_refused_start_claims_no_thread,
     over_limit_input_is_refused_naming_the_field_before_anything_starts,

@@ -55,24 +55,7 @@ fn start_body(thread: &str) -> Value {
     json!({"parent": parent(&unique("run"), thread), "description": "Check.", "subagent_slug": "fact-verifier"})
 }
 
-macro_rules! with_each_store {
-    ($($scenario:ident),* $(,)?) => {
-        mod with_redis {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::Redis).await
-            })*
-        }
-        mod in_process {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::InProcess).await
-            })*
-        }
-    };
-}
-
-with_each_store!(unfinished_runs_are_limited_per_user_and_in_total);
+crate::with_each_store!(unfinished_runs_are_limited_per_user_and_in_total);
 
 async fn unfinished_runs_are_limited_per_user_and_in_total(store: LocalStore) {
     // The total is shared with other tests on the same Redis: a unique user keeps the per-user count ours,
@@ -213,4 +196,30 @@ async fn a_trickled_body_and_an_idle_connection_are_cut_off_and_errors_are_json(
         .tool("subagent_start", "alice-token", json!({"parent": parent("r", "t"), "subagent_slug": "fact-verifier"}))
         .await;
     assert_eq!((status, answer["field"].as_str()), (422, Some("description")), "{answer}");
+}
+
+#[tokio::test]
+async fn connections_beyond_the_cap_are_closed_at_once() {
+    let local = start_with(LocalStore::InProcess, &["--max-connections", "2"], 0).await;
+    // Two idle connections fill the cap (they would be closed after 10 s without a request).
+    let _first = tokio::net::TcpStream::connect(("127.0.0.1", local.port)).await.expect("connects");
+    let _second = tokio::net::TcpStream::connect(("127.0.0.1", local.port)).await.expect("connects");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let mut third = tokio::net::TcpStream::connect(("127.0.0.1", local.port)).await.expect("the kernel accepts");
+    let _ = third.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").await;
+    let mut answer = Vec::new();
+    let read = tokio::time::timeout(Duration::from_secs(5), third.read_to_end(&mut answer)).await;
+    assert!(read.is_ok(), "the connection over the cap was neither served nor closed");
+    assert!(!String::from_utf8_lossy(&answer).contains("200 OK"), "served over the cap");
+    drop((_first, _second));
+    // With the places given back, requests are served again.
+    let mut served = false;
+    for _ in 0..50 {
+        if local.client.get(format!("{}/healthz", local.base)).send().await.is_ok_and(|r| r.status().is_success()) {
+            served = true;
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(served);
 }

@@ -7,25 +7,7 @@ use serde_json::{Value, json};
 use crate::support::local_mode::{LocalStore, parent, start};
 use crate::support::redis::unique;
 
-/// Each scenario as a test of each store.
-macro_rules! with_each_store {
-    ($($scenario:ident),* $(,)?) => {
-        mod with_redis {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::Redis).await
-            })*
-        }
-        mod in_process {
-            $(#[tokio::test]
-            async fn $scenario() {
-                super::$scenario(super::LocalStore::InProcess).await
-            })*
-        }
-    };
-}
-
-with_each_store!(
+crate::with_each_store!(
     task_runs_the_subagent_and_returns_its_answer,
     start_await_and_ownership,
     busy_threads_idempotent_retries_cancel_and_outputs,

@@ -176,3 +176,23 @@ impl Local {
 pub fn parent(run_id: &str, thread_id: &str) -> Value {
     json!({"agent": "deep-research", "run_id": run_id, "thread_id": thread_id})
 }
+
+/// Each scenario (an `async fn(LocalStore)` of the calling module) as a test of each store: with the test
+/// Redis (`with_redis::<name>`) and with no Redis (`in_process::<name>`), with the same assertions.
+#[macro_export]
+macro_rules! with_each_store {
+    ($($scenario:ident),* $(,)?) => {
+        mod with_redis {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::support::local_mode::LocalStore::Redis).await
+            })*
+        }
+        mod in_process {
+            $(#[tokio::test]
+            async fn $scenario() {
+                super::$scenario($crate::support::local_mode::LocalStore::InProcess).await
+            })*
+        }
+    };
+}
