@@ -72,20 +72,29 @@ impl LocalLauncher {
         let launcher = self.clone();
         tokio::spawn(async move {
             let run_id = record.run_id.clone();
-            let status = match launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await {
+            // The runner wrote its result and its `end` event: the record follows them. Otherwise (it could
+            // not start, or died: killed, out of memory) the run is ended here, with a result and exactly one
+            // `end` event written in the same step, so its stream ends and `/result` answers.
+            let ended = match launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await {
                 Err(error) => {
                     tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
-                    (RunStatus::Failed, Some(error.to_string()))
+                    store.end_run(&run_id, RunStatus::Failed, Some(&error.to_string())).await.map(|_| ())
                 }
                 Ok(()) => match store.run_result(&run_id).await {
-                    Ok(Some(result)) => match result.status {
-                        RunStatus::Completed | RunStatus::Cancelled => (result.status, None),
-                        _ => (RunStatus::Failed, result.error),
-                    },
-                    _ => (RunStatus::Interrupted, Some("the runner ended without a result".to_string())),
+                    Ok(Some(result)) => {
+                        let (status, error) = match result.status {
+                            RunStatus::Completed | RunStatus::Cancelled => (result.status, None),
+                            _ => (RunStatus::Failed, result.error),
+                        };
+                        store.set_run_status(&run_id, status, error.as_deref()).await.map(|_| ())
+                    }
+                    _ => store
+                        .end_run(&run_id, RunStatus::Interrupted, Some("the runner ended without a result"))
+                        .await
+                        .map(|_| ()),
                 },
             };
-            if let Err(err) = store.set_run_status(&run_id, status.0, status.1.as_deref()).await {
+            if let Err(err) = ended {
                 tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end");
             }
             end_of_run(&store, &run_id).await;

@@ -154,6 +154,34 @@ impl MemoryStore {
         self.state().records.get(run_id).cloned()
     }
 
+    pub(super) fn end_run(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+        result: &RunResult,
+        end: Envelope,
+    ) -> bool {
+        let mut state = self.state();
+        let Some(record) = state.records.get_mut(run_id) else { return false };
+        if record.status.is_terminal() {
+            return false;
+        }
+        record.status = status;
+        if let Some(error) = error {
+            record.error = Some(error.to_string());
+        }
+        let thread_id = record.thread_id.clone();
+        if state.thread_locks.get(&thread_id).is_some_and(|holder| holder == run_id) {
+            state.thread_locks.remove(&thread_id);
+        }
+        state.results.entry(run_id.to_string()).or_insert_with(|| result.clone());
+        state.last_seq += 1;
+        let seq = format!("{}-0", state.last_seq);
+        state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq, envelope: end });
+        true
+    }
+
     pub(super) fn set_run_status(&self, run_id: &str, status: RunStatus, error: Option<&str>) -> bool {
         let mut state = self.state();
         let Some(record) = state.records.get_mut(run_id) else { return false };

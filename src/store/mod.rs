@@ -255,6 +255,37 @@ impl Store {
         }
     }
 
+    /// Ends a run that has not ended, whoever ends it (its runner gone, a sweeper, a cancel), in one step:
+    /// the record's status (`status`, terminal) and `error`, the thread's lock released, a result (kept if
+    /// the runner wrote one) and exactly one `end` event, so the stream ends and `/result` answers. Returns
+    /// whether it ended the run (`false`: unknown, or ended already, and nothing was written).
+    pub async fn end_run(&self, run_id: &str, status: RunStatus, error: Option<&str>) -> Result<bool, StoreError> {
+        debug_assert!(status.is_terminal());
+        let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
+        let result = RunResult {
+            status,
+            output: String::new(),
+            error: error.map(String::from),
+            agent_slug: record.agent_slug.clone(),
+            run_id: record.run_id.clone(),
+            thread_id: record.thread_id.clone(),
+            token_usage: Default::default(),
+        };
+        let payload = serde_json::to_value(crate::run::EndPayload { status, error: error.map(String::from) })
+            .expect("an end payload serializes");
+        let end = crate::run::Envelope::new(
+            run_id,
+            &record.thread_id,
+            EventKind::End,
+            payload,
+            jiff::Timestamp::now().to_string(),
+        );
+        match self {
+            Store::Redis(redis) => redis.end_run(&record, status, error, &result, &end).await,
+            Store::Memory(memory) => Ok(memory.end_run(run_id, status, error, &result, end)),
+        }
+    }
+
     /// Moves the run to `status`, with `error` when given: never out of a terminal status, and to
     /// `running` only from `pending` (a cancel asked for while the run was starting stays asked for). A
     /// terminal status releases the thread's lock. Returns whether the record changed.

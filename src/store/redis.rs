@@ -69,6 +69,28 @@ const CREATE_RUN: &str = r"
     return {'started', ARGV[1]}
     ";
 
+/// Ends a run that has not ended, in one step: its record's status and error, its thread's lock released,
+/// its result (unless the runner wrote one) and one `end` event on its stream. `KEYS`: the record, the
+/// thread's lock, the result, the event stream. `ARGV`: the status, the error (`''` for none), the
+/// result's JSON, the `end` envelope's JSON, the stream's length bound, its time to live, the result's time
+/// to live, then the terminal statuses. Returns 1 if it ended the run, 0 if it had ended already.
+const END_RUN: &str = r"
+    local raw = redis.call('GET', KEYS[1])
+    if not raw then return 0 end
+    local record = cjson.decode(raw)
+    for i = 8, #ARGV do
+      if record.status == ARGV[i] then return 0 end
+    end
+    record.status = ARGV[1]
+    if ARGV[2] ~= '' then record.error = ARGV[2] end
+    redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
+    if redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
+    redis.call('SET', KEYS[3], ARGV[3], 'NX', 'EX', ARGV[7])
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'event', 'end', 'data', ARGV[4])
+    redis.call('EXPIRE', KEYS[4], ARGV[6])
+    return 1
+    ";
+
 /// Moves a run to a status. `KEYS`: the record, the thread's lock. `ARGV`: the new status, the error
 /// (`''` for none), `'1'` to release the thread's lock, the status the run must be in (`''` for any), then
 /// the terminal statuses ([`RunStatus::TERMINAL`]), which a run never leaves. Returns 1 if it changed.
@@ -353,6 +375,35 @@ impl RedisStore {
 
     pub(super) async fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         self.get_json(keys::run_record(run_id)).await
+    }
+
+    pub(super) async fn end_run(
+        &self,
+        record: &RunRecord,
+        status: RunStatus,
+        error: Option<&str>,
+        result: &RunResult,
+        end: &Envelope,
+    ) -> Result<bool, StoreError> {
+        let mut connection = self.connection.clone();
+        let script = redis::Script::new(END_RUN);
+        let mut invocation = script.key(keys::run_record(&record.run_id));
+        invocation
+            .key(keys::thread_active_run(&record.thread_id))
+            .key(keys::run_result(&record.run_id))
+            .key(keys::run_events(&record.run_id))
+            .arg(status.as_str())
+            .arg(error.unwrap_or_default())
+            .arg(serde_json::to_string(result).expect("a result serializes"))
+            .arg(serde_json::to_string(end).expect("an envelope serializes"))
+            .arg(keys::EVENTS_MAX_LEN)
+            .arg(keys::EVENTS_TTL_SECONDS)
+            .arg(keys::RESULT_TTL_SECONDS);
+        for terminal in RunStatus::TERMINAL {
+            invocation.arg(terminal.as_str());
+        }
+        let ended: i64 = invocation.invoke_async(&mut connection).await?;
+        Ok(ended == 1)
     }
 
     pub(super) async fn set_run_status(

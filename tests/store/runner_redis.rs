@@ -458,3 +458,41 @@ async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
         assert!(ttl > 0 && ttl <= keys::STATE_TTL_SECONDS, "{key}: {ttl}");
     }
 }
+
+#[tokio::test]
+async fn ending_a_run_writes_record_result_lock_and_one_end_together_and_only_once() {
+    use yuxi_operator::run::{Created, RunRecord, RunStatus};
+    for store in [store().await, Store::memory()] {
+        let (run, thread) = (unique("run"), unique("thread"));
+        let record = RunRecord {
+            run_id: run.clone(),
+            thread_id: thread.clone(),
+            agent_slug: "research-explorer".into(),
+            uid: unique("user"),
+            parent: None,
+            status: RunStatus::Pending,
+            error: None,
+            created_at: "2026-12-01T10:00:00Z".into(),
+        };
+        store.create_run(&record, None, Default::default()).await.expect("created");
+        store.set_run_status(&run, RunStatus::Running, None).await.expect("running");
+        assert!(store.end_run(&run, RunStatus::Interrupted, Some("the runner is gone")).await.expect("ended"));
+        let after = store.run_record(&run).await.expect("read").expect("record");
+        assert_eq!((after.status, after.error.as_deref()), (RunStatus::Interrupted, Some("the runner is gone")));
+        let result = store.run_result(&run).await.expect("read").expect("a result");
+        assert_eq!((result.status, result.error.as_deref()), (RunStatus::Interrupted, Some("the runner is gone")));
+        let ends = |events: Vec<yuxi_operator::run::StoredEvent>| {
+            events.into_iter().filter(|e| e.envelope.event == EventKind::End).collect::<Vec<_>>()
+        };
+        let end = ends(store.read_events(&run, "0-0", 50).await.expect("events"));
+        assert_eq!(end.len(), 1);
+        assert_eq!(end[0].envelope.payload, json!({"status": "interrupted", "error": "the runner is gone"}));
+        // The thread is free, and a second end changes nothing.
+        let mut next = record.clone();
+        next.run_id = unique("run");
+        assert_eq!(store.create_run(&next, None, Default::default()).await.expect("create"), Created::Started);
+        assert!(!store.end_run(&run, RunStatus::Failed, Some("again")).await.expect("read"));
+        assert_eq!(ends(store.read_events(&run, "0-0", 50).await.expect("events")).len(), 1);
+        assert_eq!(store.run_record(&run).await.expect("read").expect("record").status, RunStatus::Interrupted);
+    }
+}
