@@ -487,3 +487,16 @@ impl RedisStore {
         text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_create_script_names_records_as_the_keys_module_does() {
+        // CREATE_RUN prunes the sets of unfinished runs by reading each member's record, whose key it
+        // builds itself: it must be `keys::run_record`.
+        assert_eq!(keys::run_record("ID"), "yuxi:run:ID:record");
+        assert!(CREATE_RUN.contains("'yuxi:run:' .. id .. ':record'"));
+    }
+}

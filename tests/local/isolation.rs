@@ -91,28 +91,26 @@ async fn over_limit_input_is_refused_naming_the_field_before_anything_starts(sto
 async fn only_a_running_parent_starts_children(store: LocalStore) {
     let local = start(store, "scripted/echo", "[{content: unused}]").await;
     let client = reqwest12::Client::new();
-    let started: serde_json::Value = client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&json!({"query": "Which electrolytes?", "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches")
-        .json()
-        .await
-        .expect("JSON");
-    let (run_id, thread_id) = (started["run_id"].as_str().expect("id"), started["thread_id"].as_str().expect("thread"));
-    // Wait for the parent run to end.
-    for _ in 0..200 {
-        let record: serde_json::Value = client
-            .get(format!("{}/api/agent/runs/{run_id}", local.base))
+    let json = |request: reqwest12::RequestBuilder| async move {
+        request
             .bearer_auth("alice-token")
             .send()
             .await
             .expect("reaches")
-            .json()
+            .json::<serde_json::Value>()
             .await
-            .expect("JSON");
+            .expect("JSON")
+    };
+    let started = json(
+        client
+            .post(format!("{}/api/agent/runs", local.base))
+            .json(&json!({"query": "Which electrolytes?", "agent_slug": "deep-research"})),
+    )
+    .await;
+    let (run_id, thread_id) = (started["run_id"].as_str().expect("id"), started["thread_id"].as_str().expect("thread"));
+    // Wait for the parent run to end.
+    for _ in 0..200 {
+        let record = json(client.get(format!("{}/api/agent/runs/{run_id}", local.base))).await;
         if ["completed", "failed", "cancelled", "interrupted"].contains(&record["status"].as_str().unwrap_or("")) {
             break;
         }

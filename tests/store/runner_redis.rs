@@ -19,6 +19,20 @@ async fn store() -> Store {
     Store::connect_redis(&redis_url(), StoreAuth::Required).await.expect("the test Redis answers, with its password")
 }
 
+/// A new, pending parent run `run_id` of `uid` on `thread_id`, as a facade records it.
+fn pending(run_id: &str, thread_id: &str, uid: &str) -> yuxi_operator::run::RunRecord {
+    yuxi_operator::run::RunRecord {
+        run_id: run_id.into(),
+        thread_id: thread_id.into(),
+        agent_slug: "research-explorer".into(),
+        uid: uid.into(),
+        parent: None,
+        status: yuxi_operator::run::RunStatus::Pending,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    }
+}
+
 async fn raw() -> redis::aio::MultiplexedConnection {
     redis::Client::open(redis_url()).expect("url").get_multiplexed_async_connection().await.expect("connects")
 }
@@ -375,19 +389,10 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
 
 #[tokio::test]
 async fn a_users_unfinished_runs_are_limited_and_an_ended_run_stops_counting() {
-    use yuxi_operator::run::{Created, RunLimit, RunLimits, RunRecord, RunStatus};
+    use yuxi_operator::run::{Created, RunLimit, RunLimits, RunStatus};
     let store = store().await;
     let uid = unique("user");
-    let record = |run_id: &str| RunRecord {
-        run_id: run_id.into(),
-        thread_id: unique("thread"),
-        agent_slug: "research-explorer".into(),
-        uid: uid.clone(),
-        parent: None,
-        status: RunStatus::Pending,
-        error: None,
-        created_at: "2026-12-01T10:00:00Z".into(),
-    };
+    let record = |run_id: &str| pending(run_id, &unique("thread"), &uid);
     let limits = RunLimits { per_user: 2, total: 1_000_000 };
     let (first, second, third) = (unique("run"), unique("run"), unique("run"));
     assert_eq!(store.create_run(&record(&first), None, limits).await.expect("create"), Created::Started);
@@ -423,19 +428,10 @@ async fn the_recent_end_of_a_stream_is_read_without_reading_it_all() {
 
 #[tokio::test]
 async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
-    use yuxi_operator::run::{RunRecord, RunStatus};
+    use yuxi_operator::run::RunStatus;
     let store = store().await;
     let (run, thread) = (unique("run"), unique("thread"));
-    let record = RunRecord {
-        run_id: run.clone(),
-        thread_id: thread.clone(),
-        agent_slug: "research-explorer".into(),
-        uid: unique("user"),
-        parent: None,
-        status: RunStatus::Pending,
-        error: None,
-        created_at: "2026-12-01T10:00:00Z".into(),
-    };
+    let record = pending(&run, &thread, &unique("user"));
     store.create_run(&record, None, Default::default()).await.expect("created");
     let messages: Vec<Message> =
         (0..keys::MAX_THREAD_MESSAGES + 5).map(|n| Message::User { content: format!("m{n}") }).collect();
@@ -461,19 +457,10 @@ async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
 
 #[tokio::test]
 async fn ending_a_run_writes_record_result_lock_and_one_end_together_and_only_once() {
-    use yuxi_operator::run::{Created, RunRecord, RunStatus};
+    use yuxi_operator::run::{Created, RunStatus};
     for store in [store().await, Store::memory()] {
         let (run, thread) = (unique("run"), unique("thread"));
-        let record = RunRecord {
-            run_id: run.clone(),
-            thread_id: thread.clone(),
-            agent_slug: "research-explorer".into(),
-            uid: unique("user"),
-            parent: None,
-            status: RunStatus::Pending,
-            error: None,
-            created_at: "2026-12-01T10:00:00Z".into(),
-        };
+        let record = pending(&run, &thread, &unique("user"));
         store.create_run(&record, None, Default::default()).await.expect("created");
         store.set_run_status(&run, RunStatus::Running, None).await.expect("running");
         assert!(store.end_run(&run, RunStatus::Interrupted, Some("the runner is gone")).await.expect("ended"));
