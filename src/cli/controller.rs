@@ -117,6 +117,10 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
     let namespaces = (!args.namespaces.is_empty()).then(|| args.namespaces.clone());
     let reporter =
         kube::runtime::events::Reporter { controller: "yuxi-operator".into(), instance: Some(identity.clone()) };
+    // Runs nobody keeps any more (their AgentRun deleted, or never created because the facade died
+    // first) are ended; after a restart the reconciles renew the keeps of live runs first.
+    let sweeper =
+        super::spawn_sweeper(store.clone(), run_reconciler::KEEPER_TTL, run_reconciler::KEEPER_TTL / 3);
     let ctx = Arc::new(run_reconciler::RunContext {
         client: client.clone(),
         store,
@@ -142,6 +146,7 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         () = shutdown_signal() => { let _ = stop_tx.send(true); reconcilers.await; Ok(()) }
         () = lost => { let _ = stop_tx.send(true); reconcilers.await; Err(anyhow::anyhow!("lost the leader Lease; stopping so that only one replica acts")) }
     };
+    sweeper.abort();
     leadership.release().await;
     health.abort();
     outcome

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::launch::{LocalLauncher, RunnerStore};
+use yuxi_operator::facade::launch::{LocalLauncher, LocalRuns, RunnerStore};
 use yuxi_operator::facade::{self, AgentCatalog, FacadeState, Runs, Users};
 use yuxi_operator::resources::manifest_set;
 use yuxi_operator::run::inputs::env;
@@ -47,6 +47,15 @@ pub struct LocalArgs {
     unconfined_sandbox: bool,
     #[command(flatten)]
     limits: super::LimitArgs,
+    /// How many runners run at once for main agents, and as many again for subagents; runs beyond
+    /// wait `pending`, in order (bounded by --max-runs and --max-runs-per-user).
+    #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
+    max_concurrent_runs: u32,
+    /// How long a runner's lease on its run (and this process's keep of it) lasts without renewal, in
+    /// seconds: a run whose runner or local mode died is ended `interrupted` at most about this long
+    /// later, by the sweeper of any local mode on the same store.
+    #[arg(long, default_value_t = yuxi_operator::run::inputs::DEFAULT_LEASE_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
+    run_lease_seconds: u64,
     /// The model of agents that name none: by default each agent's own script
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
@@ -77,6 +86,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         allow_unauthenticated_store,
         unconfined_sandbox,
         limits,
+        max_concurrent_runs,
+        run_lease_seconds,
         default_model,
         scripts_dir,
         skills_library,
@@ -120,7 +131,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             "--unconfined-sandbox: where bubblewrap cannot confine them, the commands models run are NOT confined: they can read every file this user can (other users' files, the users file with its tokens) and reach the network"
         );
     }
+    let lease_ttl = std::time::Duration::from_secs(run_lease_seconds);
+    // Runs a previous local mode on this store left behind (stopped, killed, its machine gone) end now
+    // or, if their lease is still running out, at the next sweep.
+    super::spawn_sweeper(store.clone(), std::time::Duration::ZERO, lease_ttl / 2);
+    let runs = LocalRuns::new(max_concurrent_runs as usize, lease_ttl);
     let launcher = LocalLauncher {
+        runs: runs.clone(),
         unconfined_sandbox,
         exe: std::env::current_exe()?,
         data_dir: data_dir.clone(),
@@ -162,7 +179,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let state = FacadeState {
         auth: users.into(),
         agents: AgentCatalog::Local(agent_catalog),
-        runs: Some(Runs { store, launcher: launcher.into() }),
+        runs: Some(Runs { store: store.clone(), launcher: launcher.into() }),
         metrics: Default::default(),
         // Runs do not outlive this process, nor do their tokens.
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
@@ -172,6 +189,11 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;
+    // Its runners stop with it: their runs end now, each with its result and one `end`.
+    let interrupted = runs.interrupt_all(&store, "the local mode stopped before the run ended").await;
+    if interrupted > 0 {
+        tracing::warn!(runs = interrupted, "ended the runs under way as interrupted");
+    }
     if let RunnerStore::Socket(socket) = &runner_store {
         let _ = std::fs::remove_file(socket);
     }

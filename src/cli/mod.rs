@@ -95,3 +95,26 @@ impl LimitArgs {
         }
     }
 }
+
+/// Sweeps `store` for abandoned runs after `first_after` and then every `every` ([`Store::sweep`]):
+/// each is ended `interrupted` with its result and one `end`. Failures are logged and the next sweep
+/// tries again.
+///
+/// [`Store::sweep`]: yuxi_operator::store::Store::sweep
+pub fn spawn_sweeper(
+    store: yuxi_operator::store::Store,
+    first_after: std::time::Duration,
+    every: std::time::Duration,
+) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        tokio::time::sleep(first_after).await;
+        loop {
+            match store.sweep().await {
+                Ok(0) => {}
+                Ok(ended) => tracing::warn!(runs = ended, "ended abandoned runs"),
+                Err(err) => tracing::warn!(error = %err, "cannot sweep the run store for abandoned runs"),
+            }
+            tokio::time::sleep(every).await;
+        }
+    })
+}

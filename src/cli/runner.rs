@@ -56,6 +56,10 @@ pub struct RunnerArgs {
     /// The local mode's store socket, where events, history and the result go (this or --redis-url).
     #[arg(long, env = env::STORE_SOCKET, value_name = "PATH")]
     store_socket: Option<PathBuf>,
+    /// How long the runner's lease on its run lasts without renewal, in seconds (renewed every third
+    /// of it): a runner that dies is known to be gone this long after its last renewal.
+    #[arg(long, env = env::RUN_LEASE_SECONDS, default_value_t = yuxi_operator::run::inputs::DEFAULT_LEASE_SECONDS)]
+    lease_seconds: u64,
     /// The model of agents whose context names none.
     #[arg(long, env = env::DEFAULT_MODEL)]
     default_model: Option<String>,
@@ -148,6 +152,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         },
         skills_library: args.skills_library,
         sandbox_hide: args.sandbox_hide,
+        lease_ttl: Duration::from_secs(args.lease_seconds.max(1)),
         confinement: if args.unconfined_sandbox {
             runner::Confinement::Unconfined
         } else {

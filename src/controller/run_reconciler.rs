@@ -31,6 +31,12 @@ pub const CREDENTIALS_WAIT: Duration = Duration::from_secs(1);
 pub const RETRY_AFTER: Duration = Duration::from_secs(2);
 /// The longest wait between retries of a failing reconcile.
 pub const RETRY_MAX: Duration = Duration::from_secs(300);
+/// How long the controller's keep of an unfinished run lasts ([`Store::keep_run`]); it looks at the run
+/// again within a third of it, renewing it, so a run whose AgentRun exists is never swept while its pod
+/// is still being scheduled or pulled.
+pub const KEEPER_TTL: Duration = Duration::from_secs(90);
+/// Who keeps the runs of AgentRuns, in the store.
+const KEEPER: &str = "controller";
 
 /// Failures in a row, by object, for the retry backoff.
 #[derive(Default)]
@@ -134,7 +140,15 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         now: jiff::Timestamp::now(),
     };
     let actions = decide(&observed, &ctx.settings);
-    let requeue = apply(ctx, &run, actions).await?;
+    let unfinished = !run.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
+    if unfinished && run.metadata.deletion_timestamp.is_none() {
+        // The AgentRun exists and is being watched: its run is not abandoned, whatever its pod does.
+        ctx.store.keep_run(&run.name_any(), KEEPER, KEEPER_TTL).await?;
+    }
+    let mut requeue = apply(ctx, &run, actions).await?;
+    if unfinished {
+        requeue = Some(requeue.map_or(KEEPER_TTL / 3, |r| r.min(KEEPER_TTL / 3)));
+    }
     Ok(requeue.map_or_else(Requeue::await_change, Requeue::requeue))
 }
 
@@ -197,8 +211,13 @@ pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Re
                 }
             }
             Action::RecordStatus(status, error) => {
-                // Runs applied with kubectl have no record; the facade's have one.
-                ctx.store.set_run_status(&name, status, error.as_deref()).await?;
+                // Runs applied with kubectl have no record; the facade's have one. An end is written with
+                // the result and the one `end` event in the same step, unless the runner wrote its own.
+                if status.is_terminal() {
+                    ctx.store.end_run(&name, status, error.as_deref()).await?;
+                } else {
+                    ctx.store.set_run_status(&name, status, error.as_deref()).await?;
+                }
             }
             Action::CancelChildren => cancel_children(ctx, &runs, &name).await?,
             Action::DeleteRun => tolerate(runs.delete(&name, &DeleteParams::default()).await.map(|_| ()), 404)?,

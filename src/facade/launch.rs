@@ -51,6 +51,58 @@ pub struct LocalLauncher {
     pub skills_library: Option<PathBuf>,
     /// Whether `execute` may run commands unconfined where bubblewrap cannot confine them.
     pub unconfined_sandbox: bool,
+    /// The runs this process has taken on, and how many runners it runs at once.
+    pub runs: LocalRuns,
+}
+
+/// The runs a local mode has taken on: each is kept (its keeper renewed, see [`Store::keep_run`]) from
+/// its start until its runner has exited, so it is never swept while this process minds it, and swept
+/// within one lease of this process dying. Runners run at most `max_concurrent` at once for main agents
+/// and as many again for subagents (a parent waiting for its child never holds the slot the child needs);
+/// runs beyond that wait `pending`, in order, bounded by the limits of unfinished runs.
+#[derive(Clone, Debug)]
+pub struct LocalRuns {
+    /// Who keeps the runs: this process, by pid and start time.
+    holder: String,
+    /// How long a keeper and a runner's lease last without renewal.
+    pub lease_ttl: std::time::Duration,
+    main_slots: std::sync::Arc<tokio::sync::Semaphore>,
+    subagent_slots: std::sync::Arc<tokio::sync::Semaphore>,
+    taken: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+}
+
+impl LocalRuns {
+    /// Runs for a process that runs `max_concurrent` runners of each kind at once (at least 1), with
+    /// leases and keepers of `lease_ttl`.
+    pub fn new(max_concurrent: usize, lease_ttl: std::time::Duration) -> Self {
+        let slots = || std::sync::Arc::new(tokio::sync::Semaphore::new(max_concurrent.max(1)));
+        Self {
+            holder: format!("local:{}:{}", std::process::id(), jiff::Timestamp::now().as_nanosecond()),
+            lease_ttl,
+            main_slots: slots(),
+            subagent_slots: slots(),
+            taken: Default::default(),
+        }
+    }
+
+    /// The runs taken on and not yet over, in no particular order.
+    pub fn taken(&self) -> Vec<String> {
+        self.taken.lock().expect("runs lock").iter().cloned().collect()
+    }
+
+    /// Ends every run this process has taken on and not finished, `interrupted` with `why` (the local
+    /// mode is stopping: its runners go with it). Returns how many it ended.
+    pub async fn interrupt_all(&self, store: &Store, why: &str) -> usize {
+        let mut ended = 0;
+        for run_id in self.taken() {
+            match store.end_run(&run_id, RunStatus::Interrupted, Some(why)).await {
+                Ok(true) => ended += 1,
+                Ok(false) => {}
+                Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot end the run; the sweeper will"),
+            }
+        }
+        ended
+    }
 }
 
 impl LocalLauncher {
@@ -65,39 +117,50 @@ impl LocalLauncher {
         Ok(ids.volumes_under(&self.data_dir))
     }
 
-    /// Starts the run in the background: writes its manifests, runs the runner, and records the final
-    /// status (`interrupted` when the runner ended without a result). Then, as for every run that ends,
-    /// its unfinished children are cancelled.
+    /// Starts the run in the background: keeps it, waits for a runner slot (the run stays `pending`),
+    /// writes its manifests, runs the runner. The runner records its own end; when it could not start or
+    /// died (killed, out of memory) without one, the run is ended here, with a result and exactly one
+    /// `end` event written in the same step, so its stream ends and `/result` answers. Then, as for every
+    /// run that ends, its unfinished children are cancelled.
     pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {
         let launcher = self.clone();
+        let runs = self.runs.clone();
+        runs.taken.lock().expect("runs lock").insert(record.run_id.clone());
         tokio::spawn(async move {
             let run_id = record.run_id.clone();
-            // The runner wrote its result and its `end` event: the record follows them. Otherwise (it could
-            // not start, or died: killed, out of memory) the run is ended here, with a result and exactly one
-            // `end` event written in the same step, so its stream ends and `/result` answers.
-            let ended = match launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await {
+            let keeper = {
+                let (store, run_id, holder, ttl) = (store.clone(), run_id.clone(), runs.holder.clone(), runs.lease_ttl);
+                tokio::spawn(async move {
+                    loop {
+                        if let Err(err) = store.keep_run(&run_id, &holder, ttl).await {
+                            tracing::warn!(run_id = %run_id, error = %err, "cannot renew the run's keeper");
+                        }
+                        tokio::time::sleep(ttl / 3).await;
+                    }
+                })
+            };
+            let slots = if record.parent.is_some() { &runs.subagent_slots } else { &runs.main_slots };
+            let executed = match slots.acquire().await {
+                Ok(_slot) => launcher.execute(&store, &record, &agent, input, credentials.as_deref()).await,
+                Err(_closed) => Ok(()),
+            };
+            keeper.abort();
+            let ended = match executed {
                 Err(error) => {
                     tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");
-                    store.end_run(&run_id, RunStatus::Failed, Some(&error.to_string())).await.map(|_| ())
+                    store.end_run(&run_id, RunStatus::Failed, Some(&error.to_string())).await
                 }
-                Ok(()) => match store.run_result(&run_id).await {
-                    Ok(Some(result)) => {
-                        let (status, error) = match result.status {
-                            RunStatus::Completed | RunStatus::Cancelled => (result.status, None),
-                            _ => (RunStatus::Failed, result.error),
-                        };
-                        store.set_run_status(&run_id, status, error.as_deref()).await.map(|_| ())
-                    }
-                    _ => store
-                        .end_run(&run_id, RunStatus::Interrupted, Some("the runner ended without a result"))
-                        .await
-                        .map(|_| ()),
-                },
+                Ok(()) => {
+                    store.end_run(&run_id, RunStatus::Interrupted, Some("the runner ended without recording an end")).await
+                }
             };
-            if let Err(err) = ended {
-                tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end");
+            match ended {
+                Ok(true) => tracing::warn!(run_id = %run_id, "the runner left its run unended; it was ended for it"),
+                Ok(false) => {}
+                Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end; the sweeper will"),
             }
             end_of_run(&store, &run_id).await;
+            runs.taken.lock().expect("runs lock").remove(&run_id);
         });
     }
 
@@ -148,7 +211,19 @@ impl LocalLauncher {
             .env(env_names::DEFAULT_MODEL, &self.default_model)
             .stdin(Stdio::null())
             .stdout(Stdio::null())
+            .env(env_names::RUN_LEASE_SECONDS, self.runs.lease_ttl.as_secs().max(1).to_string())
             .kill_on_drop(true);
+        // The runner dies with this process however it ends (SIGKILL included), so no runner outlives the
+        // local mode that minds its run.
+        // SAFETY: only async-signal-safe calls (prctl, getppid, kill) between fork and exec.
+        unsafe {
+            command.pre_exec(|| {
+                if libc::prctl(libc::PR_SET_PDEATHSIG, libc::SIGKILL) != 0 {
+                    return Err(std::io::Error::last_os_error());
+                }
+                Ok(())
+            });
+        }
         // Exactly one store reaches the runner, whatever this process's own environment holds.
         match &self.store {
             RunnerStore::Redis { url, auth } => command
@@ -417,7 +492,7 @@ impl Launcher {
                     if let Err(error) = cluster.create(&record, input, credentials.as_deref()).await {
                         tracing::error!(run_id = %record.run_id, error = %error, "the run could not be started");
                         let error = error.to_string();
-                        if let Err(err) = store.set_run_status(&record.run_id, RunStatus::Failed, Some(&error)).await {
+                        if let Err(err) = store.end_run(&record.run_id, RunStatus::Failed, Some(&error)).await {
                             tracing::error!(run_id = %record.run_id, error = %err, "cannot record the run's failure");
                         }
                     }

@@ -25,6 +25,11 @@ use crate::store::Store;
 
 /// How often an idle event stream looks for new events.
 const EVENT_POLL: Duration = Duration::from_millis(250);
+/// How long an event stream waits out a failing store before it closes (the client resumes with
+/// `Last-Event-ID`).
+const STREAM_OUTAGE_LIMIT: Duration = Duration::from_secs(60);
+/// The longest pause between reads of a failing store.
+const EVENT_BACKOFF_MAX: Duration = Duration::from_secs(2);
 /// How often an idle event stream sends a heartbeat comment.
 const HEARTBEAT: Duration = Duration::from_secs(15);
 
@@ -323,6 +328,9 @@ pub async fn events(
                 if ended {
                     return None;
                 }
+                // A store that fails is waited out with backoff; a failure longer than
+                // STREAM_OUTAGE_LIMIT closes the stream, and the client resumes from its last event id.
+                let mut failing_since: Option<tokio::time::Instant> = None;
                 loop {
                     match store.read_events(&run_id, &cursor, 100).await {
                         Ok(page) if !page.is_empty() => {
@@ -348,8 +356,14 @@ pub async fn events(
                             tokio::time::sleep(EVENT_POLL).await
                         }
                         Err(err) => {
-                            tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events");
-                            tokio::time::sleep(EVENT_POLL * 4).await;
+                            let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                            if since.elapsed() >= STREAM_OUTAGE_LIMIT {
+                                tracing::warn!(run_id = %run_id, error = %err, "the run store fails for too long; closing the stream");
+                                return None;
+                            }
+                            tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events; retrying");
+                            let backoff = (EVENT_POLL * 2u32.saturating_pow(since.elapsed().as_secs() as u32)).min(EVENT_BACKOFF_MAX);
+                            tokio::time::sleep(backoff).await;
                         }
                     }
                 }

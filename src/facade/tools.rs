@@ -260,18 +260,21 @@ async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiErro
     })
 }
 
-/// Waits until the run ends or `timeout` passes.
+/// Waits until the run ends or `timeout` passes. A store that fails meanwhile is waited out: only a
+/// failure that lasts until the timeout answers 503.
 async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunRecord, bool), ApiError> {
     let deadline = tokio::time::Instant::now() + timeout;
     loop {
-        let record = store.run_record(run_id).await?.ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
-        if record.status.is_terminal() {
-            return Ok((record, false));
+        let now = tokio::time::Instant::now();
+        match store.run_record(run_id).await {
+            Ok(None) => return Err(ApiError::NotFound("run vanished".into())),
+            Ok(Some(record)) if record.status.is_terminal() => return Ok((record, false)),
+            Ok(Some(record)) if now >= deadline => return Ok((record, true)),
+            Ok(Some(_)) => {}
+            Err(err) if now >= deadline => return Err(err.into()),
+            Err(err) => tracing::warn!(run_id = %run_id, error = %err, "the run store fails; still waiting"),
         }
-        if tokio::time::Instant::now() >= deadline {
-            return Ok((record, true));
-        }
-        tokio::time::sleep(POLL).await;
+        tokio::time::sleep(POLL.min(deadline.saturating_duration_since(now)).max(Duration::from_millis(10))).await;
     }
 }
 

@@ -33,11 +33,18 @@ pub mod env {
     pub const SKILLS_LIBRARY: &str = "YUXI_SKILLS_LIBRARY";
     /// Paths `execute` commands must not see, separated as `PATH` is.
     pub const SANDBOX_HIDE: &str = "YUXI_SANDBOX_HIDE";
+    /// How long the runner's lease on its run lasts without renewal, in seconds
+    /// ([`super::DEFAULT_LEASE_SECONDS`] when unset); it renews it every third of that.
+    pub const RUN_LEASE_SECONDS: &str = "YUXI_RUN_LEASE_SECONDS";
     /// The OpenAI-compatible endpoint of `openai/` models.
     pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
     /// The key of that endpoint.
     pub const OPENAI_API_KEY: &str = "OPENAI_API_KEY";
 }
+
+/// How long a runner's lease on its run lasts without renewal, in seconds: a runner that dies (killed,
+/// out of memory, its node gone) is known to be gone at most this long after its last renewal.
+pub const DEFAULT_LEASE_SECONDS: u64 = 30;
 
 /// Where the inputs Secret is mounted in the runner container.
 pub const INPUTS_DIR: &str = "/etc/yuxi/inputs";

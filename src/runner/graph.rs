@@ -16,9 +16,8 @@ use tokio::time::Instant;
 use super::model::{Model, ModelDelta, ModelError, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
-use crate::run::event::payload;
 use crate::run::message::{Message, ToolCall};
-use crate::run::{EndPayload, ErrorPayload, EventKind, RunResult, RunStatus};
+use crate::run::{EventKind, RunResult, RunStatus};
 use crate::store::{RunnerStoreClient, StoreError};
 
 /// The most tool calls one model turn may make; the rest are answered with an error, so one turn cannot
@@ -94,6 +93,43 @@ pub struct Graph {
     pub timeout: Duration,
     /// How often the cancel key is checked besides the pub/sub notice.
     pub cancel_poll: Duration,
+    /// How long the run's end is tried again while the store fails: the runner's lease, after which
+    /// the sweeper ends the run.
+    pub end_retry_for: Duration,
+}
+
+/// Writes the run's end in one step ([`RunnerStoreClient::finish_run`]: messages, result, `error` and
+/// `end`, record), trying again with backoff and jitter while the store fails, for `retry_for` at most
+/// (the lease: past it the run is the sweeper's to end). A run ended already (cancelled while nobody
+/// executed it, or swept) keeps that end.
+pub async fn record_end(
+    store: &RunnerStoreClient,
+    identity: &RunIdentity,
+    new_messages: &[Message],
+    result: &crate::run::RunResult,
+    retry_for: Duration,
+) {
+    use backon::Retryable;
+    let (run_id, thread_id) = (&identity.run_id, &identity.thread_id);
+    let backoff = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(100))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times()
+        .with_total_delay(Some(retry_for));
+    let write = || store.finish_run(run_id, thread_id, new_messages, result);
+    let notify = |err: &StoreError, after: Duration| {
+        tracing::warn!(run_id = %run_id, error = %err, retry_in_ms = after.as_millis() as u64, "cannot record the run's end yet");
+    };
+    match write.retry(backoff).notify(notify).await {
+        Ok(true) => {}
+        Ok(false) => tracing::info!(run_id = %run_id, "the run had been ended already; this runner's end is not recorded"),
+        Err(err) => tracing::error!(
+            run_id = %run_id,
+            error = %err,
+            "cannot record the run's end; once the lease lapses the sweeper ends the run interrupted"
+        ),
+    }
 }
 
 /// Why the loop stopped early.
@@ -323,7 +359,7 @@ impl Graph {
         self.store.append_event(&self.identity.run_id, &self.identity.thread_id, event, payload).await.map(|_| ())
     }
 
-    /// Persists the new messages and the result, then writes `error` (when failed) and `end`. A run stopped
+    /// Persists the new messages, the result, `error` (when failed) and `end` in one step ([`record_end`]). A run stopped
     /// in the middle of a turn's tool calls gets an answer for each call left open, so the thread stays a
     /// valid conversation (chat APIs refuse a tool call without its result).
     async fn finish(&self, conversation: &mut Conversation, report: &RunReport) {
@@ -348,23 +384,8 @@ impl Graph {
             let content = format!("Error: the run ended ({}) before this tool call finished", report.status.as_str());
             conversation.push(Message::Tool { tool_call_id: id, content });
         }
-        let identity = &self.identity;
-        let result = report.result(identity);
-        if let Err(err) =
-            self.store.finish_run(&identity.run_id, &identity.thread_id, &conversation.added, &result).await
-        {
-            tracing::error!(run_id = %identity.run_id, error = %err, "cannot persist the run's messages and result");
-        }
-        if let Some(message) = &report.error
-            && let Err(err) =
-                self.emit(EventKind::Error, payload(&ErrorPayload { message: message.clone(), retryable: false })).await
-        {
-            tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the error event");
-        }
-        let end = payload(&EndPayload { status: report.status, error: report.error.clone() });
-        if let Err(err) = self.emit(EventKind::End, end).await {
-            tracing::error!(run_id = %identity.run_id, error = %err, "cannot write the end event");
-        }
+        let result = report.result(&self.identity);
+        record_end(&self.store, &self.identity, &conversation.added, &result, self.end_retry_for).await;
     }
 }
 

@@ -39,8 +39,7 @@ use serde_json::{Value, json};
 use crate::resources::manifest::{Manifest, read_manifest_file};
 use crate::resources::validation::{validate_agent, validate_agent_run};
 use crate::resources::{Agent, AgentRun, TokenUsage};
-use crate::run::event::payload;
-use crate::run::{EndPayload, ErrorPayload, EventKind, RunStatus};
+use crate::run::{EventKind, RunStatus};
 use crate::store::RunnerStoreClient;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
@@ -82,6 +81,8 @@ pub struct RunnerOptions {
     pub sandbox_hide: Vec<PathBuf>,
     /// Whether `execute` may run commands unconfined when bubblewrap cannot confine them.
     pub confinement: Confinement,
+    /// How long the runner's lease on its run lasts without renewal (renewed every third of it).
+    pub lease_ttl: Duration,
 }
 
 /// How a run reaches the facade.
@@ -113,9 +114,6 @@ pub enum RunnerError {
     Store(#[from] crate::store::StoreError),
 }
 
-/// How long a runner's lease on its run lasts without renewal.
-const LEASE_TTL: Duration = Duration::from_secs(30);
-
 /// Reads the run, then runs it against `store` (see the module's contract).
 ///
 /// Errors: [`RunnerError::BadInput`] when the run manifest cannot be read as one valid AgentRun. Every
@@ -138,7 +136,7 @@ pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<Ru
     // One runner per run: a second one (a duplicated pod, a retried subprocess) refuses to start, and a
     // finished run is never run again.
     let holder = format!("{}-{}", std::process::id(), jiff::Timestamp::now().as_nanosecond());
-    if !store.hold_run_lease(&identity.run_id, &holder, LEASE_TTL).await? {
+    if !store.hold_run_lease(&identity.run_id, &holder, options.lease_ttl).await? {
         return Err(RunnerError::NotRunnable(format!(
             "run {} is already being executed by another runner",
             identity.run_id
@@ -149,11 +147,12 @@ pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<Ru
         return Err(RunnerError::NotRunnable(format!("run {} has already finished", identity.run_id)));
     }
     let renewal = {
-        let (store, run_id, holder) = (store.clone(), identity.run_id.clone(), holder.clone());
+        let (store, run_id, holder, lease_ttl) =
+            (store.clone(), identity.run_id.clone(), holder.clone(), options.lease_ttl);
         tokio::spawn(async move {
             loop {
-                tokio::time::sleep(LEASE_TTL / 3).await;
-                if let Err(err) = store.hold_run_lease(&run_id, &holder, LEASE_TTL).await {
+                tokio::time::sleep(lease_ttl / 3).await;
+                if let Err(err) = store.hold_run_lease(&run_id, &holder, lease_ttl).await {
                     tracing::warn!(error = %err, "cannot renew the run's lease");
                 }
             }
@@ -161,7 +160,7 @@ pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<Ru
     };
     let report = match prepare(options, &run, &identity, store.clone(), &mut metadata).await {
         Ok(graph) => graph.run(metadata).await,
-        Err(error) => fail_before_start(&store, &identity, metadata, error).await,
+        Err(error) => fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await,
     };
     renewal.abort();
     if let Err(err) = store.release_run_lease(&identity.run_id, &holder).await {
@@ -279,6 +278,7 @@ async fn prepare(
         model_retries: context.model_retry_times.unwrap_or(DEFAULT_MODEL_RETRIES),
         timeout: Duration::from_secs(run.spec.timeout_seconds.map_or(DEFAULT_TIMEOUT_SECONDS, |t| t.max(1) as u64)),
         cancel_poll: options.cancel_poll,
+        end_retry_for: options.lease_ttl,
     })
 }
 
@@ -298,31 +298,24 @@ fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
     Ok(agent)
 }
 
-/// Ends a run that could not start: `metadata`, `error`, the result, and `end`, as a run that failed.
+/// Ends a run that could not start: `metadata`, then the result, `error` and `end` in one step, as a
+/// run that failed.
 async fn fail_before_start(
     store: &RunnerStoreClient,
     identity: &RunIdentity,
     metadata: Value,
     error: String,
+    retry_for: Duration,
 ) -> RunReport {
     let report = RunReport {
         status: RunStatus::Failed,
         output: String::new(),
-        error: Some(error.clone()),
+        error: Some(error),
         token_usage: TokenUsage::default(),
     };
-    let result = report.result(identity);
-    let (run_id, thread_id) = (&identity.run_id, &identity.thread_id);
-    let writes = async {
-        store.append_event(run_id, thread_id, EventKind::Metadata, metadata).await?;
-        let failure = ErrorPayload { message: error.clone(), retryable: false };
-        store.append_event(run_id, thread_id, EventKind::Error, payload(&failure)).await?;
-        store.finish_run(run_id, thread_id, &[], &result).await?;
-        let end = EndPayload { status: RunStatus::Failed, error: Some(error.clone()) };
-        store.append_event(run_id, thread_id, EventKind::End, payload(&end)).await
-    };
-    if let Err(err) = writes.await {
-        tracing::error!(run_id = %run_id, error = %err, "cannot record the run's failure");
+    if let Err(err) = store.append_event(&identity.run_id, &identity.thread_id, EventKind::Metadata, metadata).await {
+        tracing::warn!(run_id = %identity.run_id, error = %err, "cannot write the run's metadata");
     }
+    graph::record_end(store, identity, &[], &report.result(identity), retry_for).await;
     report
 }

@@ -45,6 +45,18 @@ pub fn run_lease(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:lease")
 }
 
+/// The run's keeper: set by whoever will start or watch the run (the facade that created it, the local
+/// mode's launcher while its runner lives, the controller while the AgentRun exists), with a time to live
+/// they renew. A run that is not terminal and has neither a lease nor a keeper is abandoned: nothing
+/// will ever end it, so the sweeper does ([`super::Store::sweep`]).
+pub fn run_keeper(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:keeper")
+}
+
+/// How long the keeper a new run gets lasts, in seconds: the time its creator has to hand it to a
+/// launcher (the local mode's) or to the controller (which sees its AgentRun), who renew it.
+pub const START_GRACE_SECONDS: i64 = 60;
+
 /// The thread's lock: holds the id of the thread's one non-terminal run.
 pub fn thread_active_run(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:active_run")

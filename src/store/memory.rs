@@ -31,6 +31,8 @@ struct MemoryState {
     cancelled: HashSet<String>,
     /// The holder of each run's lease, and when it lapses.
     leases: HashMap<String, (String, Instant)>,
+    /// When each run's keeper lapses.
+    keepers: HashMap<String, Instant>,
     records: HashMap<String, RunRecord>,
     thread_locks: HashMap<String, String>,
     starts: HashMap<String, String>,
@@ -46,16 +48,7 @@ impl MemoryStore {
     pub(super) fn append_event(&self, run_id: &str, thread_id: &str, event: EventKind, payload: Value) -> String {
         let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
         let mut state = self.state();
-        state.last_seq += 1;
-        let seq = format!("{}-0", state.last_seq);
-        let events = state.events.entry(run_id.to_string()).or_default();
-        events.push(StoredEvent { seq: seq.clone(), envelope });
-        // Bounded as the Redis stream is (MAXLEN): the oldest go first.
-        if events.len() > super::keys::EVENTS_MAX_LEN {
-            let excess = events.len() - super::keys::EVENTS_MAX_LEN;
-            events.drain(..excess);
-        }
-        seq
+        state.push_event(run_id, envelope)
     }
 
     pub(super) fn read_events(&self, run_id: &str, after_seq: &str, limit: usize) -> Vec<StoredEvent> {
@@ -77,8 +70,35 @@ impl MemoryStore {
         self.state().threads.get(thread_id).cloned().unwrap_or_default()
     }
 
-    pub(super) fn finish_run(&self, run_id: &str, thread_id: &str, new_messages: &[Message], result: &RunResult) {
+    /// The runner's end of its run, in one step (see [`super::Store::finish_run`]); `false`, writing
+    /// nothing, when it had ended already.
+    #[allow(clippy::too_many_arguments)]
+    pub(super) fn finish_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        new_messages: &[Message],
+        result: &RunResult,
+        record_status: RunStatus,
+        error_event: Option<Envelope>,
+        end: Envelope,
+    ) -> bool {
         let mut state = self.state();
+        let has_result = state.results.contains_key(run_id);
+        match state.records.get_mut(run_id) {
+            Some(record) if record.status.is_terminal() => return false,
+            Some(record) => {
+                record.status = record_status;
+                if let Some(error) = &result.error {
+                    record.error = Some(error.clone());
+                }
+                if state.thread_locks.get(thread_id).is_some_and(|holder| holder == run_id) {
+                    state.thread_locks.remove(thread_id);
+                }
+            }
+            None if has_result => return false,
+            None => {}
+        }
         let history = state.threads.entry(thread_id.to_string()).or_default();
         history.extend(new_messages.iter().cloned());
         if history.len() > super::keys::MAX_THREAD_MESSAGES {
@@ -86,6 +106,19 @@ impl MemoryStore {
             history.drain(..excess);
         }
         state.results.insert(run_id.to_string(), result.clone());
+        for envelope in error_event.into_iter().chain([end]) {
+            state.push_event(run_id, envelope);
+        }
+        state.keepers.remove(run_id);
+        true
+    }
+
+    pub(super) fn keep_run(&self, run_id: &str, ttl: Duration) {
+        self.state().keepers.insert(run_id.to_string(), Instant::now() + ttl);
+    }
+
+    pub(super) fn unfinished_runs(&self) -> Vec<String> {
+        self.state().records.values().filter(|r| !r.status.is_terminal()).map(|r| r.run_id.clone()).collect()
     }
 
     pub(super) fn run_result(&self, run_id: &str) -> Option<RunResult> {
@@ -120,7 +153,10 @@ impl MemoryStore {
         if let Some(existing) = start_key.and_then(|k| state.starts.get(k)) {
             return Created::Existing(existing.clone());
         }
-        if let Some(active) = state.thread_locks.get(&record.thread_id) {
+        // A lock whose run has ended (or is gone) is stale, as in Redis.
+        if let Some(active) = state.thread_locks.get(&record.thread_id)
+            && state.records.get(active).is_some_and(|r| !r.status.is_terminal())
+        {
             return Created::Busy(active.clone());
         }
         let unfinished: Vec<&RunRecord> = state.records.values().filter(|r| !r.status.is_terminal()).collect();
@@ -131,6 +167,8 @@ impl MemoryStore {
             return Created::Limited(RunLimit::Total);
         }
         state.records.insert(record.run_id.clone(), record.clone());
+        let grace = Duration::from_secs(super::keys::START_GRACE_SECONDS as u64);
+        state.keepers.insert(record.run_id.clone(), Instant::now() + grace);
         state.thread_locks.insert(record.thread_id.clone(), record.run_id.clone());
         state.thread_owners.entry(record.thread_id.clone()).or_insert_with(|| record.uid.clone());
         if let Some(key) = start_key {
@@ -161,10 +199,14 @@ impl MemoryStore {
         error: Option<&str>,
         result: &RunResult,
         end: Envelope,
+        only_if_abandoned: bool,
     ) -> bool {
         let mut state = self.state();
+        let now = Instant::now();
+        let kept = state.keepers.get(run_id).is_some_and(|until| *until > now)
+            || state.leases.get(run_id).is_some_and(|(_, until)| *until > now);
         let Some(record) = state.records.get_mut(run_id) else { return false };
-        if record.status.is_terminal() {
+        if record.status.is_terminal() || (only_if_abandoned && kept) {
             return false;
         }
         record.status = status;
@@ -176,9 +218,8 @@ impl MemoryStore {
             state.thread_locks.remove(&thread_id);
         }
         state.results.entry(run_id.to_string()).or_insert_with(|| result.clone());
-        state.last_seq += 1;
-        let seq = format!("{}-0", state.last_seq);
-        state.events.entry(run_id.to_string()).or_default().push(StoredEvent { seq, envelope: end });
+        state.push_event(run_id, end);
+        state.keepers.remove(run_id);
         true
     }
 
@@ -219,6 +260,22 @@ impl MemoryStore {
 
     pub(super) fn children(&self, parent_run_id: &str) -> Vec<String> {
         self.state().children.get(parent_run_id).cloned().unwrap_or_default()
+    }
+}
+
+impl MemoryState {
+    /// Appends `envelope` to the run's events, bounded as the Redis stream is (MAXLEN: the oldest go
+    /// first); returns its id.
+    fn push_event(&mut self, run_id: &str, envelope: Envelope) -> String {
+        self.last_seq += 1;
+        let seq = format!("{}-0", self.last_seq);
+        let events = self.events.entry(run_id.to_string()).or_default();
+        events.push(StoredEvent { seq: seq.clone(), envelope });
+        if events.len() > super::keys::EVENTS_MAX_LEN {
+            let excess = events.len() - super::keys::EVENTS_MAX_LEN;
+            events.drain(..excess);
+        }
+        seq
     }
 }
 

@@ -60,6 +60,9 @@ pub enum StoreError {
     },
 }
 
+/// The error of a run ended because it was abandoned.
+pub const ABANDONED: &str = "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
+
 /// Whether a Redis that answers clients without credentials may be used as the run store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StoreAuth {
@@ -159,19 +162,35 @@ impl Store {
         }
     }
 
-    /// Appends the run's new messages to its thread and records its result, in one transaction.
+    /// Ends the run as its runner reports it, in one step: the new messages appended to the thread, the
+    /// result, an `error` event when `result.error` is set, exactly one `end` event, the record's terminal
+    /// status (`result.status`; `failed` for a status that is not terminal) and its thread's lock
+    /// released. Returns `false`, having written nothing, when the run had ended already (a sweeper, a
+    /// cancel of a run nobody executed, or the controller ended it first): one terminal truth, whoever
+    /// writes first.
     pub async fn finish_run(
         &self,
         run_id: &str,
         thread_id: &str,
         new_messages: &[Message],
         result: &RunResult,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
+        let status = if result.status.is_terminal() { result.status } else { RunStatus::Failed };
+        let now = jiff::Timestamp::now().to_string();
+        let error_event = result.error.as_ref().map(|message| {
+            let failure = crate::run::ErrorPayload { message: message.clone(), retryable: false };
+            let payload = serde_json::to_value(failure).expect("an error payload serializes");
+            crate::run::Envelope::new(run_id, thread_id, EventKind::Error, payload, now.clone())
+        });
+        let end = crate::run::EndPayload { status, error: result.error.clone() };
+        let end = serde_json::to_value(end).expect("an end payload serializes");
+        let end = crate::run::Envelope::new(run_id, thread_id, EventKind::End, end, now);
         match self {
-            Store::Redis(redis) => redis.finish_run(run_id, thread_id, new_messages, result).await,
+            Store::Redis(redis) => {
+                redis.finish_run(run_id, thread_id, new_messages, result, status, error_event.as_ref(), &end).await
+            }
             Store::Memory(memory) => {
-                memory.finish_run(run_id, thread_id, new_messages, result);
-                Ok(())
+                Ok(memory.finish_run(run_id, thread_id, new_messages, result, status, error_event, end))
             }
         }
     }
@@ -216,17 +235,24 @@ impl Store {
     }
 
     /// Records a new run, atomically: when `start_key` already started a run, that run is `Existing`; when
-    /// the record's thread has a non-terminal run, it is `Busy`; otherwise the record is stored, takes the
-    /// thread's lock, and remembers `start_key`.
+    /// the record's thread has a non-terminal run that is not abandoned (see [`Store::sweep`]), it is
+    /// `Busy` (an abandoned one is ended `interrupted` first); when a limit of unfinished runs is reached,
+    /// `Limited`; otherwise the record is stored, takes the thread's lock, remembers `start_key`, and gets
+    /// a keeper for [`keys::START_GRACE_SECONDS`] (its launcher renews it with [`Store::keep_run`]).
     pub async fn create_run(
         &self,
         record: &RunRecord,
         start_key: Option<&str>,
         limits: RunLimits,
     ) -> Result<Created, StoreError> {
-        match self {
+        let create = async || match self {
             Store::Redis(redis) => redis.create_run(record, start_key, limits).await,
             Store::Memory(memory) => Ok(memory.create_run(record, start_key, limits)),
+        };
+        match create().await? {
+            // The lock expires with its run's lease: an abandoned holder is ended, and the thread is free.
+            Created::Busy(active) if self.end_abandoned(&active).await? => create().await,
+            created => Ok(created),
         }
     }
 
@@ -260,8 +286,33 @@ impl Store {
     /// the runner wrote one) and exactly one `end` event, so the stream ends and `/result` answers. Returns
     /// whether it ended the run (`false`: unknown, or ended already, and nothing was written).
     pub async fn end_run(&self, run_id: &str, status: RunStatus, error: Option<&str>) -> Result<bool, StoreError> {
+        self.end(run_id, status, error, false).await
+    }
+
+    /// [`Store::end_run`] as `interrupted`, only if the run is abandoned: not terminal, and neither a
+    /// runner's lease nor a keeper is held for it (checked in the same step). A run whose cancel was
+    /// asked for ends `cancelled`. Returns whether it ended the run.
+    pub async fn end_abandoned(&self, run_id: &str) -> Result<bool, StoreError> {
+        let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
+        let (status, error) = match record.status {
+            RunStatus::CancelRequested => (RunStatus::Cancelled, None),
+            _ => (RunStatus::Interrupted, Some(ABANDONED)),
+        };
+        self.end(run_id, status, error, true).await
+    }
+
+    async fn end(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+        only_if_abandoned: bool,
+    ) -> Result<bool, StoreError> {
         debug_assert!(status.is_terminal());
         let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
+        if record.status.is_terminal() {
+            return Ok(false);
+        }
         let result = RunResult {
             status,
             output: String::new(),
@@ -281,9 +332,46 @@ impl Store {
             jiff::Timestamp::now().to_string(),
         );
         match self {
-            Store::Redis(redis) => redis.end_run(&record, status, error, &result, &end).await,
-            Store::Memory(memory) => Ok(memory.end_run(run_id, status, error, &result, end)),
+            Store::Redis(redis) => redis.end_run(&record, status, error, &result, &end, only_if_abandoned).await,
+            Store::Memory(memory) => Ok(memory.end_run(run_id, status, error, &result, end, only_if_abandoned)),
         }
+    }
+
+    /// Says that `holder` will start or is watching the run, for `ttl` (renewed before it lapses): the
+    /// local mode's launcher while the run waits for a runner and while its runner lives, the controller
+    /// while the run's AgentRun exists. A run with neither a keeper nor a lease is abandoned.
+    pub async fn keep_run(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => redis.keep_run(run_id, holder, ttl).await,
+            Store::Memory(memory) => {
+                memory.keep_run(run_id, ttl);
+                Ok(())
+            }
+        }
+    }
+
+    /// The runs that have not ended, as far as the store counts them (the set [`keys::ACTIVE_RUNS`];
+    /// in-process, every record that is not terminal).
+    pub async fn unfinished_runs(&self) -> Result<Vec<String>, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.unfinished_runs().await,
+            Store::Memory(memory) => Ok(memory.unfinished_runs()),
+        }
+    }
+
+    /// Ends every abandoned run (see [`Store::end_abandoned`]): runs that are not terminal while nobody
+    /// holds their lease or keeps them, because their runner, its launcher or their pod went away.
+    /// Returns how many it ended. Safe to run from several processes at once, and beside live runs of
+    /// other processes on the same store: a run that is held or kept is never touched.
+    pub async fn sweep(&self) -> Result<usize, StoreError> {
+        let mut ended = 0;
+        for run_id in self.unfinished_runs().await? {
+            if self.end_abandoned(&run_id).await? {
+                tracing::warn!(run_id = %run_id, "ended an abandoned run: its runner is gone");
+                ended += 1;
+            }
+        }
+        Ok(ended)
     }
 
     /// Moves the run to `status`, with `error` when given: never out of a terminal status, and to
@@ -301,16 +389,23 @@ impl Store {
         }
     }
 
-    /// Cancels a run that has not ended: a run that has not started ends `cancelled` at once, a running
-    /// one goes `cancel_requested` and its runner is told to stop (Yuxi's cancel). Returns the record as it
+    /// Cancels a run that has not ended: a run that has not started, or whose runner is gone, ends
+    /// `cancelled` at once (with its result and `end`); a running one goes `cancel_requested` and its
+    /// runner is told to stop (Yuxi's cancel). Returns the record as it
     /// is afterwards; `None` for an unknown run.
     pub async fn cancel_run(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         let Some(record) = self.run_record(run_id).await? else { return Ok(None) };
         if !record.status.is_terminal() {
             self.request_cancel(run_id).await?;
-            let next =
-                if record.status == RunStatus::Pending { RunStatus::Cancelled } else { RunStatus::CancelRequested };
-            self.set_run_status(run_id, next, None).await?;
+            // Nobody executes it (not started, or its runner is gone): it ends now, with its result and
+            // its `end`. Otherwise its runner is told, and it ends when the runner stops.
+            let ended = match record.status {
+                RunStatus::Pending => self.end_run(run_id, RunStatus::Cancelled, None).await?,
+                _ => self.end(run_id, RunStatus::Cancelled, None, true).await?,
+            };
+            if !ended {
+                self.set_run_status(run_id, RunStatus::CancelRequested, None).await?;
+            }
         }
         Ok(self.run_record(run_id).await?.or(Some(record)))
     }

@@ -23,38 +23,50 @@ const RENEW_LEASE: &str =
 const RELEASE_LEASE: &str =
     "if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) else return 0 end";
 
+/// The Lua helpers every run script shares: `terminal(status)`, against the comma-framed list of
+/// terminal statuses in `ARGV[T]` (`,completed,failed,cancelled,interrupted,`), and `ended(run_id)`, true
+/// for a run whose record is terminal or gone. `T` is replaced by each script's own index.
+const LUA_HELPERS: &str = r"
+    local function terminal(s) return string.find(ARGV[T], ',' .. tostring(s) .. ',', 1, true) ~= nil end
+    local function ended(id)
+      local raw = redis.call('GET', 'yuxi:run:' .. id .. ':record')
+      if not raw then return true end
+      return terminal(cjson.decode(raw).status)
+    end
+    local function forget_active(record)
+      redis.call('SREM', 'yuxi:user:' .. record.uid .. ':active_runs', record.run_id)
+      redis.call('SREM', 'yuxi:active_runs', record.run_id)
+    end
+    ";
+
 /// Creates a run. `KEYS`: the record, the thread's lock, the start key (`''` for none), the thread's
-/// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs.
-/// `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the children's time to
-/// live, the per-user and total limits of unfinished runs, the state's time to live, then the terminal
-/// statuses. Returns
-/// `{outcome, run_id}`; `{'limited', 'user' | 'total'}` when a limit is reached. The sets of unfinished
-/// runs are pruned of ended and vanished runs first, so a run that ended however it ended stops counting.
+/// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs,
+/// the run's keeper. `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the
+/// children's time to live, the per-user and total limits of unfinished runs, the state's time to live,
+/// the terminal statuses (see [`LUA_HELPERS`]), the keeper's time to live. Returns `{outcome, run_id}`;
+/// `{'limited', 'user' | 'total'}` when a limit is reached. A thread lock whose run has ended (or is
+/// gone) is stale and taken over. A set of unfinished runs is pruned of ended and vanished runs only when
+/// it has reached its limit, so a run that ended however it ended stops counting and a create stays
+/// O(1) below the limit.
 const CREATE_RUN: &str = r"
     if KEYS[3] ~= '' then
       local existing = redis.call('GET', KEYS[3])
       if existing then return {'existing', existing} end
     end
     local active = redis.call('GET', KEYS[2])
-    if active then return {'busy', active} end
-    local function live(set)
+    if active then
+      if ended(active) then redis.call('DEL', KEYS[2]) else return {'busy', active} end
+    end
+    local function full(set, limit)
+      if redis.call('SCARD', set) < limit then return false end
       local n = 0
       for _, id in ipairs(redis.call('SMEMBERS', set)) do
-        local raw = redis.call('GET', 'yuxi:run:' .. id .. ':record')
-        local ended = true
-        if raw then
-          ended = false
-          local s = cjson.decode(raw).status
-          for i = 9, #ARGV do
-            if s == ARGV[i] then ended = true end
-          end
-        end
-        if ended then redis.call('SREM', set, id) else n = n + 1 end
+        if ended(id) then redis.call('SREM', set, id) else n = n + 1 end
       end
-      return n
+      return n >= limit
     end
-    if live(KEYS[6]) >= tonumber(ARGV[6]) then return {'limited', 'user'} end
-    if live(KEYS[7]) >= tonumber(ARGV[7]) then return {'limited', 'total'} end
+    if full(KEYS[6], tonumber(ARGV[6])) then return {'limited', 'user'} end
+    if full(KEYS[7], tonumber(ARGV[7])) then return {'limited', 'total'} end
     redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[8])
     redis.call('SET', KEYS[2], ARGV[1])
     redis.call('SET', KEYS[4], ARGV[4], 'NX')
@@ -66,20 +78,24 @@ const CREATE_RUN: &str = r"
     end
     redis.call('SADD', KEYS[6], ARGV[1])
     redis.call('SADD', KEYS[7], ARGV[1])
+    redis.call('SET', KEYS[8], 'created', 'EX', ARGV[10])
     return {'started', ARGV[1]}
     ";
 
-/// Ends a run that has not ended, in one step: its record's status and error, its thread's lock released,
-/// its result (unless the runner wrote one) and one `end` event on its stream. `KEYS`: the record, the
-/// thread's lock, the result, the event stream. `ARGV`: the status, the error (`''` for none), the
-/// result's JSON, the `end` envelope's JSON, the stream's length bound, its time to live, the result's time
-/// to live, then the terminal statuses. Returns 1 if it ended the run, 0 if it had ended already.
+/// Ends a run that has not ended, in one step: its record's status and error, its thread's lock
+/// released, its result (unless the runner wrote one), one `end` event on its stream, its keeper gone,
+/// and it no longer counted as unfinished. `KEYS`: the record, the thread's lock, the result, the event
+/// stream, the runner's lease, the keeper. `ARGV`: the status, the error (`''` for none), the result's
+/// JSON, the `end` envelope's JSON, the stream's length bound, its time to live, the result's time to
+/// live, the terminal statuses, and `'1'` to end it only if it is abandoned (neither a lease nor a keeper
+/// exists). Returns 1 if it ended the run, 0 if it had ended already (or is not abandoned).
 const END_RUN: &str = r"
     local raw = redis.call('GET', KEYS[1])
     if not raw then return 0 end
     local record = cjson.decode(raw)
-    for i = 8, #ARGV do
-      if record.status == ARGV[i] then return 0 end
+    if terminal(record.status) then return 0 end
+    if ARGV[9] == '1' and (redis.call('EXISTS', KEYS[5]) == 1 or redis.call('EXISTS', KEYS[6]) == 1) then
+      return 0
     end
     record.status = ARGV[1]
     if ARGV[2] ~= '' then record.error = ARGV[2] end
@@ -88,8 +104,64 @@ const END_RUN: &str = r"
     redis.call('SET', KEYS[3], ARGV[3], 'NX', 'EX', ARGV[7])
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[5], '*', 'event', 'end', 'data', ARGV[4])
     redis.call('EXPIRE', KEYS[4], ARGV[6])
+    redis.call('DEL', KEYS[6])
+    forget_active(record)
     return 1
     ";
+
+/// The runner's end of its run, in one step: the new messages appended to the thread (bounded, with its
+/// time to live), the result, an `error` event (when failed), the `end` event, the record's terminal
+/// status with its thread's lock released, the keeper gone. `KEYS`: the record, the thread's lock, the
+/// result, the event stream, the thread's messages, the keeper. `ARGV`: the status, the error (`''`),
+/// the result's JSON, the `error` envelope's JSON (`''` for none), the `end` envelope's JSON, the
+/// stream's length bound, its time to live, the result's time to live, the most messages a thread
+/// keeps, the state's time to live, the terminal statuses, then the new messages' JSON. Returns 1 if it
+/// ended the run; 0, writing nothing, if the run had ended already (a sweeper or a cancel ended it, or a
+/// run without a record has a result).
+const FINISH_RUN: &str = r"
+    local raw = redis.call('GET', KEYS[1])
+    if raw then
+      local record = cjson.decode(raw)
+      if terminal(record.status) then return 0 end
+      record.status = ARGV[1]
+      if ARGV[2] ~= '' then record.error = ARGV[2] end
+      redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
+      if redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
+      forget_active(record)
+    elseif redis.call('EXISTS', KEYS[3]) == 1 then
+      return 0
+    end
+    for i = 12, #ARGV do redis.call('RPUSH', KEYS[5], ARGV[i]) end
+    redis.call('LTRIM', KEYS[5], -tonumber(ARGV[9]), -1)
+    redis.call('EXPIRE', KEYS[5], ARGV[10])
+    redis.call('SET', KEYS[3], ARGV[3], 'EX', ARGV[8])
+    if ARGV[4] ~= '' then
+      redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'event', 'error', 'data', ARGV[4])
+    end
+    redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'event', 'end', 'data', ARGV[5])
+    redis.call('EXPIRE', KEYS[4], ARGV[7])
+    redis.call('DEL', KEYS[6])
+    return 1
+    ";
+
+/// `body` with [`LUA_HELPERS`] before it, reading the terminal statuses from `ARGV[terminal_at]`.
+fn script(body: &str, terminal_at: usize) -> redis::Script {
+    redis::Script::new(&format!("{}{body}", LUA_HELPERS.replace("ARGV[T]", &format!("ARGV[{terminal_at}]"))))
+}
+
+static CREATE_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(CREATE_RUN, 9));
+static END_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(END_RUN, 8));
+static FINISH_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(FINISH_RUN, 11));
+
+/// The terminal statuses as [`LUA_HELPERS`] reads them: `,completed,failed,cancelled,interrupted,`.
+fn terminal_list() -> String {
+    let mut list = String::from(",");
+    for status in RunStatus::TERMINAL {
+        list.push_str(status.as_str());
+        list.push(',');
+    }
+    list
+}
 
 /// Moves a run to a status. `KEYS`: the record, the thread's lock. `ARGV`: the new status, the error
 /// (`''` for none), `'1'` to release the thread's lock, the status the run must be in (`''` for any), then
@@ -123,6 +195,40 @@ pub async fn admits_anonymous(info: &redis::ConnectionInfo) -> bool {
     matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Some(_)))
 }
 
+/// How long opening a connection to Redis may take.
+const CONNECT_TIMEOUT: Duration = Duration::from_millis(500);
+/// How long one command may wait for its answer. A burst makes the scripts of many runs queue behind
+/// each other on a busy machine, so this is well above a command's usual time (Redis's client would give
+/// up after 500 ms), and still short enough that a hung Redis is noticed in seconds.
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(3);
+/// How often a lost connection is tried again before a command fails: with [`CONNECT_TIMEOUT`], a call
+/// to a Redis that is down fails within about a second.
+const RECONNECT_TRIES: usize = 1;
+/// How many commands may queue on the multiplexed connection (the client's default is 50): a burst of
+/// starts and the runs' event writes share it.
+const PIPELINE_BUFFER: usize = 1024;
+
+/// Whether a failed command may be sent again: the connection broke, was refused or timed out. A
+/// command Redis refused (a script error, a wrong type) is not.
+fn transient(err: &StoreError) -> bool {
+    matches!(err, StoreError::Redis(e) if e.is_io_error() || e.is_connection_refusal() || e.is_timeout() || e.is_connection_dropped())
+}
+
+/// Runs the idempotent store operation `op`, again after a transient failure ([`transient`]), twice at
+/// most, 50 to 250 ms apart with jitter (a blip of the connection is not an error).
+async fn idempotent<T, Fut>(op: impl FnMut() -> Fut) -> Result<T, StoreError>
+where
+    Fut: std::future::Future<Output = Result<T, StoreError>>,
+{
+    use backon::Retryable;
+    let backoff = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(50))
+        .with_max_delay(Duration::from_millis(250))
+        .with_max_times(2)
+        .with_jitter();
+    op.retry(backoff).when(transient).await
+}
+
 /// The Redis store: one multiplexed connection that reconnects by itself, and the client for pub/sub.
 /// Its operations are those of [`Store`](super::Store), documented there.
 #[derive(Clone)]
@@ -136,7 +242,14 @@ impl RedisStore {
     /// by `auth`, that it refuses anonymous clients ([`super::Store::connect_redis`]).
     pub(super) async fn connect(url: &str, auth: super::StoreAuth) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url)?;
-        let mut connection = ConnectionManager::new(client.clone()).await?;
+        let config = redis::aio::ConnectionManagerConfig::new()
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_number_of_retries(RECONNECT_TRIES)
+            .set_min_delay(Duration::from_millis(50))
+            .set_max_delay(Duration::from_millis(300))
+            .set_pipeline_buffer_size(PIPELINE_BUFFER);
+        let mut connection = ConnectionManager::new_with_config(client.clone(), config).await?;
         let _: String = redis::cmd("PING").query_async(&mut connection).await?;
         if admits_anonymous(client.get_connection_info()).await {
             let addr = client.get_connection_info().addr().to_string();
@@ -190,15 +303,8 @@ impl RedisStore {
 
     pub(super) async fn recent_events(&self, run_id: &str, count: usize) -> Result<Vec<StoredEvent>, StoreError> {
         let key = keys::run_events(run_id);
-        let mut connection = self.connection.clone();
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XREVRANGE")
-            .arg(&key)
-            .arg("+")
-            .arg("-")
-            .arg("COUNT")
-            .arg(count)
-            .query_async(&mut connection)
-            .await?;
+        let reply: redis::streams::StreamRangeReply =
+            self.read(redis::cmd("XREVRANGE").arg(&key).arg("+").arg("-").arg("COUNT").arg(count)).await?;
         let mut events = Self::decode_events(&key, reply)?;
         events.reverse();
         Ok(events)
@@ -211,15 +317,8 @@ impl RedisStore {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let key = keys::run_events(run_id);
-        let mut connection = self.connection.clone();
-        let reply: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
-            .arg(&key)
-            .arg(format!("({after_seq}"))
-            .arg("+")
-            .arg("COUNT")
-            .arg(limit)
-            .query_async(&mut connection)
-            .await?;
+        let reply: redis::streams::StreamRangeReply =
+            self.read(redis::cmd("XRANGE").arg(&key).arg(format!("({after_seq}")).arg("+").arg("COUNT").arg(limit)).await?;
         Self::decode_events(&key, reply)
     }
 
@@ -239,35 +338,11 @@ impl RedisStore {
 
     pub(super) async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
         let key = keys::thread_messages(thread_id);
-        let mut connection = self.connection.clone();
-        let items: Vec<String> = connection.lrange(&key, 0, -1).await?;
+        let items: Vec<String> = self.read(redis::cmd("LRANGE").arg(&key).arg(0).arg(-1)).await?;
         items
             .iter()
             .map(|item| serde_json::from_str(item).map_err(|source| StoreError::Corrupt { key: key.clone(), source }))
             .collect()
-    }
-
-    pub(super) async fn finish_run(
-        &self,
-        run_id: &str,
-        thread_id: &str,
-        new_messages: &[Message],
-        result: &RunResult,
-    ) -> Result<(), StoreError> {
-        let mut pipe = redis::pipe();
-        pipe.atomic();
-        let thread_key = keys::thread_messages(thread_id);
-        for message in new_messages {
-            pipe.rpush(&thread_key, serde_json::to_string(message).expect("a message serializes")).ignore();
-        }
-        // Bounded, and forgotten when nobody continues the thread.
-        pipe.ltrim(&thread_key, -(keys::MAX_THREAD_MESSAGES as isize), -1).ignore();
-        pipe.expire(&thread_key, keys::STATE_TTL_SECONDS).ignore();
-        let result = serde_json::to_string(result).expect("a result serializes");
-        pipe.set_ex(keys::run_result(run_id), result, keys::RESULT_TTL_SECONDS as u64).ignore();
-        let mut connection = self.connection.clone();
-        pipe.query_async::<()>(&mut connection).await?;
-        Ok(())
     }
 
     pub(super) async fn run_result(&self, run_id: &str) -> Result<Option<RunResult>, StoreError> {
@@ -325,7 +400,7 @@ impl RedisStore {
         limits: RunLimits,
     ) -> Result<Created, StoreError> {
         let mut connection = self.connection.clone();
-        let (outcome, run_id): (String, String) = redis::Script::new(CREATE_RUN)
+        let (outcome, run_id): (String, String) = CREATE_RUN_SCRIPT
             .key(keys::run_record(&record.run_id))
             .key(keys::thread_active_run(&record.thread_id))
             .key(start_key.map(keys::start).unwrap_or_default())
@@ -341,7 +416,9 @@ impl RedisStore {
             .arg(limits.per_user)
             .arg(limits.total)
             .arg(keys::STATE_TTL_SECONDS)
-            .arg(RunStatus::TERMINAL.map(RunStatus::as_str).as_slice())
+            .arg(terminal_list())
+            .key(keys::run_keeper(&record.run_id))
+            .arg(keys::START_GRACE_SECONDS)
             .invoke_async(&mut connection)
             .await?;
         Ok(match outcome.as_str() {
@@ -354,8 +431,7 @@ impl RedisStore {
     }
 
     pub(super) async fn thread_owner(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        Ok(connection.get(keys::thread_owner(thread_id)).await?)
+        self.read(redis::cmd("GET").arg(keys::thread_owner(thread_id))).await
     }
 
     pub(super) async fn claim_thread(&self, thread_id: &str, uid: &str) -> Result<bool, StoreError> {
@@ -384,26 +460,95 @@ impl RedisStore {
         error: Option<&str>,
         result: &RunResult,
         end: &Envelope,
+        only_if_abandoned: bool,
     ) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
-        let script = redis::Script::new(END_RUN);
-        let mut invocation = script.key(keys::run_record(&record.run_id));
+        let mut invocation = END_RUN_SCRIPT.key(keys::run_record(&record.run_id));
         invocation
             .key(keys::thread_active_run(&record.thread_id))
             .key(keys::run_result(&record.run_id))
             .key(keys::run_events(&record.run_id))
+            .key(keys::run_lease(&record.run_id))
+            .key(keys::run_keeper(&record.run_id))
             .arg(status.as_str())
             .arg(error.unwrap_or_default())
             .arg(serde_json::to_string(result).expect("a result serializes"))
             .arg(serde_json::to_string(end).expect("an envelope serializes"))
             .arg(keys::EVENTS_MAX_LEN)
             .arg(keys::EVENTS_TTL_SECONDS)
-            .arg(keys::RESULT_TTL_SECONDS);
-        for terminal in RunStatus::TERMINAL {
-            invocation.arg(terminal.as_str());
-        }
-        let ended: i64 = invocation.invoke_async(&mut connection).await?;
+            .arg(keys::RESULT_TTL_SECONDS)
+            .arg(terminal_list())
+            .arg(if only_if_abandoned { "1" } else { "0" });
+        // Idempotent: a second try after a lost answer finds the run ended and writes nothing.
+        let ended: i64 = idempotent(|| {
+            let mut connection = self.connection.clone();
+            let invocation = &invocation;
+            async move { Ok(invocation.invoke_async(&mut connection).await?) }
+        })
+        .await?;
         Ok(ended == 1)
+    }
+
+    /// Ends the run as its runner reports it, in one step ([`FINISH_RUN`]).
+    #[allow(clippy::too_many_arguments)]
+    pub(super) async fn finish_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        new_messages: &[Message],
+        result: &RunResult,
+        record_status: RunStatus,
+        error_event: Option<&Envelope>,
+        end: &Envelope,
+    ) -> Result<bool, StoreError> {
+        let mut invocation = FINISH_RUN_SCRIPT.key(keys::run_record(run_id));
+        invocation
+            .key(keys::thread_active_run(thread_id))
+            .key(keys::run_result(run_id))
+            .key(keys::run_events(run_id))
+            .key(keys::thread_messages(thread_id))
+            .key(keys::run_keeper(run_id))
+            .arg(record_status.as_str())
+            .arg(result.error.as_deref().unwrap_or_default())
+            .arg(serde_json::to_string(result).expect("a result serializes"))
+            .arg(error_event.map(|e| serde_json::to_string(e).expect("an envelope serializes")).unwrap_or_default())
+            .arg(serde_json::to_string(end).expect("an envelope serializes"))
+            .arg(keys::EVENTS_MAX_LEN)
+            .arg(keys::EVENTS_TTL_SECONDS)
+            .arg(keys::RESULT_TTL_SECONDS)
+            .arg(keys::MAX_THREAD_MESSAGES)
+            .arg(keys::STATE_TTL_SECONDS)
+            .arg(terminal_list());
+        for message in new_messages {
+            invocation.arg(serde_json::to_string(message).expect("a message serializes"));
+        }
+        // Idempotent: a second try after a lost answer finds the run ended and writes nothing.
+        let ended: i64 = idempotent(|| {
+            let mut connection = self.connection.clone();
+            let invocation = &invocation;
+            async move { Ok(invocation.invoke_async(&mut connection).await?) }
+        })
+        .await?;
+        Ok(ended == 1)
+    }
+
+    pub(super) async fn keep_run(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<(), StoreError> {
+        let millis = ttl.as_millis().max(1) as u64;
+        idempotent(|| {
+            let mut connection = self.connection.clone();
+            async move {
+                let () = connection.pset_ex(keys::run_keeper(run_id), holder, millis).await?;
+                Ok(())
+            }
+        })
+        .await
+    }
+
+    pub(super) async fn unfinished_runs(&self) -> Result<Vec<String>, StoreError> {
+        idempotent(|| {
+            let mut connection = self.connection.clone();
+            async move { Ok(connection.smembers(keys::ACTIVE_RUNS).await?) }
+        })
+        .await
     }
 
     pub(super) async fn set_run_status(
@@ -431,8 +576,7 @@ impl RedisStore {
     }
 
     pub(super) async fn is_cancel_requested(&self, run_id: &str) -> Result<bool, StoreError> {
-        let mut connection = self.connection.clone();
-        Ok(connection.exists(keys::run_cancel(run_id)).await?)
+        self.read(redis::cmd("EXISTS").arg(keys::run_cancel(run_id))).await
     }
 
     /// Resolves when a cancel is requested for the run: at once on its pub/sub notice, and by checking the
@@ -474,16 +618,25 @@ impl RedisStore {
     }
 
     pub(super) async fn children(&self, parent_run_id: &str) -> Result<Vec<String>, StoreError> {
-        let mut connection = self.connection.clone();
-        Ok(connection.smembers(keys::run_children(parent_run_id)).await?)
+        self.read(redis::cmd("SMEMBERS").arg(keys::run_children(parent_run_id))).await
+    }
+
+    /// The answer to the read-only command `command`, sent again after a transient failure
+    /// ([`idempotent`]).
+    async fn read<T: redis::FromRedisValue>(&self, command: &mut redis::Cmd) -> Result<T, StoreError> {
+        let command = &*command;
+        idempotent(|| {
+            let mut connection = self.connection.clone();
+            async move { Ok(command.query_async(&mut connection).await?) }
+        })
+        .await
     }
 
     /// The JSON value at `key`, if there is one.
     ///
     /// Errors: [`StoreError::Corrupt`] naming the key when it holds something else.
     async fn get_json<T: serde::de::DeserializeOwned>(&self, key: String) -> Result<Option<T>, StoreError> {
-        let mut connection = self.connection.clone();
-        let text: Option<String> = connection.get(&key).await?;
+        let text: Option<String> = self.read(redis::cmd("GET").arg(&key)).await?;
         text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
     }
 }
@@ -493,10 +646,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_create_script_names_records_as_the_keys_module_does() {
-        // CREATE_RUN prunes the sets of unfinished runs by reading each member's record, whose key it
-        // builds itself: it must be `keys::run_record`.
+    fn the_scripts_name_keys_as_the_keys_module_does() {
+        // The shared helpers read a member's record and forget an ended run's counts by keys they build
+        // themselves: they must be those of the keys module.
         assert_eq!(keys::run_record("ID"), "yuxi:run:ID:record");
-        assert!(CREATE_RUN.contains("'yuxi:run:' .. id .. ':record'"));
+        assert!(LUA_HELPERS.contains("'yuxi:run:' .. id .. ':record'"));
+        assert_eq!(keys::user_active_runs("U"), "yuxi:user:U:active_runs");
+        assert!(LUA_HELPERS.contains("'yuxi:user:' .. record.uid .. ':active_runs'"));
+        assert!(LUA_HELPERS.contains(&format!("'{}'", keys::ACTIVE_RUNS)));
+    }
+
+    #[test]
+    fn the_terminal_statuses_are_framed_so_no_status_matches_inside_another() {
+        assert_eq!(terminal_list(), ",completed,failed,cancelled,interrupted,");
+        for status in RunStatus::ALL {
+            assert_eq!(terminal_list().contains(&format!(",{status},")), status.is_terminal(), "{status}");
+        }
     }
 }

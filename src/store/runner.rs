@@ -93,14 +93,15 @@ impl RunnerStoreClient {
         }
     }
 
-    /// Appends the run's new messages to its thread and records its result ([`Store::finish_run`]).
+    /// Ends the run as the runner reports it, in one step: messages, result, `error` and `end` events,
+    /// record ([`Store::finish_run`]); `false` when it had ended already and nothing was written.
     pub async fn finish_run(
         &self,
         run_id: &str,
         thread_id: &str,
         new_messages: &[Message],
         result: &RunResult,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         match self {
             RunnerStoreClient::Direct(store) => store.finish_run(run_id, thread_id, new_messages, result).await,
             RunnerStoreClient::Socket(socket) => socket.finish_run(run_id, thread_id, new_messages, result).await,

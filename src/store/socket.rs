@@ -13,7 +13,7 @@
 //! ```text
 //! {"op": "append_event", "run_id", "thread_id", "event", "payload"}   => the event's id ("7-0")
 //! {"op": "thread_messages", "thread_id"}                              => [message, ...]
-//! {"op": "finish_run", "run_id", "thread_id", "new_messages", "result"} => null
+//! {"op": "finish_run", "run_id", "thread_id", "new_messages", "result"} => true | false (ended already)
 //! {"op": "run_result", "run_id"}                                      => the result, or null
 //! {"op": "is_cancel_requested", "run_id"}                             => true | false
 //! {"op": "hold_run_lease", "run_id", "holder", "ttl_ms"}              => true | false
@@ -71,7 +71,8 @@ impl Request {
     /// Whether doing it twice is the same as doing it once, so that it may be sent again on a new
     /// connection when the first one broke before its answer came.
     fn is_idempotent(&self) -> bool {
-        !matches!(self, Request::AppendEvent { .. } | Request::FinishRun { .. })
+        // `finish_run` is: a second one finds the run ended and writes nothing.
+        !matches!(self, Request::AppendEvent { .. })
     }
 
     /// The ids the request names; each must be a valid id, as for every key of the store.
@@ -167,7 +168,7 @@ impl SocketStore {
         thread_id: &str,
         new_messages: &[Message],
         result: &RunResult,
-    ) -> Result<(), StoreError> {
+    ) -> Result<bool, StoreError> {
         self.call(Request::FinishRun {
             run_id: run_id.into(),
             thread_id: thread_id.into(),
@@ -385,7 +386,7 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .await
             .map(|messages| serde_json::to_value(messages).expect("messages serialize")),
         Request::FinishRun { run_id, thread_id, new_messages, result } => {
-            store.finish_run(&run_id, &thread_id, &new_messages, &result).await.map(|()| Value::Null)
+            store.finish_run(&run_id, &thread_id, &new_messages, &result).await.map(Value::Bool)
         }
         Request::RunResult { run_id } => store
             .run_result(&run_id)
