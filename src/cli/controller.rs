@@ -119,8 +119,7 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         kube::runtime::events::Reporter { controller: "yuxi-operator".into(), instance: Some(identity.clone()) };
     // Runs nobody keeps any more (their AgentRun deleted, or never created because the facade died
     // first) are ended; after a restart the reconciles renew the keeps of live runs first.
-    let sweeper =
-        super::spawn_sweeper(store.clone(), run_reconciler::KEEPER_TTL, run_reconciler::KEEPER_TTL / 3);
+    let sweeper = super::spawn_sweeper(store.clone(), run_reconciler::KEEPER_TTL, run_reconciler::KEEPER_TTL / 3);
     let ctx = Arc::new(run_reconciler::RunContext {
         client: client.clone(),
         store,

@@ -151,13 +151,17 @@ impl LocalLauncher {
                     store.end_run(&run_id, RunStatus::Failed, Some(&error.to_string())).await
                 }
                 Ok(()) => {
-                    store.end_run(&run_id, RunStatus::Interrupted, Some("the runner ended without recording an end")).await
+                    store
+                        .end_run(&run_id, RunStatus::Interrupted, Some("the runner ended without recording an end"))
+                        .await
                 }
             };
             match ended {
                 Ok(true) => tracing::warn!(run_id = %run_id, "the runner left its run unended; it was ended for it"),
                 Ok(false) => {}
-                Err(err) => tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end; the sweeper will"),
+                Err(err) => {
+                    tracing::error!(run_id = %run_id, error = %err, "cannot record the run's end; the sweeper will")
+                }
             }
             end_of_run(&store, &run_id).await;
             runs.taken.lock().expect("runs lock").remove(&run_id);

@@ -321,8 +321,9 @@ pub async fn events(
     }
     // Held as long as the stream lives: its place is given back when the stream ends or its client goes.
     let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;
-    let stream =
-        futures::stream::unfold((store, record.run_id, cursor, false), move |(store, run_id, cursor, ended)| {
+    let stream = futures::stream::unfold(
+        (store, record.run_id, cursor, false),
+        move |(store, run_id, cursor, ended)| {
             let _held = &permit;
             async move {
                 if ended {
@@ -362,13 +363,15 @@ pub async fn events(
                                 return None;
                             }
                             tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events; retrying");
-                            let backoff = (EVENT_POLL * 2u32.saturating_pow(since.elapsed().as_secs() as u32)).min(EVENT_BACKOFF_MAX);
+                            let backoff = (EVENT_POLL * 2u32.saturating_pow(since.elapsed().as_secs() as u32))
+                                .min(EVENT_BACKOFF_MAX);
                             tokio::time::sleep(backoff).await;
                         }
                     }
                 }
             }
-        });
+        },
+    );
     Ok(Sse::new(futures::StreamExt::flatten(stream)).keep_alive(KeepAlive::new().interval(HEARTBEAT)))
 }
 

@@ -123,7 +123,9 @@ pub async fn record_end(
     };
     match write.retry(backoff).notify(notify).await {
         Ok(true) => {}
-        Ok(false) => tracing::info!(run_id = %run_id, "the run had been ended already; this runner's end is not recorded"),
+        Ok(false) => {
+            tracing::info!(run_id = %run_id, "the run had been ended already; this runner's end is not recorded")
+        }
         Err(err) => tracing::error!(
             run_id = %run_id,
             error = %err,

@@ -61,7 +61,8 @@ pub enum StoreError {
 }
 
 /// The error of a run ended because it was abandoned.
-pub const ABANDONED: &str = "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
+pub const ABANDONED: &str =
+    "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
 
 /// Whether a Redis that answers clients without credentials may be used as the run store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]

@@ -317,8 +317,9 @@ impl RedisStore {
         limit: usize,
     ) -> Result<Vec<StoredEvent>, StoreError> {
         let key = keys::run_events(run_id);
-        let reply: redis::streams::StreamRangeReply =
-            self.read(redis::cmd("XRANGE").arg(&key).arg(format!("({after_seq}")).arg("+").arg("COUNT").arg(limit)).await?;
+        let reply: redis::streams::StreamRangeReply = self
+            .read(redis::cmd("XRANGE").arg(&key).arg(format!("({after_seq}")).arg("+").arg("COUNT").arg(limit))
+            .await?;
         Self::decode_events(&key, reply)
     }
 
