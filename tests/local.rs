@@ -1,7 +1,5 @@
 //! `yuxi-operator local` started as a subprocess, as a user starts it, and driven over HTTP.
 
-#[path = "local/faults.rs"]
-mod faults;
 #[path = "local/isolation.rs"]
 mod isolation;
 #[path = "local/limits.rs"]

@@ -93,8 +93,8 @@ pub struct Graph {
     pub timeout: Duration,
     /// How often the cancel key is checked besides the pub/sub notice.
     pub cancel_poll: Duration,
-    /// How long the run's end is tried again while the store fails: the runner's lease, after which
-    /// the sweeper ends the run.
+    /// How long the run's end, and an event write that never reached the store, are tried again while
+    /// the store fails: the runner's lease, after which the sweeper ends the run.
     pub end_retry_for: Duration,
 }
 
@@ -207,7 +207,7 @@ impl Graph {
 
     /// The loop. `Ok(Some(text))` is a final answer.
     async fn steps(&self, conversation: &mut Conversation) -> Result<Option<String>, Stop> {
-        let history = self.store.thread_messages(&self.identity.thread_id).await?;
+        let history = self.riding_through(|| self.store.thread_messages(&self.identity.thread_id)).await?;
         conversation.messages.push(Message::System { content: self.system_prompt.clone() });
         conversation.messages.extend(history);
         conversation.push(Message::User { content: self.input.clone() });
@@ -250,7 +250,8 @@ impl Graph {
     /// Stops the loop when a cancel was requested: checked before every model call and every tool call,
     /// so a cancel set before the run starts, or between two steps, is never acted against.
     async fn stop_if_cancelled(&self) -> Result<(), Stop> {
-        if self.store.is_cancel_requested(&self.identity.run_id).await? { Err(Stop::Cancelled) } else { Ok(()) }
+        let asked = self.riding_through(|| self.store.is_cancel_requested(&self.identity.run_id)).await?;
+        if asked { Err(Stop::Cancelled) } else { Ok(()) }
     }
 
     /// One model turn, retried on transient errors, its text streamed as batched `messages` events.
@@ -357,8 +358,27 @@ impl Graph {
         Ok(content)
     }
 
+    /// Appends an event, riding through a store that is briefly away ([`Graph::riding_through`]).
     async fn emit(&self, event: EventKind, payload: Value) -> Result<(), StoreError> {
-        self.store.append_event(&self.identity.run_id, &self.identity.thread_id, event, payload).await.map(|_| ())
+        let (run_id, thread_id) = (&self.identity.run_id, &self.identity.thread_id);
+        self.riding_through(|| self.store.append_event(run_id, thread_id, event, payload.clone())).await.map(|_| ())
+    }
+
+    /// Runs the store operation `op`, again with backoff and jitter while it certainly never reached the
+    /// store ([`StoreError::is_unsent`]), for [`Graph::end_retry_for`] at most: a blip of the store pauses
+    /// the run instead of failing it, and nothing is written twice.
+    async fn riding_through<T, Fut>(&self, op: impl FnMut() -> Fut) -> Result<T, StoreError>
+    where
+        Fut: std::future::Future<Output = Result<T, StoreError>>,
+    {
+        use backon::Retryable;
+        let backoff = backon::ExponentialBuilder::new()
+            .with_min_delay(Duration::from_millis(100))
+            .with_max_delay(Duration::from_secs(1))
+            .with_jitter()
+            .without_max_times()
+            .with_total_delay(Some(self.end_retry_for));
+        op.retry(backoff).when(StoreError::is_unsent).await
     }
 
     /// Persists the new messages, the result, `error` (when failed) and `end` in one step ([`record_end`]). A run stopped

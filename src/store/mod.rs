@@ -64,6 +64,17 @@ pub enum StoreError {
 pub const ABANDONED: &str =
     "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
 
+impl StoreError {
+    /// Whether the operation certainly never reached the store (the connection was refused), so sending it again cannot do it twice: what a runner retries its event writes on while the
+    /// store is briefly away.
+    pub fn is_unsent(&self) -> bool {
+        match self {
+            StoreError::Redis(err) => err.is_connection_refusal(),
+            _ => false,
+        }
+    }
+}
+
 /// Whether a Redis that answers clients without credentials may be used as the run store.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum StoreAuth {

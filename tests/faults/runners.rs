@@ -1,24 +1,16 @@
-//! Faults in the local mode, started for real with each store: a runner killed with SIGKILL mid-run still
-//! leaves its run ended, with exactly one `end` event, a result, and its thread free.
+//! Runners that fail, in the local mode started for real with each store: a runner killed with SIGKILL
+//! mid-run still leaves its run ended, with exactly one `end` event, a result, and its thread free; a
+//! runner whose model never answers ends its run at its deadline.
 
 use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::support::faults::runner_of;
 use crate::support::local_mode::{LocalStore, parent, start};
 use crate::support::redis::unique;
 
 crate::with_each_store!(a_killed_runner_leaves_one_end_a_result_and_a_free_thread);
-
-/// The pid of the runner process of `run_id` (its command line names the run's folder).
-fn runner_of(run_id: &str) -> Option<i32> {
-    std::fs::read_dir("/proc").ok()?.filter_map(Result::ok).find_map(|entry| {
-        let pid: i32 = entry.file_name().to_str()?.parse().ok()?;
-        let cmdline = std::fs::read(entry.path().join("cmdline")).ok()?;
-        let text = String::from_utf8_lossy(&cmdline);
-        (text.contains("\0runner\0") && text.contains(&format!("runs/{run_id}/"))).then_some(pid)
-    })
-}
 
 async fn a_killed_runner_leaves_one_end_a_result_and_a_free_thread(store: LocalStore) {
     let local = start(store, "scripted/file:script.yaml", "[{delay_ms: 30000, content: too late}]").await;
@@ -80,4 +72,59 @@ async fn a_killed_runner_leaves_one_end_a_result_and_a_free_thread(store: LocalS
     again["thread_id"] = started["thread_id"].clone();
     let (status, answer) = local.tool("subagent_start", "alice-token", again).await;
     assert_eq!((status, answer["status"].as_str()), (200, Some("started")), "{answer}");
+}
+
+#[tokio::test]
+async fn a_model_that_never_answers_ends_the_run_at_its_deadline() {
+    use yuxi_operator::run::{Created, RunRecord, RunStatus};
+    use yuxi_operator::store::{Store, StoreAuth};
+
+    let files = crate::support::runner::RunFiles::new(
+        &crate::support::runner::subagent("{}"),
+        "[{delay_ms: 600000, content: never}]",
+    );
+    let run = std::fs::read_to_string(files.path("run.yaml"))
+        .expect("run")
+        .replace("timeoutSeconds: 60", "timeoutSeconds: 2");
+    std::fs::write(files.path("run.yaml"), run).expect("run");
+    // Recorded as the facade records a run, so the record's end is checked too.
+    let store = Store::connect_redis(&crate::support::redis::redis_url(), StoreAuth::Required).await.expect("redis");
+    let record = RunRecord {
+        run_id: files.run_id.clone(),
+        thread_id: format!("{}-thread", files.run_id),
+        agent_slug: "helper".into(),
+        uid: "alice".into(),
+        parent: None,
+        status: RunStatus::Running,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    };
+    assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);
+
+    let started = std::time::Instant::now();
+    let mut child = files.command().spawn().expect("starts");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("wait") {
+            break status;
+        }
+        assert!(started.elapsed() < Duration::from_secs(30), "the runner outlived its deadline by far");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    assert_eq!(status.code(), Some(1), "a failed run exits 1");
+    let ended = store.run_record(&files.run_id).await.expect("read").expect("kept");
+    assert_eq!(ended.status, RunStatus::Failed);
+    assert!(ended.error.as_deref().is_some_and(|e| e.contains("deadline")), "{ended:?}");
+    let result = store.run_result(&files.run_id).await.expect("result").expect("written");
+    assert_eq!(result.status, RunStatus::Failed);
+    let events = store.read_events(&files.run_id, "0-0", 100).await.expect("events");
+    let names: Vec<&str> = events.iter().map(|e| e.envelope.event.as_str()).collect();
+    assert_eq!(names.iter().filter(|n| **n == "end").count(), 1, "{names:?}");
+    assert_eq!(names.last(), Some(&"end"), "{names:?}");
+    crate::support::faults::report(
+        "deadline",
+        format_args!(
+            "a 2 s deadline with a model that never answers: the runner exited after {:.1} s",
+            started.elapsed().as_secs_f64()
+        ),
+    );
 }

@@ -1,0 +1,99 @@
+//! The local mode stopped mid-run and started again on the same data folder (and Redis): its runs end
+//! `interrupted` with their result and one `end`, their threads are free, no runner outlives it.
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::faults::{
+    LEASE_SECONDS, assert_ended_once, get, report, runners_left_after, runners_under, start_local, start_subagent,
+    terminal_status, terminate,
+};
+use crate::support::local_mode::{Local, LocalStore};
+
+crate::with_each_store!(a_restart_mid_run_ends_its_runs_and_frees_their_threads);
+
+/// A script that answers only after the test is over.
+const SLOW: &str = "[{delay_ms: 60000, content: too late}]";
+
+/// Starts a main agent's run and a subagent's run, and waits until both runners are up.
+async fn two_running_runs(local: &Local) -> [(String, String); 2] {
+    let body = json!({"query": "Research it.", "agent_slug": "deep-research"});
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&body)
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 200);
+    let main: serde_json::Value = response.json().await.expect("json");
+    let (status, child, _) = start_subagent(local).await;
+    assert_eq!(status, 200, "{child}");
+    let runs = [main, child]
+        .map(|r| (r["run_id"].as_str().expect("id").to_string(), r["thread_id"].as_str().expect("thread").to_string()));
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while runners_under(local.data.path()).len() < 2 {
+        assert!(Instant::now() < deadline, "the runners did not start: {}", local.log());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    runs
+}
+
+async fn a_restart_mid_run_ends_its_runs_and_frees_their_threads(store: LocalStore) {
+    for (how, graceful) in [("SIGTERM", true), ("SIGKILL", false)] {
+        let local = start_local(store, SLOW, TempDir::new().expect("dir"), None, LEASE_SECONDS).await;
+        let runs = two_running_runs(&local).await;
+        let stopped = Instant::now();
+        let data = if graceful { terminate(local) } else { local.stop() };
+        // Its runners go with it, however it stopped.
+        assert_eq!(runners_left_after(data.path(), Duration::from_secs(5)).await, 0, "{how}: a runner outlived it");
+
+        let local = start_local(store, SLOW, data, None, LEASE_SECONDS).await;
+        let bound = Duration::from_secs(LEASE_SECONDS * 3 + 10);
+        for (run_id, thread_id) in &runs {
+            match (store, terminal_status(&local, run_id, bound).await) {
+                (LocalStore::Redis, Some(status)) => {
+                    assert_eq!(status, "interrupted", "{how}");
+                    assert_ended_once(&local, run_id, "interrupted").await;
+                }
+                // The in-process store went with the process: the run is unknown, as any missing one.
+                (LocalStore::InProcess, None) => {}
+                (store, seen) => panic!("{how}, {store:?}: run {run_id} ended as {seen:?}"),
+            }
+            let (_, record) = get(&local, &format!("/api/agent/runs/{run_id}")).await;
+            if store == LocalStore::Redis {
+                assert!(record["error"].as_str().is_some_and(|e| !e.is_empty()), "{how}: a reason: {record}");
+            }
+            // The thread takes a new run.
+            let body = json!({"query": "Again.", "agent_slug": "deep-research", "thread_id": thread_id});
+            if !thread_id.contains("_sub_") {
+                let response = local
+                    .client
+                    .post(format!("{}/api/agent/runs", local.base))
+                    .bearer_auth("alice-token")
+                    .json(&body)
+                    .send()
+                    .await
+                    .expect("reaches");
+                assert_eq!(
+                    response.status(),
+                    200,
+                    "{how}: the thread is free: {}",
+                    response.text().await.unwrap_or_default()
+                );
+            }
+        }
+        report(
+            &format!("restart-{how}-{store:?}"),
+            format_args!(
+                "2 runs under way, 2 ended (or forgotten with the in-process store) {:.1} s after the stop",
+                stopped.elapsed().as_secs_f64()
+            ),
+        );
+        let data = terminate(local);
+        assert_eq!(runners_left_after(data.path(), Duration::from_secs(5)).await, 0);
+    }
+}
