@@ -6,7 +6,7 @@ RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run webhook test fmt lint unit chart-check crds build tools clean
+.PHONY: run webhook test faults fmt lint unit chart-check crds build tools clean
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -24,6 +24,15 @@ webhook: build $(RUN_DIR)/tls.crt
 
 ## test: formatting, lints (warnings denied), the Helm chart's checks and every test
 test: tools fmt chart-check lint unit
+
+## faults: the full fault suite (tests/faults: restarts, Redis killed, runners killed, bursts of 300),
+## printing each scenario's numbers; `make test` runs its short form
+faults: tools
+	@mkdir -p $(RUN_DIR)
+	@YUXI_FAULTS=full scripts/with-redis $(CARGO) test --locked --test faults -- --nocapture --test-threads 1 \
+		>$(RUN_DIR)/faults.log 2>&1; status=$$?; \
+		grep -E 'fault-suite|^test |test result|panicked' $(RUN_DIR)/faults.log; \
+		echo "(the whole log: $(RUN_DIR)/faults.log)"; exit $$status
 
 fmt:
 	$(CARGO) fmt --all -- --check

@@ -51,6 +51,14 @@ async fn redis_killed_and_restarted(persistent: bool) {
             (response.status().as_u16(), response.json::<serde_json::Value>().await.unwrap_or_default())
         })
     };
+    // And a stream already open on another.
+    let watcher = {
+        let (client, url) = (local.client.clone(), format!("{}/api/agent/runs/{}/events", local.base, runs[1]));
+        tokio::spawn(async move {
+            let response = client.get(url).bearer_auth("alice-token").send().await.expect("reaches");
+            crate::support::faults::sse_events(&response.text().await.unwrap_or_default())
+        })
+    };
     tokio::time::sleep(Duration::from_millis(300)).await;
 
     redis.kill();
@@ -87,8 +95,13 @@ async fn redis_killed_and_restarted(persistent: bool) {
             ["completed", "failed", "interrupted"].contains(&waited["status"].as_str().unwrap_or_default()),
             "{waited}"
         );
+        let events =
+            tokio::time::timeout(Duration::from_secs(30), watcher).await.expect("the stream ended").expect("read");
+        assert_eq!(events.iter().filter(|(_, e)| e == "end").count(), 1, "the open stream rode through: {events:?}");
+        assert_eq!(events.last().map(|(_, e)| e.as_str()), Some("end"), "{events:?}");
     } else {
         waiter.abort();
+        watcher.abort();
     }
     // The store is usable again, and a new run completes.
     let (status, started, _) = start_subagent(&local).await;
