@@ -196,6 +196,45 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
 }
 
 #[tokio::test]
+async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_the_runner_ended_first() {
+    let (client, server) = api_server(vec![]);
+    let store = Store::memory();
+    let record = |run_id: &str| yuxi_operator::run::RunRecord {
+        run_id: run_id.into(),
+        thread_id: format!("{run_id}-thread"),
+        agent_slug: "research-explorer".into(),
+        uid: "alice".into(),
+        parent: None,
+        status: RunStatus::Running,
+        error: None,
+        created_at: "2026-11-30T10:00:00Z".into(),
+    };
+    for run_id in ["gone", "finished"] {
+        store.create_run(&record(run_id), None, Default::default()).await.expect("created");
+    }
+    // The runner of `finished` wrote its own end before the controller saw its pod end.
+    let result: yuxi_operator::run::RunResult =
+        serde_json::from_value(json!({"status": "completed", "output": "done", "run_id": "finished"})).expect("result");
+    assert!(store.finish_run("finished", "finished-thread", &[], &result).await.expect("finish"));
+    let ctx = context(client, store.clone());
+    let pod_gone = || vec![Action::RecordStatus(RunStatus::Interrupted, Some("the sandbox pod went away".into()))];
+    apply(&ctx, &typed(agent_run("gone", json!({}))), pod_gone()).await.expect("applied");
+    apply(&ctx, &typed(agent_run("finished", json!({}))), pod_gone()).await.expect("applied");
+    assert!(server.await.expect("no request").is_empty());
+
+    let gone = store.run_record("gone").await.expect("store").expect("record");
+    assert_eq!((gone.status, gone.error.as_deref()), (RunStatus::Interrupted, Some("the sandbox pod went away")));
+    assert_eq!(store.run_result("gone").await.expect("store").map(|r| r.status), Some(RunStatus::Interrupted));
+    for (run_id, status) in [("gone", "interrupted"), ("finished", "completed")] {
+        let events = store.read_events(run_id, "0-0", 10).await.expect("events");
+        let ends: Vec<_> = events.iter().filter(|e| e.envelope.event.as_str() == "end").collect();
+        assert_eq!(ends.len(), 1, "{run_id}: {events:?}");
+        assert_eq!(ends[0].envelope.payload["status"], status, "{run_id}");
+    }
+    assert_eq!(store.run_record("finished").await.expect("store").expect("record").status, RunStatus::Completed);
+}
+
+#[tokio::test]
 async fn a_run_that_cannot_be_read_gets_a_warning_and_is_skipped() {
     let mut broken = agent_run("r9", json!({}));
     broken["spec"]["timeoutSeconds"] = json!("an hour");
