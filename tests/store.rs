@@ -1,5 +1,7 @@
 //! The two stores of a run's state, Redis and the local mode's socket: each one's contract, the runner over it.
 
+#[path = "store/notices.rs"]
+mod notices;
 #[path = "store/run_ends.rs"]
 mod run_ends;
 #[path = "store/runner_redis.rs"]

@@ -23,7 +23,7 @@ use crate::run::thread_id::is_valid_id;
 use crate::run::{Envelope, EventKind};
 use crate::store::Store;
 
-/// How often an idle event stream looks for new events.
+/// The first pause before reading a failing store again (doubling each second of the outage).
 const EVENT_POLL: Duration = Duration::from_millis(250);
 /// How long an event stream waits out a failing store before it closes (the client resumes with
 /// `Last-Event-ID`).
@@ -332,7 +332,10 @@ pub async fn events(
                 // A store that fails is waited out with backoff; a failure longer than
                 // STREAM_OUTAGE_LIMIT closes the stream, and the client resumes from its last event id.
                 let mut failing_since: Option<tokio::time::Instant> = None;
+                let watch = store.watch(&run_id);
                 loop {
+                    // Taken before the read: an event appended after it wakes the stream at once.
+                    let changed = watch.changed(crate::store::notices::RunWatch::SAFETY_NET);
                     match store.read_events(&run_id, &cursor, 100).await {
                         Ok(page) if !page.is_empty() => {
                             let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
@@ -354,7 +357,7 @@ pub async fn events(
                             {
                                 return None;
                             }
-                            tokio::time::sleep(EVENT_POLL).await
+                            changed.await
                         }
                         Err(err) => {
                             let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);

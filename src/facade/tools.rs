@@ -31,9 +31,6 @@ use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
 use crate::run::{Created, RunRecord, RunStatus};
 use crate::store::Store;
 
-/// How often a waiting call looks at the run.
-const POLL: Duration = Duration::from_millis(200);
-
 /// The run store, or 503 when the facade has none.
 pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
     state
@@ -264,8 +261,11 @@ async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiErro
 /// failure that lasts until the timeout answers 503.
 async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunRecord, bool), ApiError> {
     let deadline = tokio::time::Instant::now() + timeout;
+    let watch = store.watch(run_id);
     loop {
         let now = tokio::time::Instant::now();
+        // Taken before the look: the run's end wakes the wait at once.
+        let changed = watch.changed(deadline.saturating_duration_since(now));
         match store.run_record(run_id).await {
             Ok(None) => return Err(ApiError::NotFound("run vanished".into())),
             Ok(Some(record)) if record.status.is_terminal() => return Ok((record, false)),
@@ -274,7 +274,7 @@ async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunReco
             Err(err) if now >= deadline => return Err(err.into()),
             Err(err) => tracing::warn!(run_id = %run_id, error = %err, "the run store fails; still waiting"),
         }
-        tokio::time::sleep(POLL.min(deadline.saturating_duration_since(now)).max(Duration::from_millis(10))).await;
+        changed.await;
     }
 }
 

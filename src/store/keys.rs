@@ -29,6 +29,20 @@ pub fn run_cancel(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:cancel")
 }
 
+/// The run's notice channel: every write of the run (an event, its end, a status, a cancel) publishes
+/// on it, so waiters are woken at once ([`super::notices`]).
+pub fn run_notice(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:notice")
+}
+
+/// The pattern of every run's notice channel, which each facade subscribes to once.
+pub const RUN_NOTICE_PATTERN: &str = "yuxi:run:*:notice";
+
+/// The run id of a notice channel ([`run_notice`]); `None` for another channel.
+pub fn run_of_notice(channel: &str) -> Option<&str> {
+    channel.strip_prefix("yuxi:run:")?.strip_suffix(":notice")
+}
+
 /// The run's result: JSON `{status, output, error, agent_slug, run_id, thread_id, token_usage}`.
 pub fn run_result(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:result")

@@ -20,6 +20,7 @@ use crate::run::{Created, Envelope, EventKind, RunLimit, RunLimits, RunRecord, R
 pub struct MemoryStore {
     state: Arc<Mutex<MemoryState>>,
     cancel_notice: Arc<Notify>,
+    notices: super::notices::Notices,
 }
 
 #[derive(Default)]
@@ -45,10 +46,15 @@ impl MemoryStore {
         self.state.lock().expect("store lock")
     }
 
+    pub(super) fn watch(&self, run_id: &str) -> super::notices::RunWatch {
+        self.notices.watch(run_id)
+    }
+
     pub(super) fn append_event(&self, run_id: &str, thread_id: &str, event: EventKind, payload: Value) -> String {
         let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
-        let mut state = self.state();
-        state.push_event(run_id, envelope)
+        let seq = self.state().push_event(run_id, envelope);
+        self.notices.wake(run_id);
+        seq
     }
 
     pub(super) fn read_events(&self, run_id: &str, after_seq: &str, limit: usize) -> Vec<StoredEvent> {
@@ -110,6 +116,8 @@ impl MemoryStore {
             state.push_event(run_id, envelope);
         }
         state.keepers.remove(run_id);
+        drop(state);
+        self.notices.wake(run_id);
         true
     }
 
@@ -128,6 +136,7 @@ impl MemoryStore {
     pub(super) fn request_cancel(&self, run_id: &str) {
         self.state().cancelled.insert(run_id.to_string());
         self.cancel_notice.notify_waiters();
+        self.notices.wake(run_id);
     }
 
     pub(super) fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> bool {
@@ -220,6 +229,8 @@ impl MemoryStore {
         state.results.entry(run_id.to_string()).or_insert_with(|| result.clone());
         state.push_event(run_id, end);
         state.keepers.remove(run_id);
+        drop(state);
+        self.notices.wake(run_id);
         true
     }
 
@@ -237,6 +248,8 @@ impl MemoryStore {
         if status.is_terminal() && state.thread_locks.get(&thread).is_some_and(|r| r == run_id) {
             state.thread_locks.remove(&thread);
         }
+        drop(state);
+        self.notices.wake(run_id);
         true
     }
 

@@ -10,6 +10,7 @@
 
 pub mod keys;
 pub mod memory;
+pub mod notices;
 pub mod redis;
 pub mod runner;
 pub mod socket;
@@ -120,6 +121,16 @@ impl Store {
     /// An empty in-process store.
     pub fn memory() -> Store {
         Store::Memory(MemoryStore::default())
+    }
+
+    /// A watch of the run: [`notices::RunWatch::changed`] resolves as soon as the run writes an event,
+    /// ends, changes status or is asked to stop (pushed: a notice in process, a pub/sub message with
+    /// Redis), and after [`notices::RunWatch::SAFETY_NET`] at the latest.
+    pub fn watch(&self, run_id: &str) -> notices::RunWatch {
+        match self {
+            Store::Redis(redis) => redis.watch(run_id),
+            Store::Memory(memory) => memory.watch(run_id),
+        }
     }
 
     /// Checks that the store answers (Redis `PING`); the in-process store always does.

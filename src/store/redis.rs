@@ -33,6 +33,9 @@ const LUA_HELPERS: &str = r"
       if not raw then return true end
       return terminal(cjson.decode(raw).status)
     end
+    local function notice(key, suffix)
+      redis.call('PUBLISH', (string.gsub(key, suffix .. '$', ':notice')), '1')
+    end
     local function forget_active(record)
       redis.call('SREM', 'yuxi:user:' .. record.uid .. ':active_runs', record.run_id)
       redis.call('SREM', 'yuxi:active_runs', record.run_id)
@@ -106,6 +109,7 @@ const END_RUN: &str = r"
     redis.call('EXPIRE', KEYS[4], ARGV[6])
     redis.call('DEL', KEYS[6])
     forget_active(record)
+    notice(KEYS[4], ':events')
     return 1
     ";
 
@@ -141,6 +145,7 @@ const FINISH_RUN: &str = r"
     redis.call('XADD', KEYS[4], 'MAXLEN', '~', ARGV[6], '*', 'event', 'end', 'data', ARGV[5])
     redis.call('EXPIRE', KEYS[4], ARGV[7])
     redis.call('DEL', KEYS[6])
+    notice(KEYS[4], ':events')
     return 1
     ";
 
@@ -179,6 +184,7 @@ const SET_RUN_STATUS: &str = r"
     if ARGV[2] ~= '' then record.error = ARGV[2] end
     redis.call('SET', KEYS[1], cjson.encode(record))
     if ARGV[3] == '1' and redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
+    redis.call('PUBLISH', (string.gsub(KEYS[1], ':record$', ':notice')), '1')
     return 1
     ";
 
@@ -229,12 +235,44 @@ where
     op.retry(backoff).when(transient).await
 }
 
+/// Subscribes to every run's notice channel ([`keys::RUN_NOTICE_PATTERN`]) on a connection of its own,
+/// and wakes the watches of each run a message names. A subscription that breaks is made again with
+/// backoff (100 ms to 5 s); every watch is woken then, as notices may have been missed meanwhile.
+async fn serve_notices(client: redis::Client, notices: super::notices::Notices) {
+    let mut delay = Duration::from_millis(100);
+    loop {
+        match client.get_async_pubsub().await {
+            Ok(mut pubsub) => match pubsub.psubscribe(keys::RUN_NOTICE_PATTERN).await {
+                Ok(()) => {
+                    delay = Duration::from_millis(100);
+                    notices.wake_all();
+                    let mut messages = pubsub.on_message();
+                    while let Some(message) = messages.next().await {
+                        if let Some(run_id) = keys::run_of_notice(message.get_channel_name()) {
+                            notices.wake(run_id);
+                        }
+                    }
+                    tracing::warn!("the subscription to run notices broke; subscribing again");
+                }
+                Err(err) => tracing::warn!(error = %err, "cannot subscribe to run notices"),
+            },
+            Err(err) => tracing::debug!(error = %err, "cannot open a connection for run notices"),
+        }
+        notices.wake_all();
+        tokio::time::sleep(delay).await;
+        delay = (delay * 2).min(Duration::from_secs(5));
+    }
+}
+
 /// The Redis store: one multiplexed connection that reconnects by itself, and the client for pub/sub.
 /// Its operations are those of [`Store`](super::Store), documented there.
 #[derive(Clone)]
 pub struct RedisStore {
     client: redis::Client,
     connection: ConnectionManager,
+    notices: super::notices::Notices,
+    /// The subscription that turns notice messages into wake-ups, started by the first watch.
+    hub: std::sync::Arc<std::sync::OnceLock<()>>,
 }
 
 impl RedisStore {
@@ -261,7 +299,16 @@ impl RedisStore {
                 ),
             }
         }
-        Ok(RedisStore { client, connection })
+        Ok(RedisStore { client, connection, notices: Default::default(), hub: Default::default() })
+    }
+
+    /// A watch of the run, woken by its notices ([`super::notices`]); the first watch of this store
+    /// starts its one pattern subscription.
+    pub(super) fn watch(&self, run_id: &str) -> super::notices::RunWatch {
+        self.hub.get_or_init(|| {
+            tokio::spawn(serve_notices(self.client.clone(), self.notices.clone()));
+        });
+        self.notices.watch(run_id)
     }
 
     pub(super) async fn ping(&self) -> Result<(), StoreError> {
@@ -295,6 +342,10 @@ impl RedisStore {
             .cmd("EXPIRE")
             .arg(&key)
             .arg(keys::EVENTS_TTL_SECONDS)
+            .ignore()
+            .cmd("PUBLISH")
+            .arg(keys::run_notice(run_id))
+            .arg("1")
             .ignore()
             .query_async(&mut connection)
             .await?;
@@ -357,6 +408,8 @@ impl RedisStore {
             .set_ex(&key, "1", keys::CANCEL_TTL_SECONDS as u64)
             .ignore()
             .publish(&key, "cancel")
+            .ignore()
+            .publish(keys::run_notice(run_id), "1")
             .ignore()
             .query_async::<()>(&mut connection)
             .await?;

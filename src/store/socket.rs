@@ -16,6 +16,7 @@
 //! {"op": "finish_run", "run_id", "thread_id", "new_messages", "result"} => true | false (ended already)
 //! {"op": "run_result", "run_id"}                                      => the result, or null
 //! {"op": "is_cancel_requested", "run_id"}                             => true | false
+//! {"op": "await_cancel", "run_id", "timeout_ms"}                      => true (asked) | false (not within it)
 //! {"op": "hold_run_lease", "run_id", "holder", "ttl_ms"}              => true | false
 //! {"op": "release_run_lease", "run_id", "holder"}                     => null
 //! ```
@@ -23,7 +24,9 @@
 //! The answer is `{"ok": VALUE}`, or `{"error": "MESSAGE"}` for a request that is not valid JSON, not one
 //! of these, names an invalid id, or that the store failed; the connection stays usable. A line, its
 //! newline included, is at most [`MAX_LINE_BYTES`]; a longer request is answered with an error and the
-//! connection closed. The runner's `cancelled` polls `is_cancel_requested` (there is no notice).
+//! connection closed. `await_cancel` answers as soon as a cancel is asked for (the store's notice), or
+//! after `timeout_ms` (at most [`AWAIT_CANCEL_MAX`]); the runner's `cancelled` sends it on a
+//! connection of its own, so its other requests never wait behind it.
 //!
 //! The socket file is made with mode 0600: only the local mode's user can connect.
 
@@ -53,6 +56,8 @@ pub const MAX_LINE_BYTES: usize = 64 * 1024 * 1024;
 /// How long a client waits for an answer (sending the request included) before it gives up on the
 /// connection.
 const ANSWER_TIMEOUT: Duration = Duration::from_secs(30);
+/// The longest an `await_cancel` waits before it answers `false` (well within [`ANSWER_TIMEOUT`]).
+pub const AWAIT_CANCEL_MAX: Duration = Duration::from_secs(20);
 
 /// One request: a runner's store operation (see the module's protocol).
 #[derive(Debug, Serialize, Deserialize)]
@@ -63,6 +68,7 @@ enum Request {
     FinishRun { run_id: String, thread_id: String, new_messages: Vec<Message>, result: RunResult },
     RunResult { run_id: String },
     IsCancelRequested { run_id: String },
+    AwaitCancel { run_id: String, timeout_ms: u64 },
     HoldRunLease { run_id: String, holder: String, ttl_ms: u64 },
     ReleaseRunLease { run_id: String, holder: String },
 }
@@ -84,6 +90,7 @@ impl Request {
             Request::ThreadMessages { thread_id } => vec![thread_id],
             Request::RunResult { run_id }
             | Request::IsCancelRequested { run_id }
+            | Request::AwaitCancel { run_id, .. }
             | Request::HoldRunLease { run_id, .. }
             | Request::ReleaseRunLease { run_id, .. } => vec![run_id],
         }
@@ -195,11 +202,20 @@ impl SocketStore {
         self.call(Request::ReleaseRunLease { run_id: run_id.into(), holder: holder.into() }).await
     }
 
-    /// Resolves when a cancel is requested for the run, checking every `poll`: the socket carries no
-    /// notice. A failed check counts as "not yet".
+    /// Resolves when a cancel is requested for the run: pushed, with `await_cancel` on a connection of
+    /// its own. After a failure it waits `poll` and asks again.
     pub(super) async fn cancelled(&self, run_id: &str, poll: Duration) {
-        while !self.is_cancel_requested(run_id).await.unwrap_or(false) {
-            tokio::time::sleep(poll).await;
+        let waiter = SocketStore { path: self.path.clone(), connection: Default::default() };
+        let timeout_ms = AWAIT_CANCEL_MAX.as_millis() as u64;
+        loop {
+            match waiter.call::<bool>(Request::AwaitCancel { run_id: run_id.into(), timeout_ms }).await {
+                Ok(true) => return,
+                Ok(false) => {}
+                Err(err) => {
+                    tracing::debug!(error = %err, "cannot wait for a cancel on the store socket; asking again");
+                    tokio::time::sleep(poll).await;
+                }
+            }
         }
     }
 
@@ -372,6 +388,22 @@ async fn write_answer(writer: &mut OwnedWriteHalf, answer: &Answer) -> std::io::
     writer.write_all(&bytes).await
 }
 
+/// Whether a cancel is asked for the run within `timeout`, woken by the store's notice.
+async fn await_cancel(store: &Store, run_id: &str, timeout: Duration) -> Result<bool, StoreError> {
+    let deadline = tokio::time::Instant::now() + timeout;
+    let watch = store.watch(run_id);
+    loop {
+        let changed = watch.changed(deadline.saturating_duration_since(tokio::time::Instant::now()));
+        if store.is_cancel_requested(run_id).await? {
+            return Ok(true);
+        }
+        if tokio::time::Instant::now() >= deadline {
+            return Ok(false);
+        }
+        changed.await;
+    }
+}
+
 /// Carries out one request on `store`.
 async fn answer(store: &Store, request: Request) -> Answer {
     if let Some(id) = request.ids().into_iter().find(|id| !is_valid_id(id)) {
@@ -393,6 +425,9 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .await
             .map(|r| r.map_or(Value::Null, |r| serde_json::to_value(r).expect("a result serializes"))),
         Request::IsCancelRequested { run_id } => store.is_cancel_requested(&run_id).await.map(Value::Bool),
+        Request::AwaitCancel { run_id, timeout_ms } => {
+            await_cancel(store, &run_id, Duration::from_millis(timeout_ms).min(AWAIT_CANCEL_MAX)).await.map(Value::Bool)
+        }
         Request::HoldRunLease { run_id, holder, ttl_ms } => {
             store.hold_run_lease(&run_id, &holder, Duration::from_millis(ttl_ms)).await.map(Value::Bool)
         }
