@@ -6,7 +6,7 @@ RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run webhook test faults fmt lint unit chart-check crds build tools clean
+.PHONY: run webhook test faults bench fmt lint unit chart-check crds build tools clean
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -33,6 +33,12 @@ faults: tools
 		>$(RUN_DIR)/faults.log 2>&1; status=$$?; \
 		grep -E 'fault-suite|^test |test result|panicked' $(RUN_DIR)/faults.log; \
 		echo "(the whole log: $(RUN_DIR)/faults.log)"; exit $$status
+
+## bench: release build, then the local mode (in-process and Redis) side by side with LangGraph's
+## in-memory API server, driven by one client; prints the table (also in .run/bench.md)
+bench:
+	$(CARGO) build --release --locked
+	@py=$$(scripts/bench-venv) && scripts/with-redis sh -c 'REDIS_URL=$$YUXI_TEST_REDIS_URL exec "$$0" scripts/bench.py target/release/yuxi-operator $(BENCH_ARGS)' "$$py"
 
 fmt:
 	$(CARGO) fmt --all -- --check

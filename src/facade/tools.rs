@@ -21,7 +21,7 @@ use super::launch::check_startable;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::delegation::progress::{PROGRESS_SCAN, summarize};
 use crate::delegation::wire::{
-    AnswerOk, Busy, BusyThread, CancelAnswer, EventItem, EventsAnswer, EventsBody, Parent, Progress, RunBody, Snapshot,
+    AnswerOk, Busy, BusyThread, CancelAnswer, EventItem, EventsAnswer, EventsBody, Parent, RunBody, Snapshot,
     StartAnswer, StartBody, StartStatus, StartedRun, TaskAnswer, ToolsAnswer, is_stream_id,
 };
 use crate::delegation::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT};
@@ -29,7 +29,7 @@ use crate::resources::ParentRef;
 use crate::run::record::start_key;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
 use crate::run::{Created, RunRecord, RunStatus};
-use crate::store::Store;
+use crate::store::{RunView, Store};
 
 /// The run store, or 503 when the facade has none.
 pub(super) fn runs(state: &FacadeState) -> Result<&Store, ApiError> {
@@ -214,9 +214,9 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     }
 }
 
-/// The run, when it was created by this parent run for this user; otherwise not found, whether it exists
-/// or not.
-async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<RunRecord, ApiError> {
+/// The run (record, result and last events, in one read), when it was created by this parent run for this
+/// user; otherwise not found, whether it exists or not.
+async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<RunView, ApiError> {
     let parent_run = match &caller.run {
         Some(run) => run.run_id.clone(),
         None => body.parent.run_id.clone().ok_or_else(|| ApiError::invalid("parent.run_id", "is required"))?,
@@ -226,35 +226,38 @@ async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<R
     if !is_valid_id(&body.run_id) {
         return Err(missing());
     }
-    let record = store.run_record(&body.run_id).await?.ok_or_else(missing)?;
+    let view = store.run_view(&body.run_id, PROGRESS_SCAN).await?.ok_or_else(missing)?;
+    let record = &view.record;
     let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == parent_run);
-    if mine { Ok(record) } else { Err(missing()) }
+    if mine { Ok(view) } else { Err(missing()) }
 }
 
-/// The last readable messages of the run ([`summarize`] of its latest [`PROGRESS_SCAN`] events, read from
-/// the end of the stream, however long it is).
-async fn progress(store: &Store, run_id: &str) -> Result<Progress, ApiError> {
-    Ok(summarize(&store.recent_events(run_id, PROGRESS_SCAN).await?))
-}
-
+/// The run as it is now, read in one round trip.
 async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiError> {
-    let result = if record.status.is_terminal() {
-        let result = store.run_result(&record.run_id).await?;
-        Some(result.map(|r| Value::String(r.output)).unwrap_or(Value::Null))
-    } else {
-        None
-    };
-    Ok(Snapshot {
+    match store.run_view(&record.run_id, PROGRESS_SCAN).await? {
+        Some(view) => Ok(snapshot_of(&view)),
+        None => Err(ApiError::NotFound("run vanished".into())),
+    }
+}
+
+/// What `subagent_status` answers for `view`.
+fn snapshot_of(view: &RunView) -> Snapshot {
+    let record = &view.record;
+    let result = record
+        .status
+        .is_terminal()
+        .then(|| view.result.as_ref().map(|r| Value::String(r.output.clone())).unwrap_or(Value::Null));
+    Snapshot {
         status: record.status,
         run_id: record.run_id.clone(),
         thread_id: record.thread_id.clone(),
         subagent_slug: record.agent_slug.clone(),
         error: record.error.clone(),
-        progress: progress(store, &record.run_id).await?,
+        progress: summarize(&view.recent),
         result,
         wait_timed_out: None,
         message: None,
-    })
+    }
 }
 
 /// Waits until the run ends or `timeout` passes. A store that fails meanwhile is waited out: only a
@@ -381,8 +384,7 @@ pub async fn subagent_status(
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
-    let record = owned(store, &caller, &body).await?;
-    snapshot(store, &record).await.map(Json)
+    Ok(Json(snapshot_of(&owned(store, &caller, &body).await?)))
 }
 
 /// `POST /api/tools/subagent_await`: the terminal result, or the current snapshot with
@@ -409,7 +411,7 @@ pub async fn subagent_await(
 ) -> Result<Json<Snapshot>, ApiError> {
     let store = runs(&state)?;
     let timeout = await_timeout(body.timeout_seconds)?;
-    let record = owned(store, &caller, &body).await?;
+    let record = owned(store, &caller, &body).await?.record;
     let (record, timed_out) = wait(store, &record.run_id, timeout).await?;
     let mut answer = snapshot(store, &record).await?;
     if timed_out {
@@ -441,7 +443,7 @@ pub async fn subagent_cancel(
     JsonBody(body): JsonBody<RunBody>,
 ) -> Result<Json<CancelAnswer>, ApiError> {
     let store = runs(&state)?;
-    let record = owned(store, &caller, &body).await?;
+    let record = owned(store, &caller, &body).await?.record;
     let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
     Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
 }
@@ -483,7 +485,8 @@ pub async fn subagent_events(
         &caller,
         &RunBody { parent: body.parent.clone(), run_id: body.run_id.clone(), timeout_seconds: None },
     )
-    .await?;
+    .await?
+    .record;
     let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await?;
     let last_seq = events.last().map(|e| e.seq.clone()).unwrap_or_else(|| body.after_seq.clone());
     let events = events

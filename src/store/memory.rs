@@ -197,6 +197,17 @@ impl MemoryStore {
         self.state().thread_owners.entry(thread_id.to_string()).or_insert_with(|| uid.to_string()) == uid
     }
 
+    pub(super) fn run_view(&self, run_id: &str, recent: usize) -> Option<super::RunView> {
+        let state = self.state();
+        let record = state.records.get(run_id)?.clone();
+        let events = state.events.get(run_id).map(Vec::as_slice).unwrap_or_default();
+        Some(super::RunView {
+            record,
+            result: state.results.get(run_id).cloned(),
+            recent: events[events.len().saturating_sub(recent)..].to_vec(),
+        })
+    }
+
     pub(super) fn run_record(&self, run_id: &str) -> Option<RunRecord> {
         self.state().records.get(run_id).cloned()
     }

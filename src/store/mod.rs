@@ -61,6 +61,17 @@ pub enum StoreError {
     },
 }
 
+/// A run as a status read sees it ([`Store::run_view`]).
+#[derive(Clone, Debug)]
+pub struct RunView {
+    /// Its record.
+    pub record: RunRecord,
+    /// Its result, once it has one.
+    pub result: Option<RunResult>,
+    /// Its last events, oldest first.
+    pub recent: Vec<StoredEvent>,
+}
+
 /// The error of a run ended because it was abandoned.
 pub const ABANDONED: &str =
     "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
@@ -293,6 +304,15 @@ impl Store {
         match self {
             Store::Redis(redis) => redis.claim_thread(thread_id, uid).await,
             Store::Memory(memory) => Ok(memory.claim_thread(thread_id, uid)),
+        }
+    }
+
+    /// The run's record, its result (once it has one) and its last `recent` events (oldest first), in one
+    /// round trip: what a status read needs. `None` for an unknown run.
+    pub async fn run_view(&self, run_id: &str, recent: usize) -> Result<Option<RunView>, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.run_view(run_id, recent).await,
+            Store::Memory(memory) => Ok(memory.run_view(run_id, recent)),
         }
     }
 

@@ -503,6 +503,28 @@ impl RedisStore {
         Ok(owner.as_deref() == Some(uid))
     }
 
+    pub(super) async fn run_view(&self, run_id: &str, recent: usize) -> Result<Option<super::RunView>, StoreError> {
+        let (record_key, result_key, events_key) = (keys::run_record(run_id), keys::run_result(run_id), keys::run_events(run_id));
+        let mut pipe = redis::pipe();
+        pipe.get(&record_key).get(&result_key).cmd("XREVRANGE").arg(&events_key).arg("+").arg("-").arg("COUNT").arg(recent);
+        let pipe = &pipe;
+        let (record, result, events): (Option<String>, Option<String>, redis::streams::StreamRangeReply) =
+            idempotent(|| {
+                let mut connection = self.connection.clone();
+                async move { Ok(pipe.query_async(&mut connection).await?) }
+            })
+            .await?;
+        fn decode<T: serde::de::DeserializeOwned>(key: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
+            text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key: key.to_string(), source }))
+                .transpose()
+        }
+        let Some(record) = decode(&record_key, record)? else { return Ok(None) };
+        let result = decode(&result_key, result)?;
+        let mut recent = Self::decode_events(&events_key, events)?;
+        recent.reverse();
+        Ok(Some(super::RunView { record, result, recent }))
+    }
+
     pub(super) async fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {
         self.get_json(keys::run_record(run_id)).await
     }

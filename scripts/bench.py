@@ -1,0 +1,318 @@
+"""`make bench`: yuxi-operator's local mode (in-process store and Redis) side by side with LangGraph's
+in-memory API server (`langgraph dev`), on loopback, driven by the same client (httpx), in one run.
+
+Both sides do the same work: a run whose "model" echoes its input (yuxi: the scripted echo model of a
+subagent started with `task`; LangGraph: the echo graph in bench/langgraph). Prints one table with
+ratios (how many times better yuxi-operator is; below 1 means worse) and writes it to
+.run/bench.md.
+
+Usage: python scripts/bench.py BINARY [--runs N]  (REDIS_URL names the Redis of the Redis side)
+"""
+
+import argparse
+import asyncio
+import os
+import shutil
+import signal
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+import uuid
+
+import httpx
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TOKEN = {"Authorization": "Bearer alice-token"}
+TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def tree(pid):
+    """pid and all its descendants."""
+    children = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                with open(f"/proc/{entry}/stat") as f:
+                    fields = f.read().rsplit(")", 1)[1].split()
+                children.setdefault(int(fields[1]), []).append(int(entry))
+            except OSError:
+                pass
+    out, todo = [], [pid]
+    while todo:
+        p = todo.pop()
+        out.append(p)
+        todo.extend(children.get(p, []))
+    return out
+
+
+def rss_mib(pid):
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/status") as f:
+                for line in f:
+                    if line.startswith("VmRSS:"):
+                        total += int(line.split()[1])
+        except OSError:
+            pass
+    return total / 1024
+
+
+def cpu_seconds(pid):
+    """CPU time of the process tree, reaped children included."""
+    total = 0
+    for p in tree(pid):
+        try:
+            with open(f"/proc/{p}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            utime, stime, cutime, cstime = (int(x) for x in fields[11:15])
+            total += utime + stime + (cutime + cstime if p == pid else 0)
+        except OSError:
+            pass
+    return total / TICKS
+
+
+def pct(values, q):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(q * len(values)))]
+
+
+class Yuxi:
+    """The local mode, started as a user starts it, with the scripted echo model."""
+
+    def __init__(self, binary, redis_url, label):
+        self.label = label
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.data = tempfile.mkdtemp(prefix="bench-yuxi-")
+        env = dict(os.environ)
+        env.pop("REDIS_URL", None)
+        if redis_url:
+            env["REDIS_URL"] = redis_url
+        env["RUST_LOG"] = "warn"
+        self.log = open(os.path.join(self.data, "local.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "local", "--manifests", os.path.join(ROOT, "examples"), "--listen", f"127.0.0.1:{self.port}",
+             "--users", os.path.join(ROOT, "examples/local-users.yaml"), "--data-dir", os.path.join(self.data, "d"),
+             "--default-model", "scripted/echo", "--scripts-dir", os.path.join(self.data, "none"),
+             "--max-runs-per-user", "100000", "--max-runs", "100000", "--max-streams-per-user", "1000",
+             "--max-concurrent-runs", "64"],
+            stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=ROOT)
+
+    def parent(self):
+        return {"agent": "deep-research", "run_id": "bench-" + uuid.uuid4().hex, "thread_id": "bench-" + uuid.uuid4().hex}
+
+    async def blocking_run(self, client):
+        body = {"parent": self.parent(), "description": "echo this", "subagent_slug": "fact-verifier"}
+        r = await client.post(f"{self.base}/api/tools/task", json=body, headers=TOKEN, timeout=120)
+        r.raise_for_status()
+        assert r.json().get("status") == "completed", r.text
+        return r.json()
+
+    async def first_event(self, client):
+        started = time.perf_counter()
+        body = {"parent": self.parent(), "description": "echo this", "subagent_slug": "fact-verifier"}
+        r = await client.post(f"{self.base}/api/tools/subagent_start", json=body, headers=TOKEN)
+        r.raise_for_status()
+        run_id = r.json()["run_id"]
+        async with client.stream("GET", f"{self.base}/api/agent/runs/{run_id}/events", headers=TOKEN, timeout=60) as s:
+            async for line in s.aiter_lines():
+                if line.startswith("event:"):
+                    return time.perf_counter() - started
+
+    async def status_target(self, client):
+        parent = self.parent()
+        body = {"parent": parent, "description": "echo this", "subagent_slug": "fact-verifier"}
+        r = await client.post(f"{self.base}/api/tools/task", json=body, headers=TOKEN, timeout=60)
+        run_id = r.json()["run_id"]
+        return lambda: client.post(f"{self.base}/api/tools/subagent_status",
+                                   json={"parent": parent, "run_id": run_id}, headers=TOKEN)
+
+
+class LangGraph:
+    """`langgraph dev` (the in-memory API server) with the echo graph."""
+
+    def __init__(self, python, label):
+        self.label = label
+        self.port = free_port()
+        self.base = f"http://127.0.0.1:{self.port}"
+        self.dir = tempfile.mkdtemp(prefix="bench-langgraph-")
+        for name in ("echo_graph.py", "langgraph.json"):
+            shutil.copy(os.path.join(ROOT, "bench/langgraph", name), self.dir)
+        env = dict(os.environ, LANGGRAPH_CLI_NO_ANALYTICS="1", LANGSMITH_TRACING="false", LOG_LEVEL="WARNING")
+        langgraph = os.path.join(os.path.dirname(python), "langgraph")
+        self.log = open(os.path.join(self.dir, "langgraph.log"), "w")
+        self.proc = subprocess.Popen([langgraph, "dev", "--no-browser", "--no-reload", "--port", str(self.port)],
+                                     stdout=self.log, stderr=subprocess.STDOUT, env=env, cwd=self.dir)
+
+    def input(self):
+        return {"assistant_id": "echo", "input": {"messages": [{"role": "user", "content": "echo this"}]}}
+
+    async def blocking_run(self, client):
+        r = await client.post(f"{self.base}/runs/wait", json=self.input(), timeout=120)
+        r.raise_for_status()
+        return r.json()
+
+    async def first_event(self, client):
+        started = time.perf_counter()
+        async with client.stream("POST", f"{self.base}/runs/stream", json=self.input(), timeout=60) as s:
+            async for line in s.aiter_lines():
+                if line.startswith("event:"):
+                    return time.perf_counter() - started
+
+    async def status_target(self, client):
+        thread = (await client.post(f"{self.base}/threads", json={})).json()["thread_id"]
+        run = (await client.post(f"{self.base}/threads/{thread}/runs", json=self.input())).json()["run_id"]
+        await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=60)
+        return lambda: client.get(f"{self.base}/threads/{thread}/runs/{run}")
+
+
+async def wait_up(side, client):
+    deadline = time.time() + 120
+    path = "/healthz" if isinstance(side, Yuxi) else "/ok"
+    while time.time() < deadline:
+        try:
+            if (await client.get(side.base + path)).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        await asyncio.sleep(0.2)
+    raise SystemExit(f"{side.label} did not start")
+
+
+async def measure(side, runs):
+    limits = httpx.Limits(max_connections=200, max_keepalive_connections=200)
+    async with httpx.AsyncClient(limits=limits, timeout=60) as client:
+        await wait_up(side, client)
+        for _ in range(5):  # warm up
+            await side.blocking_run(client)
+        await asyncio.sleep(1)
+        out = {"rss_idle": rss_mib(side.proc.pid)}
+
+        latencies = []
+        for _ in range(runs):
+            t = time.perf_counter()
+            await side.blocking_run(client)
+            latencies.append(time.perf_counter() - t)
+        out["blocking_p50"] = pct(latencies, 0.5) * 1000
+        out["blocking_p99"] = pct(latencies, 0.99) * 1000
+
+        firsts = [await side.first_event(client) for _ in range(max(10, runs // 5))]
+        out["first_event_p50"] = pct(firsts, 0.5) * 1000
+
+        in_flight, total = 50, runs * 4
+        done, lat = 0, []
+        cpu0, t0 = cpu_seconds(side.proc.pid), time.perf_counter()
+
+        async def worker():
+            nonlocal done
+            while done < total:
+                done += 1
+                t = time.perf_counter()
+                await side.blocking_run(client)
+                lat.append(time.perf_counter() - t)
+
+        await asyncio.gather(*(worker() for _ in range(in_flight)))
+        elapsed = time.perf_counter() - t0
+        out["runs_per_s_50"] = len(lat) / elapsed
+        out["p99_at_50"] = pct(lat, 0.99) * 1000
+        await asyncio.sleep(1)
+        out["cpu_ms_per_run"] = (cpu_seconds(side.proc.pid) - cpu0) * 1000 / len(lat)
+
+        read = await side.status_target(client)
+        count, t0 = 0, time.perf_counter()
+
+        async def reader():
+            nonlocal count
+            while time.perf_counter() - t0 < 3:
+                (await read()).raise_for_status()
+                count += 1
+
+        await asyncio.gather(*(reader() for _ in range(50)))
+        out["status_per_s"] = count / (time.perf_counter() - t0)
+        out["rss_after"] = rss_mib(side.proc.pid)
+        out["runs_done"] = 5 + runs + len(firsts) + len(lat) + 1
+        return out
+
+
+def stop(side):
+    for p in reversed(tree(side.proc.pid)):
+        try:
+            os.kill(p, signal.SIGTERM)
+        except OSError:
+            pass
+    try:
+        side.proc.wait(timeout=30)
+    except subprocess.TimeoutExpired:
+        side.proc.kill()
+
+
+ROWS = [
+    ("blocking run, sequential, p50 (ms)", "blocking_p50", "lower"),
+    ("blocking run, sequential, p99 (ms)", "blocking_p99", "lower"),
+    ("first event after start, p50 (ms)", "first_event_p50", "lower"),
+    ("runs/s at 50 in flight", "runs_per_s_50", "higher"),
+    ("p99 at 50 in flight (ms)", "p99_at_50", "lower"),
+    ("CPU per run at 50 in flight (ms, server and its children)", "cpu_ms_per_run", "lower"),
+    ("status reads/s of a finished run (50 clients)", "status_per_s", "higher"),
+    ("server RSS idle (MiB, with children)", "rss_idle", "lower"),
+    ("server RSS after the runs (MiB)", "rss_after", "lower"),
+]
+
+
+def table(results, peer):
+    labels = list(results)
+    head = "| what | " + " | ".join(labels) + " | " + " | ".join(f"{l} vs {peer}" for l in labels if l != peer) + " |"
+    lines = [head, "|" + " --- |" * (1 + len(labels) + len(labels) - 1)]
+    for title, key, better in ROWS:
+        cells = [f"{results[l][key]:.1f}" for l in labels]
+        ratios = []
+        for l in labels:
+            if l == peer:
+                continue
+            ours, theirs = results[l][key], results[peer][key]
+            ratio = (theirs / ours if better == "lower" else ours / theirs) if ours and theirs else float("nan")
+            ratios.append(f"{ratio:.1f}×")
+        lines.append(f"| {title} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+    return "\n".join(lines)
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("binary")
+    parser.add_argument("--runs", type=int, default=100)
+    args = parser.parse_args()
+    sides = [Yuxi(args.binary, None, "yuxi in-process"), Yuxi(args.binary, os.environ.get("REDIS_URL"), "yuxi Redis"),
+             LangGraph(sys.executable, "langgraph dev")]
+    results = {}
+    try:
+        for side in sides:
+            print(f"bench: {side.label}...", file=sys.stderr)
+            results[side.label] = asyncio.run(measure(side, args.runs))
+            stop(side)
+    finally:
+        for side in sides:
+            if side.proc.poll() is None:
+                stop(side)
+    text = table(results, "langgraph dev")
+    cores = os.cpu_count()
+    text += (f"\n\n{cores} cores; {args.runs} sequential runs, {args.runs * 4} at 50 in flight; "
+             f"runs per side {', '.join(f'{k}: {v['runs_done']}' for k, v in results.items())}. "
+             "Ratios: how many times better yuxi-operator is (below 1: worse).\n")
+    print(text)
+    os.makedirs(os.path.join(ROOT, ".run"), exist_ok=True)
+    with open(os.path.join(ROOT, ".run/bench.md"), "w") as f:
+        f.write(text)
+
+
+if __name__ == "__main__":
+    main()
