@@ -37,6 +37,7 @@ faults: tools
 ## bench: release build, then the local mode (in-process and Redis) side by side with LangGraph's
 ## in-memory API server, driven by one client; prints the table (also in .run/bench.md)
 bench:
+	@command -v wrk >/dev/null 2>&1 || scripts/apt-install wrk
 	$(CARGO) build --release --locked
 	@py=$$(scripts/bench-venv) && scripts/with-redis sh -c 'REDIS_URL=$$YUXI_TEST_REDIS_URL exec "$$0" scripts/bench.py target/release/yuxi-operator $(BENCH_ARGS)' "$$py"
 

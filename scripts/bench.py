@@ -22,11 +22,17 @@ import tempfile
 import time
 import uuid
 
+import json
+
 import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = {"Authorization": "Bearer alice-token"}
 TICKS = os.sysconf("SC_CLK_TCK")
+
+
+# The Python client (httpx) measures latency; throughput is measured with wrk too (Debian's `wrk`), as
+# one Python process tops out near a few hundred requests per second.
 
 
 def free_port():
@@ -81,6 +87,44 @@ def cpu_seconds(pid):
     return total / TICKS
 
 
+WRK_SCRIPT = r"""
+local n = 0
+local body_template = os.getenv("BENCH_BODY") or ""
+local method = os.getenv("BENCH_METHOD") or "GET"
+local auth = os.getenv("BENCH_AUTH")
+function setup(thread)
+  thread:set("tid", tostring(math.random(1, 1000000000)))
+end
+function request()
+  n = n + 1
+  local headers = {["content-type"] = "application/json"}
+  if auth then headers["authorization"] = auth end
+  local body = nil
+  if method == "POST" then body = string.gsub(body_template, "%%ID%%", tid .. "-" .. n) end
+  return wrk.format(method, nil, headers, body)
+end
+"""
+
+
+def wrk(url, method="GET", body="", auth=None, seconds=8, connections=50):
+    """Requests/s, p99 in ms and failed requests of `wrk` against `url` (a fresh id in each POST body
+    where the body says %ID%)."""
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as f:
+        f.write(WRK_SCRIPT)
+    env = dict(os.environ, BENCH_BODY=body, BENCH_METHOD=method)
+    if auth:
+        env["BENCH_AUTH"] = auth
+    out = subprocess.run(["wrk", "-t2", f"-c{connections}", f"-d{seconds}s", "--timeout", "60s", "--latency", "-s", f.name, url],
+                         capture_output=True, text=True, env=env).stdout
+    rate = float(next(l.split()[1] for l in out.splitlines() if l.startswith("Requests/sec:")))
+    p99 = next(l.split()[1] for l in out.splitlines() if l.strip().startswith("99%"))
+    p99_ms = float(p99[:-2]) if p99.endswith("ms") else float(p99[:-1]) * 1000 if p99.endswith("s") else float(p99[:-2]) / 1000
+    failed = sum(int(l.split(":")[1]) for l in out.splitlines() if "Non-2xx" in l)
+    if failed:
+        print(f"bench: {failed} answers to {url} were not 2xx", file=sys.stderr)
+    return rate, p99_ms, failed
+
+
 def pct(values, q):
     values = sorted(values)
     return values[min(len(values) - 1, int(q * len(values)))]
@@ -129,6 +173,17 @@ class Yuxi:
                 if line.startswith("event:"):
                     return time.perf_counter() - started
 
+    def wrk_run(self):
+        body = ('{"parent": {"agent": "deep-research", "run_id": "bench-%ID%", "thread_id": "bench-%ID%"}, '
+                '"description": "echo this", "subagent_slug": "fact-verifier"}')
+        return f"{self.base}/api/tools/task", "POST", body, TOKEN["Authorization"]
+
+    async def wrk_status(self, client):
+        parent = self.parent()
+        body = {"parent": parent, "description": "echo this", "subagent_slug": "fact-verifier"}
+        run_id = (await client.post(f"{self.base}/api/tools/task", json=body, headers=TOKEN, timeout=60)).json()["run_id"]
+        return f"{self.base}/api/tools/subagent_status", "POST", json.dumps({"parent": parent, "run_id": run_id}), TOKEN["Authorization"]
+
     async def status_target(self, client):
         parent = self.parent()
         body = {"parent": parent, "description": "echo this", "subagent_slug": "fact-verifier"}
@@ -168,6 +223,15 @@ class LangGraph:
             async for line in s.aiter_lines():
                 if line.startswith("event:"):
                     return time.perf_counter() - started
+
+    def wrk_run(self):
+        return f"{self.base}/runs/wait", "POST", json.dumps(self.input()), None
+
+    async def wrk_status(self, client):
+        thread = (await client.post(f"{self.base}/threads", json={})).json()["thread_id"]
+        run = (await client.post(f"{self.base}/threads/{thread}/runs", json=self.input())).json()["run_id"]
+        await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=60)
+        return f"{self.base}/threads/{thread}/runs/{run}", "GET", "", None
 
     async def status_target(self, client):
         thread = (await client.post(f"{self.base}/threads", json={})).json()["thread_id"]
@@ -239,8 +303,18 @@ async def measure(side, runs):
 
         await asyncio.gather(*(reader() for _ in range(50)))
         out["status_per_s"] = count / (time.perf_counter() - t0)
+
+        # The same with a C load client (wrk), which the Python client cannot keep up with.
+        url, method, body, auth = side.wrk_run()
+        cpu0 = cpu_seconds(side.proc.pid)
+        rate, p99, _ = wrk(url, method, body, auth)
+        out["wrk_runs_per_s"], out["wrk_p99"] = rate, p99
+        await asyncio.sleep(1)
+        out["wrk_cpu_ms_per_run"] = (cpu_seconds(side.proc.pid) - cpu0) * 1000 / max(1, rate * 8)
+        url, method, body, auth = await side.wrk_status(client)
+        out["wrk_status_per_s"] = wrk(url, method, body, auth, seconds=5)[0]
         out["rss_after"] = rss_mib(side.proc.pid)
-        out["runs_done"] = 5 + runs + len(firsts) + len(lat) + 1
+        out["runs_done"] = 5 + runs + len(firsts) + len(lat) + 2 + int(out["wrk_runs_per_s"] * 8)
         return out
 
 
@@ -264,6 +338,10 @@ ROWS = [
     ("p99 at 50 in flight (ms)", "p99_at_50", "lower"),
     ("CPU per run at 50 in flight (ms, server and its children)", "cpu_ms_per_run", "lower"),
     ("status reads/s of a finished run (50 clients)", "status_per_s", "higher"),
+    ("wrk: runs/s at 50 in flight", "wrk_runs_per_s", "higher"),
+    ("wrk: p99 at 50 in flight (ms)", "wrk_p99", "lower"),
+    ("wrk: CPU per run (ms)", "wrk_cpu_ms_per_run", "lower"),
+    ("wrk: status reads/s of a finished run (50 connections)", "wrk_status_per_s", "higher"),
     ("server RSS idle (MiB, with children)", "rss_idle", "lower"),
     ("server RSS after the runs (MiB)", "rss_after", "lower"),
 ]
@@ -305,9 +383,9 @@ def main():
                 stop(side)
     text = table(results, "langgraph dev")
     cores = os.cpu_count()
+    per_side = ", ".join(f"{k}: {v['runs_done']}" for k, v in results.items())
     text += (f"\n\n{cores} cores; {args.runs} sequential runs, {args.runs * 4} at 50 in flight; "
-             f"runs per side {', '.join(f'{k}: {v['runs_done']}' for k, v in results.items())}. "
-             "Ratios: how many times better yuxi-operator is (below 1: worse).\n")
+             f"runs per side {per_side}. Ratios: how many times better yuxi-operator is (below 1: worse).\n")
     print(text)
     os.makedirs(os.path.join(ROOT, ".run"), exist_ok=True)
     with open(os.path.join(ROOT, ".run/bench.md"), "w") as f:
