@@ -504,9 +504,17 @@ impl RedisStore {
     }
 
     pub(super) async fn run_view(&self, run_id: &str, recent: usize) -> Result<Option<super::RunView>, StoreError> {
-        let (record_key, result_key, events_key) = (keys::run_record(run_id), keys::run_result(run_id), keys::run_events(run_id));
+        let (record_key, result_key, events_key) =
+            (keys::run_record(run_id), keys::run_result(run_id), keys::run_events(run_id));
         let mut pipe = redis::pipe();
-        pipe.get(&record_key).get(&result_key).cmd("XREVRANGE").arg(&events_key).arg("+").arg("-").arg("COUNT").arg(recent);
+        pipe.get(&record_key)
+            .get(&result_key)
+            .cmd("XREVRANGE")
+            .arg(&events_key)
+            .arg("+")
+            .arg("-")
+            .arg("COUNT")
+            .arg(recent);
         let pipe = &pipe;
         let (record, result, events): (Option<String>, Option<String>, redis::streams::StreamRangeReply) =
             idempotent(|| {
@@ -515,8 +523,10 @@ impl RedisStore {
             })
             .await?;
         fn decode<T: serde::de::DeserializeOwned>(key: &str, text: Option<String>) -> Result<Option<T>, StoreError> {
-            text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key: key.to_string(), source }))
-                .transpose()
+            text.map(|t| {
+                serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key: key.to_string(), source })
+            })
+            .transpose()
         }
         let Some(record) = decode(&record_key, record)? else { return Ok(None) };
         let result = decode(&result_key, result)?;
