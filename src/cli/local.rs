@@ -45,6 +45,11 @@ pub struct LocalArgs {
     /// reach the network) when bubblewrap cannot confine them; they are refused otherwise.
     #[arg(long)]
     unconfined_sandbox: bool,
+    /// Run each run in a `runner` subprocess of its own, as a pod does, instead of inside this process
+    /// (the default: the same runner, store, volumes and `execute` sandbox, without a process's start-up
+    /// cost).
+    #[arg(long)]
+    runner_processes: bool,
     #[command(flatten)]
     limits: super::LimitArgs,
     /// How many runners run at once for main agents, and as many again for subagents; runs beyond
@@ -85,6 +90,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         redis_url,
         allow_unauthenticated_store,
         unconfined_sandbox,
+        runner_processes,
         limits,
         max_concurrent_runs,
         run_lease_seconds,
@@ -121,7 +127,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             tokio::spawn(serve_store_socket(listener, store.clone()));
             tracing::info!(
                 socket = %socket.display(),
-                "no REDIS_URL: runs keep their state in this process and are lost when it stops; runners reach it over the socket"
+                "no REDIS_URL: runs keep their state in this process and are lost when it stops; runner subprocesses reach it over the socket, which also keeps a second local mode off this data folder"
             );
             (store, RunnerStore::Socket(socket))
         }
@@ -136,29 +142,50 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     // or, if their lease is still running out, at the next sweep.
     super::spawn_sweeper(store.clone(), std::time::Duration::ZERO, lease_ttl / 2);
     let runs = LocalRuns::new(max_concurrent_runs as usize, lease_ttl);
+    let facade_url = Some(format!(
+        "http://{}",
+        match listen.ip().is_unspecified() {
+            true => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port()),
+            false => listen,
+        }
+    ));
+    let skills_library = match skills_library.canonicalize() {
+        Ok(library) => Some(library),
+        Err(err) => {
+            tracing::warn!(library = %skills_library.display(), error = %err, "no skills library: runs get no skills");
+            None
+        }
+    };
+    let scripts_dir = scripts_dir.canonicalize().ok();
+    let in_process = if runner_processes {
+        None
+    } else {
+        // The runs' credentials (the model key, run tokens) are in this process now: commands of other
+        // processes of this user must not read them through /proc.
+        super::runner::forbid_inspection();
+        let runner = super::in_process::InProcess::new(super::in_process::Settings {
+            default_model: default_model.clone(),
+            scripts_dir: scripts_dir.clone(),
+            skills_library: skills_library.clone(),
+            sandbox_hide: vec![data_dir.clone()],
+            unconfined_sandbox,
+            lease_ttl,
+            facade_url: facade_url.clone(),
+        })?;
+        Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::launch::InProcessRunner>)
+    };
     let launcher = LocalLauncher {
+        in_process,
         runs: runs.clone(),
         unconfined_sandbox,
         exe: std::env::current_exe()?,
         data_dir: data_dir.clone(),
         store: runner_store.clone(),
         default_model,
-        scripts_dir: scripts_dir.canonicalize().ok(),
+        scripts_dir,
         // Main agents delegate through this facade; a wildcard address is reached on the loopback.
-        facade_url: Some(format!(
-            "http://{}",
-            match listen.ip().is_unspecified() {
-                true => SocketAddr::new(std::net::Ipv4Addr::LOCALHOST.into(), listen.port()),
-                false => listen,
-            }
-        )),
-        skills_library: match skills_library.canonicalize() {
-            Ok(library) => Some(library),
-            Err(err) => {
-                tracing::warn!(library = %skills_library.display(), error = %err, "no skills library: runs get no skills");
-                None
-            }
-        },
+        facade_url,
+        skills_library,
     };
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");

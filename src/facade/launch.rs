@@ -53,6 +53,30 @@ pub struct LocalLauncher {
     pub unconfined_sandbox: bool,
     /// The runs this process has taken on, and how many runners it runs at once.
     pub runs: LocalRuns,
+    /// Executes runs inside this process (the default of the local mode); `None` runs each in a
+    /// `runner` subprocess (`--runner-processes`).
+    pub in_process: Option<std::sync::Arc<dyn InProcessRunner>>,
+}
+
+/// One run for an [`InProcessRunner`]: the AgentRun and its Agent as objects (nothing is written or
+/// parsed back), its volumes, and its credentials for the facade.
+pub struct RunJob {
+    /// The run.
+    pub run: AgentRun,
+    /// Its Agent, as the facade resolved it.
+    pub agent: Agent,
+    /// Its volumes, made already.
+    pub volumes: VolumePaths,
+    /// Its bearer token for the facade (a parent run delegates with it).
+    pub token: Option<String>,
+}
+
+/// Runs a run inside this process, to its end, with the same store, volumes and sandbox a `runner`
+/// subprocess has: provided by the command line layer, which holds the runner (roles do not import each
+/// other). The future resolves when the run has ended (or the runner gave up on it).
+pub trait InProcessRunner: Send + Sync + std::fmt::Debug {
+    /// Executes `job` against `store`.
+    fn execute(&self, job: RunJob, store: Store) -> futures::future::BoxFuture<'static, ()>;
 }
 
 /// The runs a local mode has taken on: each is kept (its keeper renewed, see [`Store::keep_run`]) from
@@ -186,9 +210,22 @@ impl LocalLauncher {
         if !store.set_run_status(&record.run_id, RunStatus::Running, None).await? {
             return Ok(());
         }
-        let dir = self.data_dir.join("runs").join(&record.run_id);
         let volumes = self.volumes(record)?;
         volumes.create_all().map_err(|source| LaunchError::MakeVolumes { run_id: run_id(), source })?;
+        if let Some(runner) = &self.in_process {
+            let job = RunJob {
+                run: agent_run(record, input),
+                agent: agent.clone(),
+                volumes,
+                token: credentials.map(String::from),
+            };
+            // Its own task: a run that panics ends as one whose runner died, and takes nothing else down.
+            if let Err(err) = tokio::spawn(runner.execute(job, store.clone())).await {
+                tracing::error!(run_id = %record.run_id, error = %err, "the run's in-process runner failed");
+            }
+            return Ok(());
+        }
+        let dir = self.data_dir.join("runs").join(&record.run_id);
         std::fs::create_dir_all(&dir).map_err(|source| LaunchError::MakeDir { path: dir.clone(), source })?;
         let run = agent_run(record, input);
         let write = |name: &'static str, text: Result<String, serde_norway::Error>| {

@@ -121,6 +121,22 @@ pub enum RunnerError {
 /// `error` event, and is in the returned report.
 pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<RunReport, RunnerError> {
     let run = read_run(options)?;
+    let agent = read_agent(options, &run.spec.agent);
+    execute(options, run, agent, store).await
+}
+
+/// Runs `run` of `agent` against `store`, as [`run`] does once it has read them: what the local mode
+/// calls for a run it executes in its own process (its `run_file` and `agent_file` are then unused).
+/// `agent` is the Agent, or why it cannot be used (the run then fails with that error).
+///
+/// Errors: [`RunnerError::NotRunnable`] (another runner holds it, or it has finished) and
+/// [`RunnerError::Store`] as for [`run`].
+pub async fn execute(
+    options: &RunnerOptions,
+    run: AgentRun,
+    agent: Result<Agent, String>,
+    store: RunnerStoreClient,
+) -> Result<RunReport, RunnerError> {
     let identity = RunIdentity {
         run_id: run.name_any(),
         thread_id: run.spec.thread_id.clone().unwrap_or_else(|| run.name_any()),
@@ -158,7 +174,7 @@ pub async fn run(options: &RunnerOptions, store: RunnerStoreClient) -> Result<Ru
             }
         })
     };
-    let report = match prepare(options, &run, &identity, store.clone(), &mut metadata).await {
+    let report = match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
         Ok(graph) => graph.run(metadata).await,
         Err(error) => fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await,
     };
@@ -186,11 +202,12 @@ fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {
 async fn prepare(
     options: &RunnerOptions,
     run: &AgentRun,
+    agent: Result<Agent, String>,
     identity: &RunIdentity,
     store: RunnerStoreClient,
     metadata: &mut Value,
 ) -> Result<Graph, String> {
-    let agent = read_agent(options, &run.spec.agent)?;
+    let agent = agent?;
     let spec = &agent.spec;
     let context = spec.context();
     metadata["is_subagent"] = Value::Bool(spec.is_subagent());

@@ -665,41 +665,17 @@ impl RedisStore {
         self.read(redis::cmd("EXISTS").arg(keys::run_cancel(run_id))).await
     }
 
-    /// Resolves when a cancel is requested for the run: at once on its pub/sub notice, and by checking the
-    /// key every `poll` in case a notice was missed (or, without a pub/sub connection, polling only).
+    /// Resolves when a cancel is requested for the run: at once on its notice (through this store's one
+    /// subscription, see [`RedisStore::watch`]), and by checking the key every `poll` in case a notice
+    /// was missed.
     pub(super) async fn cancelled(&self, run_id: &str, poll: Duration) {
-        let mut notices = match self.client.get_async_pubsub().await {
-            Ok(mut pubsub) => match pubsub.subscribe(keys::run_cancel(run_id)).await {
-                Ok(()) => Some(pubsub),
-                Err(err) => {
-                    tracing::warn!(error = %err, "cannot subscribe to cancel notices; polling only");
-                    None
-                }
-            },
-            Err(err) => {
-                tracing::warn!(error = %err, "cannot open a pub/sub connection; polling only");
-                None
-            }
-        };
-        let mut messages = notices.as_mut().map(|p| p.on_message());
+        let watch = self.watch(run_id);
         loop {
+            let changed = watch.changed(poll);
             if self.is_cancel_requested(run_id).await.unwrap_or(false) {
                 return;
             }
-            let notice = async {
-                match &mut messages {
-                    Some(messages) => {
-                        if messages.next().await.is_none() {
-                            std::future::pending::<()>().await;
-                        }
-                    }
-                    None => std::future::pending::<()>().await,
-                }
-            };
-            tokio::select! {
-                () = notice => {}
-                () = tokio::time::sleep(poll) => {}
-            }
+            changed.await;
         }
     }
 

@@ -7,7 +7,7 @@ use serde_json::json;
 use tempfile::TempDir;
 
 use crate::support::faults::{
-    LEASE_SECONDS, assert_ended_once, get, report, runners_left_after, runners_under, start_local, start_subagent,
+    LEASE_SECONDS, assert_ended_once, get, report, runners_left_after, runners_under, start_local_with, start_subagent,
     terminal_status, terminate,
 };
 use crate::support::local_mode::{Local, LocalStore};
@@ -18,7 +18,7 @@ crate::with_each_store!(a_restart_mid_run_ends_its_runs_and_frees_their_threads)
 const SLOW: &str = "[{delay_ms: 60000, content: too late}]";
 
 /// Starts a main agent's run and a subagent's run, and waits until both runners are up.
-async fn two_running_runs(local: &Local) -> [(String, String); 2] {
+async fn two_running_runs(local: &Local, processes: bool) -> [(String, String); 2] {
     let body = json!({"query": "Research it.", "agent_slug": "deep-research"});
     let response = local
         .client
@@ -34,8 +34,15 @@ async fn two_running_runs(local: &Local) -> [(String, String); 2] {
     assert_eq!(status, 200, "{child}");
     let runs = [main, child]
         .map(|r| (r["run_id"].as_str().expect("id").to_string(), r["thread_id"].as_str().expect("thread").to_string()));
+    // Both running, as the facade says (in runner processes, also as the processes say).
     let deadline = Instant::now() + Duration::from_secs(20);
-    while runners_under(local.data.path()).len() < 2 {
+    for (run_id, _) in &runs {
+        while get(local, &format!("/api/agent/runs/{run_id}")).await.1["status"] != "running" {
+            assert!(Instant::now() < deadline, "the runs did not start: {}", local.log());
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+    while processes && runners_under(local.data.path()).len() < 2 {
         assert!(Instant::now() < deadline, "the runners did not start: {}", local.log());
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
@@ -43,15 +50,19 @@ async fn two_running_runs(local: &Local) -> [(String, String); 2] {
 }
 
 async fn a_restart_mid_run_ends_its_runs_and_frees_their_threads(store: LocalStore) {
-    for (how, graceful) in [("SIGTERM", true), ("SIGKILL", false)] {
-        let local = start_local(store, SLOW, TempDir::new().expect("dir"), None, LEASE_SECONDS).await;
-        let runs = two_running_runs(&local).await;
+    let cases =
+        [("SIGTERM", true, false), ("SIGKILL", false, false), ("SIGTERM", true, true), ("SIGKILL", false, true)];
+    for (signal, graceful, processes) in cases {
+        let how = format!("{signal}{}", if processes { " (runner processes)" } else { "" });
+        let extra: &[&str] = if processes { &["--runner-processes"] } else { &[] };
+        let local = start_local_with(store, SLOW, TempDir::new().expect("dir"), None, LEASE_SECONDS, extra).await;
+        let runs = two_running_runs(&local, processes).await;
         let stopped = Instant::now();
         let data = if graceful { terminate(local) } else { local.stop() };
         // Its runners go with it, however it stopped.
         assert_eq!(runners_left_after(data.path(), Duration::from_secs(5)).await, 0, "{how}: a runner outlived it");
 
-        let local = start_local(store, SLOW, data, None, LEASE_SECONDS).await;
+        let local = start_local_with(store, SLOW, data, None, LEASE_SECONDS, extra).await;
         let bound = Duration::from_secs(LEASE_SECONDS * 3 + 10);
         for (run_id, thread_id) in &runs {
             match (store, terminal_status(&local, run_id, bound).await) {

@@ -6,14 +6,17 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use crate::support::faults::runner_of;
-use crate::support::local_mode::{LocalStore, parent, start};
+use crate::support::faults::{LEASE_SECONDS, runner_of, start_local_with};
+use crate::support::local_mode::{LocalStore, parent};
 use crate::support::redis::unique;
 
 crate::with_each_store!(a_killed_runner_leaves_one_end_a_result_and_a_free_thread);
 
 async fn a_killed_runner_leaves_one_end_a_result_and_a_free_thread(store: LocalStore) {
-    let local = start(store, "scripted/file:script.yaml", "[{delay_ms: 30000, content: too late}]").await;
+    // A runner process of its own, to kill.
+    let data = tempfile::TempDir::new().expect("dir");
+    let script = "[{delay_ms: 30000, content: too late}]";
+    let local = start_local_with(store, script, data, None, LEASE_SECONDS, &["--runner-processes"]).await;
     let thread = unique("thread");
     let body = serde_json::json!({"parent": parent(&unique("run"), &thread), "description": "Wait.", "subagent_slug": "fact-verifier"});
     let (status, started) = local.tool("subagent_start", "alice-token", body.clone()).await;

@@ -35,11 +35,23 @@ pub async fn start_local(
     redis_url: Option<&str>,
     lease_seconds: u64,
 ) -> Local {
+    start_local_with(store, script, data, redis_url, lease_seconds, &[]).await
+}
+
+/// [`start_local`] with `extra` arguments (`--runner-processes`: a `runner` subprocess per run).
+pub async fn start_local_with(
+    store: LocalStore,
+    script: &str,
+    data: TempDir,
+    redis_url: Option<&str>,
+    lease_seconds: u64,
+    extra: &[&str],
+) -> Local {
     let scripts = TempDir::new().expect("dir");
     std::fs::write(scripts.path().join("script.yaml"), script).expect("script");
     let port = free_port();
     let mut command = command(store, port, data.path(), "scripted/file:script.yaml", scripts.path());
-    command.args(["--run-lease-seconds", &lease_seconds.to_string()]);
+    command.args(["--run-lease-seconds", &lease_seconds.to_string()]).args(extra);
     if let Some(url) = redis_url {
         command.env("REDIS_URL", url);
     }

@@ -1,0 +1,98 @@
+//! Runs executed inside the local mode's own process (its default): the runner as a library on the
+//! facade's runtime, with the same store, volumes and `execute` sandbox subprocesses a `runner`
+//! subprocess has, and none of a process's start-up cost. Here because this layer holds both the
+//! facade's launcher and the runner (roles do not import each other).
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use kube::ResourceExt;
+use yuxi_operator::facade::launch::{InProcessRunner, RunJob};
+use yuxi_operator::run::inputs::env;
+use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
+use yuxi_operator::runner::{self, Confinement, FacadeAccess, RunnerOptions};
+use yuxi_operator::store::Store;
+
+/// OpenAI's own endpoint, for a key given without a base URL (as the `runner` subcommand reads it).
+const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
+
+/// The runner settings every in-process run shares; each run adds its volumes and credentials.
+#[derive(Debug)]
+pub struct InProcess {
+    base: RunnerOptions,
+    facade_url: Option<String>,
+}
+
+/// What the local mode gives its in-process runs.
+pub struct Settings {
+    /// The model of agents that name none.
+    pub default_model: String,
+    /// Where `scripted/file:` scripts are read from.
+    pub scripts_dir: Option<PathBuf>,
+    /// The skills library.
+    pub skills_library: Option<PathBuf>,
+    /// What `execute` commands must not see (the data folder).
+    pub sandbox_hide: Vec<PathBuf>,
+    /// Whether `execute` may run unconfined where bubblewrap cannot confine it.
+    pub unconfined_sandbox: bool,
+    /// The runners' lease.
+    pub lease_ttl: Duration,
+    /// The facade's URL, as runs reach it.
+    pub facade_url: Option<String>,
+}
+
+impl InProcess {
+    /// The runner of the local mode's runs, its model endpoint and MCP servers read from the environment
+    /// as a `runner` subprocess reads them (`OPENAI_BASE_URL`, `OPENAI_API_KEY`, `YUXI_MCP_SERVERS`).
+    ///
+    /// Errors: the MCP servers file cannot be read.
+    pub fn new(settings: Settings) -> anyhow::Result<InProcess> {
+        let mcp_servers = match std::env::var_os(env::MCP_SERVERS).filter(|p| !p.is_empty()) {
+            Some(path) => runner::mcp::load_servers(std::path::Path::new(&path)).map_err(|e| anyhow::anyhow!("{e}"))?,
+            None => Default::default(),
+        };
+        let api_key = std::env::var(env::OPENAI_API_KEY).unwrap_or_default();
+        let base_url = std::env::var(env::OPENAI_BASE_URL)
+            .ok()
+            .filter(|u| !u.is_empty())
+            .or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
+        let base = RunnerOptions {
+            run_file: PathBuf::from("(in process)"),
+            agent_file: PathBuf::from("(in process)"),
+            // Each run's own volumes replace these.
+            volumes: yuxi_operator::run::scope::VolumePaths::under(std::path::Path::new("/nonexistent")),
+            sandbox_socket: None,
+            default_model: Some(settings.default_model),
+            models: ModelSettings {
+                openai: base_url.map(|base_url| OpenAiEndpoint { base_url, api_key }),
+                scripts_dir: settings.scripts_dir,
+            },
+            mcp_servers,
+            cancel_poll: Duration::from_secs(1),
+            facade: None,
+            skills_library: settings.skills_library,
+            sandbox_hide: settings.sandbox_hide,
+            confinement: if settings.unconfined_sandbox { Confinement::Unconfined } else { Confinement::Required },
+            lease_ttl: settings.lease_ttl,
+        };
+        Ok(InProcess { base, facade_url: settings.facade_url })
+    }
+}
+
+impl InProcessRunner for InProcess {
+    fn execute(&self, job: RunJob, store: Store) -> futures::future::BoxFuture<'static, ()> {
+        let mut options = self.base.clone();
+        options.volumes = job.volumes;
+        options.facade = match (&self.facade_url, job.token) {
+            (Some(url), Some(token)) => Some(FacadeAccess { url: url.clone(), token }),
+            _ => None,
+        };
+        Box::pin(async move {
+            let run_id = job.run.name_any();
+            match runner::execute(&options, job.run, Ok(job.agent), store.into()).await {
+                Ok(report) => tracing::info!(run_id = %run_id, status = %report.status, "run ended"),
+                Err(err) => tracing::warn!(run_id = %run_id, error = %err, "the run was not executed"),
+            }
+        })
+    }
+}
