@@ -9,12 +9,9 @@ use std::time::Duration;
 use kube::ResourceExt;
 use yuxi_operator::facade::launch::{InProcessRunner, RunJob};
 use yuxi_operator::run::inputs::env;
-use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
+use yuxi_operator::runner::model::ModelSettings;
 use yuxi_operator::runner::{self, Confinement, FacadeAccess, RunnerOptions};
 use yuxi_operator::store::Store;
-
-/// OpenAI's own endpoint, for a key given without a base URL (as the `runner` subcommand reads it).
-const OPENAI_API_BASE: &str = "https://api.openai.com/v1";
 
 /// The runner settings every in-process run shares; each run adds its volumes and credentials.
 #[derive(Debug)]
@@ -51,11 +48,6 @@ impl InProcess {
             Some(path) => runner::mcp::load_servers(std::path::Path::new(&path)).map_err(|e| anyhow::anyhow!("{e}"))?,
             None => Default::default(),
         };
-        let api_key = std::env::var(env::OPENAI_API_KEY).unwrap_or_default();
-        let base_url = std::env::var(env::OPENAI_BASE_URL)
-            .ok()
-            .filter(|u| !u.is_empty())
-            .or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
         let base = RunnerOptions {
             run_file: PathBuf::from("(in process)"),
             agent_file: PathBuf::from("(in process)"),
@@ -64,7 +56,7 @@ impl InProcess {
             sandbox_socket: None,
             default_model: Some(settings.default_model),
             models: ModelSettings {
-                openai: base_url.map(|base_url| OpenAiEndpoint { base_url, api_key }),
+                openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
                 scripts_dir: settings.scripts_dir,
             },
             mcp_servers,

@@ -89,6 +89,15 @@ pub struct RunnerArgs {
     unconfined_sandbox: bool,
 }
 
+/// The endpoint of `openai/` models: `base_url` (`OPENAI_BASE_URL`) with the key in `OPENAI_API_KEY`; a
+/// key alone means OpenAI's own endpoint; neither, none.
+pub fn openai_endpoint(base_url: Option<String>) -> Option<OpenAiEndpoint> {
+    let api_key = std::env::var(env::OPENAI_API_KEY).unwrap_or_default();
+    let base_url =
+        base_url.filter(|u| !u.is_empty()).or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
+    base_url.map(|base_url| OpenAiEndpoint { base_url, api_key })
+}
+
 /// Takes from this process the right of other processes of the same user (commands the model runs among
 /// them) to read its memory and environment through /proc, where the model key and the run's
 /// credentials are. Called first thing, before the arguments are parsed.
@@ -128,9 +137,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         None => Default::default(),
     };
     // OPENAI_BASE_URL names the endpoint; a key alone means OpenAI's own.
-    let api_key = std::env::var(env::OPENAI_API_KEY).unwrap_or_default();
-    let base_url = args.openai_base_url.clone().or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
-    let openai = base_url.map(|base_url| OpenAiEndpoint { base_url, api_key });
+    let openai = openai_endpoint(args.openai_base_url.clone());
     let options = RunnerOptions {
         run_file: args.run,
         agent_file: args.agent,

@@ -564,14 +564,7 @@ impl RedisStore {
             .arg(keys::RESULT_TTL_SECONDS)
             .arg(terminal_list())
             .arg(if only_if_abandoned { "1" } else { "0" });
-        // Idempotent: a second try after a lost answer finds the run ended and writes nothing.
-        let ended: i64 = idempotent(|| {
-            let mut connection = self.connection.clone();
-            let invocation = &invocation;
-            async move { Ok(invocation.invoke_async(&mut connection).await?) }
-        })
-        .await?;
-        Ok(ended == 1)
+        self.ends(&invocation).await
     }
 
     /// Ends the run as its runner reports it, in one step ([`FINISH_RUN`]).
@@ -607,10 +600,14 @@ impl RedisStore {
         for message in new_messages {
             invocation.arg(serde_json::to_string(message).expect("a message serializes"));
         }
-        // Idempotent: a second try after a lost answer finds the run ended and writes nothing.
+        self.ends(&invocation).await
+    }
+
+    /// Runs one of the end scripts, which answer 1 when they ended the run. Sent again after a transient
+    /// failure ([`idempotent`]): a second try after a lost answer finds the run ended and writes nothing.
+    async fn ends(&self, invocation: &redis::ScriptInvocation<'_>) -> Result<bool, StoreError> {
         let ended: i64 = idempotent(|| {
             let mut connection = self.connection.clone();
-            let invocation = &invocation;
             async move { Ok(invocation.invoke_async(&mut connection).await?) }
         })
         .await?;

@@ -18,8 +18,9 @@ crate::with_each_store!(a_restart_mid_run_ends_its_runs_and_frees_their_threads)
 const SLOW: &str = "[{delay_ms: 60000, content: too late}]";
 
 /// Starts a main agent's run and a subagent's run, and waits until both runners are up.
-async fn two_running_runs(local: &Local, processes: bool) -> [(String, String); 2] {
-    let body = json!({"query": "Research it.", "agent_slug": "deep-research"});
+/// Starts a run of the main agent as Alice with `body` (`thread_id` among its fields, or none): the
+/// answer's status and the answer.
+async fn start_main(local: &Local, body: serde_json::Value) -> (u16, serde_json::Value) {
     let response = local
         .client
         .post(format!("{}/api/agent/runs", local.base))
@@ -28,8 +29,12 @@ async fn two_running_runs(local: &Local, processes: bool) -> [(String, String); 
         .send()
         .await
         .expect("reaches");
-    assert_eq!(response.status(), 200);
-    let main: serde_json::Value = response.json().await.expect("json");
+    (response.status().as_u16(), response.json().await.unwrap_or_default())
+}
+
+async fn two_running_runs(local: &Local, processes: bool) -> [(String, String); 2] {
+    let (status, main) = start_main(local, json!({"query": "Research it.", "agent_slug": "deep-research"})).await;
+    assert_eq!(status, 200, "{main}");
     let (status, child, _) = start_subagent(local).await;
     assert_eq!(status, 200, "{child}");
     let runs = [main, child]
@@ -79,22 +84,10 @@ async fn a_restart_mid_run_ends_its_runs_and_frees_their_threads(store: LocalSto
                 assert!(record["error"].as_str().is_some_and(|e| !e.is_empty()), "{how}: a reason: {record}");
             }
             // The thread takes a new run.
-            let body = json!({"query": "Again.", "agent_slug": "deep-research", "thread_id": thread_id});
             if !thread_id.contains("_sub_") {
-                let response = local
-                    .client
-                    .post(format!("{}/api/agent/runs", local.base))
-                    .bearer_auth("alice-token")
-                    .json(&body)
-                    .send()
-                    .await
-                    .expect("reaches");
-                assert_eq!(
-                    response.status(),
-                    200,
-                    "{how}: the thread is free: {}",
-                    response.text().await.unwrap_or_default()
-                );
+                let body = json!({"query": "Again.", "agent_slug": "deep-research", "thread_id": thread_id});
+                let (status, answer) = start_main(&local, body).await;
+                assert_eq!(status, 200, "{how}: the thread is free: {answer}");
             }
         }
         report(
