@@ -2,6 +2,8 @@
 
 #[path = "store/notices.rs"]
 mod notices;
+#[path = "store/retention.rs"]
+mod retention;
 #[path = "store/run_ends.rs"]
 mod run_ends;
 #[path = "store/runner_redis.rs"]

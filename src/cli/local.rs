@@ -61,6 +61,16 @@ pub struct LocalArgs {
     /// later, by the sweeper of any local mode on the same store.
     #[arg(long, default_value_t = yuxi_operator::run::inputs::DEFAULT_LEASE_SECONDS, value_parser = clap::value_parser!(u64).range(1..=3600))]
     run_lease_seconds: u64,
+    /// Without Redis: how many runs that have ended this process keeps (their records, events and
+    /// results), the earliest ended forgotten first; each is forgotten two hours after its end at the
+    /// latest.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    keep_finished_runs: u64,
+    /// Without Redis: how many threads (conversation histories) this process keeps, the least recently
+    /// written forgotten first (never one a run holds); each is forgotten 30 days after its last write
+    /// at the latest.
+    #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    keep_threads: u64,
     /// The model of agents that name none: by default each agent's own script
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
@@ -94,6 +104,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         limits,
         max_concurrent_runs,
         run_lease_seconds,
+        keep_finished_runs,
+        keep_threads,
         default_model,
         scripts_dir,
         skills_library,
@@ -121,7 +133,11 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             (store, RunnerStore::Redis { url: url.clone(), auth: store_auth })
         }
         None => {
-            let store = Store::memory();
+            let store = Store::memory_with(yuxi_operator::store::Retention {
+                finished_runs: keep_finished_runs as usize,
+                threads: keep_threads as usize,
+                ..Default::default()
+            });
             let socket = data_dir.join(STORE_SOCKET);
             let listener = bind_store_socket(&socket).await?;
             tokio::spawn(serve_store_socket(listener, store.clone()));
@@ -187,6 +203,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         facade_url,
         skills_library,
     };
+    // The skills scopes of threads the store has forgotten go with them.
+    facade::run_folders::spawn_tidier(launcher.clone(), store.clone(), lease_ttl / 2);
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");
     let saved = if saved_in.is_dir() {

@@ -111,7 +111,9 @@ pub fn forbid_inspection() {
 /// Executes the run and reports its final status on stderr (`run <status>`, with its error when there
 /// is one). See the module doc for the exit status.
 pub fn run(args: RunnerArgs) -> ExitCode {
-    let runtime = match tokio::runtime::Runtime::new() {
+    // One run is one task tree: a current-thread runtime starts in microseconds where a multi-threaded
+    // one starts a worker per core; blocking file work still goes to the runtime's blocking threads.
+    let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
         Ok(runtime) => runtime,
         Err(err) => {
             eprintln!("error: cannot start the async runtime: {err}");

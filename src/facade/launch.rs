@@ -92,7 +92,8 @@ pub struct LocalRuns {
     pub lease_ttl: std::time::Duration,
     main_slots: std::sync::Arc<tokio::sync::Semaphore>,
     subagent_slots: std::sync::Arc<tokio::sync::Semaphore>,
-    taken: std::sync::Arc<std::sync::Mutex<std::collections::HashSet<String>>>,
+    /// The runs taken on and not yet over, each with its thread.
+    taken: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, String>>>,
 }
 
 impl LocalRuns {
@@ -111,7 +112,14 @@ impl LocalRuns {
 
     /// The runs taken on and not yet over, in no particular order.
     pub fn taken(&self) -> Vec<String> {
-        self.taken.lock().expect("runs lock").iter().cloned().collect()
+        self.taken.lock().expect("runs lock").keys().cloned().collect()
+    }
+
+    /// Runs `f` with the threads of the runs taken on and not yet over, while no run is taken on: a
+    /// run taken on after `f` returns makes its folders after it.
+    pub fn with_threads_taken<T>(&self, f: impl FnOnce(&std::collections::HashSet<&str>) -> T) -> T {
+        let taken = self.taken.lock().expect("runs lock");
+        f(&taken.values().map(String::as_str).collect())
     }
 
     /// Ends every run this process has taken on and not finished, `interrupted` with `why` (the local
@@ -149,7 +157,7 @@ impl LocalLauncher {
     pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {
         let launcher = self.clone();
         let runs = self.runs.clone();
-        runs.taken.lock().expect("runs lock").insert(record.run_id.clone());
+        runs.taken.lock().expect("runs lock").insert(record.run_id.clone(), record.thread_id.clone());
         tokio::spawn(async move {
             let run_id = record.run_id.clone();
             let keeper = {
@@ -169,6 +177,13 @@ impl LocalLauncher {
                 Err(_closed) => Ok(()),
             };
             keeper.abort();
+            // A runner subprocess's manifests were its inputs only.
+            let dir = launcher.data_dir.join("runs").join(&run_id);
+            if let Err(err) = std::fs::remove_dir_all(&dir)
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(path = %dir.display(), error = %err, "cannot remove the run's folder");
+            }
             let ended = match executed {
                 Err(error) => {
                     tracing::error!(run_id = %run_id, error = %error, "the run could not be executed");

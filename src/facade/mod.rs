@@ -9,6 +9,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod launch;
 pub mod limits;
+pub mod run_folders;
 pub mod runs;
 pub mod tools;
 

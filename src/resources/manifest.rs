@@ -74,6 +74,25 @@ pub fn parse_manifests(text: &str) -> Result<Vec<Manifest>, ManifestError> {
 /// for another `apiVersion`/`kind`, [`ManifestError::Field`] for a field the schema does not declare, a number
 /// that is not finite (`.inf`, `.nan`), a non-string key, or a value of the wrong shape, naming the field.
 pub fn parse_documents(text: &str) -> Vec<Result<Manifest, ManifestError>> {
+    yaml_documents(text, manifest_from_value)
+}
+
+/// Reads the manifests of a file this system wrote by serializing typed objects (the AgentRun and Agent
+/// a runner is handed by the facade or the controller), decoded as [`parse_manifests`] decodes them but
+/// without its check for fields the schema does not declare: a serialized object has none, and the
+/// check needs both CRDs' schemas built in the reading process (milliseconds that would be paid on
+/// every run's start).
+///
+/// Errors: as [`parse_manifests`], except [`ManifestError::Field`] for an undeclared field.
+pub fn read_written_manifests(path: &Path) -> Result<Vec<Manifest>, ManifestError> {
+    yaml_documents(&read_manifest_text(path)?, decode_manifest).into_iter().collect()
+}
+
+/// Each non-empty YAML document of `text`, converted to JSON and given to `decode` with its number.
+fn yaml_documents(
+    text: &str,
+    decode: fn(Value, usize) -> Result<Manifest, ManifestError>,
+) -> Vec<Result<Manifest, ManifestError>> {
     let text = text.strip_prefix('\u{feff}').unwrap_or(text);
     let mut documents = Vec::new();
     for (index, document) in serde_norway::Deserializer::from_str(text).enumerate() {
@@ -82,7 +101,7 @@ pub fn parse_documents(text: &str) -> Vec<Result<Manifest, ManifestError>> {
             .map_err(|source| ManifestError::Yaml { document: number, source });
         match parsed {
             Ok(serde_norway::Value::Null) => {}
-            Ok(yaml) => documents.push(to_json(&yaml, number).and_then(|value| manifest_from_value(value, number))),
+            Ok(yaml) => documents.push(to_json(&yaml, number).and_then(|value| decode(value, number))),
             Err(err) => {
                 documents.push(Err(err));
                 // The parser cannot resume after a syntax error.
@@ -161,6 +180,14 @@ pub fn manifest_from_value(value: Value, document: usize) -> Result<Manifest, Ma
     {
         return Err(ManifestError::Field { document, field, message: format!("unknown field of {kind}") });
     }
+    decode_manifest(value, document)
+}
+
+/// Decodes one document as an Agent or AgentRun by its `apiVersion` and `kind`, without the schema's
+/// check for undeclared fields.
+fn decode_manifest(value: Value, document: usize) -> Result<Manifest, ManifestError> {
+    let field_of = |name: &str| value.get(name).and_then(Value::as_str).unwrap_or_default().to_string();
+    let (api_version, kind) = (field_of("apiVersion"), field_of("kind"));
     match (api_version.as_str(), kind.as_str()) {
         (API_VERSION, "Agent") => decode(value, document).map(|a| Manifest::Agent(Box::new(a))),
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),

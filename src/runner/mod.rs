@@ -36,7 +36,7 @@ use std::time::Duration;
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use crate::resources::manifest::{Manifest, read_manifest_file};
+use crate::resources::manifest::{Manifest, read_written_manifests};
 use crate::resources::validation::{validate_agent, validate_agent_run};
 use crate::resources::{Agent, AgentRun, TokenUsage};
 use crate::run::{EventKind, RunStatus};
@@ -187,7 +187,7 @@ pub async fn execute(
 
 fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {
     let bad = |m: String| RunnerError::BadInput(format!("{}: {m}", options.run_file.display()));
-    let run = match read_manifest_file(&options.run_file).map_err(|e| bad(e.to_string()))?.as_slice() {
+    let run = match read_written_manifests(&options.run_file).map_err(|e| bad(e.to_string()))?.as_slice() {
         [Manifest::AgentRun(run)] => (**run).clone(),
         _ => return Err(bad("must hold exactly one AgentRun".to_string())),
     };
@@ -301,7 +301,7 @@ async fn prepare(
 
 fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
     let path = options.agent_file.display();
-    let agent = match read_manifest_file(&options.agent_file).map_err(|e| format!("{path}: {e}"))?.as_slice() {
+    let agent = match read_written_manifests(&options.agent_file).map_err(|e| format!("{path}: {e}"))?.as_slice() {
         [Manifest::Agent(agent)] => (**agent).clone(),
         _ => return Err(format!("{path} must hold exactly one Agent")),
     };

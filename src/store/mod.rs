@@ -23,7 +23,7 @@ use serde_json::Value;
 pub use self::redis::admits_anonymous;
 use crate::run::message::Message;
 use crate::run::{Created, EventKind, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
-pub use memory::MemoryStore;
+pub use memory::{MemoryStore, Retention};
 pub use redis::RedisStore;
 pub use runner::RunnerStoreClient;
 pub use socket::SocketStore;
@@ -126,12 +126,23 @@ impl Store {
     /// [`StoreError::Unauthenticated`] when it answers anonymous clients and `auth` is
     /// [`StoreAuth::Required`] (with [`StoreAuth::AllowAnonymous`], a warning is logged instead).
     pub async fn connect_redis(url: &str, auth: StoreAuth) -> Result<Store, StoreError> {
-        Ok(Store::Redis(RedisStore::connect(url, auth).await?))
+        Ok(Store::Redis(RedisStore::connect(url, auth, redis::Listens::AllRuns).await?))
     }
 
-    /// An empty in-process store.
+    /// [`Store::connect_redis`] for a runner process: it listens to the cancel of its own run alone
+    /// ([`redis::Listens::OwnCancels`]), and to no other run's notices.
+    pub async fn connect_redis_for_runner(url: &str, auth: StoreAuth) -> Result<Store, StoreError> {
+        Ok(Store::Redis(RedisStore::connect(url, auth, redis::Listens::OwnCancels).await?))
+    }
+
+    /// An empty in-process store, with the default [`Retention`].
     pub fn memory() -> Store {
         Store::Memory(MemoryStore::default())
+    }
+
+    /// An empty in-process store that keeps what `retention` allows.
+    pub fn memory_with(retention: Retention) -> Store {
+        Store::Memory(MemoryStore::with_retention(retention))
     }
 
     /// A watch of the run: [`notices::RunWatch::changed`] resolves as soon as the run writes an event,
@@ -405,8 +416,12 @@ impl Store {
     /// Ends every abandoned run (see [`Store::end_abandoned`]): runs that are not terminal while nobody
     /// holds their lease or keeps them, because their runner, its launcher or their pod went away.
     /// Returns how many it ended. Safe to run from several processes at once, and beside live runs of
-    /// other processes on the same store: a run that is held or kept is never touched.
+    /// other processes on the same store: a run that is held or kept is never touched. The in-process
+    /// store also forgets what its [`Retention`] no longer allows.
     pub async fn sweep(&self) -> Result<usize, StoreError> {
+        if let Store::Memory(memory) = self {
+            memory.forget_expired();
+        }
         let mut ended = 0;
         for run_id in self.unfinished_runs().await? {
             if self.end_abandoned(&run_id).await? {

@@ -273,12 +273,24 @@ pub struct RedisStore {
     notices: super::notices::Notices,
     /// The subscription that turns notice messages into wake-ups, started by the first watch.
     hub: std::sync::Arc<std::sync::OnceLock<()>>,
+    /// Whose notices this process listens to.
+    listens: Listens,
+}
+
+/// Whose notices a process's store listens to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Listens {
+    /// Every run's, through one pattern subscription (the facade, the local mode, the controller).
+    AllRuns,
+    /// Only the cancels of the runs it waits on, each through a subscription to that run's cancel
+    /// channel alone (a runner process, which has one run: it is not sent every other run's traffic).
+    OwnCancels,
 }
 
 impl RedisStore {
     /// Connects to Redis at `url` (`redis://[:password@]host:port[/db]`), checks that it answers and,
     /// by `auth`, that it refuses anonymous clients ([`super::Store::connect_redis`]).
-    pub(super) async fn connect(url: &str, auth: super::StoreAuth) -> Result<RedisStore, StoreError> {
+    pub(super) async fn connect(url: &str, auth: super::StoreAuth, listens: Listens) -> Result<RedisStore, StoreError> {
         let client = redis::Client::open(url)?;
         let config = redis::aio::ConnectionManagerConfig::new()
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
@@ -287,9 +299,14 @@ impl RedisStore {
             .set_min_delay(Duration::from_millis(50))
             .set_max_delay(Duration::from_millis(300))
             .set_pipeline_buffer_size(PIPELINE_BUFFER);
-        let mut connection = ConnectionManager::new_with_config(client.clone(), config).await?;
+        // The probe for anonymous access runs beside the connection's own start.
+        let (connection, anonymous) = tokio::join!(
+            ConnectionManager::new_with_config(client.clone(), config),
+            admits_anonymous(client.get_connection_info())
+        );
+        let mut connection = connection?;
         let _: String = redis::cmd("PING").query_async(&mut connection).await?;
-        if admits_anonymous(client.get_connection_info()).await {
+        if anonymous {
             let addr = client.get_connection_info().addr().to_string();
             match auth {
                 super::StoreAuth::Required => return Err(StoreError::Unauthenticated { addr }),
@@ -299,7 +316,7 @@ impl RedisStore {
                 ),
             }
         }
-        Ok(RedisStore { client, connection, notices: Default::default(), hub: Default::default() })
+        Ok(RedisStore { client, connection, notices: Default::default(), hub: Default::default(), listens })
     }
 
     /// A watch of the run, woken by its notices ([`super::notices`]); the first watch of this store
@@ -666,6 +683,9 @@ impl RedisStore {
     /// subscription, see [`RedisStore::watch`]), and by checking the key every `poll` in case a notice
     /// was missed.
     pub(super) async fn cancelled(&self, run_id: &str, poll: Duration) {
+        if self.listens == Listens::OwnCancels {
+            return self.cancel_announced(run_id, poll).await;
+        }
         let watch = self.watch(run_id);
         loop {
             let changed = watch.changed(poll);
@@ -673,6 +693,42 @@ impl RedisStore {
                 return;
             }
             changed.await;
+        }
+    }
+
+    /// [`RedisStore::cancelled`] for a process that listens to its own cancels only: a subscription to
+    /// the run's cancel channel, on a connection of its own while it waits, and a look at the key every
+    /// `poll` (and after the subscription breaks, when one is made again).
+    async fn cancel_announced(&self, run_id: &str, poll: Duration) {
+        let channel = keys::run_cancel(run_id);
+        loop {
+            let mut subscription = match self.client.get_async_pubsub().await {
+                Ok(mut pubsub) => match pubsub.subscribe(&channel).await {
+                    Ok(()) => Some(pubsub),
+                    Err(err) => {
+                        tracing::debug!(run_id, error = %err, "cannot subscribe to the run's cancel");
+                        None
+                    }
+                },
+                Err(err) => {
+                    tracing::debug!(run_id, error = %err, "cannot open a connection for the run's cancel");
+                    None
+                }
+            };
+            loop {
+                if self.is_cancel_requested(run_id).await.unwrap_or(false) {
+                    return;
+                }
+                let Some(pubsub) = subscription.as_mut() else {
+                    tokio::time::sleep(poll).await;
+                    break;
+                };
+                match tokio::time::timeout(poll, pubsub.on_message().next()).await {
+                    Ok(Some(_)) | Err(_) => {}
+                    // The subscription broke: look, then subscribe again.
+                    Ok(None) => break,
+                }
+            }
         }
     }
 

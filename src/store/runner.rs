@@ -55,12 +55,12 @@ impl From<Store> for RunnerStoreClient {
 }
 
 impl RunnerStoreClient {
-    /// Connects to Redis at `url` (see [`Store::connect_redis`]).
+    /// Connects to Redis at `url` as a runner process does (see [`Store::connect_redis_for_runner`]).
     ///
     /// Errors: [`StoreError::Redis`] when Redis cannot be reached or does not answer;
     /// [`StoreError::Unauthenticated`] as [`Store::connect_redis`] says.
     pub async fn connect_redis(url: &str, auth: super::StoreAuth) -> Result<RunnerStoreClient, StoreError> {
-        Ok(RunnerStoreClient::Direct(Store::connect_redis(url, auth).await?))
+        Ok(RunnerStoreClient::Direct(Store::connect_redis_for_runner(url, auth).await?))
     }
 
     /// Connects to the store served on the Unix socket at `path` (see [`super::socket`]).

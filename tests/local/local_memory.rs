@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use tempfile::TempDir;
 
-use crate::support::local_mode::{LocalStore, command, free_port, parent, start_in};
+use crate::support::local_mode::{LocalStore, command, free_port, launch, parent, start_in};
 
 #[tokio::test]
 async fn without_redis_runs_live_in_the_process_behind_a_private_socket_removed_at_stop() {
@@ -66,4 +66,36 @@ fn a_redis_url_that_does_not_answer_is_an_error_not_a_fallback() {
     let stderr = String::from_utf8_lossy(&output.stderr);
     assert!(stderr.contains("cannot reach Redis (REDIS_URL)") && stderr.contains("unset it"), "{stderr}");
     assert!(!data.path().join("store.sock").exists());
+}
+
+#[tokio::test]
+async fn run_folders_go_when_the_runner_exits_and_skills_scopes_when_their_thread_is_forgotten() {
+    let data = TempDir::new().expect("dir");
+    let scripts = TempDir::new().expect("dir");
+    let port = free_port();
+    let mut command = command(LocalStore::InProcess, port, data.path(), "scripted/echo", scripts.path());
+    command.args(["--runner-processes", "--keep-threads", "1", "--run-lease-seconds", "2"]);
+    let local = launch(command, port, data, scripts).await;
+    let mut threads = Vec::new();
+    for n in 0..3 {
+        let body = json!({"parent": parent(&format!("p{n}"), &format!("thread-{n}")), "description": "Tidy.", "subagent_slug": "research-explorer"});
+        let (status, answer) = local.tool("task", "alice-token", body).await;
+        assert_eq!((status, answer["status"].as_str()), (200, Some("completed")), "{answer}");
+        threads.push(answer["thread_id"].as_str().expect("the child's thread").to_string());
+    }
+    let runs = local.data.path().join("runs");
+    let left = || -> Vec<_> {
+        std::fs::read_dir(&runs).map(|d| d.flatten().map(|e| e.file_name()).collect()).unwrap_or_default()
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !left().is_empty() {
+        assert!(Instant::now() < deadline, "the runner subprocesses' folders stay after they exit: {:?}", left());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let skills = |thread: &str| local.data.path().join(format!("users/alice/skills/{thread}"));
+    while skills(&threads[0]).exists() || skills(&threads[1]).exists() {
+        assert!(Instant::now() < deadline, "the skills scopes of forgotten threads stay");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    assert!(skills(&threads[2]).join("source-triage/SKILL.md").is_file(), "the kept thread keeps its skills scope");
 }

@@ -1,6 +1,6 @@
 //! Pushed notices: a watch of a run is woken by the run's writes made elsewhere (another connection, as
 //! a runner's; another handle of the in-process store), and only by its own run's; a runner on the
-//! store socket is told of its cancel as it is asked.
+//! store socket or on Redis is told of its cancel as it is asked.
 
 use std::time::Duration;
 
@@ -68,4 +68,38 @@ async fn a_runner_on_the_store_socket_is_told_of_its_cancel() {
     assert!(!waiting.is_finished());
     store.request_cancel(&run).await.expect("cancel");
     tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("told at once").expect("the wait");
+}
+
+#[tokio::test]
+async fn a_runner_on_redis_is_told_of_its_cancel_through_its_own_channel_alone() {
+    let url = redis_url();
+    let client = RunnerStoreClient::connect_redis(&url, StoreAuth::Required).await.expect("redis");
+    let facade = Store::connect_redis(&url, StoreAuth::Required).await.expect("redis");
+    let observer = redis::Client::open(url.as_str()).expect("url");
+    let observer = observer.get_multiplexed_async_connection().await.expect("connects");
+    let run = unique("run");
+    let channel = format!("yuxi:run:{run}:cancel");
+    let subscribers = |mut connection: redis::aio::MultiplexedConnection, channel: String| async move {
+        let counts: Vec<(String, i64)> =
+            redis::cmd("PUBSUB").arg("NUMSUB").arg(&channel).query_async(&mut connection).await.expect("numsub");
+        counts[0].1
+    };
+    let waiting = tokio::spawn({
+        let (client, run) = (client.clone(), run.clone());
+        async move { client.cancelled(&run, Duration::from_secs(3600)).await }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        subscribers(observer.clone(), channel.clone()).await,
+        1,
+        "the runner listens on its run's cancel channel"
+    );
+    // Another run's writes are not sent to it: it holds no pattern subscription.
+    facade.request_cancel(&unique("run")).await.expect("cancel");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert!(!waiting.is_finished(), "another run's cancel ended the wait");
+    facade.request_cancel(&run).await.expect("cancel");
+    tokio::time::timeout(Duration::from_secs(5), waiting).await.expect("told at once").expect("the wait");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    assert_eq!(subscribers(observer, channel).await, 0, "the subscription ends with the wait");
 }

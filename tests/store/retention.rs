@@ -1,0 +1,123 @@
+//! What the in-process store keeps: runs that have ended, up to a count and for a time; threads, up to
+//! a count, the least recently written forgotten first; never a run that has not ended, nor a thread a
+//! run holds. Forgotten answers as never there.
+
+use std::time::Duration;
+
+use yuxi_operator::run::message::Message;
+use yuxi_operator::run::{Created, RunRecord, RunResult, RunStatus};
+use yuxi_operator::store::{Retention, Store};
+
+fn retention(finished_runs: usize, threads: usize) -> Retention {
+    Retention { finished_runs, threads, ..Default::default() }
+}
+
+async fn start(store: &Store, run_id: &str, thread_id: &str) -> RunRecord {
+    let record = RunRecord {
+        run_id: run_id.into(),
+        thread_id: thread_id.into(),
+        agent_slug: "helper".into(),
+        uid: "alice".into(),
+        parent: None,
+        status: RunStatus::Pending,
+        error: None,
+        created_at: "2026-12-01T10:00:00Z".into(),
+    };
+    assert_eq!(
+        store.create_run(&record, Some(&format!("start-{run_id}")), Default::default()).await.expect("create"),
+        Created::Started
+    );
+    record
+}
+
+async fn finish(store: &Store, record: &RunRecord) {
+    let result = RunResult {
+        status: RunStatus::Completed,
+        output: "done".into(),
+        error: None,
+        agent_slug: record.agent_slug.clone(),
+        run_id: record.run_id.clone(),
+        thread_id: record.thread_id.clone(),
+        token_usage: Default::default(),
+    };
+    let said = [Message::User { content: format!("asked by {}", record.run_id) }];
+    assert!(store.finish_run(&record.run_id, &record.thread_id, &said, &result).await.expect("finish"));
+}
+
+async fn is_kept(store: &Store, run_id: &str) -> bool {
+    let record = store.run_record(run_id).await.expect("record").is_some();
+    let result = store.run_result(run_id).await.expect("result").is_some();
+    let events = !store.read_events(run_id, "0-0", 10).await.expect("events").is_empty();
+    assert!(
+        record == result && result == events,
+        "{run_id}: record {record}, result {result}, events {events}: kept or forgotten as a whole"
+    );
+    record
+}
+
+#[tokio::test]
+async fn runs_that_ended_past_the_count_are_forgotten_earliest_first_and_unfinished_ones_never() {
+    let store = Store::memory_with(retention(3, 100));
+    let unfinished = start(&store, "unfinished", "thread-u").await;
+    for n in 0..5 {
+        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
+        finish(&store, &record).await;
+    }
+    for n in 0..2 {
+        assert!(!is_kept(&store, &format!("run-{n}")).await, "run-{n} is among the earliest ended");
+    }
+    for n in 2..5 {
+        assert!(is_kept(&store, &format!("run-{n}")).await, "run-{n} is among the last 3 ended");
+    }
+    assert_eq!(store.run_record(&unfinished.run_id).await.expect("record").map(|r| r.status), Some(RunStatus::Pending));
+    // A forgotten run's idempotent start is forgotten with it: the same key starts a new run.
+    let again =
+        RunRecord { run_id: "run-0-again".into(), ..store.run_record("run-4").await.expect("record").expect("kept") };
+    let again = RunRecord { thread_id: "thread-again".into(), status: RunStatus::Pending, ..again };
+    assert_eq!(
+        store.create_run(&again, Some("start-run-0"), Default::default()).await.expect("create"),
+        Created::Started
+    );
+}
+
+#[tokio::test]
+async fn threads_past_the_count_are_forgotten_least_recently_written_first_but_not_one_a_run_holds() {
+    let store = Store::memory_with(retention(100, 2));
+    let held = start(&store, "held", "thread-held").await;
+    for n in 0..3 {
+        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
+        finish(&store, &record).await;
+    }
+    assert!(store.thread_owner("thread-held").await.expect("owner").is_some(), "a thread its run holds stays");
+    assert!(store.thread_messages("thread-0").await.expect("history").is_empty(), "the least recently written goes");
+    assert_eq!(store.thread_owner("thread-0").await.expect("owner"), None);
+    assert_eq!(store.thread_messages("thread-2").await.expect("history").len(), 1, "the most recent stays");
+    finish(&store, &held).await;
+    assert_eq!(store.thread_messages("thread-held").await.expect("history").len(), 1, "written last, kept");
+}
+
+#[tokio::test]
+async fn runs_that_ended_are_forgotten_after_their_time_to_live_at_the_next_sweep() {
+    let store = Store::memory_with(Retention { finished_run_ttl: Duration::from_millis(50), ..Default::default() });
+    let record = start(&store, "run-1", "thread-1").await;
+    finish(&store, &record).await;
+    assert!(is_kept(&store, "run-1").await);
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    store.sweep().await.expect("sweep");
+    assert!(!is_kept(&store, "run-1").await, "forgotten once its time to live has passed");
+}
+
+#[tokio::test]
+async fn ten_thousand_runs_leave_no_more_than_the_retention_behind() {
+    let store = Store::memory();
+    for n in 0..10_000 {
+        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
+        finish(&store, &record).await;
+    }
+    let Store::Memory(memory) = &store else { unreachable!("an in-process store") };
+    let (runs, threads) = memory.held();
+    let default = Retention::default();
+    assert!(runs <= default.finished_runs, "{runs} runs kept");
+    assert!(threads <= default.threads, "{threads} threads kept");
+    assert!(is_kept(&store, "run-9999").await && !is_kept(&store, "run-0").await);
+}
