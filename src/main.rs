@@ -7,6 +7,12 @@ use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
 
+/// The allocator: mimalloc, whose per-thread free lists serve a server's many small, short-lived
+/// allocations (request bodies, JSON values, event envelopes) at a fraction of the system allocator's
+/// cost, and return freed pages to the system, so memory falls back after a burst.
+#[global_allocator]
+static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
+
 #[derive(Parser)]
 #[command(
     name = "yuxi-operator",

@@ -72,7 +72,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let metrics = facade::http_metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
-    let state = facade::FacadeState {
+    let state: facade::FacadeState = facade::FacadeParts {
         auth: reviewer.into(),
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
         runs: Some(facade::Runs {
@@ -83,7 +83,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         run_tokens,
         limits: args.limits.limits(),
         streams: Default::default(),
-    };
+    }
+    .into();
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use yuxi_operator::facade::launch::{LocalLauncher, LocalRuns, RunnerStore};
-use yuxi_operator::facade::{self, AgentCatalog, FacadeState, Runs, Users};
+use yuxi_operator::facade::{self, AgentCatalog, FacadeParts, FacadeState, Runs, Users};
 use yuxi_operator::resources::manifest_set;
 use yuxi_operator::run::inputs::env;
 use yuxi_operator::store::Store;
@@ -221,7 +221,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         Vec::new()
     };
     let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
-    let state = FacadeState {
+    let state: FacadeState = FacadeParts {
         auth: users.into(),
         agents: AgentCatalog::Local(agent_catalog),
         runs: Some(Runs { store: store.clone(), launcher: launcher.into() }),
@@ -230,7 +230,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
         limits: limits.limits(),
         streams: Default::default(),
-    };
+    }
+    .into();
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;

@@ -27,9 +27,26 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// a total deadline, which a body trickled a byte at a time cannot reset.
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
-/// What every handler can reach.
+/// What every handler can reach: [`FacadeParts`] behind one shared pointer, so the clone each request
+/// makes of it (one per extractor) is a counter's increment, not a copy of every part.
 #[derive(Clone)]
-pub struct FacadeState {
+pub struct FacadeState(std::sync::Arc<FacadeParts>);
+
+impl std::ops::Deref for FacadeState {
+    type Target = FacadeParts;
+    fn deref(&self) -> &FacadeParts {
+        &self.0
+    }
+}
+
+impl From<FacadeParts> for FacadeState {
+    fn from(parts: FacadeParts) -> Self {
+        FacadeState(std::sync::Arc::new(parts))
+    }
+}
+
+/// The parts of the facade's state.
+pub struct FacadeParts {
     /// How bearer tokens are checked.
     pub auth: auth::Authenticator,
     /// The agents.

@@ -275,7 +275,16 @@ pub struct RedisStore {
     hub: std::sync::Arc<std::sync::OnceLock<()>>,
     /// Whose notices this process listens to.
     listens: Listens,
+    /// The status views of runs that have ended, by run and number of recent events: a run that has
+    /// ended changes no more, so its status is read from Redis once, not at every poll of a parent.
+    /// Bounded by [`ENDED_VIEWS`] and [`ENDED_VIEW_TTL`] (the longest a view outlives its run's keys).
+    ended_views: moka::sync::Cache<(String, usize), super::RunView>,
 }
+
+/// The most status views of ended runs a process keeps.
+const ENDED_VIEWS: u64 = 10_000;
+/// How long a status view of an ended run is kept.
+const ENDED_VIEW_TTL: Duration = Duration::from_secs(10);
 
 /// Whose notices a process's store listens to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -316,7 +325,14 @@ impl RedisStore {
                 ),
             }
         }
-        Ok(RedisStore { client, connection, notices: Default::default(), hub: Default::default(), listens })
+        Ok(RedisStore {
+            client,
+            connection,
+            notices: Default::default(),
+            hub: Default::default(),
+            listens,
+            ended_views: moka::sync::Cache::builder().max_capacity(ENDED_VIEWS).time_to_live(ENDED_VIEW_TTL).build(),
+        })
     }
 
     /// A watch of the run, woken by its notices ([`super::notices`]); the first watch of this store
@@ -521,6 +537,10 @@ impl RedisStore {
     }
 
     pub(super) async fn run_view(&self, run_id: &str, recent: usize) -> Result<Option<super::RunView>, StoreError> {
+        let cached = (run_id.to_string(), recent);
+        if let Some(view) = self.ended_views.get(&cached) {
+            return Ok(Some(view));
+        }
         let (record_key, result_key, events_key) =
             (keys::run_record(run_id), keys::run_result(run_id), keys::run_events(run_id));
         let mut pipe = redis::pipe();
@@ -549,7 +569,15 @@ impl RedisStore {
         let result = decode(&result_key, result)?;
         let mut recent = Self::decode_events(&events_key, events)?;
         recent.reverse();
-        Ok(Some(super::RunView { record, result, recent }))
+        let view = super::RunView { record, result, recent };
+        // Only a view with its result and its `end` is whole: a run's end writes them in the same step.
+        if view.record.status.is_terminal()
+            && view.result.is_some()
+            && view.recent.last().is_some_and(|e| e.envelope.event == crate::run::EventKind::End)
+        {
+            self.ended_views.insert(cached, view.clone());
+        }
+        Ok(Some(view))
     }
 
     pub(super) async fn run_record(&self, run_id: &str) -> Result<Option<RunRecord>, StoreError> {

@@ -4,7 +4,7 @@
 use serde_json::{Value, json};
 use yuxi_operator::access::Role;
 use yuxi_operator::facade::auth::UserEntry;
-use yuxi_operator::facade::{AgentCatalog, FacadeState, Users, router};
+use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
 
 use crate::support::examples::example_agents;
 
@@ -25,7 +25,7 @@ async fn start() -> Api {
         user("root-token", "root", Role::Superadmin, None),
     ])
     .expect("users");
-    let state = FacadeState {
+    let state: FacadeState = FacadeParts {
         auth: users.into(),
         agents: AgentCatalog::new(example_agents()),
         runs: None,
@@ -33,7 +33,8 @@ async fn start() -> Api {
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
         limits: Default::default(),
         streams: Default::default(),
-    };
+    }
+    .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

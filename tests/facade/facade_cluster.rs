@@ -9,7 +9,7 @@ use yuxi_operator::facade::auth::{GroupMapping, TokenReviewer};
 use yuxi_operator::facade::catalog::ClusterCatalog;
 use yuxi_operator::facade::http_metrics::FacadeMetrics;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
-use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, router};
+use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Runs, router};
 use yuxi_operator::run::grant::TokenKey;
 use yuxi_operator::store::Store;
 
@@ -32,7 +32,7 @@ async fn facade(client: kube::Client, store: Store) -> String {
 /// [`facade`], counting in `metrics`.
 async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics) -> String {
     let reviewer = TokenReviewer::new(client.clone(), vec![], GroupMapping::default(), metrics.token_reviews());
-    let state = FacadeState {
+    let state: FacadeState = FacadeParts {
         auth: reviewer.into(),
         agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
         runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
@@ -40,7 +40,8 @@ async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics)
         run_tokens: token_key(),
         limits: Default::default(),
         streams: Default::default(),
-    };
+    }
+    .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

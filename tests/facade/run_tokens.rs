@@ -6,7 +6,7 @@ use serde_json::{Value, json};
 use yuxi_operator::access::Role;
 use yuxi_operator::facade::auth::UserEntry;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
-use yuxi_operator::facade::{AgentCatalog, FacadeState, Runs, Users, router};
+use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Runs, Users, router};
 use yuxi_operator::resources::ParentRef;
 use yuxi_operator::run::grant::{TokenKey, token_digest};
 use yuxi_operator::run::{RunGrant, RunRecord, RunStatus};
@@ -36,7 +36,7 @@ async fn facade() -> Facade {
         department_id: Some(1),
     }])
     .expect("users");
-    let state = FacadeState {
+    let state: FacadeState = FacadeParts {
         auth: users.into(),
         agents: AgentCatalog::new(example_agents()),
         runs: Some(Runs { store: store.clone(), launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
@@ -44,7 +44,8 @@ async fn facade() -> Facade {
         run_tokens: key(),
         limits: Default::default(),
         streams: Default::default(),
-    };
+    }
+    .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

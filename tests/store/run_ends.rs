@@ -193,3 +193,39 @@ async fn a_cancel_of_a_run_nobody_executes_ends_it_at_once() {
         assert_eq!(store.run_record(&live.run_id).await.expect("read").map(|r| r.status), Some(RunStatus::Cancelled));
     }
 }
+
+#[tokio::test]
+async fn a_status_view_follows_a_run_until_it_ends_then_is_read_from_redis_once_for_a_while() {
+    let store = Store::connect_redis(&redis_url(), StoreAuth::Required).await.expect("the test Redis answers");
+    let record = created(&store).await;
+    let pending = store.run_view(&record.run_id, 10).await.expect("view").expect("the run");
+    assert_eq!(pending.record.status, RunStatus::Pending);
+    assert!(store.set_run_status(&record.run_id, RunStatus::Running, None).await.expect("running"));
+    store
+        .append_event(&record.run_id, &record.thread_id, yuxi_operator::run::EventKind::Messages, json!({}))
+        .await
+        .expect("append");
+    let running = store.run_view(&record.run_id, 10).await.expect("view").expect("the run");
+    assert_eq!((running.record.status, running.recent.len()), (RunStatus::Running, 1), "a running run is read afresh");
+    let done = result_of(&record, RunStatus::Completed, None);
+    assert!(store.finish_run(&record.run_id, &record.thread_id, &[], &done).await.expect("finish"));
+    let ended = store.run_view(&record.run_id, 10).await.expect("view").expect("the run");
+    assert_eq!(ended.record.status, RunStatus::Completed);
+    assert!(
+        ended.result.is_some()
+            && ended.recent.last().is_some_and(|e| e.envelope.event == yuxi_operator::run::EventKind::End)
+    );
+    // Its keys gone behind the store's back, the ended run's view still answers from this process.
+    let mut redis = redis::Client::open(redis_url().as_str())
+        .expect("url")
+        .get_multiplexed_async_connection()
+        .await
+        .expect("connects");
+    let _: () =
+        redis::cmd("DEL").arg(format!("yuxi:run:{}:record", record.run_id)).query_async(&mut redis).await.expect("del");
+    let kept = store.run_view(&record.run_id, 10).await.expect("view").expect("kept for a while");
+    assert_eq!(kept.record.status, RunStatus::Completed);
+    // Another store (another replica) reads Redis itself.
+    let other = Store::connect_redis(&redis_url(), StoreAuth::Required).await.expect("the test Redis answers");
+    assert!(other.run_view(&record.run_id, 10).await.expect("view").is_none());
+}
