@@ -278,7 +278,7 @@ pub struct RedisStore {
     /// The status views of runs that have ended, by run and number of recent events: a run that has
     /// ended changes no more, so its status is read from Redis once, not at every poll of a parent.
     /// Bounded by [`ENDED_VIEWS`] and [`ENDED_VIEW_TTL`] (the longest a view outlives its run's keys).
-    ended_views: moka::sync::Cache<(String, usize), super::RunView>,
+    ended_views: std::sync::Arc<moka::sync::Cache<(String, usize), super::RunView>>,
 }
 
 /// The most status views of ended runs a process keeps.
@@ -331,7 +331,9 @@ impl RedisStore {
             notices: Default::default(),
             hub: Default::default(),
             listens,
-            ended_views: moka::sync::Cache::builder().max_capacity(ENDED_VIEWS).time_to_live(ENDED_VIEW_TTL).build(),
+            ended_views: std::sync::Arc::new(
+                moka::sync::Cache::builder().max_capacity(ENDED_VIEWS).time_to_live(ENDED_VIEW_TTL).build(),
+            ),
         })
     }
 
