@@ -35,11 +35,14 @@ faults: tools
 		echo "(the whole log: $(RUN_DIR)/faults.log)"; exit $$status
 
 ## bench: release build, then the local mode (in-process and Redis) side by side with LangGraph's
-## in-memory API server, driven by one client; prints the table (also in .run/bench.md)
+## in-memory API server, driven by one client; prints the table (also in .run/bench.md); then the
+## controller against an API-server stand-in (.run/bench-controller.md)
 bench:
 	@command -v wrk >/dev/null 2>&1 || scripts/apt-install wrk
 	$(CARGO) build --release --locked
 	@py=$$(scripts/bench-venv) && scripts/with-redis sh -c 'REDIS_URL=$$YUXI_TEST_REDIS_URL exec "$$0" scripts/bench.py target/release/yuxi-operator $(BENCH_ARGS)' "$$py"
+	$(CARGO) bench --locked --bench controller > $(RUN_DIR)/bench-controller.md
+	@cat $(RUN_DIR)/bench-controller.md
 
 fmt:
 	$(CARGO) fmt --all -- --check

@@ -28,6 +28,8 @@ import httpx
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 TOKEN = {"Authorization": "Bearer alice-token"}
+# How many runs the burst starts at once.
+BURST = 1000
 TICKS = os.sysconf("SC_CLK_TCK")
 
 
@@ -193,6 +195,31 @@ class Yuxi:
                                    json={"parent": parent, "run_id": run_id}, headers=TOKEN)
 
 
+    async def burst(self, client, n):
+        """Starts `n` runs at once, awaits each; returns (completed, lost): lost is a run that did not
+        end completed with exactly one `end` event in its stream."""
+        async def start():
+            body = {"parent": self.parent(), "description": "echo this", "subagent_slug": "fact-verifier"}
+            r = await client.post(f"{self.base}/api/tools/subagent_start", json=body, headers=TOKEN, timeout=120)
+            r.raise_for_status()
+            return body["parent"], r.json()["run_id"]
+        started = await asyncio.gather(*(start() for _ in range(n)))
+
+        async def finish(parent, run_id):
+            for _ in range(20):
+                r = await client.post(f"{self.base}/api/tools/subagent_await", headers=TOKEN, timeout=120,
+                                      json={"parent": parent, "run_id": run_id, "timeout_seconds": 60})
+                if not r.json().get("wait_timed_out"):
+                    break
+            ends = 0
+            async with client.stream("GET", f"{self.base}/api/agent/runs/{run_id}/events", headers=TOKEN, timeout=60) as s:
+                async for line in s.aiter_lines():
+                    ends += line == "event: end"
+            return r.json().get("status") == "completed" and ends == 1
+        ok = await asyncio.gather(*(finish(p, r) for p, r in started))
+        return sum(ok), n - sum(ok)
+
+
 class LangGraph:
     """`langgraph dev` (the in-memory API server) with the echo graph."""
 
@@ -238,6 +265,22 @@ class LangGraph:
         run = (await client.post(f"{self.base}/threads/{thread}/runs", json=self.input())).json()["run_id"]
         await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=60)
         return lambda: client.get(f"{self.base}/threads/{thread}/runs/{run}")
+
+
+    async def burst(self, client, n):
+        """Starts `n` runs at once on new threads, joins each; returns (completed, lost)."""
+        async def one():
+            thread = (await client.post(f"{self.base}/threads", json={})).json()["thread_id"]
+            run = (await client.post(f"{self.base}/threads/{thread}/runs", json=self.input())).json()["run_id"]
+            return thread, run
+        started = await asyncio.gather(*(one() for _ in range(n)))
+
+        async def finish(thread, run):
+            await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=600)
+            r = await client.get(f"{self.base}/threads/{thread}/runs/{run}")
+            return r.json().get("status") == "success"
+        ok = await asyncio.gather(*(finish(t, r) for t, r in started))
+        return sum(ok), n - sum(ok)
 
 
 async def wait_up(side, client):
@@ -314,6 +357,10 @@ async def measure(side, runs):
         url, method, body, auth = await side.wrk_status(client)
         out["wrk_status_per_s"] = wrk(url, method, body, auth, seconds=5)[0]
         out["rss_after"] = rss_mib(side.proc.pid)
+
+        t0 = time.perf_counter()
+        out["burst_completed"], out["burst_lost"] = await side.burst(client, BURST)
+        out["burst_seconds"] = time.perf_counter() - t0
         out["runs_done"] = 5 + runs + len(firsts) + len(lat) + 2 + int(out["wrk_runs_per_s"] * 8)
         return out
 
@@ -344,6 +391,9 @@ ROWS = [
     ("wrk: status reads/s of a finished run (50 connections)", "wrk_status_per_s", "higher"),
     ("server RSS idle (MiB, with children)", "rss_idle", "lower"),
     ("server RSS after the runs (MiB)", "rss_after", "lower"),
+    (f"{BURST} runs started at once: completed", "burst_completed", "higher"),
+    (f"{BURST} runs started at once: lost (not completed, or not exactly one end)", "burst_lost", "lower"),
+    (f"{BURST} runs started at once: seconds until all ended", "burst_seconds", "lower"),
 ]
 
 
@@ -359,7 +409,7 @@ def table(results, peer):
                 continue
             ours, theirs = results[l][key], results[peer][key]
             ratio = (theirs / ours if better == "lower" else ours / theirs) if ours and theirs else float("nan")
-            ratios.append(f"{ratio:.1f}×")
+            ratios.append("–" if ratio != ratio else f"{ratio:.1f}×")
         lines.append(f"| {title} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
