@@ -206,6 +206,13 @@ class Yuxi:
         started = await asyncio.gather(*(start() for _ in range(n)))
 
         async def finish(parent, run_id):
+            try:
+                return await ended_once(parent, run_id)
+            except httpx.HTTPError as err:
+                print(f"bench: {self.label}: run {run_id}: {err!r}", file=sys.stderr)
+                return False
+
+        async def ended_once(parent, run_id):
             for _ in range(20):
                 r = await client.post(f"{self.base}/api/tools/subagent_await", headers=TOKEN, timeout=120,
                                       json={"parent": parent, "run_id": run_id, "timeout_seconds": 60})
@@ -276,9 +283,13 @@ class LangGraph:
         started = await asyncio.gather(*(one() for _ in range(n)))
 
         async def finish(thread, run):
-            await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=600)
-            r = await client.get(f"{self.base}/threads/{thread}/runs/{run}")
-            return r.json().get("status") == "success"
+            try:
+                await client.get(f"{self.base}/threads/{thread}/runs/{run}/join", timeout=600)
+                r = await client.get(f"{self.base}/threads/{thread}/runs/{run}")
+                return r.json().get("status") == "success"
+            except httpx.HTTPError as err:
+                print(f"bench: {self.label}: run {run}: {err!r}", file=sys.stderr)
+                return False
         ok = await asyncio.gather(*(finish(t, r) for t, r in started))
         return sum(ok), n - sum(ok)
 
@@ -338,14 +349,21 @@ async def measure(side, runs):
         read = await side.status_target(client)
         count, t0 = 0, time.perf_counter()
 
+        failed = 0
+
         async def reader():
-            nonlocal count
+            nonlocal count, failed
             while time.perf_counter() - t0 < 3:
-                (await read()).raise_for_status()
-                count += 1
+                try:
+                    (await read()).raise_for_status()
+                    count += 1
+                except httpx.HTTPError:
+                    failed += 1
 
         await asyncio.gather(*(reader() for _ in range(50)))
         out["status_per_s"] = count / (time.perf_counter() - t0)
+        if failed:
+            print(f"bench: {side.label}: {failed} status reads failed", file=sys.stderr)
 
         # The same with a C load client (wrk), which the Python client cannot keep up with.
         url, method, body, auth = side.wrk_run()

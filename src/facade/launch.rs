@@ -117,9 +117,9 @@ impl LocalRuns {
 
     /// Runs `f` with the threads of the runs taken on and not yet over, while no run is taken on: a
     /// run taken on after `f` returns makes its folders after it.
-    pub fn with_threads_taken<T>(&self, f: impl FnOnce(&std::collections::HashSet<&str>) -> T) -> T {
+    pub fn with_threads_taken<T>(&self, f: impl FnOnce(&ThreadsTaken<'_>) -> T) -> T {
         let taken = self.taken.lock().expect("runs lock");
-        f(&taken.values().map(String::as_str).collect())
+        f(&ThreadsTaken(&taken))
     }
 
     /// Ends every run this process has taken on and not finished, `interrupted` with `why` (the local
@@ -134,6 +134,16 @@ impl LocalRuns {
             }
         }
         ended
+    }
+}
+
+/// The threads of the runs a local mode has taken on, seen under its lock ([`LocalRuns::with_threads_taken`]).
+pub struct ThreadsTaken<'a>(&'a std::collections::HashMap<String, String>);
+
+impl ThreadsTaken<'_> {
+    /// Whether a run taken on and not yet over is on `thread_id`.
+    pub fn contains(&self, thread_id: &str) -> bool {
+        self.0.values().any(|thread| thread == thread_id)
     }
 }
 

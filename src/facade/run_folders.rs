@@ -24,20 +24,30 @@ pub async fn tidy(launcher: &LocalLauncher, store: &Store) -> Result<usize, Stor
             }
         }
     }
-    // A run taken on after this look makes its folders after the removal, never before it.
-    let removed = launcher.runs.with_threads_taken(|taken| {
+    // Off the async workers (a removal is file-system work), one folder at a time: each is removed
+    // while no run is taken on, so a run taken on after the look makes its folders after the removal,
+    // never before it, and a launch waits for one folder's removal at most.
+    let (data_dir, runs) = (launcher.data_dir.clone(), launcher.runs.clone());
+    let removed = tokio::task::spawn_blocking(move || {
         let mut removed = 0;
-        for (uid, thread_id) in forgotten.iter().filter(|(_, thread)| !taken.contains(thread.as_str())) {
-            let Ok(ids) = ScopeIds::new(uid, "thread_id", thread_id, None) else { continue };
-            let path = launcher.data_dir.join(ids.sub_path(Scope::Skills));
-            match std::fs::remove_dir_all(&path) {
-                Ok(()) => removed += 1,
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(err) => tracing::warn!(path = %path.display(), error = %err, "cannot remove a skills scope"),
-            }
+        for (uid, thread_id) in forgotten {
+            let Ok(ids) = ScopeIds::new(&uid, "thread_id", &thread_id, None) else { continue };
+            let path = data_dir.join(ids.sub_path(Scope::Skills));
+            runs.with_threads_taken(|taken| {
+                if taken.contains(thread_id.as_str()) {
+                    return;
+                }
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => removed += 1,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => tracing::warn!(path = %path.display(), error = %err, "cannot remove a skills scope"),
+                }
+            });
         }
         removed
-    });
+    })
+    .await
+    .unwrap_or(0);
     Ok(removed)
 }
 
