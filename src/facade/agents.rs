@@ -132,11 +132,13 @@ pub async fn backends(Caller(_): Caller) -> Json<Backends> {
         backends: vec![
             Backend {
                 id: BACKEND_CHATBOT,
+                backend_id: BACKEND_CHATBOT,
                 name: "Chatbot agent",
                 description: "A main agent users chat with; it may delegate to subagents.",
             },
             Backend {
                 id: BACKEND_SUBAGENT,
+                backend_id: BACKEND_SUBAGENT,
                 name: "Subagent",
                 description: "An agent main agents delegate tasks to; it cannot delegate further.",
             },
@@ -163,6 +165,8 @@ pub struct Backends {
 pub struct Backend {
     /// `ChatbotAgent` or `SubAgentBackend`.
     pub id: &'static str,
+    /// The same, by the name Yuxi's web client reads (and sends back as `backend_id`).
+    pub backend_id: &'static str,
     /// Its name.
     pub name: &'static str,
     /// What it is for.

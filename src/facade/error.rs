@@ -1,5 +1,8 @@
 //! The facade's errors, mapped to HTTP status in one place. Every error answers JSON
-//! `{"code": ..., "message": ..., "field": ...}`, the field present when one is at fault.
+//! `{"code": ..., "message": ..., "field": ..., "detail": ...}`, the field present when one is at fault,
+//! and `detail` as FastAPI (Yuxi's server) spells it, for Yuxi's clients: for a 422 a list of
+//! `{loc, msg, type}` naming the field (`loc: ["body", "context", "tools", 0]`); for `run_busy` an object
+//! with the same fields as the answer; for any other error the message.
 //!
 //! The errors of what the facade calls convert here, so handlers use `?`:
 //!
@@ -108,6 +111,47 @@ pub struct ErrorBody {
     /// `run_busy` only: the thread.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub thread_id: Option<String>,
+    /// The error as FastAPI answers it (see the module doc): a string, a list of [`DetailItem`] (422),
+    /// or an object (`run_busy`).
+    #[schema(value_type = Object)]
+    pub detail: serde_json::Value,
+}
+
+/// One item of a 422's `detail`, as FastAPI spells a validation error.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct DetailItem {
+    /// Where: `"body"`, then the field's path, a name per object level and a number per list index.
+    #[schema(value_type = Vec<Object>)]
+    pub loc: Vec<serde_json::Value>,
+    /// What is wrong.
+    pub msg: String,
+    /// The kind of error: always `value_error`.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+}
+
+/// The `loc` of a field path in the request's own spelling: `context.tools[0]` is
+/// `["body", "context", "tools", 0]`; a query parameter's field is spelled `query.<name>`.
+pub fn field_loc(field: &str) -> Vec<serde_json::Value> {
+    let mut loc = Vec::new();
+    let (first, rest) = match field.strip_prefix("query.") {
+        Some(rest) => ("query", rest),
+        None => ("body", field),
+    };
+    loc.push(serde_json::Value::from(first));
+    for part in rest.split('.').filter(|p| !p.is_empty()) {
+        let (name, indexes) = part.split_once('[').map_or((part, ""), |(n, i)| (n, i));
+        if !name.is_empty() {
+            loc.push(serde_json::Value::from(name));
+        }
+        for index in indexes.split('[').map(|i| i.trim_end_matches(']')).filter(|i| !i.is_empty()) {
+            match index.parse::<u64>() {
+                Ok(n) => loc.push(serde_json::Value::from(n)),
+                Err(_) => loc.push(serde_json::Value::from(index)),
+            }
+        }
+    }
+    loc
 }
 
 impl ApiError {
@@ -153,16 +197,28 @@ impl IntoResponse for ApiError {
             }
             _ => None,
         };
+        let message = self.to_string();
+        let detail = match (&self, busy) {
+            (ApiError::Invalid { field, message }, _) => {
+                serde_json::json!([DetailItem { loc: field_loc(field), msg: message.clone(), kind: "value_error" }])
+            }
+            (_, Some((active_run_id, active_run_status, agent_slug, thread_id))) => serde_json::json!({
+                "code": code, "message": message, "active_run_id": active_run_id,
+                "active_run_status": active_run_status, "agent_slug": agent_slug, "thread_id": thread_id,
+            }),
+            _ => serde_json::Value::from(message.clone()),
+        };
         let mut response = (
             status,
             Json(ErrorBody {
                 code,
-                message: self.to_string(),
+                message,
                 field,
                 active_run_id: busy.map(|b| b.0.clone()),
                 active_run_status: busy.map(|b| b.1.clone()),
                 agent_slug: busy.map(|b| b.2.clone()),
                 thread_id: busy.map(|b| b.3.clone()),
+                detail,
             }),
         )
             .into_response();
@@ -239,5 +295,45 @@ mod tests {
             answer(store.into()),
             (503, "the run store failed: store socket /run/store.sock: broken pipe".into())
         );
+    }
+
+    fn body_of(err: ApiError) -> serde_json::Value {
+        let response = err.into_response();
+        let bytes = futures::executor::block_on(axum::body::to_bytes(response.into_body(), 1 << 20)).expect("body");
+        serde_json::from_slice(&bytes).expect("JSON")
+    }
+
+    #[test]
+    fn a_422_names_its_field_as_fastapi_does_and_as_before() {
+        let body = body_of(ApiError::invalid("config_json.context.tools[2]", "unknown tool \"x\""));
+        assert_eq!(
+            (body["code"].as_str(), body["field"].as_str()),
+            (Some("validation_failed"), Some("config_json.context.tools[2]"))
+        );
+        assert_eq!(
+            body["detail"],
+            serde_json::json!([{"loc": ["body", "config_json", "context", "tools", 2], "msg": "unknown tool \"x\"", "type": "value_error"}])
+        );
+        assert_eq!(field_loc("query.after_seq"), vec![serde_json::json!("query"), serde_json::json!("after_seq")]);
+        assert_eq!(
+            field_loc("a[0][1]"),
+            vec![serde_json::json!("body"), serde_json::json!("a"), serde_json::json!(0), serde_json::json!(1)]
+        );
+    }
+
+    #[test]
+    fn other_errors_carry_their_message_as_detail_and_run_busy_its_fields() {
+        let body = body_of(ApiError::NotFound("no such run".into()));
+        assert_eq!((body["detail"].as_str(), body["message"].as_str()), (Some("no such run"), Some("no such run")));
+        let busy = ApiError::RunBusy {
+            thread_id: "t1".into(),
+            active_run_id: "r1".into(),
+            active_run_status: "running".into(),
+            agent_slug: "helper".into(),
+        };
+        let body = body_of(busy);
+        assert_eq!(body["detail"]["code"], "run_busy");
+        assert_eq!(body["detail"]["active_run_id"], "r1");
+        assert_eq!(body["active_run_id"], "r1");
     }
 }

@@ -9,6 +9,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod launch;
 pub mod limits;
+pub mod me;
 pub mod run_folders;
 pub mod runs;
 pub mod tools;
@@ -103,7 +104,8 @@ impl FromRef<FacadeState> for auth::Authenticator {
     tags(
         (name = "agents", description = "Agents and subagents (`/api/agent`)"),
         (name = "tools", description = "The subagent tools a parent agent calls"),
-        (name = "runs", description = "Runs, their events and results, and thread messages")
+        (name = "runs", description = "Runs, their events and results, and thread messages"),
+        (name = "auth", description = "Who the bearer token names")
     )
 )]
 struct ApiDoc;
@@ -127,6 +129,7 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa::OpenApi;
     use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(routes!(me::me))
         .routes(routes!(agents::list, agents::create))
         .routes(routes!(agents::get_default))
         .routes(routes!(agents::backends))

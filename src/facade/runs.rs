@@ -277,6 +277,9 @@ pub struct EventsQuery {
     /// Resume after this stream id (`Last-Event-ID` wins when both are given).
     #[serde(default)]
     after_seq: Option<String>,
+    /// Yuxi's web client sends `verbose=false`; every event is streamed in full either way.
+    #[serde(default, rename = "verbose")]
+    _verbose: Option<bool>,
 }
 
 /// The answer of `GET /api/threads/{thread_id}/messages`.

@@ -101,7 +101,28 @@ async fn lists_hide_subagents_unless_asked() {
     let (_, default) = api.get("/api/agent/default", "bob-token").await;
     assert_eq!(default["slug"], "deep-research");
     let (_, backends) = api.get("/api/agent/backends", "bob-token").await;
-    assert_eq!(backends["backends"].as_array().expect("list").len(), 2);
+    let ids: Vec<(&str, &str)> = backends["backends"]
+        .as_array()
+        .expect("list")
+        .iter()
+        .map(|b| (b["id"].as_str().unwrap_or_default(), b["backend_id"].as_str().unwrap_or_default()))
+        .collect();
+    // Yuxi's web client reads `backend_id`.
+    assert_eq!(ids, [("ChatbotAgent", "ChatbotAgent"), ("SubAgentBackend", "SubAgentBackend")]);
+}
+
+#[tokio::test]
+async fn the_caller_is_who_the_token_names_and_a_bad_token_is_401() {
+    let api = start().await;
+    let (status, me) = api.get("/api/auth/me", "alice-token").await;
+    assert_eq!(status, 200);
+    assert_eq!(
+        (me["uid"].as_str(), me["user_id"].as_str(), me["role"].as_str()),
+        (Some("alice"), Some("alice"), Some("user"))
+    );
+    assert_eq!(me["department_id"], 1);
+    let (status, refused) = api.get("/api/auth/me", "no-such-token").await;
+    assert_eq!((status, refused["code"].as_str(), refused["detail"].is_string()), (401, Some("unauthorized"), true));
 }
 
 #[tokio::test]
@@ -300,6 +321,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "GET /api/agent/runs/{run_id}/events",
         "GET /api/agent/runs/{run_id}/result",
         "GET /api/agent/{slug}",
+        "GET /api/auth/me",
         "GET /api/threads/{thread_id}/messages",
         "GET /api/tools",
         "POST /api/agent",

@@ -75,8 +75,8 @@ async fn start_await_and_ownership(store: LocalStore) {
         assert_eq!((status, answer["field"].as_str()), (422, Some(field)), "{answer}");
     }
 
-    let not_found =
-        json!({"code": "not_found", "message": "run does not exist or does not belong to the current parent run"});
+    let missing = "run does not exist or does not belong to the current parent run";
+    let not_found = json!({"code": "not_found", "message": missing, "detail": missing});
     for (token, parent_run, id) in
         [("alice-token", "p2", run_id), ("bob-token", "p1", run_id), ("alice-token", "p1", "0123456789abcdef")]
     {
@@ -216,6 +216,14 @@ async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages(st
         .expect("reaches");
     let rest = sse_events(&resumed.text().await.expect("body"));
     assert_eq!(rest, all[2..].to_vec(), "a resumed stream loses and repeats nothing");
+    // Yuxi's web client asks with `verbose=false`, and gets the same stream.
+    let quiet = get(format!("/api/agent/runs/{run_id}/events?verbose=false"), "alice-token").await;
+    assert_eq!(sse_events(&quiet.text().await.expect("body")), all);
+    let (status, unknown) = {
+        let answer = get(format!("/api/agent/runs/{run_id}/events?verbos=false"), "alice-token").await;
+        (answer.status().as_u16(), answer.json::<Value>().await.expect("JSON"))
+    };
+    assert_eq!((status, unknown["code"].as_str()), (400, Some("bad_request")), "{unknown}");
 
     assert_eq!(get(format!("/api/agent/runs/{run_id}/events"), "bob-token").await.status(), 404);
     let result: Value =
