@@ -149,7 +149,7 @@ class Yuxi:
         self.proc = subprocess.Popen(
             [binary, "local", "--manifests", os.path.join(ROOT, "examples"), "--listen", f"127.0.0.1:{self.port}",
              "--users", os.path.join(ROOT, "examples/local-users.yaml"), "--data-dir", os.path.join(self.data, "d"),
-             "--default-model", "scripted/echo", "--scripts-dir", os.path.join(self.data, "none"),
+             "--default-model", "scripted/auto", "--scripts-dir", os.path.join(ROOT, "examples/scripts"),
              "--max-runs-per-user", "100000", "--max-runs", "100000", "--max-streams-per-user", "1000",
              "--max-concurrent-runs", "64"],
             stdout=subprocess.DEVNULL, stderr=self.log, env=env, cwd=ROOT)
@@ -194,6 +194,19 @@ class Yuxi:
         return lambda: client.post(f"{self.base}/api/tools/subagent_status",
                                    json={"parent": parent, "run_id": run_id}, headers=TOKEN)
 
+
+    async def main_run(self, client):
+        """A main agent's run, start to end: deep-research with its example script (two subagents started
+        and awaited, a report written), followed over its event stream until `end`."""
+        r = await client.post(f"{self.base}/api/agent/runs", headers=TOKEN, timeout=60,
+                              json={"query": "How do warm pools change sandbox start-up?", "agent_slug": "deep-research"})
+        r.raise_for_status()
+        run_id = r.json()["run_id"]
+        async with client.stream("GET", f"{self.base}/api/agent/runs/{run_id}/events", headers=TOKEN, timeout=120) as s:
+            async for _ in s.aiter_lines():
+                pass
+        result = (await client.get(f"{self.base}/api/agent/runs/{run_id}/result", headers=TOKEN)).json()
+        assert result.get("status") == "completed", result
 
     async def burst(self, client, n):
         """Starts `n` runs at once, awaits each; returns (completed, lost): lost is a run that did not
@@ -324,6 +337,16 @@ async def measure(side, runs):
         out["blocking_p50"] = pct(latencies, 0.5) * 1000
         out["blocking_p99"] = pct(latencies, 0.99) * 1000
 
+        if hasattr(side, "main_run"):
+            mains = []
+            for _ in range(max(10, runs // 5)):
+                t = time.perf_counter()
+                await side.main_run(client)
+                mains.append(time.perf_counter() - t)
+            out["main_run_p50"] = pct(mains, 0.5) * 1000
+        else:
+            out["main_run_p50"] = float("nan")
+
         firsts = [await side.first_event(client) for _ in range(max(10, runs // 5))]
         out["first_event_p50"] = pct(firsts, 0.5) * 1000
 
@@ -379,7 +402,8 @@ async def measure(side, runs):
         t0 = time.perf_counter()
         out["burst_completed"], out["burst_lost"] = await side.burst(client, BURST)
         out["burst_seconds"] = time.perf_counter() - t0
-        out["runs_done"] = 5 + runs + len(firsts) + len(lat) + 2 + int(out["wrk_runs_per_s"] * 8)
+        mains_done = 3 * max(10, runs // 5) if hasattr(side, "main_run") else 0  # a parent and its two children
+        out["runs_done"] = 5 + runs + mains_done + len(firsts) + len(lat) + 2 + int(out["wrk_runs_per_s"] * 8)
         return out
 
 
@@ -399,6 +423,7 @@ ROWS = [
     ("blocking run, sequential, p50 (ms)", "blocking_p50", "lower"),
     ("blocking run, sequential, p99 (ms)", "blocking_p99", "lower"),
     ("first event after start, p50 (ms)", "first_event_p50", "lower"),
+    ("main agent run start to end, p50 (ms; deep-research: two subagents and a report; no peer graph)", "main_run_p50", "lower"),
     ("runs/s at 50 in flight", "runs_per_s_50", "higher"),
     ("p99 at 50 in flight (ms)", "p99_at_50", "lower"),
     ("CPU per run at 50 in flight (ms, server and its children)", "cpu_ms_per_run", "lower"),
@@ -420,7 +445,7 @@ def table(results, peer):
     head = "| what | " + " | ".join(labels) + " | " + " | ".join(f"{l} vs {peer}" for l in labels if l != peer) + " |"
     lines = [head, "|" + " --- |" * (1 + len(labels) + len(labels) - 1)]
     for title, key, better in ROWS:
-        cells = [f"{results[l][key]:.1f}" for l in labels]
+        cells = ["–" if results[l][key] != results[l][key] else f"{results[l][key]:.1f}" for l in labels]
         ratios = []
         for l in labels:
             if l == peer:
