@@ -5,7 +5,9 @@
 use std::time::Duration;
 
 use yuxi_operator::run::message::Message;
-use yuxi_operator::run::{Created, RunRecord, RunResult, RunStatus};
+use yuxi_operator::run::{Created, RunRecord, RunStatus};
+
+use crate::run_ends::{pending, result_of};
 use yuxi_operator::store::{Retention, Store};
 
 fn retention(finished_runs: usize, threads: usize) -> Retention {
@@ -13,35 +15,26 @@ fn retention(finished_runs: usize, threads: usize) -> Retention {
 }
 
 async fn start(store: &Store, run_id: &str, thread_id: &str) -> RunRecord {
-    let record = RunRecord {
-        run_id: run_id.into(),
-        thread_id: thread_id.into(),
-        agent_slug: "helper".into(),
-        uid: "alice".into(),
-        parent: None,
-        status: RunStatus::Pending,
-        error: None,
-        created_at: "2026-12-01T10:00:00Z".into(),
-    };
+    let record = pending(run_id, thread_id);
+    let start_key = format!("start-{run_id}");
     assert_eq!(
-        store.create_run(&record, Some(&format!("start-{run_id}")), Default::default()).await.expect("create"),
+        store.create_run(&record, Some(&start_key), Default::default()).await.expect("create"),
         Created::Started
     );
     record
 }
 
 async fn finish(store: &Store, record: &RunRecord) {
-    let result = RunResult {
-        status: RunStatus::Completed,
-        output: "done".into(),
-        error: None,
-        agent_slug: record.agent_slug.clone(),
-        run_id: record.run_id.clone(),
-        thread_id: record.thread_id.clone(),
-        token_usage: Default::default(),
-    };
     let said = [Message::User { content: format!("asked by {}", record.run_id) }];
-    assert!(store.finish_run(&record.run_id, &record.thread_id, &said, &result).await.expect("finish"));
+    let done = result_of(record, RunStatus::Completed, None);
+    assert!(store.finish_run(&record.run_id, &record.thread_id, &said, &done).await.expect("finish"));
+}
+
+/// Starts and ends `count` runs, `run-<n>` on `thread-<n>`, one after the other.
+async fn run_and_end(store: &Store, count: usize) {
+    for n in 0..count {
+        finish(store, &start(store, &format!("run-{n}"), &format!("thread-{n}")).await).await;
+    }
 }
 
 async fn is_kept(store: &Store, run_id: &str) -> bool {
@@ -59,10 +52,7 @@ async fn is_kept(store: &Store, run_id: &str) -> bool {
 async fn runs_that_ended_past_the_count_are_forgotten_earliest_first_and_unfinished_ones_never() {
     let store = Store::memory_with(retention(3, 100));
     let unfinished = start(&store, "unfinished", "thread-u").await;
-    for n in 0..5 {
-        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
-        finish(&store, &record).await;
-    }
+    run_and_end(&store, 5).await;
     for n in 0..2 {
         assert!(!is_kept(&store, &format!("run-{n}")).await, "run-{n} is among the earliest ended");
     }
@@ -84,10 +74,7 @@ async fn runs_that_ended_past_the_count_are_forgotten_earliest_first_and_unfinis
 async fn threads_past_the_count_are_forgotten_least_recently_written_first_but_not_one_a_run_holds() {
     let store = Store::memory_with(retention(100, 2));
     let held = start(&store, "held", "thread-held").await;
-    for n in 0..3 {
-        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
-        finish(&store, &record).await;
-    }
+    run_and_end(&store, 3).await;
     assert!(store.thread_owner("thread-held").await.expect("owner").is_some(), "a thread its run holds stays");
     assert!(store.thread_messages("thread-0").await.expect("history").is_empty(), "the least recently written goes");
     assert_eq!(store.thread_owner("thread-0").await.expect("owner"), None);
@@ -110,10 +97,7 @@ async fn runs_that_ended_are_forgotten_after_their_time_to_live_at_the_next_swee
 #[tokio::test]
 async fn ten_thousand_runs_leave_no_more_than_the_retention_behind() {
     let store = Store::memory();
-    for n in 0..10_000 {
-        let record = start(&store, &format!("run-{n}"), &format!("thread-{n}")).await;
-        finish(&store, &record).await;
-    }
+    run_and_end(&store, 10_000).await;
     let Store::Memory(memory) = &store else { unreachable!("an in-process store") };
     let (runs, threads) = memory.held();
     let default = Retention::default();

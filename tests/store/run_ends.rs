@@ -16,7 +16,8 @@ async fn both_stores() -> [Store; 2] {
     [redis, Store::memory()]
 }
 
-fn pending(run_id: &str, thread_id: &str) -> RunRecord {
+/// A new run's record, as the facade writes it: `pending`, of alice, with no parent.
+pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
     RunRecord {
         run_id: run_id.into(),
         thread_id: thread_id.into(),
@@ -48,7 +49,8 @@ async fn event_names(store: &Store, run_id: &str) -> Vec<String> {
     events.into_iter().map(|e| e.envelope.event.as_str().to_string()).collect()
 }
 
-fn result_of(record: &RunRecord, status: RunStatus, error: Option<&str>) -> RunResult {
+/// The result of `record` ending `status`, with `error`.
+pub(crate) fn result_of(record: &RunRecord, status: RunStatus, error: Option<&str>) -> RunResult {
     RunResult {
         status,
         output: if status == RunStatus::Completed { "done".into() } else { String::new() },
