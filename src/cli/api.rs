@@ -83,8 +83,11 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         run_tokens,
         limits: args.limits.limits(),
         streams: Default::default(),
+        queues: Default::default(),
     }
     .into();
+    // Starts what waits in the threads' queues, after a restart too.
+    let _dispatcher = facade::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;

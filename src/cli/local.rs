@@ -230,8 +230,11 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
         limits: limits.limits(),
         streams: Default::default(),
+        queues: Default::default(),
     }
     .into();
+    // Starts what waits in the threads' queues, after a restart too.
+    let _dispatcher = facade::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;

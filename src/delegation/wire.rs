@@ -44,6 +44,16 @@ pub enum ProgressKind {
     ToolCall,
 }
 
+/// The run's event stream, as the facade serves it: `/api/agent/runs/<run_id>/events`.
+pub fn events_url(run_id: &str) -> String {
+    format!("/api/agent/runs/{run_id}/events")
+}
+
+/// The run's result, as the facade serves it: `/api/agent/runs/<run_id>/result`.
+pub fn result_url(run_id: &str) -> String {
+    format!("/api/agent/runs/{run_id}/result")
+}
+
 /// The calling parent, as every tool body names it. A run this system started calls with its own
 /// credentials; then only `tool_call_id` is read, the rest comes from the credentials (and may be left
 /// out). Any other caller gives `agent`, `run_id` and `thread_id`.
@@ -129,6 +139,12 @@ pub struct StartedRun {
     pub run_status: RunStatus,
     /// Whether an existing child thread is continued.
     pub continuing: bool,
+    /// Where the run's events stream: `/api/agent/runs/<run_id>/events`.
+    #[serde(default)]
+    pub events_url: String,
+    /// Where its result is read once it ends: `/api/agent/runs/<run_id>/result`.
+    #[serde(default)]
+    pub result_url: String,
 }
 
 /// The thread already has an unfinished run.
@@ -183,6 +199,12 @@ pub struct Snapshot {
     pub error: Option<String>,
     /// Its latest messages.
     pub progress: Progress,
+    /// Where the run's events stream: `/api/agent/runs/<run_id>/events`.
+    #[serde(default)]
+    pub events_url: String,
+    /// Where its result is read once it ends: `/api/agent/runs/<run_id>/result`.
+    #[serde(default)]
+    pub result_url: String,
     /// The final answer, once the run has ended (`null` when it ended without one); absent before.
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<String>)]
@@ -204,6 +226,25 @@ pub struct CancelAnswer {
     pub run_id: String,
     /// Its thread.
     pub thread_id: String,
+    /// Where the run's events stream: `/api/agent/runs/<run_id>/events`.
+    #[serde(default)]
+    pub events_url: String,
+    /// Where its result is read once it ends: `/api/agent/runs/<run_id>/result`.
+    #[serde(default)]
+    pub result_url: String,
+}
+
+impl CancelAnswer {
+    /// The answer for `record` after its cancel.
+    pub fn of(record: crate::run::RunRecord) -> CancelAnswer {
+        CancelAnswer {
+            status: record.status,
+            events_url: events_url(&record.run_id),
+            result_url: result_url(&record.run_id),
+            run_id: record.run_id,
+            thread_id: record.thread_id,
+        }
+    }
 }
 
 /// One event as `subagent_events` lists it.

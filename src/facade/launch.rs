@@ -585,6 +585,7 @@ mod tests {
             status: RunStatus::Pending,
             error: None,
             created_at: "2026-11-30T10:00:00Z".into(),
+            request: Default::default(),
         };
         let run = agent_run(&record, "look".into());
         let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];

@@ -5,14 +5,19 @@ pub mod agents;
 pub mod auth;
 pub mod body;
 pub mod catalog;
+pub mod chat;
 pub mod error;
 pub mod http_metrics;
 pub mod launch;
 pub mod limits;
 pub mod me;
+pub mod run_events;
 pub mod run_folders;
+pub mod run_queue;
+pub mod run_request;
 pub mod runs;
 pub mod tools;
+pub mod wire;
 
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
@@ -64,6 +69,8 @@ pub struct FacadeParts {
     pub limits: limits::Limits,
     /// The event streams open on this replica, by user and by run.
     pub streams: limits::OpenStreams,
+    /// The threads whose request queue this replica pumps.
+    pub queues: run_queue::QueuePumps,
 }
 
 /// Runs: their store and their launcher.
@@ -104,7 +111,8 @@ impl FromRef<FacadeState> for auth::Authenticator {
     tags(
         (name = "agents", description = "Agents and subagents (`/api/agent`)"),
         (name = "tools", description = "The subagent tools a parent agent calls"),
-        (name = "runs", description = "Runs, their events and results, and thread messages"),
+        (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
+        (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
         (name = "auth", description = "Who the bearer token names")
     )
 )]
@@ -138,8 +146,21 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(runs::get))
         .routes(routes!(runs::result))
         .routes(routes!(runs::cancel))
-        .routes(routes!(runs::events))
-        .routes(routes!(runs::thread_messages))
+        .routes(routes!(runs::active_run))
+        .routes(routes!(run_events::events))
+        .routes(routes!(run_events::thread_messages))
+        .routes(routes!(run_queue::get_request))
+        .routes(routes!(run_queue::request_events))
+        .routes(routes!(run_queue::cancel_request))
+        .routes(routes!(run_queue::steer_request))
+        .routes(routes!(run_queue::thread_requests))
+        .routes(routes!(run_queue::continue_queue))
+        .routes(routes!(chat::create))
+        .routes(routes!(chat::list))
+        .routes(routes!(chat::update, chat::delete))
+        .routes(routes!(chat::viewed))
+        .routes(routes!(chat::history))
+        .routes(routes!(chat::thread_state))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::subagent_start))
         .routes(routes!(tools::subagent_status))

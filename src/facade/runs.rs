@@ -1,40 +1,23 @@
-//! A user's runs: `GET /api/agent/runs/{run_id}`, `.../result`, `POST .../cancel`, `GET .../events`
-//! (server-sent events, resumable with `after_seq` or `Last-Event-ID`, with heartbeats while idle), and
-//! `GET /api/threads/{thread_id}/messages`. A run of another user answers as a missing one.
-
-use std::convert::Infallible;
-use std::time::Duration;
+//! A user's runs as Yuxi's client starts and follows them: `POST /api/agent/runs`,
+//! `GET /api/agent/runs/{run_id}` (`{run: ...}`), `.../result`, `POST .../cancel` and
+//! `GET /api/agent/thread/{thread_id}/active_run`. A run of another user answers as a missing one. The
+//! event stream is in [`super::run_events`].
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
-use axum::response::sse::{Event, KeepAlive, Sse};
-use futures::Stream;
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use serde_json::Value;
 
 use super::FacadeState;
 use super::auth::Caller;
-use super::body::QueryParams;
 use super::error::ApiError;
 use crate::access::{Identity, Role};
-use crate::run::RunRecord;
 use crate::run::thread_id::is_valid_id;
-use crate::run::{Envelope, EventKind};
+use crate::run::{RunRecord, RunStatus};
 use crate::store::Store;
 
-/// The first pause before reading a failing store again (doubling each second of the outage).
-const EVENT_POLL: Duration = Duration::from_millis(250);
-/// How long an event stream waits out a failing store before it closes (the client resumes with
-/// `Last-Event-ID`).
-const STREAM_OUTAGE_LIMIT: Duration = Duration::from_secs(60);
-/// The longest pause between reads of a failing store.
-const EVENT_BACKOFF_MAX: Duration = Duration::from_secs(2);
-/// How often an idle event stream sends a heartbeat comment.
-const HEARTBEAT: Duration = Duration::from_secs(15);
-
 /// The run, when it belongs to `who` (a superadmin sees every run).
-async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
+pub(super) async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
     let missing = || ApiError::NotFound(format!("run {run_id:?} does not exist"));
     if !is_valid_id(run_id) {
         return Err(missing());
@@ -43,30 +26,25 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
     if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
 }
 
-/// `POST /api/agent/runs` body.
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-pub struct StartRun {
-    /// What the user asks.
-    query: String,
-    /// The agent: an ordinary agent the caller may see (subagents run through the tools).
-    agent_slug: String,
-    /// Continue this conversation (one of the caller's threads); a new one when absent.
-    #[serde(default)]
-    thread_id: Option<String>,
-}
-
-/// The answer of `POST /api/agent/runs`.
+/// The answer of `POST /api/agent/runs` (Yuxi's run submission answer).
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct StartedParentRun {
-    /// The run.
-    pub run_id: String,
+    /// The run; `null` while the request waits in the thread's queue.
+    pub run_id: Option<String>,
     /// Its conversation.
     pub thread_id: String,
-    /// `pending` at first.
-    pub status: crate::run::RunStatus,
-    /// Where its events stream: `/api/agent/runs/<run_id>/events`.
-    pub stream_url: String,
+    /// `pending` at first; `queued` while the request waits.
+    pub status: String,
+    /// The request id (`meta.request_id`, or one the facade made).
+    pub request_id: String,
+    /// How a busy thread was met.
+    pub queue_policy: super::run_request::QueuePolicy,
+    /// The request's place in the thread's queue, from 1; 0 once it runs.
+    pub queue_position: usize,
+    /// Where the run's events stream: `/api/agent/runs/<run_id>/events`; `null` while queued.
+    pub stream_url: Option<String>,
+    /// Where a queued request is followed: `/api/agent/requests/<request_id>`; `null` once it runs.
+    pub request_events_url: Option<String>,
 }
 
 /// `POST /api/agent/runs`: starts a run of an ordinary agent for the caller. The run gets its own
@@ -77,7 +55,7 @@ pub struct StartedParentRun {
     path = "/api/agent/runs",
     operation_id = "start_run",
     tag = "runs",
-    request_body = StartRun,
+    request_body = super::run_request::StartRun,
     responses(
         (status = 200, description = "the run started", body = StartedParentRun),
         (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
@@ -93,7 +71,7 @@ pub struct StartedParentRun {
 pub async fn start(
     State(state): State<FacadeState>,
     Caller(who): Caller,
-    super::body::JsonBody(body): super::body::JsonBody<StartRun>,
+    super::body::JsonBody(body): super::body::JsonBody<super::run_request::StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = super::tools::runs(&state)?;
     if body.query.trim().is_empty() {
@@ -113,11 +91,7 @@ pub async fn start(
     }
     let thread_id = match &body.thread_id {
         None => format!("t-{}", uuid::Uuid::new_v4().simple()),
-        Some(thread)
-            if !is_valid_id(thread)
-                || thread.contains("_sub_")
-                || thread.len() > crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN =>
-        {
+        Some(thread) if !is_parent_thread_id(thread) => {
             return Err(ApiError::invalid(
                 "thread_id",
                 format!(
@@ -128,15 +102,21 @@ pub async fn start(
         }
         Some(thread) => thread.clone(),
     };
+    let earlier = match body.created_by_run_id.as_deref().filter(|id| !id.is_empty()) {
+        Some(id) => mine(store, &who, id).await.ok(),
+        None => None,
+    };
+    let request = super::run_request::checked(&body, &who, &agent, &thread_id, earlier.as_ref())?;
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
         agent_slug: body.agent_slug.clone(),
         uid: who.uid.clone(),
         parent: None,
-        status: crate::run::RunStatus::Pending,
+        status: RunStatus::Pending,
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
+        request,
     };
     super::launch::check_startable(&record, &body.query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
@@ -145,24 +125,73 @@ pub async fn start(
     if !store.claim_thread(&thread_id, &who.uid).await? {
         return Err(ApiError::NotFound(format!("thread {thread_id:?} does not exist")));
     }
+    let policy = body.queue_policy.unwrap_or_default();
     match store.create_run(&record, None, state.limits.runs).await? {
         crate::run::Created::Started => {}
         crate::run::Created::Limited(limit) => return Err(super::limits::run_limited(limit, &state.limits.runs)),
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
+            if policy != super::run_request::QueuePolicy::Reject {
+                return super::run_queue::enqueue(&state, &who, record, body.query, policy, &active).await.map(Json);
+            }
             let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
                 thread_id,
                 active_run_id: active,
-                active_run_status: status.unwrap_or(crate::run::RunStatus::Running).as_str().into(),
+                active_run_status: status.unwrap_or(RunStatus::Running).as_str().into(),
                 agent_slug: body.agent_slug,
             });
         }
     }
+    super::chat::note_run(store, &record, &body.query).await?;
+    launch_parent(&state, &who, agent, &record, body.query);
+    Ok(Json(StartedParentRun::running(&record, policy)))
+}
+
+/// Whether `thread` can name a conversation: an id, not a child thread, within the length.
+fn is_parent_thread_id(thread: &str) -> bool {
+    is_valid_id(thread) && !thread.contains("_sub_") && thread.len() <= crate::run::thread_id::MAX_PARENT_THREAD_ID_LEN
+}
+
+impl StartedParentRun {
+    /// The answer for a run that was recorded and is launched.
+    pub(super) fn running(record: &RunRecord, policy: super::run_request::QueuePolicy) -> StartedParentRun {
+        StartedParentRun {
+            run_id: Some(record.run_id.clone()),
+            thread_id: record.thread_id.clone(),
+            status: record.status.as_str().to_string(),
+            request_id: record.request.request_id.clone().unwrap_or_default(),
+            queue_policy: policy,
+            queue_position: 0,
+            stream_url: Some(crate::delegation::wire::events_url(&record.run_id)),
+            request_events_url: None,
+        }
+    }
+}
+
+/// Launches the recorded parent run `record` of `agent` for `who`, with credentials of its own: through
+/// them its model may delegate to the subagents the agent allows the caller, and act on its own child
+/// runs only. The run's `model_spec` and `tool_approval_mode` replace the agent's.
+pub(super) fn launch_parent(
+    state: &FacadeState,
+    who: &Identity,
+    mut agent: crate::resources::Agent,
+    record: &RunRecord,
+    query: String,
+) {
+    let Some(runs) = state.runs.as_ref() else { return };
+    if let Some(mode) = record.request.tool_approval_mode.as_deref() {
+        let context = agent.spec.context.get_or_insert_with(Default::default);
+        context.tool_approval_mode = Some(if mode == "always_trust" {
+            crate::resources::ToolApprovalMode::AlwaysTrust
+        } else {
+            crate::resources::ToolApprovalMode::Default
+        });
+    }
     let grant = crate::run::RunGrant {
         run_id: record.run_id.clone(),
-        thread_id: thread_id.clone(),
-        file_thread_id: thread_id.clone(),
-        agent: body.agent_slug.clone(),
+        thread_id: record.thread_id.clone(),
+        file_thread_id: record.thread_id.clone(),
+        agent: record.agent_slug.clone(),
         uid: who.uid.clone(),
         role: who.role,
         department_id: who.department_id,
@@ -174,18 +203,93 @@ pub async fn start(
         crate::run::inputs::DEFAULT_TIMEOUT_SECONDS,
     );
     let token = state.run_tokens.sign(&grant, expires);
-    let launcher = &state.runs.as_ref().ok_or_else(|| ApiError::Unavailable("no run store".into()))?.launcher;
-    launcher.launch(store.clone(), record.clone(), agent, body.query, Some(token));
-    state.metrics.run_started(&body.agent_slug, false);
-    Ok(Json(StartedParentRun {
-        stream_url: format!("/api/agent/runs/{}/events", record.run_id),
-        run_id: record.run_id,
-        thread_id,
-        status: record.status,
-    }))
+    runs.launcher.launch(runs.store.clone(), record.clone(), agent, query, Some(token));
+    state.metrics.run_started(&record.agent_slug, false);
 }
 
-/// `GET /api/agent/runs/{run_id}`.
+/// A run as Yuxi's client reads it (`{run: ...}`): Yuxi's field names (`id`, `conversation_thread_id`,
+/// `run_type`, `error_type`, `error_message`) beside this system's (`run_id`, `thread_id`, `error`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RunItem {
+    /// The run id.
+    pub id: String,
+    /// The run id, again, as the rest of this API names it.
+    pub run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Its thread, as Yuxi names it.
+    pub conversation_thread_id: String,
+    /// The agent.
+    pub agent_slug: String,
+    /// Its user.
+    pub uid: String,
+    /// `pending`, `running`, `cancel_requested`, `completed`, `failed`, `cancelled` or `interrupted`.
+    pub status: RunStatus,
+    /// `chat` for a run a user started, `subagent` for a delegated one.
+    pub run_type: &'static str,
+    /// Where it came from: `chat` or `subagent`.
+    pub source: &'static str,
+    /// The request id of its start; `null` for a delegated run.
+    pub request_id: Option<String>,
+    /// The run of the same thread it follows.
+    pub created_by_run_id: Option<String>,
+    /// The delegating parent, for a subagent run.
+    pub parent: Option<crate::resources::ParentRef>,
+    /// What its start asked beyond the query: `meta`, `model_spec`, `tool_approval_mode`.
+    #[schema(value_type = Object)]
+    pub input_payload: Value,
+    /// `run_failed` when it failed; `null` otherwise.
+    pub error_type: Option<&'static str>,
+    /// Why it failed.
+    pub error_message: Option<String>,
+    /// Why it failed (this system's name).
+    pub error: Option<String>,
+    /// When it was created, RFC 3339.
+    pub created_at: String,
+}
+
+impl RunItem {
+    /// The item of `record`.
+    pub fn of(record: RunRecord) -> RunItem {
+        let subagent = record.parent.is_some();
+        let created_by_run_id =
+            record.request.created_by_run_id.clone().or_else(|| record.parent.as_ref().map(|p| p.run_id.clone()));
+        let input_payload = serde_json::json!({
+            "meta": record.request.meta,
+            "model_spec": record.request.model_spec,
+            "tool_approval_mode": record.request.tool_approval_mode,
+        });
+        RunItem {
+            id: record.run_id.clone(),
+            conversation_thread_id: record.thread_id.clone(),
+            run_type: if subagent { "subagent" } else { "chat" },
+            source: if subagent { "subagent" } else { "chat" },
+            request_id: record.request.request_id,
+            created_by_run_id,
+            input_payload,
+            error_type: (record.status == RunStatus::Failed).then_some("run_failed"),
+            error_message: record.error.clone(),
+            run_id: record.run_id,
+            thread_id: record.thread_id,
+            agent_slug: record.agent_slug,
+            uid: record.uid,
+            status: record.status,
+            parent: record.parent,
+            error: record.error,
+            created_at: record.created_at,
+        }
+    }
+}
+
+/// `{run: ...}`: the answer of `GET /api/agent/runs/{run_id}`, and of `.../active_run` (where `run` is
+/// `null` when the thread has no unfinished run).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct RunAnswer {
+    /// The run.
+    pub run: Option<RunItem>,
+}
+
+/// `GET /api/agent/runs/{run_id}`: `{run: ...}`.
 #[utoipa::path(
     get,
     path = "/api/agent/runs/{run_id}",
@@ -193,7 +297,7 @@ pub async fn start(
     tag = "runs",
     params(("run_id" = String, Path, description = "the run id")),
     responses(
-        (status = 200, description = "the run", body = RunRecord),
+        (status = 200, description = "the run", body = RunAnswer),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
@@ -204,8 +308,76 @@ pub async fn get(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(run_id): Path<String>,
-) -> Result<Json<RunRecord>, ApiError> {
-    Ok(Json(mine(super::tools::runs(&state)?, &who, &run_id).await?))
+) -> Result<Json<RunAnswer>, ApiError> {
+    let record = mine(super::tools::runs(&state)?, &who, &run_id).await?;
+    Ok(Json(RunAnswer { run: Some(RunItem::of(record)) }))
+}
+
+/// `GET /api/agent/thread/{thread_id}/active_run`: `{run: ...}`, the thread's unfinished run, or
+/// `{run: null}` when it has none. A thread of another user answers 404, like a missing one.
+#[utoipa::path(
+    get,
+    path = "/api/agent/thread/{thread_id}/active_run",
+    operation_id = "get_thread_active_run",
+    tag = "runs",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "the thread's unfinished run, or `{run: null}`", body = RunAnswer),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn active_run(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<RunAnswer>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let Some(last) = conversation.last_run_id else { return Ok(Json(RunAnswer { run: None })) };
+    let run = store.run_record(&last).await?.filter(|r| !r.status.is_terminal() || r.status == RunStatus::Interrupted);
+    Ok(Json(RunAnswer { run: run.map(RunItem::of) }))
+}
+
+/// Token counts, snake_case (Yuxi's result `token_usage`).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct TokenCounts {
+    /// Tokens of the prompts.
+    pub prompt_tokens: i64,
+    /// Tokens the model wrote.
+    pub completion_tokens: i64,
+    /// Both together.
+    pub total_tokens: i64,
+}
+
+/// The answer of `GET /api/agent/runs/{run_id}/result` (Yuxi's run result).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ResultAnswer {
+    /// `completed`, `failed`, `cancelled` or `interrupted`.
+    pub status: RunStatus,
+    /// The final assistant text; empty unless completed.
+    pub output: String,
+    /// Why it failed.
+    pub error: Option<String>,
+    /// The agent.
+    pub agent_slug: String,
+    /// The run.
+    pub run_id: String,
+    /// The run, as Yuxi names it.
+    pub agent_run_id: String,
+    /// Its thread.
+    pub thread_id: String,
+    /// Its thread, as Yuxi names its conversation.
+    pub conversation_id: String,
+    /// The request id of its start (`null` for a delegated run).
+    pub request_id: Option<String>,
+    /// The id of the final answer in the thread's history (`GET /api/chat/thread/{id}/history`), when
+    /// the run completed with one.
+    pub final_message_id: Option<String>,
+    /// Tokens used, summed over its model calls.
+    pub token_usage: TokenCounts,
 }
 
 /// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
@@ -216,7 +388,7 @@ pub async fn get(
     tag = "runs",
     params(("run_id" = String, Path, description = "the run id")),
     responses(
-        (status = 200, description = "the run's result: `{status, output, error, ...}`", body = Object),
+        (status = 200, description = "the run's result", body = ResultAnswer),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 409, description = "conflict", body = super::error::ErrorBody),
@@ -228,13 +400,34 @@ pub async fn result(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(run_id): Path<String>,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<Json<ResultAnswer>, ApiError> {
     let store = super::tools::runs(&state)?;
     let record = mine(store, &who, &run_id).await?;
-    match store.run_result(&record.run_id).await? {
-        Some(result) => Ok(Json(serde_json::to_value(result).expect("a result serializes"))),
-        None => Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str()))),
-    }
+    let Some(result) = store.run_result(&record.run_id).await? else {
+        return Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str())));
+    };
+    let final_message_id = if result.status == RunStatus::Completed && record.parent.is_none() {
+        super::chat::final_message_id(store, &record).await?
+    } else {
+        None
+    };
+    Ok(Json(ResultAnswer {
+        status: result.status,
+        output: result.output,
+        error: result.error,
+        agent_slug: record.agent_slug,
+        agent_run_id: record.run_id.clone(),
+        run_id: record.run_id,
+        conversation_id: record.thread_id.clone(),
+        thread_id: record.thread_id,
+        request_id: record.request.request_id,
+        final_message_id,
+        token_usage: TokenCounts {
+            prompt_tokens: result.token_usage.prompt_tokens,
+            completion_tokens: result.token_usage.completion_tokens,
+            total_tokens: result.token_usage.total_tokens,
+        },
+    }))
 }
 
 /// `POST /api/agent/runs/{run_id}/cancel`.
@@ -262,155 +455,5 @@ pub async fn cancel(
     let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
     // Cancelling a parent cancels the children it started.
     store.cancel_children(&record.run_id).await?;
-    Ok(Json(crate::delegation::wire::CancelAnswer {
-        status: record.status,
-        run_id: record.run_id,
-        thread_id: record.thread_id,
-    }))
-}
-
-/// `GET .../events` query.
-#[derive(Deserialize, utoipa::IntoParams)]
-#[into_params(parameter_in = Query)]
-#[serde(deny_unknown_fields)]
-pub struct EventsQuery {
-    /// Resume after this stream id (`Last-Event-ID` wins when both are given).
-    #[serde(default)]
-    after_seq: Option<String>,
-    /// Yuxi's web client sends `verbose=false`; every event is streamed in full either way.
-    #[serde(default, rename = "verbose")]
-    _verbose: Option<bool>,
-}
-
-/// The answer of `GET /api/threads/{thread_id}/messages`.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct ThreadMessages {
-    /// The thread.
-    pub thread_id: String,
-    /// Its messages, oldest first, as the chat-completions API shapes them.
-    pub messages: Vec<crate::run::message::Message>,
-}
-
-/// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
-/// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event.
-#[utoipa::path(
-    get,
-    path = "/api/agent/runs/{run_id}/events",
-    operation_id = "stream_run_events",
-    tag = "runs",
-    params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this stream id")),
-    responses(
-        (status = 200, description = "server-sent events: `id` is the stream id, `event` the event name, `data` the envelope as JSON; the stream ends after `end`", content_type = "text/event-stream", body = Envelope),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
-pub async fn events(
-    State(state): State<FacadeState>,
-    Caller(who): Caller,
-    Path(run_id): Path<String>,
-    headers: HeaderMap,
-    QueryParams(query): QueryParams<EventsQuery>,
-) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let store = super::tools::runs(&state)?.clone();
-    let record = mine(&store, &who, &run_id).await?;
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
-    let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
-    if !crate::delegation::wire::is_stream_id(&cursor) {
-        return Err(ApiError::invalid("after_seq", format!("{cursor:?} is not a stream id such as 0-0")));
-    }
-    // Held as long as the stream lives: its place is given back when the stream ends or its client goes.
-    let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;
-    let stream = futures::stream::unfold(
-        (store, record.run_id, cursor, false),
-        move |(store, run_id, cursor, ended)| {
-            let _held = &permit;
-            async move {
-                if ended {
-                    return None;
-                }
-                // A store that fails is waited out with backoff; a failure longer than
-                // STREAM_OUTAGE_LIMIT closes the stream, and the client resumes from its last event id.
-                let mut failing_since: Option<tokio::time::Instant> = None;
-                let watch = store.watch(&run_id);
-                loop {
-                    // Taken before the read: an event appended after it wakes the stream at once.
-                    let changed = watch.changed(crate::store::notices::RunWatch::SAFETY_NET);
-                    match store.read_events(&run_id, &cursor, 100).await {
-                        Ok(page) if !page.is_empty() => {
-                            let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
-                            let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
-                            let events: Vec<Result<Event, Infallible>> = page
-                                .into_iter()
-                                .map(|e| {
-                                    let data = serde_json::to_string(&e.envelope).unwrap_or_default();
-                                    Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
-                                })
-                                .collect();
-                            return Some((futures::stream::iter(events), (store, run_id, next, ended)));
-                        }
-                        Ok(_) => {
-                            // Nothing after the cursor: a run that has ended will write nothing more.
-                            if let Ok(Some(record)) = store.run_record(&run_id).await
-                                && record.status.is_terminal()
-                                && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
-                            {
-                                return None;
-                            }
-                            changed.await
-                        }
-                        Err(err) => {
-                            let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
-                            if since.elapsed() >= STREAM_OUTAGE_LIMIT {
-                                tracing::warn!(run_id = %run_id, error = %err, "the run store fails for too long; closing the stream");
-                                return None;
-                            }
-                            tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events; retrying");
-                            let backoff = (EVENT_POLL * 2u32.saturating_pow(since.elapsed().as_secs() as u32))
-                                .min(EVENT_BACKOFF_MAX);
-                            tokio::time::sleep(backoff).await;
-                        }
-                    }
-                }
-            }
-        },
-    );
-    Ok(Sse::new(futures::StreamExt::flatten(stream)).keep_alive(KeepAlive::new().interval(HEARTBEAT)))
-}
-
-/// `GET /api/threads/{thread_id}/messages`: a thread's persisted messages, when one of the caller's runs
-/// used it.
-#[utoipa::path(
-    get,
-    path = "/api/threads/{thread_id}/messages",
-    operation_id = "get_thread_messages",
-    tag = "runs",
-    params(("thread_id" = String, Path, description = "the thread id")),
-    responses(
-        (status = 200, description = "the thread's persisted messages", body = ThreadMessages),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
-pub async fn thread_messages(
-    State(state): State<FacadeState>,
-    Caller(who): Caller,
-    Path(thread_id): Path<String>,
-) -> Result<Json<ThreadMessages>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
-    if !is_valid_id(&thread_id) {
-        return Err(missing());
-    }
-    let owner = store.thread_owner(&thread_id).await?;
-    if owner.as_deref() != Some(who.uid.as_str()) && who.role != Role::Superadmin {
-        return Err(missing());
-    }
-    let messages = store.thread_messages(&thread_id).await?;
-    Ok(Json(ThreadMessages { thread_id, messages }))
+    Ok(Json(crate::delegation::wire::CancelAnswer::of(record)))
 }

@@ -160,6 +160,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         status: RunStatus::Pending,
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
+        request: Default::default(),
     };
     check_startable(&record, &body.description, "description")?;
     // Claimed only now, by a request that has passed every check: a refused start claims nothing.
@@ -182,6 +183,8 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
             created_by_run_id: parent.run_id.clone(),
             run_status: record.status,
             continuing,
+            events_url: crate::delegation::wire::events_url(&record.run_id),
+            result_url: crate::delegation::wire::result_url(&record.run_id),
         })
     };
     match created {
@@ -254,6 +257,8 @@ fn snapshot_of(view: &RunView) -> Snapshot {
         subagent_slug: record.agent_slug.clone(),
         error: record.error.clone(),
         progress: summarize(&view.recent),
+        events_url: crate::delegation::wire::events_url(&record.run_id),
+        result_url: crate::delegation::wire::result_url(&record.run_id),
         result,
         wait_timed_out: None,
         message: None,
@@ -445,7 +450,7 @@ pub async fn subagent_cancel(
     let store = runs(&state)?;
     let record = owned(store, &caller, &body).await?.record;
     let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
-    Ok(Json(CancelAnswer { status: record.status, run_id: record.run_id, thread_id: record.thread_id }))
+    Ok(Json(CancelAnswer::of(record)))
 }
 
 /// `POST /api/tools/subagent_events`: up to `limit` (1..50) events after `after_seq`, in stream order.

@@ -2,10 +2,12 @@
 //! messages, the volume scopes and their sub-paths, the runner's inputs, run credentials and thread ids.
 //! Pure: no I/O beyond creating a run's folders ([`scope::VolumePaths::create_all`]).
 
+pub mod conversation;
 pub mod event;
 pub mod grant;
 pub mod inputs;
 pub mod message;
+pub mod queue;
 pub mod record;
 pub mod result;
 pub mod scope;
@@ -14,6 +16,6 @@ pub use crate::resources::thread_id;
 
 pub use event::{EndPayload, Envelope, ErrorPayload, EventKind, StoredEvent};
 pub use grant::RunGrant;
-pub use record::{Created, RunLimit, RunLimits, RunRecord};
+pub use record::{Created, RunLimit, RunLimits, RunRecord, RunRequest};
 pub use result::RunResult;
 pub use status::RunStatus;

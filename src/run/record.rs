@@ -26,6 +26,43 @@ pub struct RunRecord {
     pub error: Option<String>,
     /// When it was created, RFC 3339.
     pub created_at: String,
+    /// What the client's start asked beyond the query (Yuxi's run request fields); empty for a
+    /// subagent run and for records written before it existed.
+    #[serde(default, skip_serializing_if = "RunRequest::is_empty")]
+    pub request: RunRequest,
+}
+
+/// The fields of Yuxi's `POST /api/agent/runs` that a run keeps: `request_id`, `meta`,
+/// `created_by_run_id`, and the per-run overrides `model_spec` and `tool_approval_mode`. All optional;
+/// the facade bounds them before they get here ([`MAX_META_BYTES`]).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct RunRequest {
+    /// The client's request id (`meta.request_id`, or one the facade made).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub request_id: Option<String>,
+    /// The client's `meta` object, as sent (at most [`MAX_META_BYTES`] of JSON).
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    #[schema(value_type = Object)]
+    pub meta: serde_json::Map<String, serde_json::Value>,
+    /// The run of the same thread this one follows from (Yuxi: the run a resume continues).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub created_by_run_id: Option<String>,
+    /// The model (`<provider>/<model>`) that replaces the agent's for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_spec: Option<String>,
+    /// The approval mode (`default` or `always_trust`) that replaces the agent's for this run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode: Option<String>,
+}
+
+/// The most bytes a run's `meta` takes as JSON (16 KiB): it is stored with the run and returned with it.
+pub const MAX_META_BYTES: usize = 16 * 1024;
+
+impl RunRequest {
+    /// Whether nothing was asked beyond the query.
+    pub fn is_empty(&self) -> bool {
+        *self == RunRequest::default()
+    }
 }
 
 /// What creating a run did.

@@ -106,3 +106,30 @@ pub fn user_active_runs(uid: &str) -> String {
 
 /// The unfinished runs of everyone: a set of run ids, pruned as [`user_active_runs`] is.
 pub const ACTIVE_RUNS: &str = "yuxi:active_runs";
+
+/// The thread's conversation (JSON [`crate::run::conversation::Conversation`]): its title, agent and
+/// pin, as Yuxi's chat-thread routes show it.
+pub fn thread_conversation(thread_id: &str) -> String {
+    format!("yuxi:thread:{thread_id}:conversation")
+}
+
+/// A user's conversations: a sorted set of thread ids, scored by when each was last updated (Unix
+/// milliseconds), trimmed to the [`crate::run::conversation::MAX_CONVERSATIONS_PER_USER`] latest.
+pub fn user_conversations(uid: &str) -> String {
+    format!("yuxi:user:{uid}:conversations")
+}
+
+/// The thread's queue of waiting requests: a list of request ids, the next first.
+pub fn thread_queue(thread_id: &str) -> String {
+    format!("yuxi:thread:{thread_id}:queue")
+}
+
+/// A queued request of a user (JSON [`crate::run::queue::QueuedRequest`]): request ids are the
+/// client's, so each user has their own.
+pub fn request(uid: &str, request_id: &str) -> String {
+    format!("yuxi:user:{uid}:request:{request_id}")
+}
+
+/// The threads whose queue has requests: a set of thread ids, which every facade looks through to
+/// start what waits (after a restart too).
+pub const QUEUED_THREADS: &str = "yuxi:queued_threads";

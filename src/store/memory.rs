@@ -83,6 +83,10 @@ struct MemoryState {
     starts: HashMap<String, String>,
     thread_owners: HashMap<String, String>,
     children: HashMap<String, Vec<String>>,
+    /// The threads' request queues.
+    queues: super::queues::Queues,
+    /// The threads' conversations, forgotten with their threads.
+    conversations: HashMap<String, crate::run::conversation::Conversation>,
 }
 
 impl MemoryStore {
@@ -256,6 +260,50 @@ impl MemoryStore {
         Created::Started
     }
 
+    /// `f` on the request queues, under the store's lock.
+    pub(super) fn lock_queues<T>(&self, f: impl FnOnce(&mut super::queues::Queues) -> T) -> T {
+        f(&mut self.state().queues)
+    }
+
+    pub(super) fn put_conversation(&self, conversation: &crate::run::conversation::Conversation) {
+        let mut state = self.state();
+        state.conversations.insert(conversation.thread_id.clone(), conversation.clone());
+        state.touch_thread(&conversation.thread_id);
+    }
+
+    pub(super) fn conversation(&self, thread_id: &str) -> Option<crate::run::conversation::Conversation> {
+        self.state().conversations.get(thread_id).cloned()
+    }
+
+    /// The user's conversations, most recently written first (a scan: the retention bounds them all).
+    pub(super) fn user_conversations(
+        &self,
+        uid: &str,
+        offset: usize,
+        limit: usize,
+    ) -> Vec<crate::run::conversation::Conversation> {
+        let state = self.state();
+        let mut mine: Vec<_> = state
+            .conversations
+            .values()
+            .filter(|c| c.uid == uid)
+            .map(|c| (state.thread_writes.get(&c.thread_id).map_or(0, |(at, _)| *at), c))
+            .collect();
+        mine.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
+        mine.into_iter()
+            .take(crate::run::conversation::MAX_CONVERSATIONS_PER_USER)
+            .skip(offset)
+            .take(limit)
+            .map(|(_, c)| c.clone())
+            .collect()
+    }
+
+    pub(super) fn delete_conversation(&self, conversation: &crate::run::conversation::Conversation) {
+        let mut state = self.state();
+        state.conversations.remove(&conversation.thread_id);
+        state.threads.remove(&conversation.thread_id);
+    }
+
     pub(super) fn thread_owner(&self, thread_id: &str) -> Option<String> {
         self.state().thread_owners.get(thread_id).cloned()
     }
@@ -424,6 +472,7 @@ impl MemoryState {
             self.threads.remove(&thread_id);
             self.thread_owners.remove(&thread_id);
             self.thread_locks.remove(&thread_id);
+            self.conversations.remove(&thread_id);
         }
         for entry in spared.into_iter().rev() {
             self.thread_order.push_front(entry);

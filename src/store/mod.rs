@@ -8,9 +8,11 @@
 //! for a runner subprocess of the local mode without Redis, that process's in-process store over a Unix
 //! socket ([`socket`]).
 
+mod conversations;
 pub mod keys;
 pub mod memory;
 pub mod notices;
+pub mod queues;
 pub mod redis;
 pub mod runner;
 pub mod socket;

@@ -768,7 +768,7 @@ impl RedisStore {
 
     /// The answer to the read-only command `command`, sent again after a transient failure
     /// ([`idempotent`]).
-    async fn read<T: redis::FromRedisValue>(&self, command: &mut redis::Cmd) -> Result<T, StoreError> {
+    pub(super) async fn read<T: redis::FromRedisValue>(&self, command: &mut redis::Cmd) -> Result<T, StoreError> {
         let command = &*command;
         idempotent(|| {
             let mut connection = self.connection.clone();
@@ -777,10 +777,39 @@ impl RedisStore {
         .await
     }
 
+    /// Runs the Lua script `body` with `keys` and `args`, once (a script that changes state is not sent
+    /// again: it may have run).
+    pub(super) async fn run_script<T: redis::FromRedisValue>(
+        &self,
+        body: &str,
+        keys: &[&str],
+        args: &[&str],
+    ) -> Result<T, StoreError> {
+        let script = redis::Script::new(body);
+        let mut invocation = script.prepare_invoke();
+        for key in keys {
+            invocation.key(*key);
+        }
+        for arg in args {
+            invocation.arg(*arg);
+        }
+        let mut connection = self.connection.clone();
+        Ok(invocation.invoke_async(&mut connection).await?)
+    }
+
+    /// Sends the idempotent pipeline `pipe` (its replies ignored), again after a transient failure.
+    pub(super) async fn write(&self, pipe: &redis::Pipeline) -> Result<(), StoreError> {
+        idempotent(|| {
+            let mut connection = self.connection.clone();
+            async move { Ok(pipe.query_async::<()>(&mut connection).await?) }
+        })
+        .await
+    }
+
     /// The JSON value at `key`, if there is one.
     ///
     /// Errors: [`StoreError::Corrupt`] naming the key when it holds something else.
-    async fn get_json<T: serde::de::DeserializeOwned>(&self, key: String) -> Result<Option<T>, StoreError> {
+    pub(super) async fn get_json<T: serde::de::DeserializeOwned>(&self, key: String) -> Result<Option<T>, StoreError> {
         let text: Option<String> = self.read(redis::cmd("GET").arg(&key)).await?;
         text.map(|t| serde_json::from_str(&t).map_err(|source| StoreError::Corrupt { key, source })).transpose()
     }

@@ -33,6 +33,7 @@ async fn start() -> Api {
         run_tokens: yuxi_operator::run::grant::TokenKey::random(),
         limits: Default::default(),
         streams: Default::default(),
+        queues: Default::default(),
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

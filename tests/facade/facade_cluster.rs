@@ -40,6 +40,7 @@ async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics)
         run_tokens: token_key(),
         limits: Default::default(),
         streams: Default::default(),
+        queues: Default::default(),
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -477,6 +478,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         status: yuxi_operator::run::RunStatus::Pending,
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
+        request: Default::default(),
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");

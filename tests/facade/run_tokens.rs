@@ -44,6 +44,7 @@ async fn facade() -> Facade {
         run_tokens: key(),
         limits: Default::default(),
         streams: Default::default(),
+        queues: Default::default(),
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
@@ -87,6 +88,7 @@ impl Facade {
             status: RunStatus::Pending,
             error: None,
             created_at: "2026-12-01T10:00:00Z".into(),
+            request: Default::default(),
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");
         if status != RunStatus::Pending {

@@ -27,6 +27,7 @@ pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
         status: RunStatus::Pending,
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
+        request: Default::default(),
     }
 }
 

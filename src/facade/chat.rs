@@ -1,0 +1,618 @@
+//! Yuxi's chat-thread routes (`/api/chat/thread...`), over the threads the store keeps: create, list,
+//! retitle or pin, delete, mark viewed, history in Yuxi's message shape, and state. A thread belongs to
+//! the user who created it (or whose first run used it); another user's thread answers 404, like a
+//! missing one. Attachments are in [`super::attachments`].
+
+use axum::Json;
+use axum::extract::{Path, State};
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value, json};
+
+use super::FacadeState;
+use super::auth::Caller;
+use super::body::{JsonBody, QueryParams};
+use super::error::ApiError;
+use crate::access::{Identity, Role};
+use crate::run::RunRecord;
+use crate::run::conversation::{self, Conversation, DEFAULT_TITLE, MAX_METADATA_BYTES, MAX_TITLE_CHARS};
+use crate::run::message::Message;
+use crate::run::thread_id::is_valid_id;
+use crate::store::Store;
+
+/// The caller's conversation of `thread_id` (a superadmin's reach is every user's); 404 when it is
+/// missing, another user's, or deleted.
+pub(super) async fn owned(store: &Store, who: &Identity, thread_id: &str) -> Result<Conversation, ApiError> {
+    let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
+    if !is_valid_id(thread_id) {
+        return Err(missing());
+    }
+    let conversation = store.conversation(thread_id).await?.ok_or_else(missing)?;
+    if conversation.uid == who.uid || who.role == Role::Superadmin { Ok(conversation) } else { Err(missing()) }
+}
+
+/// Records that `record` (a parent run just created) runs in its thread: the thread's conversation
+/// is made on its first run (titled after the query) and points at its latest run.
+pub(super) async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
+    let now = jiff::Timestamp::now().to_string();
+    let mut conversation = match store.conversation(&record.thread_id).await? {
+        Some(conversation) => conversation,
+        None => Conversation {
+            thread_id: record.thread_id.clone(),
+            uid: record.uid.clone(),
+            agent_slug: record.agent_slug.clone(),
+            title: query.trim().chars().take(30).collect(),
+            is_pinned: false,
+            metadata: Map::new(),
+            created_at: now.clone(),
+            updated_at: now.clone(),
+            last_run_id: None,
+            viewed_run_id: None,
+            queue_paused: false,
+        },
+    };
+    conversation.last_run_id = Some(record.run_id.clone());
+    conversation.updated_at = now;
+    store.put_conversation(&conversation).await?;
+    Ok(())
+}
+
+/// The history id of the final answer of `record`, when it is its thread's latest run: the last
+/// assistant message with text.
+pub(super) async fn final_message_id(store: &Store, record: &RunRecord) -> Result<Option<String>, ApiError> {
+    let latest = store.conversation(&record.thread_id).await?.and_then(|c| c.last_run_id);
+    if latest.as_deref() != Some(record.run_id.as_str()) {
+        return Ok(None);
+    }
+    let messages = store.thread_messages(&record.thread_id).await?;
+    Ok(messages
+        .iter()
+        .rposition(|m| matches!(m, Message::Assistant { content: Some(text), .. } if !text.is_empty()))
+        .map(message_id))
+}
+
+/// The id of the message at `index` of a thread's history: its place, from 1.
+fn message_id(index: usize) -> String {
+    (index + 1).to_string()
+}
+
+/// A conversation as Yuxi's `ThreadResponse` shapes it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ThreadView {
+    /// The thread id.
+    pub id: String,
+    /// The thread id, as the run routes name it.
+    pub thread_id: String,
+    /// Its owner.
+    pub uid: String,
+    /// The agent's slug.
+    pub agent_id: String,
+    /// Its title.
+    pub title: String,
+    /// Whether it is pinned.
+    pub is_pinned: bool,
+    /// Always `null`: this system has no projects.
+    pub project_id: Option<String>,
+    /// Where its runs see the user's workspace.
+    pub workdir_path: String,
+    /// When it was created, RFC 3339.
+    pub created_at: String,
+    /// When it last changed, RFC 3339.
+    pub updated_at: String,
+    /// The client's metadata.
+    #[schema(value_type = Object)]
+    pub metadata: Map<String, Value>,
+    /// `loading` while its latest run goes, `ready` when that ended unseen, `done` otherwise.
+    pub thread_status: &'static str,
+}
+
+async fn view(store: &Store, conversation: Conversation) -> Result<ThreadView, ApiError> {
+    let status = match &conversation.last_run_id {
+        Some(run) => store.run_record(run).await?.map(|r| r.status),
+        None => None,
+    };
+    Ok(ThreadView {
+        thread_status: conversation::thread_status(&conversation, status),
+        id: conversation.thread_id.clone(),
+        thread_id: conversation.thread_id,
+        uid: conversation.uid,
+        agent_id: conversation.agent_slug,
+        title: conversation.title,
+        is_pinned: conversation.is_pinned,
+        project_id: None,
+        workdir_path: format!("{}/workspace", crate::run::scope::USER_DATA),
+        created_at: conversation.created_at,
+        updated_at: conversation.updated_at,
+        metadata: conversation.metadata,
+    })
+}
+
+/// `POST /api/chat/thread` body (Yuxi's `ThreadCreate`).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CreateThread {
+    /// The agent the conversation talks to: an ordinary agent the caller may see.
+    #[schema(min_length = 1, max_length = 80)]
+    pub agent_id: String,
+    /// Its title (at most 200 characters); Yuxi's "新的对话" when absent.
+    #[serde(default)]
+    #[schema(max_length = 200)]
+    pub title: Option<String>,
+    /// The client's metadata (at most 8 KiB of JSON).
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub metadata: Option<Map<String, Value>>,
+    /// The client's request id; accepted and not used (a new thread each time).
+    #[serde(default)]
+    #[schema(max_length = 64)]
+    pub request_id: Option<String>,
+    /// Must be absent or `null`: this system has no projects.
+    #[serde(default)]
+    #[schema(value_type = Option<String>)]
+    pub project_id: Option<Value>,
+}
+
+fn checked_title(title: &str) -> Result<String, ApiError> {
+    let title = title.trim();
+    if title.chars().count() > MAX_TITLE_CHARS {
+        return Err(ApiError::invalid("title", format!("is longer than {MAX_TITLE_CHARS} characters")));
+    }
+    Ok(if title.is_empty() { DEFAULT_TITLE.to_string() } else { title.to_string() })
+}
+
+/// `POST /api/chat/thread`: a new conversation of the caller with an agent.
+#[utoipa::path(
+    post,
+    path = "/api/chat/thread",
+    operation_id = "create_chat_thread",
+    tag = "chat",
+    request_body = CreateThread,
+    responses(
+        (status = 200, description = "the new conversation", body = ThreadView),
+        (status = 400, description = "malformed body", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "the agent is unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 413, description = "body or `metadata` too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn create(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    JsonBody(body): JsonBody<CreateThread>,
+) -> Result<Json<ThreadView>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let agent = state
+        .agents
+        .get(&body.agent_id)
+        .await?
+        .filter(|a| crate::access::permission(&who, a) >= crate::access::Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", body.agent_id)))?;
+    if agent.spec.is_subagent() {
+        return Err(ApiError::invalid(
+            "agent_id",
+            format!("{:?} is a subagent: conversations are with main agents", body.agent_id),
+        ));
+    }
+    if body.project_id.as_ref().is_some_and(|p| !p.is_null()) {
+        return Err(ApiError::invalid("project_id", "this system has no projects"));
+    }
+    let metadata = body.metadata.unwrap_or_default();
+    let size = serde_json::to_vec(&metadata).map_or(usize::MAX, |b| b.len());
+    if size > MAX_METADATA_BYTES {
+        return Err(ApiError::TooLarge(format!("metadata: {size} bytes of JSON; at most {MAX_METADATA_BYTES}")));
+    }
+    let title = checked_title(body.title.as_deref().unwrap_or_default())?;
+    let thread_id = format!("t-{}", uuid::Uuid::new_v4().simple());
+    if !store.claim_thread(&thread_id, &who.uid).await? {
+        return Err(ApiError::Conflict(format!("thread {thread_id:?} could not be created; try again")));
+    }
+    let now = jiff::Timestamp::now().to_string();
+    let conversation = Conversation {
+        thread_id,
+        uid: who.uid.clone(),
+        agent_slug: body.agent_id,
+        title,
+        is_pinned: false,
+        metadata,
+        created_at: now.clone(),
+        updated_at: now,
+        last_run_id: None,
+        viewed_run_id: None,
+        queue_paused: false,
+    };
+    store.put_conversation(&conversation).await?;
+    Ok(Json(view(store, conversation).await?))
+}
+
+/// `GET /api/chat/threads` query.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct ListThreads {
+    /// Only the conversations with this agent.
+    #[serde(default)]
+    #[param(max_length = 80)]
+    agent_id: Option<String>,
+    /// How many, 1 to 500 (default 100).
+    #[serde(default)]
+    #[param(minimum = 1, maximum = 500)]
+    limit: Option<u32>,
+    /// How many to skip (default 0; at most 1000).
+    #[serde(default)]
+    #[param(minimum = 0, maximum = 1000)]
+    offset: Option<u32>,
+}
+
+/// `GET /api/chat/threads`: the caller's conversations, most recently updated first.
+#[utoipa::path(
+    get,
+    path = "/api/chat/threads",
+    operation_id = "list_chat_threads",
+    tag = "chat",
+    params(ListThreads),
+    responses(
+        (status = 200, description = "the caller's conversations", body = Vec<ThreadView>),
+        (status = 400, description = "malformed query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 422, description = "`limit` or `offset` out of range", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn list(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    QueryParams(query): QueryParams<ListThreads>,
+) -> Result<Json<Vec<ThreadView>>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=500).contains(&limit) {
+        return Err(ApiError::invalid("limit", "must be 1 to 500"));
+    }
+    let offset = query.offset.unwrap_or(0);
+    if offset > 1000 {
+        return Err(ApiError::invalid("offset", "must be 0 to 1000"));
+    }
+    let mut out = Vec::new();
+    // Filtering by agent reads past the page until it is full (the list holds 1,000 at most).
+    let (mut skip, mut from) = (offset as usize, 0);
+    let want = limit as usize;
+    while out.len() < want {
+        let page = store.user_conversations(&who.uid, from, 100).await?;
+        if page.is_empty() {
+            break;
+        }
+        from += page.len();
+        for conversation in page {
+            if query.agent_id.as_deref().is_some_and(|agent| agent != conversation.agent_slug) {
+                continue;
+            }
+            if skip > 0 {
+                skip -= 1;
+                continue;
+            }
+            if out.len() < want {
+                out.push(view(store, conversation).await?);
+            }
+        }
+    }
+    Ok(Json(out))
+}
+
+/// `PUT /api/chat/thread/{thread_id}` body (Yuxi's `ThreadUpdate`): what is given changes.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct UpdateThread {
+    /// A new title (at most 200 characters).
+    #[serde(default)]
+    #[schema(max_length = 200)]
+    pub title: Option<String>,
+    /// Pin or unpin.
+    #[serde(default)]
+    pub is_pinned: Option<bool>,
+    /// Must be absent, `null`, or the agent's own mode: a thread carries no approval mode of its own
+    /// here (a run's start may name one).
+    #[serde(default)]
+    pub tool_approval_mode: Option<String>,
+}
+
+/// `PUT /api/chat/thread/{thread_id}`: retitles or pins one of the caller's conversations.
+#[utoipa::path(
+    put,
+    path = "/api/chat/thread/{thread_id}",
+    operation_id = "update_chat_thread",
+    tag = "chat",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    request_body = UpdateThread,
+    responses(
+        (status = 200, description = "the conversation after the change", body = ThreadView),
+        (status = 400, description = "malformed body", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 413, description = "body too large", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn update(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+    JsonBody(body): JsonBody<UpdateThread>,
+) -> Result<Json<ThreadView>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let mut conversation = owned(store, &who, &thread_id).await?;
+    if let Some(mode) = body.tool_approval_mode.as_deref()
+        && !matches!(mode, "default" | "always_trust")
+    {
+        return Err(ApiError::invalid("tool_approval_mode", format!("{mode:?} is not one of default, always_trust")));
+    }
+    if let Some(title) = &body.title {
+        conversation.title = checked_title(title)?;
+    }
+    if let Some(pinned) = body.is_pinned {
+        conversation.is_pinned = pinned;
+    }
+    conversation.updated_at = jiff::Timestamp::now().to_string();
+    store.put_conversation(&conversation).await?;
+    Ok(Json(view(store, conversation).await?))
+}
+
+/// The answer of `DELETE /api/chat/thread/{thread_id}`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct Deleted {
+    /// What was done.
+    pub message: String,
+}
+
+/// `DELETE /api/chat/thread/{thread_id}`: removes one of the caller's conversations and its messages
+/// (409 `run_busy` while it has an unfinished run). Its id stays the caller's.
+#[utoipa::path(
+    delete,
+    path = "/api/chat/thread/{thread_id}",
+    operation_id = "delete_chat_thread",
+    tag = "chat",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "deleted", body = Deleted),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn delete(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<Deleted>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let conversation = owned(store, &who, &thread_id).await?;
+    if let Some(run) = &conversation.last_run_id
+        && let Some(record) = store.run_record(run).await?
+        && !record.status.is_terminal()
+    {
+        return Err(ApiError::RunBusy {
+            thread_id,
+            active_run_id: record.run_id,
+            active_run_status: record.status.as_str().into(),
+            agent_slug: record.agent_slug,
+        });
+    }
+    store.delete_conversation(&conversation).await?;
+    Ok(Json(Deleted { message: format!("thread {thread_id:?} was deleted") }))
+}
+
+/// `POST /api/chat/thread/{thread_id}/viewed`: notes that the caller has seen the end of the latest
+/// run (the sidebar's `ready` turns `done`).
+#[utoipa::path(
+    post,
+    path = "/api/chat/thread/{thread_id}/viewed",
+    operation_id = "mark_chat_thread_viewed",
+    tag = "chat",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "the conversation", body = ThreadView),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn viewed(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<ThreadView>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let mut conversation = owned(store, &who, &thread_id).await?;
+    let last = match &conversation.last_run_id {
+        Some(run) => store.run_record(run).await?,
+        None => None,
+    };
+    if let Some(record) = last.filter(|r| r.status.is_terminal())
+        && conversation.viewed_run_id.as_deref() != Some(record.run_id.as_str())
+    {
+        conversation.viewed_run_id = Some(record.run_id);
+        store.put_conversation(&conversation).await?;
+    }
+    Ok(Json(view(store, conversation).await?))
+}
+
+/// The answer of `GET /api/chat/thread/{thread_id}/history`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct History {
+    /// The messages, oldest first: `{id, type: human | ai | tool, content, tool_calls?, tool_call_id?}`.
+    #[schema(value_type = Vec<Object>)]
+    pub history: Vec<Value>,
+}
+
+/// `GET /api/chat/thread/{thread_id}/history`: the conversation's messages in Yuxi's shape.
+#[utoipa::path(
+    get,
+    path = "/api/chat/thread/{thread_id}/history",
+    operation_id = "get_chat_thread_history",
+    tag = "chat",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "the messages", body = History),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn history(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<History>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let conversation = owned(store, &who, &thread_id).await?;
+    let messages = store.thread_messages(&conversation.thread_id).await?;
+    Ok(Json(History { history: yuxi_history(&messages) }))
+}
+
+/// `messages` (chat-completions shapes) as Yuxi's history items: `human`, `ai` (with `tool_calls`,
+/// each carrying its `tool_call_result` once a tool message answered it) and `tool`. System prompts
+/// are left out. Each item's `id` is its place in the history, from 1.
+pub fn yuxi_history(messages: &[Message]) -> Vec<Value> {
+    let answers: std::collections::HashMap<&str, &str> = messages
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, content } => Some((tool_call_id.as_str(), content.as_str())),
+            _ => None,
+        })
+        .collect();
+    let item = |index: usize, kind: &str, content: &str| {
+        json!({"id": message_id(index), "type": kind, "content": content, "message_type": "text",
+               "delivery_status": "delivered", "extra_metadata": {}, "image_content": null, "feedback": null})
+    };
+    messages
+        .iter()
+        .enumerate()
+        .filter_map(|(index, message)| match message {
+            Message::System { .. } => None,
+            Message::User { content } => Some(item(index, "human", content)),
+            Message::Assistant { content, tool_calls } => {
+                let mut out = item(index, "ai", content.as_deref().unwrap_or_default());
+                if !tool_calls.is_empty() {
+                    out["tool_calls"] = tool_calls
+                        .iter()
+                        .map(|call| {
+                            let args = serde_json::from_str::<Value>(&call.function.arguments)
+                                .unwrap_or_else(|_| Value::String(call.function.arguments.clone()));
+                            let answer = answers.get(call.id.as_str());
+                            json!({
+                                "id": call.id,
+                                "name": call.function.name,
+                                "function": {"name": call.function.name},
+                                "args": args,
+                                "tool_call_result": answer.map(|content| json!({"content": content})),
+                                "status": if answer.is_some() { "success" } else { "pending" },
+                            })
+                        })
+                        .collect();
+                }
+                Some(out)
+            }
+            Message::Tool { tool_call_id, content } => {
+                let mut out = item(index, "tool", content);
+                out["tool_call_id"] = json!(tool_call_id);
+                Some(out)
+            }
+        })
+        .collect()
+}
+
+/// `GET /api/chat/thread/{thread_id}/state` query.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct StateQuery {
+    /// Also return the history as `messages`.
+    #[serde(default)]
+    include_messages: Option<bool>,
+}
+
+/// `GET /api/chat/thread/{thread_id}/state`: the conversation's agent state. Runs here keep no to-do
+/// list or file list of their own (their files are the user's folders), so `todos` and `files` are
+/// empty; `status` is the thread's and `active_run_id` its unfinished run.
+#[utoipa::path(
+    get,
+    path = "/api/chat/thread/{thread_id}/state",
+    operation_id = "get_chat_thread_state",
+    tag = "chat",
+    params(("thread_id" = String, Path, description = "the thread id"), StateQuery),
+    responses(
+        (status = 200, description = "`{agent_state: {todos, files}, thread_status, active_run_id, messages?}`", body = Object),
+        (status = 400, description = "malformed query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn thread_state(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+    QueryParams(query): QueryParams<StateQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let conversation = owned(store, &who, &thread_id).await?;
+    let last = match &conversation.last_run_id {
+        Some(run) => store.run_record(run).await?,
+        None => None,
+    };
+    let active = last.as_ref().filter(|r| !r.status.is_terminal()).map(|r| r.run_id.clone());
+    let status = conversation::thread_status(&conversation, last.map(|r| r.status));
+    let mut out = json!({
+        "agent_state": {"todos": [], "files": {}},
+        "thread_id": conversation.thread_id,
+        "thread_status": status,
+        "active_run_id": active,
+    });
+    if query.include_messages.unwrap_or(false) {
+        out["messages"] = Value::Array(yuxi_history(&store.thread_messages(&conversation.thread_id).await?));
+    }
+    Ok(Json(out))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::message::ToolCall;
+
+    #[test]
+    fn history_items_are_human_ai_and_tool_with_each_call_carrying_its_result() {
+        let messages = vec![
+            Message::System { content: "be brief".into() },
+            Message::User { content: "list".into() },
+            Message::Assistant { content: None, tool_calls: vec![ToolCall::new("c1", "ls", r#"{"path":"/"}"#)] },
+            Message::Tool { tool_call_id: "c1".into(), content: "a b".into() },
+            Message::Assistant { content: Some("done".into()), tool_calls: vec![] },
+        ];
+        let history = yuxi_history(&messages);
+        assert_eq!(history.len(), 4, "the system prompt is left out: {history:?}");
+        assert_eq!(history[0]["type"], "human");
+        assert_eq!(history[0]["id"], "2");
+        assert_eq!(history[1]["type"], "ai");
+        assert_eq!(history[1]["tool_calls"][0]["args"], json!({"path": "/"}));
+        assert_eq!(history[1]["tool_calls"][0]["tool_call_result"]["content"], "a b");
+        assert_eq!(history[2]["type"], "tool");
+        assert_eq!(history[2]["tool_call_id"], "c1");
+        assert_eq!(history[3]["content"], "done");
+    }
+
+    #[test]
+    fn a_title_is_trimmed_defaulted_and_bounded() {
+        assert_eq!(checked_title("  hi ").expect("ok"), "hi");
+        assert_eq!(checked_title("").expect("ok"), DEFAULT_TITLE);
+        assert!(checked_title(&"字".repeat(201)).is_err());
+    }
+}

@@ -1,0 +1,188 @@
+//! A run's event stream, `GET /api/agent/runs/{run_id}/events` (server-sent events, resumable with
+//! `after_seq` or `Last-Event-ID`, with heartbeats while idle, payloads in Yuxi's shapes or flat), and a
+//! thread's messages, `GET /api/threads/{thread_id}/messages`. A run or thread of another user answers
+//! as a missing one.
+
+use std::convert::Infallible;
+use std::time::Duration;
+
+use axum::Json;
+use axum::extract::{Path, State};
+use axum::http::HeaderMap;
+use axum::response::sse::{Event, KeepAlive, Sse};
+use futures::Stream;
+use serde::{Deserialize, Serialize};
+
+use super::FacadeState;
+use super::auth::Caller;
+use super::body::QueryParams;
+use super::error::ApiError;
+use super::runs::mine;
+use super::wire::EventFormat;
+use crate::access::Role;
+use crate::run::EventKind;
+use crate::run::thread_id::is_valid_id;
+
+/// The first pause before reading a failing store again (doubling each second of the outage).
+const EVENT_POLL: Duration = Duration::from_millis(250);
+/// How long an event stream waits out a failing store before it closes (the client resumes with
+/// `Last-Event-ID`).
+const STREAM_OUTAGE_LIMIT: Duration = Duration::from_secs(60);
+/// The longest pause between reads of a failing store.
+const EVENT_BACKOFF_MAX: Duration = Duration::from_secs(2);
+/// How often an idle event stream sends a heartbeat comment.
+const HEARTBEAT: Duration = Duration::from_secs(15);
+
+/// `GET .../events` query.
+#[derive(Deserialize, utoipa::IntoParams)]
+#[into_params(parameter_in = Query)]
+#[serde(deny_unknown_fields)]
+pub struct EventsQuery {
+    /// Resume after this stream id (`Last-Event-ID` wins when both are given).
+    #[serde(default)]
+    after_seq: Option<String>,
+    /// Yuxi's web client sends `verbose=false`; every event is streamed in full either way.
+    #[serde(default, rename = "verbose")]
+    _verbose: Option<bool>,
+    /// `yuxi` (the default: Yuxi's `payload.items[]` and `payload.chunk`) or `flat` (the payloads as
+    /// the runner wrote them).
+    #[serde(default)]
+    event_format: Option<EventFormat>,
+}
+
+/// The answer of `GET /api/threads/{thread_id}/messages`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct ThreadMessages {
+    /// The thread.
+    pub thread_id: String,
+    /// Its messages, oldest first, as the chat-completions API shapes them.
+    pub messages: Vec<crate::run::message::Message>,
+}
+
+/// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
+/// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event.
+#[utoipa::path(
+    get,
+    path = "/api/agent/runs/{run_id}/events",
+    operation_id = "stream_run_events",
+    tag = "runs",
+    params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this stream id")),
+    responses(
+        (status = 200, description = "server-sent events: `id` is the stream id, `event` the event name, `data` the envelope as JSON (with the run's `request_id`; payloads in Yuxi's shapes unless `event_format=flat`); the stream ends after `end`", content_type = "text/event-stream", body = crate::run::Envelope),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn events(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(run_id): Path<String>,
+    headers: HeaderMap,
+    QueryParams(query): QueryParams<EventsQuery>,
+) -> Result<Sse<impl Stream<Item = Result<Event, Infallible>>>, ApiError> {
+    let store = super::tools::runs(&state)?.clone();
+    let record = mine(&store, &who, &run_id).await?;
+    let format = query.event_format.unwrap_or_default();
+    let request_id = record.request.request_id.clone();
+    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
+    let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
+    if !crate::delegation::wire::is_stream_id(&cursor) {
+        return Err(ApiError::invalid("after_seq", format!("{cursor:?} is not a stream id such as 0-0")));
+    }
+    // Held as long as the stream lives: its place is given back when the stream ends or its client goes.
+    let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;
+    let stream = futures::stream::unfold(
+        (store, record.run_id, cursor, false),
+        move |(store, run_id, cursor, ended)| {
+            let _held = &permit;
+            let request_id = request_id.clone();
+            async move {
+                if ended {
+                    return None;
+                }
+                // A store that fails is waited out with backoff; a failure longer than
+                // STREAM_OUTAGE_LIMIT closes the stream, and the client resumes from its last event id.
+                let mut failing_since: Option<tokio::time::Instant> = None;
+                let watch = store.watch(&run_id);
+                loop {
+                    // Taken before the read: an event appended after it wakes the stream at once.
+                    let changed = watch.changed(crate::store::notices::RunWatch::SAFETY_NET);
+                    match store.read_events(&run_id, &cursor, 100).await {
+                        Ok(page) if !page.is_empty() => {
+                            let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
+                            let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
+                            let events: Vec<Result<Event, Infallible>> = page
+                                .into_iter()
+                                .map(|e| {
+                                    let data =
+                                        super::wire::event_data(&e.envelope, request_id.as_deref(), format).to_string();
+                                    Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
+                                })
+                                .collect();
+                            return Some((futures::stream::iter(events), (store, run_id, next, ended)));
+                        }
+                        Ok(_) => {
+                            // Nothing after the cursor: a run that has ended will write nothing more.
+                            if let Ok(Some(record)) = store.run_record(&run_id).await
+                                && record.status.is_terminal()
+                                && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
+                            {
+                                return None;
+                            }
+                            changed.await
+                        }
+                        Err(err) => {
+                            let since = *failing_since.get_or_insert_with(tokio::time::Instant::now);
+                            if since.elapsed() >= STREAM_OUTAGE_LIMIT {
+                                tracing::warn!(run_id = %run_id, error = %err, "the run store fails for too long; closing the stream");
+                                return None;
+                            }
+                            tracing::warn!(run_id = %run_id, error = %err, "cannot read the run's events; retrying");
+                            let backoff = (EVENT_POLL * 2u32.saturating_pow(since.elapsed().as_secs() as u32))
+                                .min(EVENT_BACKOFF_MAX);
+                            tokio::time::sleep(backoff).await;
+                        }
+                    }
+                }
+            }
+        },
+    );
+    Ok(Sse::new(futures::StreamExt::flatten(stream)).keep_alive(KeepAlive::new().interval(HEARTBEAT)))
+}
+
+/// `GET /api/threads/{thread_id}/messages`: a thread's persisted messages, when one of the caller's runs
+/// used it.
+#[utoipa::path(
+    get,
+    path = "/api/threads/{thread_id}/messages",
+    operation_id = "get_thread_messages",
+    tag = "runs",
+    params(("thread_id" = String, Path, description = "the thread id")),
+    responses(
+        (status = 200, description = "the thread's persisted messages", body = ThreadMessages),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn thread_messages(
+    State(state): State<FacadeState>,
+    Caller(who): Caller,
+    Path(thread_id): Path<String>,
+) -> Result<Json<ThreadMessages>, ApiError> {
+    let store = super::tools::runs(&state)?;
+    let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
+    if !is_valid_id(&thread_id) {
+        return Err(missing());
+    }
+    let owner = store.thread_owner(&thread_id).await?;
+    if owner.as_deref() != Some(who.uid.as_str()) && who.role != Role::Superadmin {
+        return Err(missing());
+    }
+    let messages = store.thread_messages(&thread_id).await?;
+    Ok(Json(ThreadMessages { thread_id, messages }))
+}

@@ -1,0 +1,197 @@
+//! The body of `POST /api/agent/runs` as Yuxi's web client sends it, and the checks of its fields
+//! beyond the query: `meta` (bounded, stored), `model_spec` and `tool_approval_mode` (within what the
+//! agent allows), `image_content`, `resume`, `created_by_run_id` and `queue_policy`.
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use super::error::ApiError;
+use crate::access::{Identity, Role};
+use crate::resources::{Agent, ToolApprovalMode};
+use crate::run::record::MAX_META_BYTES;
+use crate::run::thread_id::is_valid_id;
+use crate::run::{RunRecord, RunRequest};
+
+/// The longest `meta.request_id`, in characters (Yuxi: 64).
+pub const MAX_REQUEST_ID_LEN: usize = 64;
+/// The longest `model_spec`, in characters.
+pub const MAX_MODEL_SPEC_LEN: usize = 256;
+
+/// What a start does when the thread already has an unfinished run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuePolicy {
+    /// Answer 409 `run_busy` (the default when the body does not say: no hidden queueing).
+    #[default]
+    Reject,
+    /// Wait for the thread's run to end, in the thread's queue (bounded), then start.
+    Enqueue,
+    /// Like `enqueue`, first in the queue: the next run of the thread.
+    Steer,
+}
+
+/// `POST /api/agent/runs` body (Yuxi's `AgentRunCreate`).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartRun {
+    /// What the user asks.
+    #[schema(min_length = 1, max_length = 65536)]
+    pub query: String,
+    /// The agent: an ordinary agent the caller may see (subagents run through the tools).
+    #[schema(min_length = 1, max_length = 80)]
+    pub agent_slug: String,
+    /// Continue this conversation (one of the caller's threads); a new one when absent.
+    #[serde(default)]
+    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._-]+$")]
+    pub thread_id: Option<String>,
+    /// The client's tracking data, stored with the run and returned with it (at most 16 KiB of JSON);
+    /// `meta.request_id` (at most 64 characters: letters, digits, `.`, `_`, `-`) is the run's request id.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<Map<String, Value>>,
+    /// A base64 image for models that take images. No model this system runs takes images: a non-empty
+    /// value answers 422 naming the field.
+    #[serde(default)]
+    pub image_content: Option<String>,
+    /// A model (`<provider>/<model>`) for this run: allowed when the agent names no model of its own,
+    /// or names this one; otherwise 403 (administrators may always choose).
+    #[serde(default)]
+    #[schema(max_length = 256)]
+    pub model_spec: Option<String>,
+    /// `default` or `always_trust` for this run; another mode than the agent's is for administrators
+    /// (403 otherwise).
+    #[serde(default)]
+    pub tool_approval_mode: Option<String>,
+    /// The answer to a run's question. No run of this system asks one yet: anything but `null`
+    /// answers 422 naming the field.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub resume: Option<Value>,
+    /// An earlier run of the same thread (one of the caller's) that this one follows.
+    #[serde(default)]
+    #[schema(max_length = 128)]
+    pub created_by_run_id: Option<String>,
+    /// What happens when the thread has an unfinished run (default `reject`).
+    #[serde(default)]
+    pub queue_policy: Option<QueuePolicy>,
+}
+
+/// The request fields of `body`, checked against `agent` for `who`, with a request id made when the
+/// client sent none. `earlier` looks up one of the caller's runs (for `created_by_run_id`).
+///
+/// Errors: 413 for `meta` past [`MAX_META_BYTES`]; 422 naming `meta.request_id`, `model_spec`,
+/// `tool_approval_mode`, `image_content`, `resume` or `created_by_run_id`; 403 naming `model_spec` or
+/// `tool_approval_mode` when the agent does not allow the caller that choice.
+pub fn checked(
+    body: &StartRun,
+    who: &Identity,
+    agent: &Agent,
+    thread_id: &str,
+    earlier: Option<&RunRecord>,
+) -> Result<RunRequest, ApiError> {
+    let admin = matches!(who.role, Role::Admin | Role::Superadmin);
+    let meta = body.meta.clone().unwrap_or_default();
+    let size = serde_json::to_vec(&meta).map_or(usize::MAX, |bytes| bytes.len());
+    if size > MAX_META_BYTES {
+        return Err(ApiError::TooLarge(format!("meta: {size} bytes of JSON; at most {MAX_META_BYTES}")));
+    }
+    let request_id = match meta.get("request_id") {
+        None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
+        Some(Value::String(id)) if is_valid_id(id) && id.len() <= MAX_REQUEST_ID_LEN => id.clone(),
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "meta.request_id",
+                format!(
+                    "{other} is not a request id (letters, digits, '.', '_', '-'; at most {MAX_REQUEST_ID_LEN} characters)"
+                ),
+            ));
+        }
+    };
+    if body.image_content.as_deref().is_some_and(|image| !image.is_empty()) {
+        return Err(ApiError::invalid(
+            "image_content",
+            format!("the model of agent {:?} does not take images", body.agent_slug),
+        ));
+    }
+    if body.resume.as_ref().is_some_and(|resume| !resume.is_null()) {
+        return Err(ApiError::invalid("resume", format!("thread {thread_id:?} has no run waiting for an answer")));
+    }
+    let context = agent.spec.context();
+    let model_spec = match body.model_spec.as_deref().filter(|m| !m.is_empty()) {
+        None => None,
+        Some(model) if !is_model_spec(model) => {
+            return Err(ApiError::invalid(
+                "model_spec",
+                format!("{model:?} is not <provider>/<model> (at most {MAX_MODEL_SPEC_LEN} characters)"),
+            ));
+        }
+        Some(model) => {
+            let own = context.model.as_deref().filter(|m| !m.is_empty());
+            if own.is_some_and(|own| own != model) && !admin {
+                return Err(ApiError::Forbidden(format!(
+                    "model_spec: agent {:?} runs on {:?}; only administrators choose another model",
+                    body.agent_slug,
+                    own.unwrap_or_default()
+                )));
+            }
+            Some(model.to_string())
+        }
+    };
+    let tool_approval_mode = match body.tool_approval_mode.as_deref() {
+        None => None,
+        Some(mode) => {
+            let asked = match mode {
+                "default" => ToolApprovalMode::Default,
+                "always_trust" => ToolApprovalMode::AlwaysTrust,
+                other => {
+                    return Err(ApiError::invalid(
+                        "tool_approval_mode",
+                        format!("{other:?} is not one of default, always_trust"),
+                    ));
+                }
+            };
+            if asked != context.tool_approval_mode.unwrap_or_default() && !admin {
+                return Err(ApiError::Forbidden(format!(
+                    "tool_approval_mode: only administrators change agent {:?}'s approval mode",
+                    body.agent_slug
+                )));
+            }
+            Some(mode.to_string())
+        }
+    };
+    let created_by_run_id = match body.created_by_run_id.as_deref().filter(|id| !id.is_empty()) {
+        None => None,
+        Some(id) => match earlier {
+            Some(run) if run.run_id == id && run.thread_id == thread_id => Some(id.to_string()),
+            _ => {
+                return Err(ApiError::invalid(
+                    "created_by_run_id",
+                    format!("{id:?} is not one of your runs in thread {thread_id:?}"),
+                ));
+            }
+        },
+    };
+    Ok(RunRequest { request_id: Some(request_id), meta, created_by_run_id, model_spec, tool_approval_mode })
+}
+
+/// Whether `model` reads `<provider>/<model>`: two non-empty parts of printable ASCII without spaces.
+fn is_model_spec(model: &str) -> bool {
+    model.len() <= MAX_MODEL_SPEC_LEN
+        && model.split_once('/').is_some_and(|(provider, name)| !provider.is_empty() && !name.is_empty())
+        && model.bytes().all(|b| b.is_ascii_graphic())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::is_model_spec;
+
+    #[test]
+    fn a_model_spec_is_a_provider_and_a_model() {
+        assert!(is_model_spec("openai/gpt-4o-mini"));
+        assert!(is_model_spec("scripted/file:a/b.yaml"));
+        assert!(!is_model_spec("gpt-4o"));
+        assert!(!is_model_spec("/x"));
+        assert!(!is_model_spec("a/ b"));
+        assert!(!is_model_spec(&format!("a/{}", "b".repeat(300))));
+    }
+}

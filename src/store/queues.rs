@@ -1,0 +1,288 @@
+//! The threads' request queues of [`Store`] ([`crate::run::queue`]): each thread a list of request ids,
+//! next first, and each request under its owner ([`keys::request`]); the set of threads with waiting
+//! requests ([`keys::QUEUED_THREADS`]) lets any facade start what waits, after a restart too. Every step
+//! that reads and changes a queue is one Redis script (or one hold of the in-process lock), so two
+//! facades never start the same request.
+
+use std::collections::VecDeque;
+
+use super::{Store, StoreError, keys};
+use crate::run::queue::{QueuedRequest, REQUEST_TTL_SECONDS};
+
+/// What [`Store::enqueue_request`] did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Enqueued {
+    /// Queued at this place, from 1.
+    At(usize),
+    /// The queue holds its most already.
+    Full,
+    /// The user has a request of this id already.
+    Taken,
+}
+
+/// Queues: KEYS = queue, request, queued threads; ARGV = request JSON, most, TTL, front (0/1), thread.
+const ENQUEUE: &str = r"
+if redis.call('EXISTS', KEYS[2]) == 1 then return -2 end
+if redis.call('LLEN', KEYS[1]) >= tonumber(ARGV[2]) then return -1 end
+redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[3])
+local at
+if ARGV[4] == '1' then redis.call('LPUSH', KEYS[1], ARGV[5]); at = 1
+else at = redis.call('RPUSH', KEYS[1], ARGV[5]) end
+redis.call('EXPIRE', KEYS[1], ARGV[3])
+redis.call('SADD', KEYS[3], ARGV[6])
+return at
+";
+
+/// Takes the head: KEYS = queue, queued threads; ARGV = thread. Returns the id, or false.
+const TAKE_HEAD: &str = r"
+local id = redis.call('LPOP', KEYS[1])
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
+return id
+";
+
+/// Moves an id to the front: KEYS = queue; ARGV = id. Returns whether it was queued.
+const TO_FRONT: &str = r"
+if redis.call('LREM', KEYS[1], 0, ARGV[1]) == 0 then return 0 end
+redis.call('LPUSH', KEYS[1], ARGV[1])
+return 1
+";
+
+/// Removes an id: KEYS = queue, queued threads; ARGV = id, thread. Returns whether it was queued.
+const REMOVE: &str = r"
+local removed = redis.call('LREM', KEYS[1], 0, ARGV[1])
+if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[2]) end
+return removed
+";
+
+impl Store {
+    /// Queues `request` in its thread, at the back (at the front when steered), at most `max` in the
+    /// queue, and records it under its owner.
+    pub async fn enqueue_request(&self, request: &QueuedRequest, max: usize) -> Result<Enqueued, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| q.enqueue(request, max))),
+            Store::Redis(redis) => {
+                let thread = &request.record.thread_id;
+                let json = serde_json::to_string(request).expect("a request serializes");
+                let at: i64 = redis
+                    .run_script(
+                        ENQUEUE,
+                        &[
+                            &keys::thread_queue(thread),
+                            &keys::request(&request.identity.uid, &request.request_id),
+                            keys::QUEUED_THREADS,
+                        ],
+                        &[
+                            &json,
+                            &max.to_string(),
+                            &REQUEST_TTL_SECONDS.to_string(),
+                            if request.steer { "1" } else { "0" },
+                            &request.request_id,
+                            thread,
+                        ],
+                    )
+                    .await?;
+                Ok(match at {
+                    -2 => Enqueued::Taken,
+                    -1 => Enqueued::Full,
+                    at => Enqueued::At(at.max(1) as usize),
+                })
+            }
+        }
+    }
+
+    /// The user's request of this id, queued or not (for a day).
+    pub async fn queued_request(&self, uid: &str, request_id: &str) -> Result<Option<QueuedRequest>, StoreError> {
+        match self {
+            Store::Memory(memory) => {
+                Ok(memory.lock_queues(|q| q.requests.get(&(uid.into(), request_id.into())).cloned()))
+            }
+            Store::Redis(redis) => redis.get_json(keys::request(uid, request_id)).await,
+        }
+    }
+
+    /// Records a change of `request` (its status, its run).
+    pub async fn put_request(&self, request: &QueuedRequest) -> Result<(), StoreError> {
+        match self {
+            Store::Memory(memory) => {
+                memory.lock_queues(|q| q.keep(request.clone()));
+                Ok(())
+            }
+            Store::Redis(redis) => {
+                let json = serde_json::to_string(request).expect("a request serializes");
+                let mut pipe = redis::pipe();
+                pipe.set_ex(
+                    keys::request(&request.identity.uid, &request.request_id),
+                    json,
+                    REQUEST_TTL_SECONDS as u64,
+                )
+                .ignore();
+                redis.write(&pipe).await
+            }
+        }
+    }
+
+    /// The requests waiting in the thread of `uid`, next first.
+    pub async fn thread_requests(&self, thread_id: &str, uid: &str) -> Result<Vec<QueuedRequest>, StoreError> {
+        let ids: Vec<String> = match self {
+            Store::Memory(memory) => {
+                memory.lock_queues(|q| q.queues.get(thread_id).map(|q| q.iter().cloned().collect()).unwrap_or_default())
+            }
+            Store::Redis(redis) => {
+                redis.read(redis::cmd("LRANGE").arg(keys::thread_queue(thread_id)).arg(0).arg(-1)).await?
+            }
+        };
+        let mut out = Vec::with_capacity(ids.len());
+        for id in ids {
+            if let Some(request) = self.queued_request(uid, &id).await? {
+                out.push(request);
+            }
+        }
+        Ok(out)
+    }
+
+    /// Takes the next request of the thread off its queue (one step: two facades never take the same).
+    pub async fn take_queue_head(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| q.take_head(thread_id))),
+            Store::Redis(redis) => {
+                redis.run_script(TAKE_HEAD, &[&keys::thread_queue(thread_id), keys::QUEUED_THREADS], &[thread_id]).await
+            }
+        }
+    }
+
+    /// Puts a request taken with [`Store::take_queue_head`] back in front (its start found the thread
+    /// busy again).
+    pub async fn return_to_front(&self, thread_id: &str, request_id: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Memory(memory) => {
+                memory.lock_queues(|q| q.queues.entry(thread_id.into()).or_default().push_front(request_id.into()));
+                Ok(())
+            }
+            Store::Redis(redis) => {
+                let mut pipe = redis::pipe();
+                pipe.atomic()
+                    .lpush(keys::thread_queue(thread_id), request_id)
+                    .ignore()
+                    .expire(keys::thread_queue(thread_id), REQUEST_TTL_SECONDS)
+                    .ignore()
+                    .sadd(keys::QUEUED_THREADS, thread_id)
+                    .ignore();
+                redis.write(&pipe).await
+            }
+        }
+    }
+
+    /// Moves a waiting request to the front of its thread's queue; whether it was waiting.
+    pub async fn steer_request(&self, thread_id: &str, request_id: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| {
+                let queue = q.queues.entry(thread_id.into()).or_default();
+                let Some(at) = queue.iter().position(|id| id == request_id) else { return false };
+                let id = queue.remove(at).expect("present");
+                queue.push_front(id);
+                true
+            })),
+            Store::Redis(redis) => {
+                let moved: i64 = redis.run_script(TO_FRONT, &[&keys::thread_queue(thread_id)], &[request_id]).await?;
+                Ok(moved == 1)
+            }
+        }
+    }
+
+    /// Takes a waiting request off its thread's queue; whether it was waiting.
+    pub async fn remove_request(&self, thread_id: &str, request_id: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| q.remove(thread_id, request_id))),
+            Store::Redis(redis) => {
+                let removed: i64 = redis
+                    .run_script(
+                        REMOVE,
+                        &[&keys::thread_queue(thread_id), keys::QUEUED_THREADS],
+                        &[request_id, thread_id],
+                    )
+                    .await?;
+                Ok(removed > 0)
+            }
+        }
+    }
+
+    /// The threads whose queues have requests.
+    pub async fn queued_threads(&self) -> Result<Vec<String>, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory
+                .lock_queues(|q| q.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(t, _)| t.clone()).collect())),
+            Store::Redis(redis) => redis.read(redis::cmd("SMEMBERS").arg(keys::QUEUED_THREADS)).await,
+        }
+    }
+}
+
+/// The in-process queues: each thread's ids, and the requests by owner and id (the most recent
+/// [`Queues::KEPT`] that are no longer waiting are kept for their status).
+#[derive(Default)]
+pub(super) struct Queues {
+    queues: std::collections::HashMap<String, VecDeque<String>>,
+    requests: std::collections::HashMap<(String, String), QueuedRequest>,
+    order: VecDeque<(String, String)>,
+}
+
+impl Queues {
+    /// How many requests are kept at most (waiting ones are never dropped).
+    const KEPT: usize = 1000;
+
+    fn enqueue(&mut self, request: &QueuedRequest, max: usize) -> Enqueued {
+        let key = (request.identity.uid.clone(), request.request_id.clone());
+        if self.requests.contains_key(&key) {
+            return Enqueued::Taken;
+        }
+        let queue = self.queues.entry(request.record.thread_id.clone()).or_default();
+        if queue.len() >= max {
+            return Enqueued::Full;
+        }
+        let at = if request.steer {
+            queue.push_front(request.request_id.clone());
+            1
+        } else {
+            queue.push_back(request.request_id.clone());
+            queue.len()
+        };
+        self.keep(request.clone());
+        Enqueued::At(at)
+    }
+
+    fn keep(&mut self, request: QueuedRequest) {
+        let key = (request.identity.uid.clone(), request.request_id.clone());
+        if self.requests.insert(key.clone(), request).is_none() {
+            self.order.push_back(key);
+        }
+        let mut spared = 0;
+        while self.order.len() > Self::KEPT + spared {
+            let Some(oldest) = self.order.pop_front() else { break };
+            if self.requests.get(&oldest).is_some_and(|r| r.status == crate::run::queue::RequestStatus::Queued) {
+                self.order.push_back(oldest);
+                spared += 1;
+                continue;
+            }
+            self.requests.remove(&oldest);
+        }
+    }
+
+    fn take_head(&mut self, thread_id: &str) -> Option<String> {
+        let queue = self.queues.get_mut(thread_id)?;
+        let head = queue.pop_front();
+        if queue.is_empty() {
+            self.queues.remove(thread_id);
+        }
+        head
+    }
+
+    fn remove(&mut self, thread_id: &str, request_id: &str) -> bool {
+        let Some(queue) = self.queues.get_mut(thread_id) else { return false };
+        let before = queue.len();
+        queue.retain(|id| id != request_id);
+        let removed = queue.len() < before;
+        if queue.is_empty() {
+            self.queues.remove(thread_id);
+        }
+        removed
+    }
+}
