@@ -12,6 +12,8 @@ mod local_mode;
 mod local_parents;
 #[path = "local/local_tools.rs"]
 mod local_tools;
+#[path = "local/yuxi_client.rs"]
+mod yuxi_client;
 
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]

@@ -84,6 +84,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         limits: args.limits.limits(),
         streams: Default::default(),
         queues: Default::default(),
+        quick_model: None,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

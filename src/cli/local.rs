@@ -190,6 +190,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         })?;
         Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::launch::InProcessRunner>)
     };
+    let quick_model = super::quick_model::RunnerModels {
+        default_model: default_model.clone(),
+        settings: yuxi_operator::runner::model::ModelSettings {
+            openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
+            scripts_dir: scripts_dir.clone(),
+        },
+    };
     let launcher = LocalLauncher {
         in_process,
         runs: runs.clone(),
@@ -231,6 +238,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         limits: limits.limits(),
         streams: Default::default(),
         queues: Default::default(),
+        quick_model: Some(std::sync::Arc::new(quick_model)),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

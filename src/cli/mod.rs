@@ -11,6 +11,7 @@ pub mod crd;
 pub mod in_process;
 pub mod leader;
 pub mod local;
+pub mod quick_model;
 pub mod runner;
 pub mod sandbox_exec;
 pub mod sandbox_pod;

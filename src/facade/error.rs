@@ -64,6 +64,9 @@ pub enum ApiError {
     /// A service the facade depends on (the run store) failed or is not configured (503).
     #[error("{0}")]
     Unavailable(String),
+    /// A service the facade asked for the caller (a model) failed (502).
+    #[error("{0}")]
+    BadGateway(String),
     /// The thread already has an unfinished run (409, code `run_busy`).
     #[error(
         "thread {thread_id:?} already has the unfinished run {active_run_id}; await or cancel it, or use another thread"
@@ -92,7 +95,7 @@ pub enum ApiError {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// Machine-readable: `unauthorized`, `forbidden`, `not_found`, `conflict`, `bad_request`,
-    /// `payload_too_large`, `unavailable` or `validation_failed`.
+    /// `payload_too_large`, `rate_limited`, `run_busy`, `unavailable`, `bad_gateway` or `validation_failed`.
     pub code: &'static str,
     /// What went wrong, for a person.
     pub message: String,
@@ -174,6 +177,7 @@ impl ApiError {
             ApiError::Timeout(_) => (StatusCode::REQUEST_TIMEOUT, "request_timeout"),
             ApiError::Limited { .. } => (StatusCode::TOO_MANY_REQUESTS, "rate_limited"),
             ApiError::Unavailable(_) => (StatusCode::SERVICE_UNAVAILABLE, "unavailable"),
+            ApiError::BadGateway(_) => (StatusCode::BAD_GATEWAY, "bad_gateway"),
             ApiError::Invalid { .. } => (StatusCode::UNPROCESSABLE_ENTITY, "validation_failed"),
         }
     }

@@ -451,6 +451,7 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
             thread_id: Some(record.thread_id.clone()),
             parent: record.parent.clone(),
             uid: Some(record.uid.clone()),
+            model: record.request.model_spec.clone(),
             ..AgentRunSpec::default()
         },
     );
@@ -547,6 +548,15 @@ impl From<LocalLauncher> for Launcher {
 }
 
 impl Launcher {
+    /// The folder the runs' files live under, when this process has it: the local mode's data folder
+    /// (`None` in a cluster, where they are on volumes only the sandbox pods mount).
+    pub fn data_dir(&self) -> Option<&std::path::Path> {
+        match self {
+            Launcher::Local(local) => Some(&local.data_dir),
+            Launcher::Cluster(_) => None,
+        }
+    }
+
     /// Starts the run in the background. A run whose AgentRun cannot be created is recorded `failed` with
     /// the reason; from then on, in a cluster, the controller records the run's progress.
     pub fn launch(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: Option<String>) {

@@ -2,10 +2,12 @@
 //! served by axum.
 
 pub mod agents;
+pub mod attachments;
 pub mod auth;
 pub mod body;
 pub mod catalog;
 pub mod chat;
+pub mod chat_call;
 pub mod error;
 pub mod http_metrics;
 pub mod launch;
@@ -71,6 +73,8 @@ pub struct FacadeParts {
     pub streams: limits::OpenStreams,
     /// The threads whose request queue this replica pumps.
     pub queues: run_queue::QueuePumps,
+    /// The model `POST /api/chat/call` asks; `None` answers 503.
+    pub quick_model: Option<std::sync::Arc<dyn chat_call::QuickModel>>,
 }
 
 /// Runs: their store and their launcher.
@@ -161,6 +165,11 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(chat::viewed))
         .routes(routes!(chat::history))
         .routes(routes!(chat::thread_state))
+        .routes(routes!(chat_call::call))
+        .routes(routes!(attachments::upload_held))
+        .routes(routes!(attachments::confirm))
+        .routes(routes!(attachments::list))
+        .routes(routes!(attachments::delete))
         .routes(routes!(tools::list_tools))
         .routes(routes!(tools::subagent_start))
         .routes(routes!(tools::subagent_status))

@@ -90,6 +90,9 @@ pub(super) async fn enqueue(
         }
         Enqueued::At(position) => {
             tracing::debug!(thread_id = %thread_id, active_run_id = %active, position, "a start waits for its thread");
+            if policy == QueuePolicy::Steer {
+                steer_active(store, active).await?;
+            }
             ensure_pump(state, &thread_id);
             Ok(StartedParentRun {
                 run_id: None,
@@ -103,6 +106,15 @@ pub(super) async fn enqueue(
             })
         }
     }
+}
+
+/// Asks the thread's unfinished run `active` to end at its next model turn, so the steered request,
+/// first in the queue, starts then. A delegated run is not steered (it is its parent's).
+async fn steer_active(store: &Store, active: &str) -> Result<(), StoreError> {
+    if store.run_record(active).await?.is_some_and(|r| r.parent.is_none() && !r.status.is_terminal()) {
+        store.request_steer(active).await?;
+    }
+    Ok(())
 }
 
 /// Starts a pump for `thread_id` in this process unless one runs.
@@ -530,6 +542,11 @@ pub async fn steer_request(
     }
     request.steer = true;
     store.put_request(&request).await?;
+    if let Some(conversation) = store.conversation(&request.record.thread_id).await?
+        && let Some(active) = conversation.last_run_id
+    {
+        steer_active(store, &active).await?;
+    }
     Ok(Json(Steered {
         thread_id: request.record.thread_id,
         status: request.status,

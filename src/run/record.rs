@@ -40,8 +40,9 @@ pub struct RunRequest {
     /// The client's request id (`meta.request_id`, or one the facade made).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub request_id: Option<String>,
-    /// The client's `meta` object, as sent (at most [`MAX_META_BYTES`] of JSON).
-    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty")]
+    /// The client's `meta` object, as sent (at most [`MAX_META_BYTES`] of JSON). Stored as JSON text:
+    /// the store's scripts rewrite records, and Lua cannot tell an empty list from an empty object.
+    #[serde(default, skip_serializing_if = "serde_json::Map::is_empty", with = "json_text")]
     #[schema(value_type = Object)]
     pub meta: serde_json::Map<String, serde_json::Value>,
     /// The run of the same thread this one follows from (Yuxi: the run a resume continues).
@@ -53,6 +54,24 @@ pub struct RunRequest {
     /// The approval mode (`default` or `always_trust`) that replaces the agent's for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<String>,
+}
+
+/// A JSON object kept as its JSON text (an object is also read, as records written before were).
+mod json_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::{Map, Value};
+
+    pub fn serialize<S: Serializer>(map: &Map<String, Value>, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&Value::Object(map.clone()).to_string())
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Map<String, Value>, D::Error> {
+        match Value::deserialize(deserializer)? {
+            Value::String(text) => serde_json::from_str(&text).map_err(serde::de::Error::custom),
+            Value::Object(map) => Ok(map),
+            other => Err(serde::de::Error::custom(format!("meta: {other} is not an object"))),
+        }
+    }
 }
 
 /// The most bytes a run's `meta` takes as JSON (16 KiB): it is stored with the run and returned with it.

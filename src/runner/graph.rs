@@ -214,6 +214,15 @@ impl Graph {
         let specs = self.tools.specs();
         loop {
             self.stop_if_cancelled().await?;
+            // A request steered to the front of the thread's queue takes over before the next model turn:
+            // the run ends here, completed with what it has said (Yuxi's steer).
+            if self.riding_through(|| self.store.is_steer_requested(&self.identity.run_id)).await? {
+                let said = conversation.added.iter().rev().find_map(|m| match m {
+                    Message::Assistant { content: Some(text), .. } if !text.is_empty() => Some(text.clone()),
+                    _ => None,
+                });
+                return Ok(Some(said.unwrap_or_default()));
+            }
             if conversation.steps >= self.max_steps {
                 return Err(Stop::Failed(format!(
                     "the run reached maxExecutionSteps ({}) without a final answer",

@@ -29,6 +29,12 @@ pub fn run_cancel(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:cancel")
 }
 
+/// The run's steer request: a key whose presence asks the run to end at its next model turn, so that
+/// the request steered to the front of its thread's queue starts next (Yuxi's steer).
+pub fn run_steer(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:steer")
+}
+
 /// The run's notice channel: every write of the run (an event, its end, a status, a cancel) publishes
 /// on it, so waiters are woken at once ([`super::notices`]).
 pub fn run_notice(run_id: &str) -> String {

@@ -74,6 +74,8 @@ struct MemoryState {
     threads: HashMap<String, Vec<Message>>,
     results: HashMap<String, RunResult>,
     cancelled: HashSet<String>,
+    /// The runs asked to end at their next model turn.
+    steered: HashSet<String>,
     /// The holder of each run's lease, and when it lapses.
     leases: HashMap<String, (String, Instant)>,
     /// When each run's keeper lapses.
@@ -200,6 +202,15 @@ impl MemoryStore {
 
     pub(super) fn run_result(&self, run_id: &str) -> Option<RunResult> {
         self.state().results.get(run_id).cloned()
+    }
+
+    pub(super) fn request_steer(&self, run_id: &str) {
+        self.state().steered.insert(run_id.to_string());
+        self.notices.wake(run_id);
+    }
+
+    pub(super) fn is_steer_requested(&self, run_id: &str) -> bool {
+        self.state().steered.contains(run_id)
     }
 
     pub(super) fn request_cancel(&self, run_id: &str) {
@@ -495,6 +506,7 @@ impl MemoryState {
         self.events.remove(run_id);
         self.results.remove(run_id);
         self.cancelled.remove(run_id);
+        self.steered.remove(run_id);
         self.leases.remove(run_id);
         self.keepers.remove(run_id);
         self.children.remove(run_id);

@@ -261,6 +261,26 @@ impl Store {
         }
     }
 
+    /// Asks the run to end at its next model turn (completed, with what it has said): a request steered
+    /// to the front of its thread's queue waits for it.
+    pub async fn request_steer(&self, run_id: &str) -> Result<(), StoreError> {
+        match self {
+            Store::Redis(redis) => redis.request_steer(run_id).await,
+            Store::Memory(memory) => {
+                memory.request_steer(run_id);
+                Ok(())
+            }
+        }
+    }
+
+    /// Whether the run was asked to end at its next model turn ([`Store::request_steer`]).
+    pub async fn is_steer_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.read(::redis::cmd("EXISTS").arg(keys::run_steer(run_id))).await,
+            Store::Memory(memory) => Ok(memory.is_steer_requested(run_id)),
+        }
+    }
+
     /// Takes the run's runner lease for `holder` for `ttl`, or renews it when `holder` has it. Returns
     /// whether `holder` holds it now.
     pub async fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {

@@ -436,6 +436,15 @@ impl RedisStore {
         self.get_json(keys::run_result(run_id)).await
     }
 
+    pub(super) async fn request_steer(&self, run_id: &str) -> Result<(), StoreError> {
+        let mut pipe = redis::pipe();
+        pipe.set_ex(keys::run_steer(run_id), "1", keys::CANCEL_TTL_SECONDS as u64)
+            .ignore()
+            .publish(keys::run_notice(run_id), "1")
+            .ignore();
+        self.write(&pipe).await
+    }
+
     pub(super) async fn request_cancel(&self, run_id: &str) -> Result<(), StoreError> {
         let key = keys::run_cancel(run_id);
         let mut connection = self.connection.clone();

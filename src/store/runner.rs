@@ -124,6 +124,14 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Whether the run was asked to end at its next model turn ([`Store::is_steer_requested`]).
+    pub async fn is_steer_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.is_steer_requested(run_id).await,
+            RunnerStoreClient::Socket(socket) => socket.is_steer_requested(run_id).await,
+        }
+    }
+
     /// Resolves when a cancel is requested for the run ([`Store::cancelled`]); over the socket there is
     /// no notice, so it checks every `poll`.
     pub async fn cancelled(&self, run_id: &str, poll: Duration) {

@@ -68,6 +68,7 @@ enum Request {
     FinishRun { run_id: String, thread_id: String, new_messages: Vec<Message>, result: RunResult },
     RunResult { run_id: String },
     IsCancelRequested { run_id: String },
+    IsSteerRequested { run_id: String },
     AwaitCancel { run_id: String, timeout_ms: u64 },
     HoldRunLease { run_id: String, holder: String, ttl_ms: u64 },
     ReleaseRunLease { run_id: String, holder: String },
@@ -90,6 +91,7 @@ impl Request {
             Request::ThreadMessages { thread_id } => vec![thread_id],
             Request::RunResult { run_id }
             | Request::IsCancelRequested { run_id }
+            | Request::IsSteerRequested { run_id }
             | Request::AwaitCancel { run_id, .. }
             | Request::HoldRunLease { run_id, .. }
             | Request::ReleaseRunLease { run_id, .. } => vec![run_id],
@@ -191,6 +193,10 @@ impl SocketStore {
 
     pub(super) async fn is_cancel_requested(&self, run_id: &str) -> Result<bool, StoreError> {
         self.call(Request::IsCancelRequested { run_id: run_id.into() }).await
+    }
+
+    pub(super) async fn is_steer_requested(&self, run_id: &str) -> Result<bool, StoreError> {
+        self.call(Request::IsSteerRequested { run_id: run_id.into() }).await
     }
 
     pub(super) async fn hold_run_lease(&self, run_id: &str, holder: &str, ttl: Duration) -> Result<bool, StoreError> {
@@ -425,6 +431,7 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .await
             .map(|r| r.map_or(Value::Null, |r| serde_json::to_value(r).expect("a result serializes"))),
         Request::IsCancelRequested { run_id } => store.is_cancel_requested(&run_id).await.map(Value::Bool),
+        Request::IsSteerRequested { run_id } => store.is_steer_requested(&run_id).await.map(Value::Bool),
         Request::AwaitCancel { run_id, timeout_ms } => {
             await_cancel(store, &run_id, Duration::from_millis(timeout_ms).min(AWAIT_CANCEL_MAX)).await.map(Value::Bool)
         }

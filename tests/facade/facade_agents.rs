@@ -34,6 +34,7 @@ async fn start() -> Api {
         limits: Default::default(),
         streams: Default::default(),
         queues: Default::default(),
+        quick_model: None,
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

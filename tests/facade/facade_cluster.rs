@@ -41,6 +41,7 @@ async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics)
         limits: Default::default(),
         streams: Default::default(),
         queues: Default::default(),
+        quick_model: None,
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

@@ -1,0 +1,43 @@
+//! The model the local mode's facade asks for `POST /api/chat/call`: the runner's model client, with the
+//! local mode's default model and scripts (here because this layer holds both the facade and the runner).
+
+use std::time::Duration;
+
+use yuxi_operator::facade::chat_call::QuickModel;
+use yuxi_operator::run::message::Message;
+use yuxi_operator::runner::model::{Model, ModelSettings, scripted};
+
+/// How long a quick question may take.
+const ANSWER_WITHIN: Duration = Duration::from_secs(60);
+
+/// The runner's models, asked one question at a time.
+#[derive(Debug)]
+pub struct RunnerModels {
+    /// The model of a question that names none.
+    pub default_model: String,
+    /// Where the models come from.
+    pub settings: ModelSettings,
+}
+
+impl QuickModel for RunnerModels {
+    fn answer(
+        &self,
+        model: Option<String>,
+        query: String,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+        let id = model.unwrap_or_else(|| self.default_model.clone());
+        // `scripted/auto` has no agent here: it is `scripted/echo`.
+        let id = scripted::pick_auto(&id, "", self.settings.scripts_dir.as_deref());
+        let settings = self.settings.clone();
+        Box::pin(async move {
+            let model = Model::resolve(&id, &settings).map_err(|e| e.to_string())?;
+            let (deltas, _unread) = tokio::sync::mpsc::unbounded_channel();
+            let turn =
+                tokio::time::timeout(ANSWER_WITHIN, model.complete(&[Message::User { content: query }], &[], &deltas))
+                    .await
+                    .map_err(|_| format!("model {id:?} did not answer within {} s", ANSWER_WITHIN.as_secs()))?
+                    .map_err(|e| format!("model {id:?} failed: {e}"))?;
+            Ok(turn.content)
+        })
+    }
+}

@@ -1,0 +1,287 @@
+//! The Yuxi web client's requests, replayed against the local mode: each file of `tests/yuxi-client/`
+//! is a scenario of requests as the client sends them and the shapes of the answers it reads (written
+//! from Yuxi's reference facts and its public client code, `web/src/apis` and `web/src/composables`).
+//! Every scenario runs against a local mode with the test Redis and one with no Redis.
+//!
+//! A fixture is `{name, from, steps}`; a step is
+//! `{request: {method, path, token, json?, form?, multipart?}, status, response?, save?, until?, events?}`:
+//! - `response` is matched as a shape: an object matches when each of its keys does (others may be
+//!   there), an array element by element (a last element `"..."` allows more), `"<string>"`,
+//!   `"<number>"`, `"<bool>"`, `"<object>"`, `"<array>"`, `"<null>"`, `"<any>"`, `"<absent>"` and
+//!   `"<a|b>"` by type, anything else by equality;
+//! - `save` names JSON pointers into the answer whose values later steps quote as `{{name}}`;
+//! - `until` repeats the request (up to 30 s) until the answer matches it;
+//! - `events` reads the answer as server-sent events to the end and matches each expected
+//!   `{event, data}` against a later event than the one before (a subsequence).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Map, Value, json};
+use tempfile::TempDir;
+
+use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
+use crate::support::repository::{root, yaml_files};
+
+crate::with_each_store!(every_fixture_of_the_yuxi_client_passes);
+
+/// A main agent that answers after 2 s: long enough for a second message to find its thread busy.
+const SLOW_CHAT: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: slow-chat}\nspec:\n  backend: ChatbotAgent\n  displayName: Slow chat\n  context: {subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
+
+async fn start(store: LocalStore) -> (Local, TempDir) {
+    let manifests = TempDir::new().expect("dir");
+    for file in yaml_files("examples") {
+        std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(manifests.path().join("slow-chat.yaml"), SLOW_CHAT).expect("write");
+    let scripts = TempDir::new().expect("dir");
+    for file in yaml_files("examples/scripts") {
+        std::fs::copy(&file, scripts.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(scripts.path().join("slow-chat.yaml"), "- delay_ms: 2000\n  content: a slow answer\n")
+        .expect("write");
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(manifests.path(), store, port, data.path());
+    command.args(["--default-model", "scripted/auto", "--scripts-dir"]).arg(scripts.path());
+    (launch(command, port, data, scripts).await, manifests)
+}
+
+async fn every_fixture_of_the_yuxi_client_passes(store: LocalStore) {
+    let (local, _manifests) = start(store).await;
+    let dir = root().join("tests/yuxi-client");
+    let mut files: Vec<_> = std::fs::read_dir(&dir)
+        .expect("the fixtures")
+        .map(|e| e.expect("entry").path())
+        .filter(|p| p.extension().is_some_and(|e| e == "json"))
+        .collect();
+    files.sort();
+    assert!(files.len() >= 8, "the fixtures are in {}", dir.display());
+    for file in files {
+        let fixture: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("reads")).expect("JSON");
+        let name = format!("{}: {}", file.file_name().expect("name").to_string_lossy(), fixture["name"]);
+        let mut saved = Map::new();
+        for (at, step) in fixture["steps"].as_array().expect("steps").iter().enumerate() {
+            run_step(&local, step, &mut saved)
+                .await
+                .unwrap_or_else(|e| panic!("{name}, step {at}: {e}\n{}", local.log()));
+        }
+    }
+}
+
+/// `text` with each `{{name}}` replaced by the saved value (a string as it is, anything else as JSON).
+fn quote(text: &str, saved: &Map<String, Value>) -> String {
+    let mut out = text.to_string();
+    for (name, value) in saved {
+        let with = match value {
+            Value::String(s) => s.clone(),
+            other => other.to_string(),
+        };
+        out = out.replace(&format!("{{{{{name}}}}}"), &with);
+    }
+    out
+}
+
+/// `value` with every string quoted ([`quote`]); a string that is only `{{name}}` becomes the saved value.
+fn quote_all(value: &Value, saved: &Map<String, Value>) -> Value {
+    match value {
+        Value::String(s) => {
+            let name = s.strip_prefix("{{").and_then(|r| r.strip_suffix("}}"));
+            match name.and_then(|n| saved.get(n)) {
+                Some(v) => v.clone(),
+                None => Value::String(quote(s, saved)),
+            }
+        }
+        Value::Array(items) => Value::Array(items.iter().map(|v| quote_all(v, saved)).collect()),
+        Value::Object(map) => Value::Object(map.iter().map(|(k, v)| (k.clone(), quote_all(v, saved))).collect()),
+        other => other.clone(),
+    }
+}
+
+async fn send(local: &Local, request: &Value) -> Result<reqwest12::Response, String> {
+    let method = request["method"].as_str().ok_or("request.method")?;
+    let path = request["path"].as_str().ok_or("request.path")?;
+    let url = format!("{}{path}", local.base);
+    let mut builder = local.client.request(method.parse().map_err(|e| format!("method: {e}"))?, &url);
+    if let Some(token) = request["token"].as_str() {
+        builder = builder.bearer_auth(token);
+    }
+    if let Some(headers) = request["headers"].as_object() {
+        for (name, value) in headers {
+            builder = builder.header(name, value.as_str().unwrap_or_default());
+        }
+    }
+    if let Some(body) = request.get("json") {
+        builder = builder.json(body);
+    } else if let Some(form) = request["form"].as_object() {
+        let pairs: Vec<(String, String)> =
+            form.iter().map(|(k, v)| (k.clone(), v.as_str().unwrap_or_default().to_string())).collect();
+        builder = builder.form(&pairs);
+    } else if let Some(part) = request["multipart"].as_object() {
+        let boundary = "yuxi-client-boundary";
+        let body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\nContent-Type: text/plain\r\n\r\n{}\r\n--{boundary}--\r\n",
+            part["field"].as_str().unwrap_or("file"),
+            part["file_name"].as_str().unwrap_or_default(),
+            part["content"].as_str().unwrap_or_default()
+        );
+        builder = builder.header("content-type", format!("multipart/form-data; boundary={boundary}")).body(body);
+    }
+    builder.send().await.map_err(|e| format!("{method} {path}: {e}"))
+}
+
+async fn run_step(local: &Local, step: &Value, saved: &mut Map<String, Value>) -> Result<(), String> {
+    let request = quote_all(&step["request"], saved);
+    let status = step["status"].as_u64().unwrap_or(200) as u16;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let response = send(local, &request).await?;
+        let got = response.status().as_u16();
+        if let Some(expected) = step.get("events") {
+            if got != status {
+                return Err(format!("status {got}, expected {status}: {}", response.text().await.unwrap_or_default()));
+            }
+            let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+                .await
+                .map_err(|_| "the event stream did not end within 60 s".to_string())?
+                .map_err(|e| e.to_string())?;
+            return match_events(&sse(&text), &quote_all(expected, saved));
+        }
+        let text = response.text().await.map_err(|e| e.to_string())?;
+        let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
+        if let Some(until) = step.get("until") {
+            if got == status && shape(&body, &quote_all(until, saved), "").is_ok() {
+                save(step, &body, saved)?;
+                return Ok(());
+            }
+            if Instant::now() >= deadline {
+                return Err(format!("never matched `until` in 30 s; last {got}: {body}"));
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+            continue;
+        }
+        if got != status {
+            return Err(format!("status {got}, expected {status}: {body}"));
+        }
+        if let Some(expected) = step.get("response") {
+            shape(&body, &quote_all(expected, saved), "").map_err(|e| format!("{e}\nin {body}"))?;
+        }
+        return save(step, &body, saved);
+    }
+}
+
+fn save(step: &Value, body: &Value, saved: &mut Map<String, Value>) -> Result<(), String> {
+    if let Some(names) = step["save"].as_object() {
+        for (name, pointer) in names {
+            let pointer = pointer.as_str().ok_or("save: a JSON pointer")?;
+            let value = body.pointer(pointer).ok_or_else(|| format!("save {name}: no {pointer} in {body}"))?;
+            saved.insert(name.clone(), value.clone());
+        }
+    }
+    Ok(())
+}
+
+/// The events of an SSE text: `(event, data as JSON)`.
+fn sse(text: &str) -> Vec<(String, Value)> {
+    let mut events = Vec::new();
+    for block in text.split("\n\n") {
+        let mut event = "message".to_string();
+        let mut data = String::new();
+        for line in block.lines() {
+            if let Some(name) = line.strip_prefix("event:") {
+                event = name.trim().to_string();
+            } else if let Some(d) = line.strip_prefix("data:") {
+                data.push_str(d.trim_start());
+            }
+        }
+        if !data.is_empty() {
+            events.push((event, serde_json::from_str(&data).unwrap_or(Value::String(data))));
+        }
+    }
+    events
+}
+
+fn match_events(events: &[(String, Value)], expected: &Value) -> Result<(), String> {
+    let mut from = 0;
+    for (at, want) in expected.as_array().ok_or("events: a list")?.iter().enumerate() {
+        let name = want["event"].as_str().unwrap_or("message");
+        let found = events[from..]
+            .iter()
+            .position(|(event, data)| event == name && shape(data, &want["data"], "").is_ok())
+            .ok_or_else(|| {
+                let seen: Vec<_> = events.iter().map(|(e, d)| format!("{e}: {d}")).collect();
+                format!(
+                    "no `{name}` event matches events[{at}] = {want} after event {from}; the stream:\n{}",
+                    seen.join("\n")
+                )
+            })?;
+        from += found + 1;
+    }
+    Ok(())
+}
+
+/// Whether `got` has the shape `want` (see the module); the error names the first path that differs.
+fn shape(got: &Value, want: &Value, path: &str) -> Result<(), String> {
+    let differs = || format!("{}: {got} does not match {want}", if path.is_empty() { "." } else { path });
+    match want {
+        Value::String(s) if s.starts_with('<') && s.ends_with('>') => {
+            let ok = s[1..s.len() - 1].split('|').any(|kind| match kind {
+                "string" => got.is_string(),
+                "number" => got.is_number(),
+                "bool" => got.is_boolean(),
+                "object" => got.is_object(),
+                "array" => got.is_array(),
+                "null" => got.is_null(),
+                "any" => true,
+                _ => false,
+            });
+            if ok { Ok(()) } else { Err(differs()) }
+        }
+        Value::Object(fields) => {
+            let Some(object) = got.as_object() else { return Err(differs()) };
+            for (key, want) in fields {
+                let at = format!("{path}.{key}");
+                match (object.get(key), want) {
+                    (None, Value::String(s)) if s == "<absent>" => {}
+                    (None, _) => return Err(format!("{at}: missing in {got}")),
+                    (Some(_), Value::String(s)) if s == "<absent>" => return Err(format!("{at}: should be absent")),
+                    (Some(value), want) => shape(value, want, &at)?,
+                }
+            }
+            Ok(())
+        }
+        Value::Array(items) => {
+            let Some(array) = got.as_array() else { return Err(differs()) };
+            let open = items.last() == Some(&json!("..."));
+            let items = if open { &items[..items.len() - 1] } else { &items[..] };
+            if array.len() < items.len() || (!open && array.len() != items.len()) {
+                return Err(format!(
+                    "{path}: {} items, expected {}{}",
+                    array.len(),
+                    items.len(),
+                    if open { " or more" } else { "" }
+                ));
+            }
+            for (i, (value, want)) in array.iter().zip(items).enumerate() {
+                shape(value, want, &format!("{path}[{i}]"))?;
+            }
+            Ok(())
+        }
+        _ if got == want => Ok(()),
+        _ => Err(differs()),
+    }
+}
+
+#[test]
+fn a_shape_matches_by_type_subset_and_prefix_and_names_what_differs() {
+    let got = json!({"a": "x", "b": [1, 2, 3], "c": null, "d": {"e": true}});
+    assert!(
+        shape(&got, &json!({"a": "<string>", "b": [1, "..."], "c": "<string|null>", "d": {"e": "<bool>"}}), "").is_ok()
+    );
+    assert!(shape(&got, &json!({"z": "<absent>"}), "").is_ok());
+    assert_eq!(shape(&got, &json!({"b": [1, 2]}), "").unwrap_err(), ".b: 3 items, expected 2");
+    assert_eq!(
+        shape(&got, &json!({"d": {"e": "<string>"}}), "").unwrap_err(),
+        ".d.e: true does not match \"<string>\""
+    );
+    assert!(shape(&got, &json!({"a": "<absent>"}), "").is_err());
+}
