@@ -47,6 +47,7 @@ pub struct EventsQuery {
     /// `yuxi` (the default: Yuxi's `payload.items[]` and `payload.chunk`) or `flat` (the payloads as
     /// the runner wrote them).
     #[serde(default)]
+    #[param(inline)]
     event_format: Option<EventFormat>,
 }
 

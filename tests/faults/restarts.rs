@@ -42,7 +42,7 @@ async fn two_running_runs(local: &Local, processes: bool) -> [(String, String); 
     // Both running, as the facade says (in runner processes, also as the processes say).
     let deadline = Instant::now() + Duration::from_secs(20);
     for (run_id, _) in &runs {
-        while get(local, &format!("/api/agent/runs/{run_id}")).await.1["status"] != "running" {
+        while get(local, &format!("/api/agent/runs/{run_id}")).await.1["run"]["status"] != "running" {
             assert!(Instant::now() < deadline, "the runs did not start: {}", local.log());
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
@@ -79,7 +79,8 @@ async fn a_restart_mid_run_ends_its_runs_and_frees_their_threads(store: LocalSto
                 (LocalStore::InProcess, None) => {}
                 (store, seen) => panic!("{how}, {store:?}: run {run_id} ended as {seen:?}"),
             }
-            let (_, record) = get(&local, &format!("/api/agent/runs/{run_id}")).await;
+            let (_, answer) = get(&local, &format!("/api/agent/runs/{run_id}")).await;
+            let record = &answer["run"];
             if store == LocalStore::Redis {
                 assert!(record["error"].as_str().is_some_and(|e| !e.is_empty()), "{how}: a reason: {record}");
             }

@@ -44,7 +44,7 @@ async fn a_killed_runner_leaves_one_end_a_result_and_a_free_thread(store: LocalS
     };
     let mut record = Value::Null;
     for _ in 0..100 {
-        record = get(format!("{}/api/agent/runs/{run_id}", local.base)).await.1;
+        record = get(format!("{}/api/agent/runs/{run_id}", local.base)).await.1["run"].clone();
         if record["status"] == "interrupted" {
             break;
         }

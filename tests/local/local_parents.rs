@@ -115,7 +115,8 @@ impl System {
     async fn ended(&self, token: &str, run_id: &str) -> Value {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            let (status, record) = self.get(&format!("/api/agent/runs/{run_id}"), token).await;
+            let (status, answer) = self.get(&format!("/api/agent/runs/{run_id}"), token).await;
+            let record = answer["run"].clone();
             assert_eq!(status, 200, "{record}");
             if ["completed", "failed", "cancelled", "interrupted"].contains(&record["status"].as_str().unwrap_or("")) {
                 return record;
@@ -127,7 +128,7 @@ impl System {
 
     /// The run's status right now.
     async fn status(&self, token: &str, run_id: &str) -> String {
-        self.get(&format!("/api/agent/runs/{run_id}"), token).await.1["status"].as_str().unwrap_or("").to_string()
+        self.get(&format!("/api/agent/runs/{run_id}"), token).await.1["run"]["status"].as_str().unwrap_or("").to_string()
     }
 
     /// The run's events, as server-sent events, until `enough` holds of those read (or the stream ends).

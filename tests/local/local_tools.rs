@@ -230,7 +230,7 @@ async fn a_run_streams_its_events_resumably_and_keeps_its_result_and_messages(st
         get(format!("/api/agent/runs/{run_id}/result"), "alice-token").await.json().await.expect("JSON");
     assert_eq!((result["status"].as_str(), result["output"].as_str()), (Some("completed"), Some("Hello there.")));
     let record: Value = get(format!("/api/agent/runs/{run_id}"), "alice-token").await.json().await.expect("JSON");
-    assert_eq!(record["status"], "completed");
+    assert_eq!(record["run"]["status"], "completed");
     let child_thread = started["thread_id"].as_str().expect("thread");
     let messages: Value =
         get(format!("/api/threads/{child_thread}/messages"), "alice-token").await.json().await.expect("JSON");

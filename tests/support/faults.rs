@@ -148,7 +148,7 @@ pub async fn terminal_status(local: &Local, run_id: &str, bound: Duration) -> Op
         let last = match status {
             404 => return None,
             200 => {
-                let now = record["status"].as_str().unwrap_or_default().to_string();
+                let now = record["run"]["status"].as_str().unwrap_or_default().to_string();
                 if ["completed", "failed", "cancelled", "interrupted"].contains(&now.as_str()) {
                     return Some(now);
                 }
