@@ -6,6 +6,8 @@ mod facade_agents;
 mod facade_cluster;
 #[path = "facade/run_tokens.rs"]
 mod run_tokens;
+#[path = "facade/yuxi_client.rs"]
+mod yuxi_client;
 
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]

@@ -1,10 +1,13 @@
 //! The facade: the Yuxi-compatible HTTP API (`/api/agent`, and the subagent tool endpoints to come),
 //! served by axum.
 
+pub mod agent_config;
+pub mod agent_view;
 pub mod agents;
 pub mod auth;
 pub mod body;
 pub mod catalog;
+pub mod default_agent;
 pub mod error;
 pub mod http_metrics;
 pub mod launch;
@@ -12,6 +15,8 @@ pub mod limits;
 pub mod me;
 pub mod run_folders;
 pub mod runs;
+pub mod slug;
+pub mod system_lists;
 pub mod tools;
 
 use axum::Router;
@@ -105,7 +110,8 @@ impl FromRef<FacadeState> for auth::Authenticator {
         (name = "agents", description = "Agents and subagents (`/api/agent`)"),
         (name = "tools", description = "The subagent tools a parent agent calls"),
         (name = "runs", description = "Runs, their events and results, and thread messages"),
-        (name = "auth", description = "Who the bearer token names")
+        (name = "auth", description = "Who the bearer token names"),
+        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
     )
 )]
 struct ApiDoc;
@@ -131,7 +137,8 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(me::me))
         .routes(routes!(agents::list, agents::create))
-        .routes(routes!(agents::get_default))
+        .routes(routes!(default_agent::get_default))
+        .routes(routes!(default_agent::set_default))
         .routes(routes!(agents::backends))
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(runs::start))
@@ -147,6 +154,9 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::subagent_events))
         .routes(routes!(tools::subagent_cancel))
         .routes(routes!(tools::task))
+        .routes(routes!(system_lists::tools))
+        .routes(routes!(system_lists::mcp_servers))
+        .routes(routes!(system_lists::accessible_skills))
         .split_for_parts()
 }
 

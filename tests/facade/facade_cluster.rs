@@ -225,7 +225,7 @@ async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
     let (status, body) = call(&base, "POST", "/api/agent", "alice-token", Some(json!({"name": "Notes"}))).await;
     let bodies = server.await.expect("the whole script");
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["slug"], "notes-2");
+    assert_eq!(body["agent"]["slug"], "notes-2");
     assert_eq!(bodies[2]["metadata"]["name"], "notes");
     assert_eq!(bodies[4]["metadata"]["name"], "notes-2");
     assert_eq!(bodies[4]["spec"]["owner"], "alice");
