@@ -12,6 +12,7 @@ pub mod error;
 pub mod http_metrics;
 pub mod launch;
 pub mod limits;
+pub mod login;
 pub mod me;
 pub mod run_folders;
 pub mod runs;
@@ -136,6 +137,7 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(me::me))
+        .routes(routes!(login::login))
         .routes(routes!(agents::list, agents::create))
         .routes(routes!(default_agent::get_default))
         .routes(routes!(default_agent::set_default))

@@ -200,6 +200,21 @@ async fn an_unreachable_api_server_is_503_not_401() {
 }
 
 #[tokio::test]
+async fn in_a_cluster_the_password_login_route_is_404() {
+    let (client, server) = api_server(vec![]);
+    server.await.expect("no exchange");
+    let base = facade(client, Store::memory()).await;
+    let response = reqwest12::Client::new()
+        .post(format!("{base}/api/auth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("username=alice&password=whatever-it-is")
+        .send()
+        .await
+        .expect("reaches the facade");
+    assert_eq!(response.status(), 404);
+}
+
+#[tokio::test]
 async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
     let (client, server) = api_server(vec![
         review("alice", &["yuxi:department:1"]),
