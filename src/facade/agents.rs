@@ -271,10 +271,45 @@ pub async fn create(
         share: Some(share),
         owner: Some(who.uid.clone()),
     };
+    if spec.is_default() && spec.is_subagent() {
+        return Err(ApiError::invalid("set_default", "a subagent cannot be the default agent"));
+    }
+    // The one default moves to the new agent: the previous one is cleared first, and given back if the
+    // create fails.
+    let listed = state.agents.all().await?;
+    let cleared = match body.set_default {
+        true => super::default_agent::clear_defaults(&state, &who, &listed).await?,
+        false => Vec::new(),
+    };
+    let listed = listed
+        .into_iter()
+        .map(|a| cleared.iter().find(|c| c.name_any() == a.name_any()).cloned().unwrap_or(a))
+        .collect();
+    let outcome = create_unique(&state, &who, &base, &spec, &meta, listed).await;
+    if outcome.is_err() {
+        super::default_agent::restore(&state, cleared).await;
+    }
+    outcome
+}
+
+/// Creates the agent of `spec` and `meta` under `base` or its first free suffix, judged first among
+/// `listed` (the agents as just read), then among the agents read again.
+async fn create_unique(
+    state: &FacadeState,
+    who: &Identity,
+    base: &str,
+    spec: &AgentSpec,
+    meta: &ObjectMeta,
+    listed: Vec<Agent>,
+) -> Result<(StatusCode, Json<AgentAnswer>), ApiError> {
+    let mut listed = Some(listed);
     // Another create may take the slug between the look and the write: the catalog refuses the second,
     // and the next free suffix is tried.
     for _ in 0..CREATE_ATTEMPTS {
-        let others = state.agents.all().await?;
+        let others = match listed.take() {
+            Some(others) => others,
+            None => state.agents.all().await?,
+        };
         let owned = others.iter().filter(|a| a.spec.owner.as_deref() == Some(who.uid.as_str())).count();
         if owned >= state.limits.agents_per_user {
             return Err(ApiError::Limited {
@@ -283,7 +318,7 @@ pub async fn create(
                 retry_after: super::limits::RETRY_AFTER_SECONDS,
             });
         }
-        let slug = unique_slug(&base, &others);
+        let slug = unique_slug(base, &others);
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..meta.clone() };
         judge(&agent, &others)?;
@@ -291,7 +326,7 @@ pub async fn create(
             Ok(agent) => {
                 let mut all = others;
                 all.push(agent.clone());
-                return Ok((StatusCode::CREATED, Json(detail(&agent, &who, &all))));
+                return Ok((StatusCode::CREATED, Json(detail(&agent, who, &all))));
             }
             Err(CatalogError::Exists(_)) => continue,
             Err(err) => return Err(err.into()),

@@ -1,9 +1,9 @@
 //! The default agent: `GET /api/agent/default` and `POST /api/agent/{slug}/set_default`.
 //!
 //! The default is the Agent whose `spec.default` is true (at most one per namespace, a rule of the
-//! validation module and the webhook). Setting it clears `spec.default` on the previous default first and
-//! then sets it on the new one, so no write ever has two defaults; if the second write fails the first
-//! is undone. In the local mode an agent of the manifests folder cannot be changed through the API, so
+//! validation module and the webhook). Setting it (here, or `set_default` on `POST /api/agent`) clears
+//! `spec.default` on the previous default first and then sets it on the new one, so no write ever has
+//! two defaults; if the second write fails the first is undone. In the local mode an agent of the manifests folder cannot be changed through the API, so
 //! the default moves away from it only when its file is changed (409 otherwise).
 
 use axum::Json;
@@ -77,19 +77,7 @@ pub async fn set_default(
     if agent.spec.is_default() {
         return Ok(Json(detail(&agent, &who, &all)));
     }
-    let mut cleared = Vec::new();
-    for previous in all.iter().filter(|a| a.spec.is_default()) {
-        let mut previous = previous.clone();
-        previous.spec.default = None;
-        stamp(&mut previous.metadata, &who, false);
-        match state.agents.replace(previous).await {
-            Ok(done) => cleared.push(done),
-            Err(err) => {
-                restore(&state, cleared).await;
-                return Err(err.into());
-            }
-        }
-    }
+    let cleared = clear_defaults(&state, &who, &all).await?;
     agent.spec.default = Some(true);
     stamp(&mut agent.metadata, &who, false);
     let others: Vec<_> = all
@@ -114,9 +102,33 @@ pub async fn set_default(
     }
 }
 
+/// Clears `spec.default` on every agent of `all` that has it, as `who`: the agents as written. When one
+/// write fails, the ones done are undone and its error answered (409 for a manifest-folder agent in the
+/// local mode or a concurrent change, 503 when the Kubernetes API does not answer).
+pub(super) async fn clear_defaults(
+    state: &FacadeState,
+    who: &crate::access::Identity,
+    all: &[crate::resources::Agent],
+) -> Result<Vec<crate::resources::Agent>, ApiError> {
+    let mut cleared = Vec::new();
+    for previous in all.iter().filter(|a| a.spec.is_default()) {
+        let mut previous = previous.clone();
+        previous.spec.default = None;
+        stamp(&mut previous.metadata, who, false);
+        match state.agents.replace(previous).await {
+            Ok(done) => cleared.push(done),
+            Err(err) => {
+                restore(state, cleared).await;
+                return Err(err.into());
+            }
+        }
+    }
+    Ok(cleared)
+}
+
 /// Gives the agents whose `spec.default` was cleared their default back, after the new default could
 /// not be set. A failure is logged: the namespace then has no default until an administrator sets one.
-async fn restore(state: &FacadeState, cleared: Vec<crate::resources::Agent>) {
+pub(super) async fn restore(state: &FacadeState, cleared: Vec<crate::resources::Agent>) {
     for mut agent in cleared {
         agent.spec.default = Some(true);
         let slug = agent.name_any();

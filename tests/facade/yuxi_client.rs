@@ -177,6 +177,15 @@ async fn set_default_moves_the_one_default_and_refuses_subagents() {
         .collect();
     assert_eq!(defaults, ["helpdesk"], "exactly one default");
     assert_eq!(default["agent"]["updated_by"], "ops");
+
+    // Creating an agent as the default moves the default too.
+    let body = json!({"name": "Frontdesk", "set_default": true, "share_config": global});
+    let (status, created) = api.send("POST", "/api/agent", "admin-token", body).await;
+    assert_eq!((status, created["agent"]["is_default"].as_bool()), (201, Some(true)), "{created}");
+    let (_, default) = api.get("/api/agent/default", "bob-token").await;
+    assert_eq!(default["agent"]["slug"], "frontdesk");
+    let (_, helpdesk) = api.get("/api/agent/helpdesk", "admin-token").await;
+    assert_eq!(helpdesk["agent"]["is_default"], false);
 }
 
 #[tokio::test]
