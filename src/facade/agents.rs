@@ -230,6 +230,7 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<S
         (status = 409, description = "conflict", body = super::error::ErrorBody),
         (status = 413, description = "body too large", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "the caller owns the most agents allowed (`max_agents_per_user`)", body = super::error::ErrorBody),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),

@@ -122,6 +122,7 @@ async fn read_form(request: Request, state: &FacadeState) -> Result<LoginForm, A
         (status = 413, description = "body too large", body = super::error::ErrorBody),
         (status = 422, description = "a field missing or past its bound; `field` names it", body = super::error::ErrorBody),
         (status = 429, description = "too many failed logins for this username (`login_attempts_per_user`)", body = super::error::ErrorBody),
+        (status = 503, description = "the password could not be checked", body = super::error::ErrorBody),
     ),
 )]
 pub async fn login(State(state): State<FacadeState>, request: Request) -> Result<Json<TokenAnswer>, ApiError> {
