@@ -28,6 +28,8 @@ struct Cli {
 enum Command {
     /// Print the CustomResourceDefinitions of Agent and AgentRun as YAML.
     Crd(cli::crd::CrdArgs),
+    /// Read a password from stdin and print its argon2 hash, for a local users file's `password_hash`.
+    HashPassword(cli::hash_password::HashPasswordArgs),
     /// Check Agent and AgentRun manifests (files, or folders of .yaml files) by the admission rules.
     Validate(cli::validate::ValidateArgs),
     /// Serve the admission webhook (AdmissionReview v1 over TLS).
@@ -60,6 +62,7 @@ fn main() -> ExitCode {
         .init();
     match Cli::parse().command {
         Command::Crd(args) => cli::crd::run(args),
+        Command::HashPassword(args) => cli::hash_password::run(args),
         Command::Validate(args) => cli::validate::run(args),
         Command::Webhook(args) => cli::webhook::run(args),
         Command::Local(args) => cli::local::run(args),

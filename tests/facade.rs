@@ -4,8 +4,12 @@
 mod facade_agents;
 #[path = "facade/facade_cluster.rs"]
 mod facade_cluster;
+#[path = "facade/login.rs"]
+mod login;
 #[path = "facade/run_tokens.rs"]
 mod run_tokens;
+#[path = "facade/yuxi_client.rs"]
+mod yuxi_client;
 
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]

@@ -27,7 +27,7 @@ pub struct LocalArgs {
     /// Address the facade listens on.
     #[arg(long, default_value = "127.0.0.1:8080")]
     listen: SocketAddr,
-    /// The users file: a YAML list of {token, uid, role, department_id}.
+    /// The users file: a YAML list of {token, uid, role, department_id, username, password_hash}.
     #[arg(long, value_name = "FILE", default_value = "examples/local-users.yaml")]
     users: PathBuf,
     /// Where runs keep their volumes.

@@ -1,55 +1,31 @@
-//! (Over 500 lines with its tests: the five CRUD handlers share one mapping and one set of rights checks.)
 //! `/api/agent`: Yuxi-compatible agent CRUD (YUXI-REFERENCE.md "/api/agent routes"), with visibility and
 //! rights from the share rules ([`crate::access`]) and every write judged by the validation module.
+//! One agent answers as Yuxi's server does, `{agent: <item>}` ([`super::agent_view`]); the list as
+//! `{agents: [<item>]}`. (Near 500 lines with its tests: the CRUD handlers share one mapping and one set
+//! of rights checks.)
 
 use axum::Json;
 use axum::extract::{Path, State};
 use axum::http::StatusCode;
 use kube::ResourceExt;
 use kube::core::ObjectMeta;
-use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde::{Deserialize, Deserializer, Serialize};
 
 use super::FacadeState;
+use super::agent_config::guard_admin_fields;
+use super::agent_view::{AgentAnswer, AgentView, detail, set_pictures, stamp, view, visible};
 use super::auth::Caller;
 use super::body::{JsonBody, QueryParams};
 use super::catalog::CatalogError;
 use super::error::ApiError;
+use super::slug::{slugify, unique_slug};
 use crate::access::{Identity, Permission, Role, may_save_scope, permission};
 use crate::resources::validation::{validate_agent, validate_agent_among};
-use crate::resources::yuxi::{YuxiAgent, YuxiConfig, YuxiShare};
+use crate::resources::yuxi::{YuxiConfig, YuxiShare};
 use crate::resources::{
-    AccessLevel, Agent, AgentShare, AgentSpec, BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS, GENERAL_PURPOSE, ShareScope,
+    AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS,
+    GENERAL_PURPOSE, ShareScope,
 };
-
-/// An agent as the caller sees it: the Yuxi fields plus the caller's rights.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct AgentView {
-    #[serde(flatten)]
-    agent: YuxiAgent,
-    /// Whether the caller may edit and delete it.
-    can_manage: bool,
-    /// `read` or `manage`.
-    effective_permission: Permission,
-    /// Whether it is the built-in `general-purpose`.
-    is_builtin: bool,
-}
-
-fn view(agent: &Agent, who: &Identity) -> AgentView {
-    let effective = permission(who, agent);
-    AgentView {
-        agent: YuxiAgent::from_agent(agent),
-        can_manage: effective == Permission::Manage,
-        effective_permission: effective,
-        is_builtin: agent.name_any() == GENERAL_PURPOSE,
-    }
-}
-
-fn visible(agent: Option<Agent>, who: &Identity, slug: &str) -> Result<Agent, ApiError> {
-    agent
-        .filter(|a| permission(who, a) >= Permission::Read)
-        .ok_or_else(|| ApiError::NotFound(format!("agent {slug:?} does not exist")))
-}
 
 /// `GET /api/agent` query.
 #[derive(Deserialize, utoipa::IntoParams)]
@@ -92,27 +68,6 @@ pub async fn list(
         .map(|a| view(a, &who))
         .collect();
     Ok(Json(AgentList { agents }))
-}
-
-/// `GET /api/agent/default`: the namespace's default agent, when the caller may see it.
-#[utoipa::path(
-    get,
-    path = "/api/agent/default",
-    operation_id = "get_default_agent",
-    tag = "agents",
-    responses(
-        (status = 200, description = "the default agent", body = AgentView),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
-pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<AgentView>, ApiError> {
-    let default = state.agents.all().await?.into_iter().find(|a| a.spec.is_default());
-    let agent =
-        visible(default, &who, "default").map_err(|_| ApiError::NotFound("there is no default agent".into()))?;
-    Ok(Json(view(&agent, &who)))
 }
 
 /// `GET /api/agent/backends`: the known backends.
@@ -181,7 +136,7 @@ pub struct Backend {
     tag = "agents",
     params(("slug" = String, Path, description = "the agent's slug")),
     responses(
-        (status = 200, description = "the agent", body = AgentView),
+        (status = 200, description = "the agent, with its configurable_items", body = AgentAnswer),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
@@ -192,9 +147,10 @@ pub async fn get(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(slug): Path<String>,
-) -> Result<Json<AgentView>, ApiError> {
-    let agent = visible(state.agents.get(&slug).await?, &who, &slug)?;
-    Ok(Json(view(&agent, &who)))
+) -> Result<Json<AgentAnswer>, ApiError> {
+    let all = state.agents.all().await?;
+    let agent = visible(all.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
+    Ok(Json(detail(&agent, &who, &all)))
 }
 
 /// `POST /api/agent` body (Yuxi's create payload).
@@ -208,10 +164,12 @@ pub struct CreateAgent {
     slug: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// A URL or data URL (at most 16 KiB).
     #[serde(default)]
-    icon: Option<Value>,
+    icon: Option<String>,
+    /// Picture URLs (at most 16, each at most 2 KiB).
     #[serde(default)]
-    pics: Option<Value>,
+    pics: Option<Vec<String>>,
     #[serde(default)]
     config_json: Option<YuxiConfig>,
     #[serde(default)]
@@ -236,16 +194,24 @@ pub struct UpdateAgent {
     backend_id: Option<String>,
     #[serde(default)]
     description: Option<String>,
+    /// A URL or data URL (at most 16 KiB); `null` removes it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<String>)]
+    icon: Option<Option<String>>,
+    /// Picture URLs (at most 16, each at most 2 KiB); `[]` removes them.
     #[serde(default)]
-    icon: Option<Value>,
-    #[serde(default)]
-    pics: Option<Value>,
+    pics: Option<Vec<String>>,
     #[serde(default)]
     config_json: Option<YuxiConfig>,
     #[serde(default)]
     share_config: Option<YuxiShare>,
     #[serde(default)]
     is_subagent: Option<bool>,
+}
+
+/// A field that is present, `null` or not: `Some(None)` for `null`, so `null` can mean "remove".
+fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<String>>, D::Error> {
+    Option::<String>::deserialize(deserializer).map(Some)
 }
 
 /// `POST /api/agent`: creates an agent owned by the caller. The slug is the body's, or slugified from the
@@ -257,13 +223,14 @@ pub struct UpdateAgent {
     tag = "agents",
     request_body = CreateAgent,
     responses(
-        (status = 201, description = "the new agent", body = AgentView),
+        (status = 201, description = "the new agent, with its configurable_items", body = AgentAnswer),
         (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 403, description = "not allowed", body = super::error::ErrorBody),
         (status = 409, description = "conflict", body = super::error::ErrorBody),
         (status = 413, description = "body too large", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "the caller owns the most agents allowed (`max_agents_per_user`)", body = super::error::ErrorBody),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -272,17 +239,18 @@ pub async fn create(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     JsonBody(body): JsonBody<CreateAgent>,
-) -> Result<(StatusCode, Json<AgentView>), ApiError> {
-    let _ = (&body.icon, &body.pics);
+) -> Result<(StatusCode, Json<AgentAnswer>), ApiError> {
     if body.set_default && who.role < Role::Admin {
         return Err(ApiError::Forbidden("only administrators may set the default agent".into()));
     }
-    let base = match &body.slug {
-        Some(slug) => slug.clone(),
-        None => {
-            slugify(&body.name).ok_or_else(|| ApiError::invalid("name", "no slug can be made of it; give a slug"))?
-        }
+    let base = body.slug.clone().unwrap_or_else(|| slugify(&body.name));
+    let context = match &body.config_json {
+        Some(config) => Some(guard_admin_fields(&who, None, AgentContext::from(&config.context))?),
+        None => None,
     };
+    let mut meta = ObjectMeta::default();
+    set_pictures(&mut meta, Some(body.icon.clone()), body.pics.clone())?;
+    stamp(&mut meta, &who, true);
     let share = body.share_config.as_ref().map(AgentShare::from).unwrap_or_else(|| AgentShare {
         read_scope: Some(ShareScope {
             access_level: AccessLevel::User,
@@ -300,14 +268,49 @@ pub async fn create(
             .is_subagent
             .or_else(|| BACKENDS.contains(&body.backend_id.as_str()).then(|| body.backend_id == BACKEND_SUBAGENT)),
         default: body.set_default.then_some(true),
-        context: body.config_json.as_ref().map(|c| (&c.context).into()),
+        context,
         share: Some(share),
         owner: Some(who.uid.clone()),
     };
+    if spec.is_default() && spec.is_subagent() {
+        return Err(ApiError::invalid("set_default", "a subagent cannot be the default agent"));
+    }
+    // The one default moves to the new agent: the previous one is cleared first, and given back if the
+    // create fails.
+    let listed = state.agents.all().await?;
+    let cleared = match body.set_default {
+        true => super::default_agent::clear_defaults(&state, &who, &listed).await?,
+        false => Vec::new(),
+    };
+    let listed = listed
+        .into_iter()
+        .map(|a| cleared.iter().find(|c| c.name_any() == a.name_any()).cloned().unwrap_or(a))
+        .collect();
+    let outcome = create_unique(&state, &who, &base, &spec, &meta, listed).await;
+    if outcome.is_err() {
+        super::default_agent::restore(&state, cleared).await;
+    }
+    outcome
+}
+
+/// Creates the agent of `spec` and `meta` under `base` or its first free suffix, judged first among
+/// `listed` (the agents as just read), then among the agents read again.
+async fn create_unique(
+    state: &FacadeState,
+    who: &Identity,
+    base: &str,
+    spec: &AgentSpec,
+    meta: &ObjectMeta,
+    listed: Vec<Agent>,
+) -> Result<(StatusCode, Json<AgentAnswer>), ApiError> {
+    let mut listed = Some(listed);
     // Another create may take the slug between the look and the write: the catalog refuses the second,
     // and the next free suffix is tried.
     for _ in 0..CREATE_ATTEMPTS {
-        let others = state.agents.all().await?;
+        let others = match listed.take() {
+            Some(others) => others,
+            None => state.agents.all().await?,
+        };
         let owned = others.iter().filter(|a| a.spec.owner.as_deref() == Some(who.uid.as_str())).count();
         if owned >= state.limits.agents_per_user {
             return Err(ApiError::Limited {
@@ -316,12 +319,16 @@ pub async fn create(
                 retry_after: super::limits::RETRY_AFTER_SECONDS,
             });
         }
-        let slug = unique_slug(&base, &others);
+        let slug = unique_slug(base, &others);
         let mut agent = Agent::new(&slug, spec.clone());
-        agent.metadata = ObjectMeta { name: Some(slug.clone()), ..ObjectMeta::default() };
+        agent.metadata = ObjectMeta { name: Some(slug.clone()), ..meta.clone() };
         judge(&agent, &others)?;
         match state.agents.create(agent).await {
-            Ok(agent) => return Ok((StatusCode::CREATED, Json(view(&agent, &who)))),
+            Ok(agent) => {
+                let mut all = others;
+                all.push(agent.clone());
+                return Ok((StatusCode::CREATED, Json(detail(&agent, who, &all))));
+            }
             Err(CatalogError::Exists(_)) => continue,
             Err(err) => return Err(err.into()),
         }
@@ -341,7 +348,7 @@ const CREATE_ATTEMPTS: usize = 5;
     params(("slug" = String, Path, description = "the agent's slug")),
     request_body = UpdateAgent,
     responses(
-        (status = 200, description = "the changed agent", body = AgentView),
+        (status = 200, description = "the changed agent, with its configurable_items", body = AgentAnswer),
         (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 403, description = "not allowed", body = super::error::ErrorBody),
@@ -358,8 +365,7 @@ pub async fn update(
     Caller(who): Caller,
     Path(slug): Path<String>,
     JsonBody(body): JsonBody<UpdateAgent>,
-) -> Result<Json<AgentView>, ApiError> {
-    let _ = (&body.icon, &body.pics);
+) -> Result<Json<AgentAnswer>, ApiError> {
     let others = state.agents.all().await?;
     let mut agent = visible(others.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
     if permission(&who, &agent) < Permission::Manage {
@@ -383,16 +389,19 @@ pub async fn update(
         spec.is_subagent = Some(spec.has_subagent_backend());
     }
     if let Some(config) = body.config_json {
-        spec.context = Some((&config.context).into());
+        spec.context = Some(guard_admin_fields(&who, spec.context.as_ref(), AgentContext::from(&config.context))?);
     }
     if let Some(share) = body.share_config {
         let share = AgentShare::from(&share);
         check_scopes(&who, &share)?;
         spec.share = Some(share);
     }
+    set_pictures(&mut agent.metadata, body.icon, body.pics)?;
+    stamp(&mut agent.metadata, &who, false);
     judge(&agent, &others)?;
     let agent = state.agents.replace(agent).await?;
-    Ok(Json(view(&agent, &who)))
+    let all: Vec<Agent> = others.into_iter().map(|a| if a.name_any() == slug { agent.clone() } else { a }).collect();
+    Ok(Json(detail(&agent, &who, &all)))
 }
 
 /// `DELETE /api/agent/{slug}`: the caller must manage it; the built-in `general-purpose` cannot go.
@@ -445,7 +454,7 @@ fn check_scopes(who: &Identity, share: &AgentShare) -> Result<(), ApiError> {
 }
 
 /// The validation module's verdict, the first error as a 422 in Yuxi's field names.
-fn judge(agent: &Agent, others: &[Agent]) -> Result<(), ApiError> {
+pub(super) fn judge(agent: &Agent, others: &[Agent]) -> Result<(), ApiError> {
     let mut report = validate_agent(agent);
     report.extend(validate_agent_among(agent, others));
     match report.errors.first() {
@@ -484,42 +493,9 @@ pub fn yuxi_field(path: &str) -> String {
     snake
 }
 
-/// A slug from a display name: lowercase ASCII letters and digits, other runs of characters as one `-`,
-/// at most 63 characters. `None` when nothing is left (a name in another script).
-pub fn slugify(name: &str) -> Option<String> {
-    let mut slug = String::new();
-    for c in name.chars() {
-        if c.is_ascii_alphanumeric() {
-            slug.push(c.to_ascii_lowercase());
-        } else if !slug.ends_with('-') && !slug.is_empty() {
-            slug.push('-');
-        }
-    }
-    slug.truncate(57);
-    let slug = slug.trim_matches('-').to_string();
-    (!slug.is_empty()).then_some(slug)
-}
-
-/// `base`, or the first of `base-2`, `base-3`... that no agent of `taken` has.
-fn unique_slug(base: &str, taken: &[Agent]) -> String {
-    let used: std::collections::HashSet<String> = taken.iter().map(|a| a.name_any()).collect();
-    std::iter::once(base.to_string())
-        .chain((2..=taken.len() + 2).map(|n| format!("{base}-{n}")))
-        .find(|candidate| !used.contains(candidate))
-        .unwrap_or_else(|| format!("{base}-{}", uuid::Uuid::new_v4().simple()))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn slugs_from_names() {
-        assert_eq!(slugify("Deep Research!").as_deref(), Some("deep-research"));
-        assert_eq!(slugify("  --A__b  ").as_deref(), Some("a-b"));
-        assert_eq!(slugify("研究助手"), None);
-        assert_eq!(slugify(&"x".repeat(100)).map(|s| s.len()), Some(57));
-    }
 
     #[test]
     fn resource_fields_in_yuxi_spelling() {
@@ -529,12 +505,5 @@ mod tests {
         assert_eq!(yuxi_field("spec.backend"), "backend_id");
         assert_eq!(yuxi_field("metadata.name"), "slug");
         assert_eq!(yuxi_field("spec.context.tools[2]"), "config_json.context.tools[2]");
-    }
-
-    #[test]
-    fn unique_slugs_take_the_first_free_suffix() {
-        let agents: Vec<Agent> = ["a", "a-2", "a-4"].iter().map(|n| Agent::new(n, AgentSpec::default())).collect();
-        assert_eq!(unique_slug("a", &agents), "a-3");
-        assert_eq!(unique_slug("b", &agents), "b");
     }
 }

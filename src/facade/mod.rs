@@ -1,6 +1,8 @@
 //! The facade: the Yuxi-compatible HTTP API (`/api/agent`, and the subagent tool endpoints to come),
 //! served by axum.
 
+pub mod agent_config;
+pub mod agent_view;
 pub mod agents;
 pub mod attachments;
 pub mod auth;
@@ -8,16 +10,20 @@ pub mod body;
 pub mod catalog;
 pub mod chat;
 pub mod chat_call;
+pub mod default_agent;
 pub mod error;
 pub mod http_metrics;
 pub mod launch;
 pub mod limits;
+pub mod login;
 pub mod me;
 pub mod run_events;
 pub mod run_folders;
 pub mod run_queue;
 pub mod run_request;
 pub mod runs;
+pub mod slug;
+pub mod system_lists;
 pub mod tools;
 pub mod wire;
 
@@ -117,7 +123,8 @@ impl FromRef<FacadeState> for auth::Authenticator {
         (name = "tools", description = "The subagent tools a parent agent calls"),
         (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
         (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
-        (name = "auth", description = "Who the bearer token names")
+        (name = "auth", description = "Who the bearer token names"),
+        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
     )
 )]
 struct ApiDoc;
@@ -142,8 +149,10 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa_axum::routes;
     utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(me::me))
+        .routes(routes!(login::login))
         .routes(routes!(agents::list, agents::create))
-        .routes(routes!(agents::get_default))
+        .routes(routes!(default_agent::get_default))
+        .routes(routes!(default_agent::set_default))
         .routes(routes!(agents::backends))
         .routes(routes!(agents::get, agents::update, agents::delete))
         .routes(routes!(runs::start))
@@ -177,6 +186,9 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::subagent_events))
         .routes(routes!(tools::subagent_cancel))
         .routes(routes!(tools::task))
+        .routes(routes!(system_lists::tools))
+        .routes(routes!(system_lists::mcp_servers))
+        .routes(routes!(system_lists::accessible_skills))
         .split_for_parts()
 }
 

@@ -172,6 +172,36 @@ pub struct AgentContext {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 0, max = 10))]
     pub model_retry_times: Option<u32>,
+
+    /// Yuxi's context summary: the context size, in thousands of tokens, past which older messages are
+    /// summarised (Yuxi default 100). Kept for Yuxi clients; the runner does not summarise yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10000))]
+    pub summary_threshold: Option<u32>,
+
+    /// Yuxi's context summary: how many recent messages are kept beside the summary (Yuxi default 10).
+    /// Kept for Yuxi clients; the runner does not summarise yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0, max = 1000))]
+    pub summary_keep_messages: Option<u32>,
+
+    /// Yuxi's context summary: the prompt that asks for a summary; it must contain `{messages}`, where
+    /// the messages to summarise go. Kept for Yuxi clients; the runner does not summarise yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 65536))]
+    pub summary_prompt: Option<String>,
+
+    /// Yuxi's context summary: tool results longer than this many tokens are cut to a preview when the
+    /// history is summarised (Yuxi default 300). Kept for Yuxi clients; the runner does not summarise yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1000000))]
+    pub summary_tool_result_token_limit: Option<u32>,
+
+    /// Yuxi's context summary: the share of `summaryThreshold`, from 0.1 to 1, past which the second
+    /// summary stage runs (Yuxi default 0.4). Kept for Yuxi clients; the runner does not summarise yet.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 0.1, max = 1.0))]
+    pub summary_l2_trigger_ratio: Option<f64>,
 }
 
 /// Whether tools that write or execute need approval (Yuxi `tool_approval_mode`: `default`,

@@ -8,6 +8,7 @@ pub mod manifest;
 pub mod manifest_set;
 pub mod names;
 pub mod thread_id;
+pub mod tools;
 pub mod validation;
 pub mod yaml;
 pub mod yuxi;

@@ -36,6 +36,19 @@ pub const THREAD_LABEL: &str = "yuxi.dev/thread";
 /// The annotation holding the full thread id of a sandbox pod.
 pub const THREAD_ANNOTATION: &str = "yuxi.dev/thread-id";
 
+/// The annotation holding an Agent's icon (Yuxi `icon`: a URL or a data URL), written by the facade.
+pub const ICON_ANNOTATION: &str = "yuxi.dev/icon";
+/// The annotation holding an Agent's pictures (Yuxi `pics`) as a JSON list of strings, written by the
+/// facade.
+pub const PICS_ANNOTATION: &str = "yuxi.dev/pics";
+/// The annotation holding when an Agent was created through the facade (RFC 3339), for the local mode,
+/// whose agents have no `metadata.creationTimestamp`.
+pub const CREATED_AT_ANNOTATION: &str = "yuxi.dev/created-at";
+/// The annotation holding when the facade last changed an Agent (RFC 3339).
+pub const UPDATED_AT_ANNOTATION: &str = "yuxi.dev/updated-at";
+/// The annotation holding who last changed an Agent through the facade (a uid).
+pub const UPDATED_BY_ANNOTATION: &str = "yuxi.dev/updated-by";
+
 /// The longest label value and DNS-1123 label, in characters.
 const MAX_LABEL: usize = 63;
 /// Hex digits of SHA-256 added to a name or label value that had to be cut or changed.

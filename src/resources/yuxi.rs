@@ -44,6 +44,21 @@ pub struct YuxiContext {
     /// Model call retries.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_retry_times: Option<u32>,
+    /// Summary threshold, in thousands of tokens (kept, not applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_threshold: Option<u32>,
+    /// Messages kept beside a summary (kept, not applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_keep_messages: Option<u32>,
+    /// The summary prompt, with `{messages}` (kept, not applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_prompt: Option<String>,
+    /// Tool results past this many tokens are cut when summarising (kept, not applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_tool_result_token_limit: Option<u32>,
+    /// The share of the threshold that starts the second summary stage (kept, not applied).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary_l2_trigger_ratio: Option<f64>,
 }
 
 /// Yuxi's `tool_approval_mode` values.
@@ -127,6 +142,11 @@ impl From<&AgentContext> for YuxiContext {
             }),
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
+            summary_threshold: c.summary_threshold,
+            summary_keep_messages: c.summary_keep_messages,
+            summary_prompt: c.summary_prompt.clone(),
+            summary_tool_result_token_limit: c.summary_tool_result_token_limit,
+            summary_l2_trigger_ratio: c.summary_l2_trigger_ratio,
         }
     }
 }
@@ -148,6 +168,11 @@ impl From<&YuxiContext> for AgentContext {
             }),
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
+            summary_threshold: c.summary_threshold,
+            summary_keep_messages: c.summary_keep_messages,
+            summary_prompt: c.summary_prompt.clone(),
+            summary_tool_result_token_limit: c.summary_tool_result_token_limit,
+            summary_l2_trigger_ratio: c.summary_l2_trigger_ratio,
         }
     }
 }
@@ -220,6 +245,18 @@ pub struct YuxiAgent {
     pub share_config: YuxiShare,
     /// `spec.owner`.
     pub created_by: Option<String>,
+    /// The icon (a URL or a data URL), from the annotation [`super::names::ICON_ANNOTATION`].
+    pub icon: Option<String>,
+    /// Pictures (URLs), from the annotation [`super::names::PICS_ANNOTATION`] (a JSON list); empty when
+    /// it is absent or not a list of strings.
+    pub pics: Vec<String>,
+    /// When the agent was created (RFC 3339): `metadata.creationTimestamp`, else the annotation
+    /// [`super::names::CREATED_AT_ANNOTATION`] the local mode writes.
+    pub created_at: Option<String>,
+    /// When the facade last changed it (RFC 3339), from [`super::names::UPDATED_AT_ANNOTATION`].
+    pub updated_at: Option<String>,
+    /// Who last changed it through the facade (a uid), from [`super::names::UPDATED_BY_ANNOTATION`].
+    pub updated_by: Option<String>,
 }
 
 impl YuxiAgent {
@@ -227,6 +264,7 @@ impl YuxiAgent {
     pub fn from_agent(agent: &super::Agent) -> Self {
         let spec = &agent.spec;
         let slug = kube::ResourceExt::name_any(agent);
+        let annotation = |key: &str| kube::ResourceExt::annotations(agent).get(key).cloned();
         YuxiAgent {
             name: spec.display_name.clone().unwrap_or_else(|| slug.clone()),
             slug,
@@ -241,6 +279,18 @@ impl YuxiAgent {
                 manage_scope: None,
             }),
             created_by: spec.owner.clone(),
+            icon: annotation(super::names::ICON_ANNOTATION),
+            pics: annotation(super::names::PICS_ANNOTATION)
+                .and_then(|text| serde_json::from_str(&text).ok())
+                .unwrap_or_default(),
+            created_at: agent
+                .metadata
+                .creation_timestamp
+                .as_ref()
+                .map(|t| t.0.to_string())
+                .or_else(|| annotation(super::names::CREATED_AT_ANNOTATION)),
+            updated_at: annotation(super::names::UPDATED_AT_ANNOTATION),
+            updated_by: annotation(super::names::UPDATED_BY_ANNOTATION),
         }
     }
 }

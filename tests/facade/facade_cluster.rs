@@ -202,6 +202,50 @@ async fn an_unreachable_api_server_is_503_not_401() {
 }
 
 #[tokio::test]
+async fn set_default_clears_the_old_default_before_setting_the_new_one() {
+    let main = json!({"backend": "ChatbotAgent", "isSubagent": false, "default": true, "share": global()});
+    let helpdesk = json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global()});
+    let mut cleared = main.clone();
+    cleared.as_object_mut().expect("spec").remove("default");
+    let mut made = helpdesk.clone();
+    made["default"] = json!(true);
+    let (client, server) = api_server(vec![
+        review("ops", &["yuxi:admins"]),
+        listing(vec![agent("main", main), agent("helpdesk", helpdesk)]),
+        Exchange::new(Method::PUT, &format!("{AGENTS}/main?&fieldManager=yuxi-operator"), 200, agent("main", cleared)),
+        Exchange::new(
+            Method::PUT,
+            &format!("{AGENTS}/helpdesk?&fieldManager=yuxi-operator"),
+            200,
+            agent("helpdesk", made),
+        ),
+    ]);
+    let base = facade(client, Store::memory()).await;
+    let (status, body) = call(&base, "POST", "/api/agent/helpdesk/set_default", "ops-token", None).await;
+    let bodies = server.await.expect("the whole script");
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["agent"]["is_default"], true);
+    assert!(bodies[2]["spec"].get("default").is_none(), "the old default is cleared first: {}", bodies[2]);
+    assert_eq!(bodies[2]["metadata"]["annotations"]["yuxi.dev/updated-by"], "ops");
+    assert_eq!(bodies[3]["spec"]["default"], true);
+}
+
+#[tokio::test]
+async fn in_a_cluster_the_password_login_route_is_404() {
+    let (client, server) = api_server(vec![]);
+    server.await.expect("no exchange");
+    let base = facade(client, Store::memory()).await;
+    let response = reqwest12::Client::new()
+        .post(format!("{base}/api/auth/token"))
+        .header("content-type", "application/x-www-form-urlencoded")
+        .body("username=alice&password=whatever-it-is")
+        .send()
+        .await
+        .expect("reaches the facade");
+    assert_eq!(response.status(), 404);
+}
+
+#[tokio::test]
 async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
     let (client, server) = api_server(vec![
         review("alice", &["yuxi:department:1"]),
@@ -227,7 +271,7 @@ async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
     let (status, body) = call(&base, "POST", "/api/agent", "alice-token", Some(json!({"name": "Notes"}))).await;
     let bodies = server.await.expect("the whole script");
     assert_eq!(status, 201, "{body}");
-    assert_eq!(body["slug"], "notes-2");
+    assert_eq!(body["agent"]["slug"], "notes-2");
     assert_eq!(bodies[2]["metadata"]["name"], "notes");
     assert_eq!(bodies[4]["metadata"]["name"], "notes-2");
     assert_eq!(bodies[4]["spec"]["owner"], "alice");

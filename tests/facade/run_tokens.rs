@@ -34,6 +34,8 @@ async fn facade() -> Facade {
         uid: "alice".into(),
         role: Role::User,
         department_id: Some(1),
+        username: None,
+        password_hash: None,
     }])
     .expect("users");
     let state: FacadeState = FacadeParts {

@@ -17,7 +17,7 @@ use crate::run::{RunGrant, RunStatus};
 use crate::store::Store;
 
 pub use token_review::{GroupMapping, TokenReviewer};
-pub use users::{UserEntry, Users, UsersError};
+pub use users::{LoggedIn, LoginError, UserEntry, Users, UsersError, hash_password};
 
 /// How user tokens are checked.
 #[derive(Clone)]

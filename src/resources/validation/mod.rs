@@ -247,6 +247,30 @@ fn validate_context(report: &mut Report, context: &AgentContext) {
     {
         report.error("spec.context.modelRetryTimes", format!("must be within 0..10 (is {retries})"));
     }
+    let counts = [
+        ("spec.context.summaryThreshold", context.summary_threshold, 1, 10_000),
+        ("spec.context.summaryKeepMessages", context.summary_keep_messages, 0, 1000),
+        ("spec.context.summaryToolResultTokenLimit", context.summary_tool_result_token_limit, 1, 1_000_000),
+    ];
+    for (field, value, min, max) in counts {
+        if let Some(value) = value
+            && !(min..=max).contains(&value)
+        {
+            report.error(field, format!("must be within {min}..{max} (is {value})"));
+        }
+    }
+    if let Some(ratio) = context.summary_l2_trigger_ratio
+        && !(0.1..=1.0).contains(&ratio)
+    {
+        report.error("spec.context.summaryL2TriggerRatio", format!("must be within 0.1..1.0 (is {ratio})"));
+    }
+    check_opt_len(report, "spec.context.summaryPrompt", context.summary_prompt.as_deref(), 65536);
+    if let Some(prompt) = &context.summary_prompt
+        && !prompt.is_empty()
+        && !prompt.contains("{messages}")
+    {
+        report.error("spec.context.summaryPrompt", "must contain {messages}, where the messages to summarise go");
+    }
 }
 
 fn validate_share(report: &mut Report, share: &AgentShare) {

@@ -105,27 +105,8 @@ impl ToolContext {
     }
 }
 
-/// The built-in tool names (the deepagents names Yuxi uses).
-pub mod names {
-    /// List a directory.
-    pub const LS: &str = "ls";
-    /// Read a file, with line numbers.
-    pub const READ_FILE: &str = "read_file";
-    /// Create or overwrite a file.
-    pub const WRITE_FILE: &str = "write_file";
-    /// Replace text in a file.
-    pub const EDIT_FILE: &str = "edit_file";
-    /// Find files by glob pattern.
-    pub const GLOB: &str = "glob";
-    /// Search file contents by regular expression.
-    pub const GREP: &str = "grep";
-    /// Run a shell command in the sandbox.
-    pub const EXECUTE: &str = "execute";
-    /// Every built-in tool.
-    pub const BUILTIN: [&str; 7] = [LS, READ_FILE, WRITE_FILE, EDIT_FILE, GLOB, GREP, EXECUTE];
-    /// The tools a subagent in `Default` approval mode does not get (Yuxi: write, edit and execute).
-    pub const NEED_APPROVAL: [&str; 3] = [WRITE_FILE, EDIT_FILE, EXECUTE];
-}
+/// The built-in tool names (the deepagents names Yuxi uses), declared in the core.
+pub use crate::resources::tools::names;
 
 /// Which built-in tools and MCP servers a run may use, from the agent's context:
 /// - `context.tools` absent: every built-in tool; present: only those it lists;

@@ -1,0 +1,173 @@
+//! How `/api/agent` shows an agent (Yuxi's item: the agent's fields, the caller's rights, and on a
+//! detail answer the `configurable_items` of [`super::agent_config`]), and the item fields kept as
+//! annotations on the Agent: `icon`, `pics`, and when and by whom the facade last changed it.
+
+use kube::ResourceExt;
+use kube::core::ObjectMeta;
+use serde::Serialize;
+
+use super::ApiError;
+use super::agent_config::{ConfigurableItems, configurable_items, not_applied};
+use super::system_lists::resource_options;
+use crate::access::{Identity, Permission, permission};
+use crate::resources::names::{
+    CREATED_AT_ANNOTATION, ICON_ANNOTATION, PICS_ANNOTATION, UPDATED_AT_ANNOTATION, UPDATED_BY_ANNOTATION,
+};
+use crate::resources::yuxi::YuxiAgent;
+use crate::resources::{Agent, GENERAL_PURPOSE};
+
+/// The longest `icon`, in bytes (a URL, or a small data URL).
+pub const MAX_ICON_BYTES: usize = 16 * 1024;
+/// The most `pics`.
+pub const MAX_PICS: usize = 16;
+/// The longest entry of `pics`, in bytes.
+pub const MAX_PIC_BYTES: usize = 2048;
+
+/// An agent as the caller sees it: the Yuxi fields plus the caller's rights.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AgentView {
+    #[serde(flatten)]
+    agent: YuxiAgent,
+    /// Whether the caller may edit and delete it.
+    can_manage: bool,
+    /// `read` or `manage`.
+    effective_permission: Permission,
+    /// Whether it is the built-in `general-purpose`.
+    is_builtin: bool,
+    /// Whether its sharing is fixed (Yuxi: the built-in agents').
+    permission_locked: bool,
+    /// What the backend offers the client beyond chat (Yuxi's `file_upload`, `files`): none, since the
+    /// facade serves no upload or file panel routes.
+    capabilities: Vec<String>,
+    /// The context fields it sets that this system keeps but does not apply (Yuxi spelling, such as
+    /// `summary_threshold`).
+    not_applied: Vec<&'static str>,
+    /// On detail answers only: every context field the facade accepts, keyed by name
+    /// ([`super::agent_config`]).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Object>)]
+    configurable_items: Option<ConfigurableItems>,
+}
+
+/// A detail answer (Yuxi's `GET`, `POST`, `PUT /api/agent[/{slug}]`, `GET /api/agent/default`,
+/// `POST /api/agent/{slug}/set_default`): `{agent: <item>}`, which Yuxi's client reads as
+/// `response.agent`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct AgentAnswer {
+    /// The agent, with its `configurable_items`.
+    pub agent: AgentView,
+}
+
+/// The list item of `agent` for `who` (no `configurable_items`).
+pub fn view(agent: &Agent, who: &Identity) -> AgentView {
+    let effective = permission(who, agent);
+    let builtin = agent.name_any() == GENERAL_PURPOSE;
+    AgentView {
+        agent: YuxiAgent::from_agent(agent),
+        can_manage: effective == Permission::Manage,
+        effective_permission: effective,
+        is_builtin: builtin,
+        permission_locked: builtin,
+        capabilities: Vec::new(),
+        not_applied: not_applied(agent.spec.context().as_ref()),
+        configurable_items: None,
+    }
+}
+
+/// The detail answer of `agent` for `who`, the list options from the agents `all` that `who` may see.
+pub fn detail(agent: &Agent, who: &Identity, all: &[Agent]) -> AgentAnswer {
+    let mut shown = view(agent, who);
+    shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), resource_options(all, who)));
+    AgentAnswer { agent: shown }
+}
+
+/// `agent` when `who` may see it; otherwise 404, as for a missing one.
+pub fn visible(agent: Option<Agent>, who: &Identity, slug: &str) -> Result<Agent, ApiError> {
+    agent
+        .filter(|a| permission(who, a) >= Permission::Read)
+        .ok_or_else(|| ApiError::NotFound(format!("agent {slug:?} does not exist")))
+}
+
+/// Sets the `icon` annotation (`Some(None)` removes it) and the `pics` annotation (an empty list removes
+/// it) on `meta`. Errors: 422 naming `icon`, `pics` or `pics[i]` past [`MAX_ICON_BYTES`], [`MAX_PICS`]
+/// or [`MAX_PIC_BYTES`].
+pub fn set_pictures(
+    meta: &mut ObjectMeta,
+    icon: Option<Option<String>>,
+    pics: Option<Vec<String>>,
+) -> Result<(), ApiError> {
+    let annotations = meta.annotations.get_or_insert_with(Default::default);
+    match icon {
+        Some(Some(icon)) if icon.len() > MAX_ICON_BYTES => {
+            return Err(ApiError::invalid(
+                "icon",
+                format!("must be at most {MAX_ICON_BYTES} bytes (is {})", icon.len()),
+            ));
+        }
+        Some(Some(icon)) if !icon.is_empty() => {
+            annotations.insert(ICON_ANNOTATION.into(), icon);
+        }
+        Some(_) => {
+            annotations.remove(ICON_ANNOTATION);
+        }
+        None => {}
+    }
+    if let Some(pics) = pics {
+        if pics.len() > MAX_PICS {
+            return Err(ApiError::invalid(
+                "pics",
+                format!("must have at most {MAX_PICS} entries (has {})", pics.len()),
+            ));
+        }
+        if let Some((i, pic)) = pics.iter().enumerate().find(|(_, p)| p.len() > MAX_PIC_BYTES) {
+            return Err(ApiError::invalid(
+                format!("pics[{i}]"),
+                format!("must be at most {MAX_PIC_BYTES} bytes (is {})", pic.len()),
+            ));
+        }
+        if pics.is_empty() {
+            annotations.remove(PICS_ANNOTATION);
+        } else {
+            let text = serde_json::to_string(&pics).map_err(|e| ApiError::invalid("pics", e.to_string()))?;
+            annotations.insert(PICS_ANNOTATION.into(), text);
+        }
+    }
+    Ok(())
+}
+
+/// Records on `meta` that `who` changed the agent now (and, for a new one, that it was created now).
+pub fn stamp(meta: &mut ObjectMeta, who: &Identity, created: bool) {
+    let now = jiff::Timestamp::now().to_string();
+    let annotations = meta.annotations.get_or_insert_with(Default::default);
+    if created {
+        annotations.insert(CREATED_AT_ANNOTATION.into(), now.clone());
+    }
+    annotations.insert(UPDATED_AT_ANNOTATION.into(), now);
+    annotations.insert(UPDATED_BY_ANNOTATION.into(), who.uid.clone());
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pictures_past_their_bounds_name_the_field() {
+        let mut meta = ObjectMeta::default();
+        let field = |err: ApiError| match err {
+            ApiError::Invalid { field, .. } => field,
+            other => panic!("{other:?}"),
+        };
+        let big = "x".repeat(MAX_ICON_BYTES + 1);
+        assert_eq!(field(set_pictures(&mut meta, Some(Some(big)), None).expect_err("icon")), "icon");
+        let many = vec!["p".to_string(); MAX_PICS + 1];
+        assert_eq!(field(set_pictures(&mut meta, None, Some(many)).expect_err("pics")), "pics");
+        let long = vec!["p".to_string(), "x".repeat(MAX_PIC_BYTES + 1)];
+        assert_eq!(field(set_pictures(&mut meta, None, Some(long)).expect_err("pic")), "pics[1]");
+        set_pictures(&mut meta, Some(Some("i.png".into())), Some(vec!["a.png".into()])).expect("fits");
+        let annotations = meta.annotations.clone().unwrap_or_default();
+        assert_eq!(annotations[ICON_ANNOTATION], "i.png");
+        assert_eq!(annotations[PICS_ANNOTATION], r#"["a.png"]"#);
+        set_pictures(&mut meta, Some(None), Some(vec![])).expect("cleared");
+        assert!(meta.annotations.unwrap_or_default().is_empty());
+    }
+}
