@@ -36,8 +36,9 @@ pub struct AgentView {
     is_builtin: bool,
     /// Whether its sharing is fixed (Yuxi: the built-in agents').
     permission_locked: bool,
-    /// What the backend offers the client beyond chat (Yuxi's `file_upload`, `files`): none, since the
-    /// facade serves no upload or file panel routes.
+    /// What the backend offers the client beyond chat (Yuxi's `file_upload`, `files`): `file_upload` for
+    /// a main agent where this facade keeps attachments ([`super::attachments`], the local mode); never
+    /// `files`, since the facade serves no file panel routes.
     capabilities: Vec<String>,
     /// The context fields it sets that this system keeps but does not apply (Yuxi spelling, such as
     /// `summary_threshold`).
@@ -58,8 +59,9 @@ pub struct AgentAnswer {
     pub agent: AgentView,
 }
 
-/// The list item of `agent` for `who` (no `configurable_items`).
-pub fn view(agent: &Agent, who: &Identity) -> AgentView {
+/// The list item of `agent` for `who` (no `configurable_items`); `uploads` when this facade keeps
+/// attachments.
+pub fn view(agent: &Agent, who: &Identity, uploads: bool) -> AgentView {
     let effective = permission(who, agent);
     let builtin = agent.name_any() == GENERAL_PURPOSE;
     AgentView {
@@ -68,15 +70,16 @@ pub fn view(agent: &Agent, who: &Identity) -> AgentView {
         effective_permission: effective,
         is_builtin: builtin,
         permission_locked: builtin,
-        capabilities: Vec::new(),
+        capabilities: if uploads && !agent.spec.is_subagent() { vec!["file_upload".into()] } else { Vec::new() },
         not_applied: not_applied(agent.spec.context().as_ref()),
         configurable_items: None,
     }
 }
 
-/// The detail answer of `agent` for `who`, the list options from the agents `all` that `who` may see.
-pub fn detail(agent: &Agent, who: &Identity, all: &[Agent]) -> AgentAnswer {
-    let mut shown = view(agent, who);
+/// The detail answer of `agent` for `who`, the list options from the agents `all` that `who` may see;
+/// `uploads` when this facade keeps attachments.
+pub fn detail(agent: &Agent, who: &Identity, all: &[Agent], uploads: bool) -> AgentAnswer {
+    let mut shown = view(agent, who, uploads);
     shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), resource_options(all, who)));
     AgentAnswer { agent: shown }
 }

@@ -83,6 +83,13 @@ pub struct FacadeParts {
     pub quick_model: Option<std::sync::Arc<dyn chat_call::QuickModel>>,
 }
 
+impl FacadeParts {
+    /// Whether this facade keeps the runs' files (the local mode's data folder): attachments then work.
+    pub fn keeps_files(&self) -> bool {
+        self.runs.as_ref().is_some_and(|r| r.launcher.data_dir().is_some())
+    }
+}
+
 /// Runs: their store and their launcher.
 #[derive(Clone)]
 pub struct Runs {

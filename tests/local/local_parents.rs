@@ -128,15 +128,19 @@ impl System {
 
     /// The run's status right now.
     async fn status(&self, token: &str, run_id: &str) -> String {
-        self.get(&format!("/api/agent/runs/{run_id}"), token).await.1["run"]["status"].as_str().unwrap_or("").to_string()
+        self.get(&format!("/api/agent/runs/{run_id}"), token).await.1["run"]["status"]
+            .as_str()
+            .unwrap_or("")
+            .to_string()
     }
 
-    /// The run's events, as server-sent events, until `enough` holds of those read (or the stream ends).
+    /// The run's events, as server-sent events with the payloads as the runner wrote them, until `enough`
+    /// holds of those read (or the stream ends).
     async fn events_until(&self, token: &str, run_id: &str, enough: impl Fn(&[Value]) -> bool) -> Vec<Value> {
         let mut response = self
             .local
             .client
-            .get(format!("{}/api/agent/runs/{run_id}/events", self.local.base))
+            .get(format!("{}/api/agent/runs/{run_id}/events?event_format=flat", self.local.base))
             .bearer_auth(token)
             .send()
             .await
