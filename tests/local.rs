@@ -12,12 +12,15 @@ mod local_mode;
 mod local_parents;
 #[path = "local/local_tools.rs"]
 mod local_tools;
+#[path = "local/run_queues.rs"]
+mod run_queues;
 #[path = "local/yuxi_client.rs"]
 mod yuxi_client;
 
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
+    pub mod extra_agents;
     pub mod local_mode;
     pub mod redis;
     pub mod repository;

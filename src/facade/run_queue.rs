@@ -5,8 +5,8 @@
 //! A queued request is started by a pump: one task per thread with waiting requests in each facade
 //! process, woken when the thread's run ends. It takes the queue's head in one store step (two facades
 //! never start the same request), starts it like `POST /api/agent/runs` would, with the rights its
-//! owner has then, and waits for that run. After a run that did not complete the queue pauses until
-//! its owner continues it. Every few seconds each facade looks for queues without a pump (after a
+//! owner has then, and waits for that run. After a run that failed or was cancelled the queue pauses
+//! until its owner continues it. Every few seconds each facade looks for queues without a pump (after a
 //! restart, or a facade that went), so nothing that waits is forgotten while the store keeps it.
 
 use std::collections::HashSet;
@@ -141,7 +141,7 @@ pub fn spawn_dispatcher(state: FacadeState) -> tokio::task::JoinHandle<()> {
             match runs.store.queued_threads().await {
                 Ok(threads) => {
                     for thread in threads {
-                        if !is_paused(&runs.store, &thread).await.unwrap_or(true) {
+                        if serves(&state, &runs.store, &thread).await.unwrap_or(false) {
                             ensure_pump(&state, &thread);
                         }
                     }
@@ -150,6 +150,19 @@ pub fn spawn_dispatcher(state: FacadeState) -> tokio::task::JoinHandle<()> {
             }
         }
     })
+}
+
+/// Whether this facade should pump the thread's queue: it is not paused, and this facade knows the agent
+/// of its next request (a facade with other agents, on the same store, leaves it to those that know it).
+async fn serves(state: &FacadeState, store: &Store, thread_id: &str) -> Result<bool, StoreError> {
+    if is_paused(store, thread_id).await? {
+        return Ok(false);
+    }
+    let (Some(owner), Some(head)) = (store.thread_owner(thread_id).await?, store.queue_head(thread_id).await?) else {
+        return Ok(false);
+    };
+    let Some(request) = store.queued_request(&owner, &head).await? else { return Ok(true) };
+    Ok(state.agents.get(&request.record.agent_slug).await.ok().flatten().is_some())
 }
 
 async fn is_paused(store: &Store, thread_id: &str) -> Result<bool, StoreError> {
@@ -167,6 +180,10 @@ async fn set_paused(store: &Store, thread_id: &str, paused: bool) -> Result<(), 
     Ok(())
 }
 
+/// How long a facade holds the claim of a request it starts (more than a start takes; a facade that
+/// dies holding it leaves the request to the next after this).
+const CLAIM_TTL: Duration = Duration::from_secs(60);
+
 /// Starts the thread's waiting requests one after the other, each once the run before it has ended,
 /// until the queue is empty or pauses.
 async fn pump(state: &FacadeState, thread_id: &str) -> Result<(), StoreError> {
@@ -174,53 +191,88 @@ async fn pump(state: &FacadeState, thread_id: &str) -> Result<(), StoreError> {
     let store = &runs.store;
     let Some(owner) = store.thread_owner(thread_id).await? else { return Ok(()) };
     loop {
+        // The thread is free first: a request stays where it is, its place visible, until it can start.
+        if let Some(active) = store.thread_active_run(thread_id).await? {
+            let ended = wait_for_end(store, &active).await?;
+            if !continues_after(ended) {
+                set_paused(store, thread_id, true).await?;
+                return Ok(());
+            }
+        }
         if is_paused(store, thread_id).await? {
             return Ok(());
         }
-        let Some(request_id) = store.take_queue_head(thread_id).await? else { return Ok(()) };
-        let Some(mut request) = store.queued_request(&owner, &request_id).await? else { continue };
-        if request.status != RequestStatus::Queued {
+        let Some(request_id) = store.queue_head(thread_id).await? else { return Ok(()) };
+        if !store.claim_request(&owner, &request_id, CLAIM_TTL).await? {
+            // Another facade starts it: its run then holds the thread.
+            tokio::time::sleep(crate::store::notices::RunWatch::SAFETY_NET).await;
             continue;
         }
-        request.record.run_id = uuid::Uuid::new_v4().simple().to_string();
-        request.record.created_at = jiff::Timestamp::now().to_string();
-        request.record.status = RunStatus::Pending;
-        let agent = state
-            .agents
-            .get(&request.record.agent_slug)
-            .await
-            .ok()
-            .flatten()
-            .filter(|a| crate::access::permission(&request.identity, a) >= crate::access::Permission::Read);
-        let Some(agent) = agent else {
-            request.status = RequestStatus::Failed;
-            request.error = Some(format!("agent {:?} does not exist", request.record.agent_slug));
+        let started = start_request(state, store, thread_id, &owner, &request_id).await;
+        store.release_request(&owner, &request_id).await?;
+        if started? == Start::Limited {
+            tokio::time::sleep(LIMITED_RETRY).await;
+        }
+    }
+}
+
+/// What trying to start a queued request did.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Start {
+    /// Started, or dropped (gone, cancelled, its agent gone): the queue goes on.
+    Done,
+    /// The thread was taken meanwhile: the request waits on.
+    Busy,
+    /// A limit of unfinished runs holds it back: tried again shortly.
+    Limited,
+}
+
+/// Starts the claimed head `request_id` of the thread like `POST /api/agent/runs` would, with the rights
+/// its owner has now; takes it off the queue once its run is recorded (or when it cannot be started).
+async fn start_request(
+    state: &FacadeState,
+    store: &Store,
+    thread_id: &str,
+    owner: &str,
+    request_id: &str,
+) -> Result<Start, StoreError> {
+    let Some(mut request) =
+        store.queued_request(owner, request_id).await?.filter(|r| r.status == RequestStatus::Queued)
+    else {
+        store.remove_request(thread_id, request_id).await?;
+        return Ok(Start::Done);
+    };
+    request.record.run_id = uuid::Uuid::new_v4().simple().to_string();
+    request.record.created_at = jiff::Timestamp::now().to_string();
+    request.record.status = RunStatus::Pending;
+    let agent = state
+        .agents
+        .get(&request.record.agent_slug)
+        .await
+        .ok()
+        .flatten()
+        .filter(|a| crate::access::permission(&request.identity, a) >= crate::access::Permission::Read);
+    let Some(agent) = agent else {
+        store.remove_request(thread_id, request_id).await?;
+        request.status = RequestStatus::Failed;
+        request.error = Some(format!("agent {:?} does not exist", request.record.agent_slug));
+        store.put_request(&request).await?;
+        return Ok(Start::Done);
+    };
+    match store.create_run(&request.record, None, state.limits.runs).await? {
+        Created::Started => {
+            store.remove_request(thread_id, request_id).await?;
+            request.status = RequestStatus::Dispatched;
+            request.run_id = Some(request.record.run_id.clone());
             store.put_request(&request).await?;
-            continue;
-        };
-        match store.create_run(&request.record, None, state.limits.runs).await? {
-            Created::Started => {
-                if let Err(err) = super::chat::note_run(store, &request.record, &request.query).await {
-                    tracing::warn!(thread_id = %thread_id, error = %err, "cannot note the run in its conversation");
-                }
-                super::runs::launch_parent(state, &request.identity, agent, &request.record, request.query.clone());
-                request.status = RequestStatus::Dispatched;
-                request.run_id = Some(request.record.run_id.clone());
-                store.put_request(&request).await?;
+            if let Err(err) = super::chat::note_run(store, &request.record, &request.query).await {
+                tracing::warn!(thread_id = %thread_id, error = %err, "cannot note the run in its conversation");
             }
-            Created::Busy(active) | Created::Existing(active) => {
-                store.return_to_front(thread_id, &request_id).await?;
-                let ended = wait_for_end(store, &active).await?;
-                if !continues_after(ended) {
-                    set_paused(store, thread_id, true).await?;
-                    return Ok(());
-                }
-            }
-            Created::Limited(_) => {
-                store.return_to_front(thread_id, &request_id).await?;
-                tokio::time::sleep(LIMITED_RETRY).await;
-            }
+            super::runs::launch_parent(state, &request.identity, agent, &request.record, request.query.clone());
+            Ok(Start::Done)
         }
+        Created::Busy(_) | Created::Existing(_) => Ok(Start::Busy),
+        Created::Limited(_) => Ok(Start::Limited),
     }
 }
 

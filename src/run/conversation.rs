@@ -44,8 +44,8 @@ pub struct Conversation {
     /// The run its owner last saw the end of (`POST .../viewed`).
     #[serde(default)]
     pub viewed_run_id: Option<String>,
-    /// Whether its request queue waits for its owner to continue it (after a run that did not
-    /// complete: [`crate::run::queue::continues_after`]).
+    /// Whether its request queue waits for its owner to continue it (after a run that failed or was
+    /// cancelled: [`crate::run::queue::continues_after`]).
     #[serde(default)]
     pub queue_paused: bool,
 }

@@ -1,7 +1,7 @@
 //! A thread's queue of requests (Yuxi's `enqueue` and `steer` policies): a start that found its
 //! thread busy waits here, first in first out (a steered request first), until the thread's run ends;
 //! then the facade starts it as the thread's next run. Bounded by [`MAX_QUEUED_PER_THREAD`]; a queue
-//! pauses after a run that failed, was cancelled or interrupted, until its owner continues it.
+//! pauses after a run that failed or was cancelled, until its owner continues it.
 
 use serde::{Deserialize, Serialize};
 
@@ -66,8 +66,10 @@ pub struct QueuedRequest {
 }
 
 /// Whether a queue goes on by itself after a run of its thread ended with `status`: after a run that
-/// completed; not after one that failed, was cancelled or interrupted (Yuxi pauses the queue then, so
-/// that a user who stopped a run is not surprised by the next one starting).
+/// completed, or that the system interrupted (a restart: nothing the user did asks the queue to stop);
+/// not after one that failed or that the user cancelled (as Yuxi, so that a user who stopped a run is
+/// not surprised by the next one starting). Yuxi also pauses after `interrupted`, which there means a
+/// run waiting for the user's answer; here that state is not terminal.
 pub fn continues_after(status: super::RunStatus) -> bool {
-    status == super::RunStatus::Completed
+    matches!(status, super::RunStatus::Completed | super::RunStatus::Interrupted)
 }

@@ -136,6 +136,11 @@ pub fn request(uid: &str, request_id: &str) -> String {
     format!("yuxi:user:{uid}:request:{request_id}")
 }
 
+/// The claim of a user's queued request by the facade starting it (a key with a short time to live).
+pub fn request_claim(uid: &str, request_id: &str) -> String {
+    format!("yuxi:user:{uid}:request:{request_id}:claim")
+}
+
 /// The threads whose queue has requests: a set of thread ids, which every facade looks through to
 /// start what waits (after a restart too).
 pub const QUEUED_THREADS: &str = "yuxi:queued_threads";

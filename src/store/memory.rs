@@ -315,6 +315,10 @@ impl MemoryStore {
         state.threads.remove(&conversation.thread_id);
     }
 
+    pub(super) fn thread_active_run(&self, thread_id: &str) -> Option<String> {
+        self.state().thread_locks.get(thread_id).cloned()
+    }
+
     pub(super) fn thread_owner(&self, thread_id: &str) -> Option<String> {
         self.state().thread_owners.get(thread_id).cloned()
     }

@@ -323,6 +323,14 @@ impl Store {
         }
     }
 
+    /// The thread's unfinished run, as its lock names it (a run that ended has given the lock back).
+    pub async fn thread_active_run(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
+        match self {
+            Store::Redis(redis) => redis.read(::redis::cmd("GET").arg(keys::thread_active_run(thread_id))).await,
+            Store::Memory(memory) => Ok(memory.thread_active_run(thread_id)),
+        }
+    }
+
     /// The user whose runs use the thread.
     pub async fn thread_owner(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
         match self {

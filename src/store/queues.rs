@@ -33,13 +33,6 @@ redis.call('SADD', KEYS[3], ARGV[6])
 return at
 ";
 
-/// Takes the head: KEYS = queue, queued threads; ARGV = thread. Returns the id, or false.
-const TAKE_HEAD: &str = r"
-local id = redis.call('LPOP', KEYS[1])
-if redis.call('LLEN', KEYS[1]) == 0 then redis.call('SREM', KEYS[2], ARGV[1]) end
-return id
-";
-
 /// Moves an id to the front: KEYS = queue; ARGV = id. Returns whether it was queued.
 const TO_FRONT: &str = r"
 if redis.call('LREM', KEYS[1], 0, ARGV[1]) == 0 then return 0 end
@@ -140,33 +133,51 @@ impl Store {
         Ok(out)
     }
 
-    /// Takes the next request of the thread off its queue (one step: two facades never take the same).
-    pub async fn take_queue_head(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
+    /// The next request of the thread, left in the queue (a start removes it once its run is recorded).
+    pub async fn queue_head(&self, thread_id: &str) -> Result<Option<String>, StoreError> {
         match self {
-            Store::Memory(memory) => Ok(memory.lock_queues(|q| q.take_head(thread_id))),
+            Store::Memory(memory) => {
+                Ok(memory.lock_queues(|q| q.queues.get(thread_id).and_then(|queue| queue.front().cloned())))
+            }
+            Store::Redis(redis) => redis.read(redis::cmd("LINDEX").arg(keys::thread_queue(thread_id)).arg(0)).await,
+        }
+    }
+
+    /// Claims the user's request for starting it, for `ttl`: one claimer at a time, so two facades
+    /// never start the same request. Returns whether the caller holds the claim now.
+    pub async fn claim_request(
+        &self,
+        uid: &str,
+        request_id: &str,
+        ttl: std::time::Duration,
+    ) -> Result<bool, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| q.claims.insert((uid.into(), request_id.into())))),
             Store::Redis(redis) => {
-                redis.run_script(TAKE_HEAD, &[&keys::thread_queue(thread_id), keys::QUEUED_THREADS], &[thread_id]).await
+                let mut connection = redis.connection();
+                let claimed: Option<String> = redis::cmd("SET")
+                    .arg(keys::request_claim(uid, request_id))
+                    .arg("1")
+                    .arg("NX")
+                    .arg("PX")
+                    .arg(ttl.as_millis() as u64)
+                    .query_async(&mut connection)
+                    .await?;
+                Ok(claimed.is_some())
             }
         }
     }
 
-    /// Puts a request taken with [`Store::take_queue_head`] back in front (its start found the thread
-    /// busy again).
-    pub async fn return_to_front(&self, thread_id: &str, request_id: &str) -> Result<(), StoreError> {
+    /// Gives a claim back ([`Store::claim_request`]).
+    pub async fn release_request(&self, uid: &str, request_id: &str) -> Result<(), StoreError> {
         match self {
             Store::Memory(memory) => {
-                memory.lock_queues(|q| q.queues.entry(thread_id.into()).or_default().push_front(request_id.into()));
+                memory.lock_queues(|q| q.claims.remove(&(uid.into(), request_id.into())));
                 Ok(())
             }
             Store::Redis(redis) => {
                 let mut pipe = redis::pipe();
-                pipe.atomic()
-                    .lpush(keys::thread_queue(thread_id), request_id)
-                    .ignore()
-                    .expire(keys::thread_queue(thread_id), REQUEST_TTL_SECONDS)
-                    .ignore()
-                    .sadd(keys::QUEUED_THREADS, thread_id)
-                    .ignore();
+                pipe.del(keys::request_claim(uid, request_id)).ignore();
                 redis.write(&pipe).await
             }
         }
@@ -223,6 +234,7 @@ pub(super) struct Queues {
     queues: std::collections::HashMap<String, VecDeque<String>>,
     requests: std::collections::HashMap<(String, String), QueuedRequest>,
     order: VecDeque<(String, String)>,
+    claims: std::collections::HashSet<(String, String)>,
 }
 
 impl Queues {
@@ -264,15 +276,6 @@ impl Queues {
             }
             self.requests.remove(&oldest);
         }
-    }
-
-    fn take_head(&mut self, thread_id: &str) -> Option<String> {
-        let queue = self.queues.get_mut(thread_id)?;
-        let head = queue.pop_front();
-        if queue.is_empty() {
-            self.queues.remove(thread_id);
-        }
-        head
     }
 
     fn remove(&mut self, thread_id: &str, request_id: &str) -> bool {

@@ -806,6 +806,11 @@ impl RedisStore {
         Ok(invocation.invoke_async(&mut connection).await?)
     }
 
+    /// A handle of the store's connection, for a command sent once.
+    pub(super) fn connection(&self) -> ConnectionManager {
+        self.connection.clone()
+    }
+
     /// Sends the idempotent pipeline `pipe` (its replies ignored), again after a transient failure.
     pub(super) async fn write(&self, pipe: &redis::Pipeline) -> Result<(), StoreError> {
         idempotent(|| {

@@ -19,35 +19,20 @@ use std::time::{Duration, Instant};
 use serde_json::{Map, Value, json};
 use tempfile::TempDir;
 
-use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
-use crate::support::repository::{root, yaml_files};
+use crate::support::extra_agents::{main_agent, start_with};
+use crate::support::local_mode::{Local, LocalStore};
+use crate::support::repository::root;
 
 crate::with_each_store!(every_fixture_of_the_yuxi_client_passes);
 
 /// A main agent that answers after 2 s: long enough for a second message to find its thread busy.
-const SLOW_CHAT: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: slow-chat}\nspec:\n  backend: ChatbotAgent\n  displayName: Slow chat\n  context: {subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
-
-async fn start(store: LocalStore) -> (Local, TempDir) {
-    let manifests = TempDir::new().expect("dir");
-    for file in yaml_files("examples") {
-        std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
-    }
-    std::fs::write(manifests.path().join("slow-chat.yaml"), SLOW_CHAT).expect("write");
-    let scripts = TempDir::new().expect("dir");
-    for file in yaml_files("examples/scripts") {
-        std::fs::copy(&file, scripts.path().join(file.file_name().expect("name"))).expect("copy");
-    }
-    std::fs::write(scripts.path().join("slow-chat.yaml"), "- delay_ms: 2000\n  content: a slow answer\n")
-        .expect("write");
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(manifests.path(), store, port, data.path());
-    command.args(["--default-model", "scripted/auto", "--scripts-dir"]).arg(scripts.path());
-    (launch(command, port, data, scripts).await, manifests)
-}
+const SLOW_CHAT_SCRIPT: &str = "- delay_ms: 2000\n  content: a slow answer\n";
 
 async fn every_fixture_of_the_yuxi_client_passes(store: LocalStore) {
-    let (local, _manifests) = start(store).await;
+    let agent = main_agent("slow-chat");
+    let (local, _manifests) =
+        start_with(store, TempDir::new().expect("dir"), &[("slow-chat", &agent)], &[("slow-chat", SLOW_CHAT_SCRIPT)])
+            .await;
     let dir = root().join("tests/yuxi-client");
     let mut files: Vec<_> = std::fs::read_dir(&dir)
         .expect("the fixtures")

@@ -1,0 +1,158 @@
+//! Queued starts beyond what the Yuxi client fixtures show: a steered request ends the running run at
+//! its next model turn, a full queue answers 429 naming its limit, and what waits in a Redis-kept queue
+//! survives a restart of the local mode.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::extra_agents::{main_agent, start_with};
+use crate::support::local_mode::{Local, LocalStore};
+
+crate::with_each_store!(
+    a_steered_request_ends_the_running_run_at_its_next_model_turn,
+    a_full_queue_answers_429_naming_its_limit
+);
+
+/// Says something and looks around for 1.5 s, then would think for 5 s more before its last word.
+const TWO_TURNS: &str = "- delay_ms: 1500\n  content: partial answer\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- delay_ms: 5000\n  content: never said when steered\n";
+const SLOW: &str = "- delay_ms: 3000\n  content: slow\n";
+
+async fn post(local: &Local, path: &str, body: Value) -> (u16, Value) {
+    let response = local
+        .client
+        .post(format!("{}{path}", local.base))
+        .bearer_auth("alice-token")
+        .json(&body)
+        .send()
+        .await
+        .expect("reaches");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn get(local: &Local, path: &str) -> (u16, Value) {
+    let response =
+        local.client.get(format!("{}{path}", local.base)).bearer_auth("alice-token").send().await.expect("reaches");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+/// Waits (at most `within`) until `path` answers something `done` holds of; that answer.
+async fn until(local: &Local, path: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
+    let deadline = Instant::now() + within;
+    loop {
+        let (_, answer) = get(local, path).await;
+        if done(&answer) {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "{path}: {answer}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn start_body(query: &str, agent: &str, thread: Option<&str>, request_id: &str, policy: &str) -> Value {
+    json!({"query": query, "agent_slug": agent, "thread_id": thread, "meta": {"request_id": request_id}, "queue_policy": policy})
+}
+
+async fn a_steered_request_ends_the_running_run_at_its_next_model_turn(store: LocalStore) {
+    let agent = main_agent("two-turns");
+    let (local, _m) =
+        start_with(store, TempDir::new().expect("dir"), &[("two-turns", &agent)], &[("two-turns", TWO_TURNS)]).await;
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "two-turns", None, "s-1", "enqueue")).await;
+    assert_eq!(status, 200, "{first}");
+    let (run1, thread) =
+        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
+    until(&local, &format!("/api/agent/runs/{run1}"), Duration::from_secs(10), |a| a["run"]["status"] == "running")
+        .await;
+    let steered_at = Instant::now();
+    let (status, queued) =
+        post(&local, "/api/agent/runs", start_body("instead", "two-turns", Some(&thread), "s-2", "steer")).await;
+    assert_eq!(
+        (status, queued["status"].as_str(), queued["queue_position"].as_u64()),
+        (200, Some("queued"), Some(1)),
+        "{queued}"
+    );
+    let ended =
+        until(&local, &format!("/api/agent/runs/{run1}/result"), Duration::from_secs(20), |a| a["status"].is_string())
+            .await;
+    // Not steered, it would have taken 6.5 s and said its last word.
+    assert!(steered_at.elapsed() < Duration::from_secs(5), "the run ended {:?} after the steer", steered_at.elapsed());
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert!(["", "partial answer"].contains(&ended["output"].as_str().unwrap_or("?")), "{ended}");
+    let request =
+        until(&local, "/api/agent/requests/s-2", Duration::from_secs(10), |a| a["request"]["status"] == "dispatched")
+            .await;
+    let run2 = request["request"]["run_id"].as_str().expect("its run");
+    let (_, item) = get(&local, &format!("/api/agent/runs/{run2}")).await;
+    assert_eq!(
+        (item["run"]["request_id"].as_str(), item["run"]["thread_id"].as_str()),
+        (Some("s-2"), Some(thread.as_str())),
+        "{item}"
+    );
+    until(&local, &format!("/api/agent/runs/{run2}/result"), Duration::from_secs(20), |a| a["status"] == "completed")
+        .await;
+    let (_, history) = get(&local, &format!("/api/chat/thread/{thread}/history")).await;
+    let said: Vec<&str> =
+        history["history"].as_array().expect("history").iter().filter_map(|m| m["content"].as_str()).collect();
+    let steered = said.iter().position(|s| *s == "instead");
+    let steered = steered.unwrap_or_else(|| panic!("the steered question is in the thread: {history}"));
+    assert!(!said[..steered].contains(&"never said when steered"), "the first run said no more: {history}");
+}
+
+async fn a_full_queue_answers_429_naming_its_limit(store: LocalStore) {
+    let agent = main_agent("slow");
+    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
+    let (status, first) = post(&local, "/api/agent/runs", start_body("first", "slow", None, "f-0", "enqueue")).await;
+    assert_eq!(status, 200, "{first}");
+    let thread = first["thread_id"].as_str().expect("thread").to_string();
+    for n in 1..=10 {
+        let (status, queued) =
+            post(&local, "/api/agent/runs", start_body("more", "slow", Some(&thread), &format!("f-{n}"), "enqueue"))
+                .await;
+        assert_eq!((status, queued["queue_position"].as_u64()), (200, Some(n)), "{queued}");
+    }
+    let (status, refused) =
+        post(&local, "/api/agent/runs", start_body("one too many", "slow", Some(&thread), "f-11", "enqueue")).await;
+    assert_eq!((status, refused["field"].as_str()), (429, Some("max_queued_per_thread")), "{refused}");
+    // The same request id again is the caller's own request: refused, naming it.
+    let (status, again) =
+        post(&local, "/api/agent/runs", start_body("again", "slow", Some(&thread), "f-3", "enqueue")).await;
+    assert_eq!(status, 409, "{again}");
+    let (_, list) = get(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow")).await;
+    assert_eq!(list["queue"]["queued_count"], 10, "{list}");
+}
+
+#[tokio::test]
+async fn a_queue_kept_in_redis_waits_through_a_restart_and_goes_on() {
+    let agent = main_agent("slow");
+    let agents = [("slow", agent.as_str())];
+    let scripts = [("slow", SLOW)];
+    let (local, _m) = start_with(LocalStore::Redis, TempDir::new().expect("dir"), &agents, &scripts).await;
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "slow", None, &unique("r-1"), "enqueue")).await;
+    assert_eq!(status, 200, "{first}");
+    let (run1, thread) =
+        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
+    let waiting = unique("r-2");
+    let (status, queued) =
+        post(&local, "/api/agent/runs", start_body("second", "slow", Some(&thread), &waiting, "enqueue")).await;
+    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    // Stopped mid-run: its run ends interrupted, and the queue goes on after it, in the new process.
+    let data = local.stop();
+    let (local, _m2) = start_with(LocalStore::Redis, data, &agents, &scripts).await;
+    until(&local, &format!("/api/agent/runs/{run1}"), Duration::from_secs(60), |a| a["run"]["status"] == "interrupted")
+        .await;
+    let request = until(&local, &format!("/api/agent/requests/{waiting}"), Duration::from_secs(30), |a| {
+        a["request"]["status"] == "dispatched"
+    })
+    .await;
+    let run2 = request["request"]["run_id"].as_str().expect("run");
+    until(&local, &format!("/api/agent/runs/{run2}/result"), Duration::from_secs(30), |a| a["status"] == "completed")
+        .await;
+}
+
+/// A request id no other test run uses (they share one Redis).
+fn unique(prefix: &str) -> String {
+    format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
