@@ -1,9 +1,11 @@
 //! JSON request bodies whose every failure is a 4xx naming the problem: 400 for text that is not JSON,
-//! 422 with the field for JSON of the wrong shape (unknown field, wrong type, missing field).
+//! 422 with the field for JSON of the wrong shape (unknown field, wrong type, missing field). A number with
+//! no fractional part is an integer (`5.0` fills an integer field), as JSON Schema and FastAPI read it.
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
+use serde_json::Value;
 
 use super::error::ApiError;
 
@@ -20,14 +22,17 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             }
             _ => ApiError::BadRequest(format!("cannot read the body: {}", e.body_text())),
         })?;
-        let mut deserializer = serde_json::Deserializer::from_slice(&bytes);
-        let value = serde_path_to_error::deserialize(&mut deserializer).map_err(|err| {
-            let path = err.path().to_string();
-            let inner = err.into_inner();
-            if inner.is_syntax() || inner.is_eof() {
-                return ApiError::BadRequest(format!("the body is not JSON: {inner}"));
+        let mut json: Value = serde_json::from_slice(&bytes).map_err(|err| {
+            if err.is_syntax() || err.is_eof() {
+                ApiError::BadRequest(format!("the body is not JSON: {err}"))
+            } else {
+                ApiError::invalid("body", err.to_string())
             }
-            let message = inner.to_string();
+        })?;
+        integral_numbers_as_integers(&mut json);
+        let value = serde_path_to_error::deserialize(json).map_err(|err| {
+            let path = err.path().to_string();
+            let message = err.into_inner().to_string();
             // A missing field is named itself, not its parent object.
             let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
             let field = match (missing, path.as_str()) {
@@ -38,8 +43,29 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             };
             ApiError::invalid(field, message)
         })?;
-        deserializer.end().map_err(|e| ApiError::BadRequest(format!("the body is not one JSON value: {e}")))?;
         Ok(JsonBody(value))
+    }
+}
+
+/// Writes every number of `value` that has no fractional part (`5.0`, `1e3`) as an integer, so that an
+/// integer field accepts it as JSON Schema (`"type": "integer"`) and FastAPI do. A number too large for
+/// 64 bits stays as it is (and an integer field refuses it, naming the field).
+fn integral_numbers_as_integers(value: &mut Value) {
+    match value {
+        Value::Number(number) if !number.is_i64() && !number.is_u64() => {
+            let Some(float) = number.as_f64().filter(|f| f.fract() == 0.0) else { return };
+            let integer = if float >= 0.0 && float < u64::MAX as f64 {
+                serde_json::Number::from(float as u64)
+            } else if float < 0.0 && float >= i64::MIN as f64 {
+                serde_json::Number::from(float as i64)
+            } else {
+                return;
+            };
+            *number = integer;
+        }
+        Value::Array(items) => items.iter_mut().for_each(integral_numbers_as_integers),
+        Value::Object(fields) => fields.values_mut().for_each(integral_numbers_as_integers),
+        _ => {}
     }
 }
 

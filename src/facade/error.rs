@@ -113,15 +113,37 @@ pub struct ErrorBody {
     pub thread_id: Option<String>,
     /// The error as FastAPI answers it (see the module doc): a string, a list of [`DetailItem`] (422),
     /// or an object (`run_busy`).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = detail_schema)]
     pub detail: serde_json::Value,
+}
+
+/// The schema of [`ErrorBody::detail`]: a string, a list of [`DetailItem`], or an object.
+fn detail_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    use utoipa::openapi::{Ref, Schema};
+    let one_of = OneOfBuilder::new()
+        .item(Schema::Object(ObjectBuilder::new().schema_type(Type::String).build()))
+        .item(Schema::Array(ArrayBuilder::new().items(Ref::from_schema_name("DetailItem")).build()))
+        .item(Schema::Object(ObjectBuilder::new().schema_type(Type::Object).build()))
+        .description(Some("a string, a list of `DetailItem` (422), or an object (`run_busy`)"))
+        .build();
+    Schema::OneOf(one_of)
+}
+
+/// The schema of [`DetailItem::loc`]: a list of names (strings) and indexes (integers).
+fn loc_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let part = OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)));
+    ArrayBuilder::new().items(part).build()
 }
 
 /// One item of a 422's `detail`, as FastAPI spells a validation error.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct DetailItem {
     /// Where: `"body"`, then the field's path, a name per object level and a number per list index.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(schema_with = loc_schema)]
     pub loc: Vec<serde_json::Value>,
     /// What is wrong.
     pub msg: String,

@@ -10,6 +10,7 @@ pub mod http_metrics;
 pub mod launch;
 pub mod limits;
 pub mod me;
+pub mod openapi;
 pub mod run_folders;
 pub mod runs;
 pub mod tools;
@@ -101,6 +102,7 @@ impl FromRef<FacadeState> for auth::Authenticator {
         description = "Yuxi-compatible agent CRUD, the subagent tools for parent agents, and runs."
     ),
     modifiers(&BearerAuth),
+    components(schemas(error::DetailItem)),
     tags(
         (name = "agents", description = "Agents and subagents (`/api/agent`)"),
         (name = "tools", description = "The subagent tools a parent agent calls"),
@@ -128,7 +130,7 @@ impl utoipa::Modify for BearerAuth {
 pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa::OpenApi;
     use utoipa_axum::routes;
-    utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (routes, mut document) = utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(me::me))
         .routes(routes!(agents::list, agents::create))
         .routes(routes!(agents::get_default))
@@ -147,7 +149,9 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::subagent_events))
         .routes(routes!(tools::subagent_cancel))
         .routes(routes!(tools::task))
-        .split_for_parts()
+        .split_for_parts();
+    openapi::complete(&mut document);
+    (routes, document)
 }
 
 /// The facade's routes: the API, its OpenAPI document at `/api/openapi.json`, `/healthz`, `/readyz` and

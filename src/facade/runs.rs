@@ -47,12 +47,15 @@ async fn mine(store: &Store, who: &Identity, run_id: &str) -> Result<RunRecord, 
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// What the user asks.
+    /// What the user asks: not blank, at most 262,144 characters.
+    #[schema(pattern = "\\S", max_length = 262_144)]
     query: String,
     /// The agent: an ordinary agent the caller may see (subagents run through the tools).
     agent_slug: String,
-    /// Continue this conversation (one of the caller's threads); a new one when absent.
+    /// Continue this conversation (one of the caller's threads); a new one when absent. An id without
+    /// `_sub_` (which marks a subagent's thread).
     #[serde(default)]
+    #[schema(pattern = "^(?!.*_sub_)[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 176)]
     thread_id: Option<String>,
 }
 
@@ -86,6 +89,7 @@ pub struct StartedParentRun {
         (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
         (status = 413, description = "body too large", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -304,6 +308,7 @@ pub struct ThreadMessages {
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
