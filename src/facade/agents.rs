@@ -249,7 +249,7 @@ pub struct UpdateAgent {
 }
 
 /// `POST /api/agent`: creates an agent owned by the caller. The slug is the body's, or slugified from the
-/// name, made unique with `-2`, `-3`... A new agent without `share_config` is readable by its owner only.
+/// name (`agent` when the name has no ASCII letter or digit), made unique with `-2`, `-3`... A new agent without `share_config` is readable by its owner only.
 #[utoipa::path(
     post,
     path = "/api/agent",
@@ -279,9 +279,8 @@ pub async fn create(
     }
     let base = match &body.slug {
         Some(slug) => slug.clone(),
-        None => {
-            slugify(&body.name).ok_or_else(|| ApiError::invalid("name", "no slug can be made of it; give a slug"))?
-        }
+        // A name with no ASCII letter or digit (a Chinese name) still makes an agent.
+        None => slugify(&body.name).unwrap_or_else(|| "agent".to_string()),
     };
     let share = body.share_config.as_ref().map(AgentShare::from).unwrap_or_else(|| AgentShare {
         read_scope: Some(ShareScope {

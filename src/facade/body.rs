@@ -82,3 +82,47 @@ impl<S: Send + Sync, T: DeserializeOwned> axum::extract::FromRequestParts<S> for
             .map_err(|e| ApiError::BadRequest(format!("the query is not valid: {e}")))
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[derive(Debug, serde::Deserialize)]
+    #[serde(deny_unknown_fields)]
+    struct Body {
+        limit: u64,
+        #[serde(default)]
+        delta: Option<i64>,
+        #[serde(default)]
+        ratio: Option<f64>,
+    }
+
+    fn read(text: &str) -> Result<Body, ApiError> {
+        let request = Request::builder().body(axum::body::Body::from(text.to_string())).expect("request");
+        futures::executor::block_on(JsonBody::<Body>::from_request(request, &())).map(|JsonBody(body)| body)
+    }
+
+    #[test]
+    fn integral_numbers_fill_integer_fields_and_fractions_are_refused_naming_the_field() {
+        let body = read(r#"{"limit": 5.0, "delta": -2e0, "ratio": 3.0}"#).expect("integral numbers are integers");
+        assert_eq!((body.limit, body.delta, body.ratio), (5, Some(-2), Some(3.0)));
+        assert_eq!(read(r#"{"limit": 1, "ratio": 0.5}"#).expect("a float field").ratio, Some(0.5));
+        for (text, field) in [
+            (r#"{"limit": 5.5}"#, "limit"),
+            (r#"{"limit": -1.0}"#, "limit"),
+            (r#"{"limit": 1e30}"#, "limit"),
+            (r#"{"limit": 1, "x": 1}"#, "x"),
+            (r#"{}"#, "limit"),
+        ] {
+            let Err(ApiError::Invalid { field: named, .. }) = read(text) else { panic!("{text} accepted") };
+            assert_eq!(named, field, "{text}");
+        }
+    }
+
+    #[test]
+    fn text_that_is_not_one_json_value_is_a_400() {
+        for text in ["", "{", r#"{"limit": 1} {"limit": 2}"#, "not json"] {
+            assert!(matches!(read(text), Err(ApiError::BadRequest(_))), "{text:?}");
+        }
+    }
+}

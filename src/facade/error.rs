@@ -153,12 +153,15 @@ pub struct DetailItem {
 }
 
 /// The `loc` of a field path in the request's own spelling: `context.tools[0]` is
-/// `["body", "context", "tools", 0]`; a query parameter's field is spelled `query.<name>`.
+/// `["body", "context", "tools", 0]`; a query parameter's field is spelled `query.<name>`, a header's
+/// `header.<Name>`.
 pub fn field_loc(field: &str) -> Vec<serde_json::Value> {
     let mut loc = Vec::new();
-    let (first, rest) = match field.strip_prefix("query.") {
-        Some(rest) => ("query", rest),
-        None => ("body", field),
+    let (first, rest) = match (field.strip_prefix("query."), field.strip_prefix("header.")) {
+        (Some(rest), _) => ("query", rest),
+        // A header's name is one part, dots and all.
+        (_, Some(name)) => return vec![serde_json::Value::from("header"), serde_json::Value::from(name)],
+        (None, None) => ("body", field),
     };
     loc.push(serde_json::Value::from(first));
     for part in rest.split('.').filter(|p| !p.is_empty()) {
@@ -337,6 +340,10 @@ mod tests {
             serde_json::json!([{"loc": ["body", "config_json", "context", "tools", 2], "msg": "unknown tool \"x\"", "type": "value_error"}])
         );
         assert_eq!(field_loc("query.after_seq"), vec![serde_json::json!("query"), serde_json::json!("after_seq")]);
+        assert_eq!(
+            field_loc("header.Last-Event-ID"),
+            vec![serde_json::json!("header"), serde_json::json!("Last-Event-ID")]
+        );
         assert_eq!(
             field_loc("a[0][1]"),
             vec![serde_json::json!("body"), serde_json::json!("a"), serde_json::json!(0), serde_json::json!(1)]

@@ -154,13 +154,19 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     (routes, document)
 }
 
-/// The facade's routes: the API, its OpenAPI document at `/api/openapi.json`, `/healthz`, `/readyz` and
-/// `/metrics`.
+/// Where the OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+
+/// The facade's routes: the API, its OpenAPI document at [`OPENAPI_PATH`], the docs UI (Swagger UI, its
+/// assets built in) at `/api/docs`, `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: FacadeState) -> Router {
     let (routes, document) = api();
     let document = std::sync::Arc::new(document);
+    // The docs UI reads the document from where it is served.
+    let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));
     routes
-        .route("/api/openapi.json", get(move || async move { axum::Json(document.as_ref().clone()) }))
+        .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
+        .merge(Router::from(docs))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

@@ -95,7 +95,10 @@ fn server_sent_events(operation: &mut Operation) {
 fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
     ResponseBuilder::new()
         .description(description)
-        .content_ref("application/json", Ref::from_schema_name("ErrorBody"))
+        .content(
+            "application/json",
+            utoipa::openapi::ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
+        )
         .build()
         .into()
 }
