@@ -1,6 +1,7 @@
 //! JSON request bodies whose every failure is a 4xx naming the problem: 400 for text that is not JSON,
 //! 422 with the field for JSON of the wrong shape (unknown field, wrong type, missing field). A number with
-//! no fractional part is an integer (`5.0` fills an integer field), as JSON Schema and FastAPI read it.
+//! no fractional part is an integer (`5.0` fills an integer field), as JSON Schema and FastAPI read it; an
+//! object is never read from an array of its fields' values (which serde alone would accept).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
@@ -30,7 +31,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             }
         })?;
         integral_numbers_as_integers(&mut json);
-        let value = serde_path_to_error::deserialize(json).map_err(|err| {
+        let value = serde_path_to_error::deserialize(Strict(json)).map_err(|err| {
             let path = err.path().to_string();
             let message = err.into_inner().to_string();
             // A missing field is named itself, not its parent object.
@@ -44,6 +45,115 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             ApiError::invalid(field, message)
         })?;
         Ok(JsonBody(value))
+    }
+}
+
+/// A JSON value read as a body is: like serde_json's own, except that an object type (a struct) is read
+/// from a JSON object only, never from an array of its fields' values, which serde accepts otherwise.
+struct Strict(Value);
+
+impl<'de> serde::Deserializer<'de> for Strict {
+    type Error = serde_json::Error;
+
+    fn deserialize_any<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Array(items) => visitor.visit_seq(StrictSeq(items.into_iter())),
+            Value::Object(fields) => visitor.visit_map(StrictMap { fields: fields.into_iter(), value: None }),
+            other => serde::Deserializer::deserialize_any(other, visitor),
+        }
+    }
+
+    fn deserialize_option<V: serde::de::Visitor<'de>>(self, visitor: V) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Null => visitor.visit_none(),
+            other => visitor.visit_some(Strict(other)),
+        }
+    }
+
+    fn deserialize_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        _fields: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        match self.0 {
+            Value::Object(fields) => visitor.visit_map(StrictMap { fields: fields.into_iter(), value: None }),
+            other => Err(serde::de::Error::invalid_type(unexpected(&other), &visitor)),
+        }
+    }
+
+    fn deserialize_newtype_struct<V: serde::de::Visitor<'de>>(
+        self,
+        _name: &'static str,
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        visitor.visit_newtype_struct(self)
+    }
+
+    fn deserialize_enum<V: serde::de::Visitor<'de>>(
+        self,
+        name: &'static str,
+        variants: &'static [&'static str],
+        visitor: V,
+    ) -> Result<V::Value, Self::Error> {
+        serde::Deserializer::deserialize_enum(self.0, name, variants, visitor)
+    }
+
+    serde::forward_to_deserialize_any! {
+        bool i8 i16 i32 i64 i128 u8 u16 u32 u64 u128 f32 f64 char str string bytes byte_buf unit unit_struct
+        seq tuple tuple_struct map identifier ignored_any
+    }
+}
+
+/// What serde names `value` in a type error.
+fn unexpected(value: &Value) -> serde::de::Unexpected<'_> {
+    use serde::de::Unexpected;
+    match value {
+        Value::Null => Unexpected::Unit,
+        Value::Bool(b) => Unexpected::Bool(*b),
+        Value::Number(n) => n.as_f64().map_or(Unexpected::Other("number"), Unexpected::Float),
+        Value::String(s) => Unexpected::Str(s),
+        Value::Array(_) => Unexpected::Seq,
+        Value::Object(_) => Unexpected::Map,
+    }
+}
+
+/// The items of an array, each read as [`Strict`].
+struct StrictSeq(std::vec::IntoIter<Value>);
+
+impl<'de> serde::de::SeqAccess<'de> for StrictSeq {
+    type Error = serde_json::Error;
+
+    fn next_element_seed<T: serde::de::DeserializeSeed<'de>>(
+        &mut self,
+        seed: T,
+    ) -> Result<Option<T::Value>, Self::Error> {
+        self.0.next().map(|item| seed.deserialize(Strict(item))).transpose()
+    }
+
+    fn size_hint(&self) -> Option<usize> {
+        Some(self.0.len())
+    }
+}
+
+/// The fields of an object, each value read as [`Strict`].
+struct StrictMap {
+    fields: serde_json::map::IntoIter,
+    value: Option<Value>,
+}
+
+impl<'de> serde::de::MapAccess<'de> for StrictMap {
+    type Error = serde_json::Error;
+
+    fn next_key_seed<K: serde::de::DeserializeSeed<'de>>(&mut self, seed: K) -> Result<Option<K::Value>, Self::Error> {
+        let Some((key, value)) = self.fields.next() else { return Ok(None) };
+        self.value = Some(value);
+        seed.deserialize(serde::de::value::StringDeserializer::new(key)).map(Some)
+    }
+
+    fn next_value_seed<V: serde::de::DeserializeSeed<'de>>(&mut self, seed: V) -> Result<V::Value, Self::Error> {
+        let value = self.value.take().ok_or_else(|| serde::de::Error::custom("a value without its key"))?;
+        seed.deserialize(Strict(value))
     }
 }
 
@@ -95,6 +205,14 @@ mod tests {
         delta: Option<i64>,
         #[serde(default)]
         ratio: Option<f64>,
+        #[serde(default)]
+        inner: Option<Inner>,
+    }
+
+    #[derive(Debug, serde::Deserialize)]
+    struct Inner {
+        #[serde(default)]
+        name: Option<String>,
     }
 
     fn read(text: &str) -> Result<Body, ApiError> {
@@ -103,15 +221,19 @@ mod tests {
     }
 
     #[test]
-    fn integral_numbers_fill_integer_fields_and_fractions_are_refused_naming_the_field() {
+    fn integral_numbers_fill_integer_fields_and_fractions_or_arrays_for_objects_are_refused_naming_the_field() {
         let body = read(r#"{"limit": 5.0, "delta": -2e0, "ratio": 3.0}"#).expect("integral numbers are integers");
         assert_eq!((body.limit, body.delta, body.ratio), (5, Some(-2), Some(3.0)));
         assert_eq!(read(r#"{"limit": 1, "ratio": 0.5}"#).expect("a float field").ratio, Some(0.5));
+        let inner = read(r#"{"limit": 1, "inner": {"name": "x"}}"#).expect("an object").inner;
+        assert_eq!(inner.and_then(|i| i.name).as_deref(), Some("x"));
         for (text, field) in [
             (r#"{"limit": 5.5}"#, "limit"),
             (r#"{"limit": -1.0}"#, "limit"),
             (r#"{"limit": 1e30}"#, "limit"),
             (r#"{"limit": 1, "x": 1}"#, "x"),
+            (r#"[1]"#, "body"),
+            (r#"{"limit": 1, "inner": [null]}"#, "inner"),
             (r#"{}"#, "limit"),
         ] {
             let Err(ApiError::Invalid { field: named, .. }) = read(text) else { panic!("{text} accepted") };

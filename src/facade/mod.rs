@@ -161,6 +161,8 @@ pub const OPENAPI_PATH: &str = "/api/openapi.json";
 /// assets built in) at `/api/docs`, `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: FacadeState) -> Router {
     let (routes, document) = api();
+    let mut document = serde_json::to_value(document).expect("the document serializes");
+    openapi::agent_rules(&mut document);
     let document = std::sync::Arc::new(document);
     // The docs UI reads the document from where it is served.
     let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));

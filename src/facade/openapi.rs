@@ -5,6 +5,7 @@
 //!   front of every route ([`super::read_body_within_deadline`]); 401 on every route that takes a bearer
 //!   token; 422 on every route with a JSON body (a body of the wrong shape, naming the field, from
 //!   [`super::body::JsonBody`]) (a malformed query is a 400, from [`super::body::QueryParams`]);
+//! - the rules of an agent body that tie fields together or come from the Agent's validation;
 //! - the OpenAPI links from the answers that name a run (`start_run`, `subagent_start`) to the routes
 //!   that take its id, so that a client (and the contract test, `scripts/contract-test`) can follow a run
 //!   from its start.
@@ -35,6 +36,55 @@ pub fn complete(document: &mut OpenApi) {
         }
     }
     links(document);
+}
+
+/// The rules of an agent body that the types alone do not state, from the Agent's validation
+/// (`crate::resources::validation::validate_agent`): the lengths of its texts, the slug's form, the known
+/// backends, and, for a new agent, how `is_subagent`, `backend_id` and the subagent allowlist go
+/// together (an update's are judged with the stored agent, which the document cannot know). Applied to
+/// the document as JSON (`const`, `enum` of `null` and schemas without a type are JSON Schema that
+/// utoipa's types do not hold).
+pub fn agent_rules(document: &mut serde_json::Value) {
+    use crate::resources::{BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS};
+    let fields = json!({"properties": {
+        "name": {"maxLength": 200},
+        "description": {"maxLength": 4096},
+        "backend_id": {"enum": BACKENDS},
+        "slug": {"pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
+    }});
+    let new_agent = [
+        // `is_subagent: true` needs the subagent backend...
+        json!({"anyOf": [
+            {"properties": {"is_subagent": {"enum": [false, null]}}},
+            {"required": ["backend_id"], "properties": {"backend_id": {"const": BACKEND_SUBAGENT}}},
+        ]}),
+        // ...and `is_subagent: false` the other one (the default backend).
+        json!({"anyOf": [
+            {"properties": {"is_subagent": {"enum": [true, null]}}},
+            {"properties": {"backend_id": {"const": BACKEND_CHATBOT}}},
+        ]}),
+        // A subagent has no subagents of its own.
+        json!({"anyOf": [
+            {"properties": {"backend_id": {"const": BACKEND_CHATBOT}}},
+            {"properties": {"config_json": {"anyOf": [
+                {"type": "null"},
+                {"properties": {"context": {"properties": {"subagents": {"type": "null"}}}}},
+            ]}}},
+        ]}),
+    ];
+    let mut rules = vec![fields.clone()];
+    rules.extend(new_agent);
+    add_rules(document, "CreateAgent", rules);
+    add_rules(document, "UpdateAgent", vec![fields]);
+}
+
+/// Makes the component schema `name` the `allOf` of itself and `rules`.
+fn add_rules(document: &mut serde_json::Value, name: &str, rules: Vec<serde_json::Value>) {
+    let schema =
+        document.pointer_mut(&format!("/components/schemas/{name}")).unwrap_or_else(|| panic!("no schema {name:?}"));
+    let mut all = vec![schema.take()];
+    all.extend(rules);
+    *schema = json!({"allOf": all});
 }
 
 /// The statuses of the module doc, each added where the route's annotation does not already state it.
