@@ -76,6 +76,38 @@ pub fn agent_rules(document: &mut serde_json::Value) {
     rules.extend(new_agent);
     add_rules(document, "CreateAgent", rules);
     add_rules(document, "UpdateAgent", vec![fields]);
+    // A list of names: at most 256, each 1 to 128 characters, none twice.
+    let names = json!({"maxItems": 256, "uniqueItems": true, "items": {"minLength": 1, "maxLength": 128}});
+    let context = json!({"properties": {
+        "system_prompt": {"maxLength": 65536},
+        "model": {"maxLength": 256},
+        "tools": names, "knowledges": names, "mcps": names, "skills": names, "preload_skills": names,
+        "subagents": {"maxItems": 256, "uniqueItems": true,
+            "items": {"pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63}},
+        "max_execution_steps": {"minimum": 1, "maximum": 10000},
+        "model_retry_times": {"maximum": 10},
+    }});
+    add_rules(document, "YuxiContext", vec![context]);
+    let scope = [
+        json!({"properties": {"department_ids": {"maxItems": 256, "uniqueItems": true}, "user_uids": names}}),
+        // A department scope names departments, a user scope users.
+        json!({"anyOf": [
+            {"properties": {"access_level": {"enum": ["global", "user"]}}},
+            {"required": ["department_ids"], "properties": {"department_ids": {"minItems": 1}}},
+        ]}),
+        json!({"anyOf": [
+            {"properties": {"access_level": {"enum": ["global", "department"]}}},
+            {"required": ["user_uids"], "properties": {"user_uids": {"minItems": 1}}},
+        ]}),
+    ];
+    add_rules(document, "YuxiScope", scope.into());
+    // Whoever may manage may read: no manage scope without a read scope (and the one within the other,
+    // which the document cannot state).
+    let share = json!({"anyOf": [
+        {"properties": {"manage_scope": {"type": "null"}}},
+        {"required": ["read_scope"], "properties": {"read_scope": {"type": "object"}}},
+    ]});
+    add_rules(document, "YuxiShare", vec![share]);
 }
 
 /// Makes the component schema `name` the `allOf` of itself and `rules`.

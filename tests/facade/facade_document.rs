@@ -106,3 +106,20 @@ async fn run_starts_link_to_the_routes_that_take_the_run_id() {
         by_id(link["operationId"].as_str().expect("operationId"));
     }
 }
+
+#[tokio::test]
+async fn agent_bodies_state_the_rules_of_the_agent_validation() {
+    let document = document(&start().await).await;
+    let schema = |name: &str| document["components"]["schemas"][name]["allOf"].as_array().cloned().expect(name);
+    let create = schema("CreateAgent");
+    assert_eq!(create[0]["additionalProperties"], false, "the fields themselves come first");
+    assert_eq!(create[1]["properties"]["backend_id"]["enum"], serde_json::json!(["ChatbotAgent", "SubAgentBackend"]));
+    assert_eq!(create[1]["properties"]["slug"]["maxLength"], 63);
+    assert_eq!(schema("UpdateAgent").len(), 2, "an update states the fields' rules, not the stored agent's");
+    let context = &schema("YuxiContext")[1]["properties"];
+    assert_eq!(
+        (context["tools"]["maxItems"].as_u64(), context["tools"]["items"]["minLength"].as_u64()),
+        (Some(256), Some(1))
+    );
+    assert_eq!(context["max_execution_steps"]["maximum"], 10000);
+}
