@@ -6,7 +6,7 @@ RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run webhook test faults bench fmt lint unit chart-check crds build tools clean
+.PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools clean
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -22,8 +22,8 @@ run: build
 webhook: build $(RUN_DIR)/tls.crt
 	$(BIN) webhook --offline --listen $(WEBHOOK_LISTEN) --tls-cert $(RUN_DIR)/tls.crt --tls-key $(RUN_DIR)/tls.key
 
-## test: formatting, lints (warnings denied), the Helm chart's checks and every test
-test: tools fmt chart-check lint unit
+## test: formatting, lints (warnings denied), the Helm chart's checks, every test, and the contract test
+test: tools fmt chart-check lint unit contract
 
 ## faults: the full fault suite (tests/faults: restarts, Redis killed, runners killed, bursts of 300),
 ## printing each scenario's numbers; `make test` runs its short form
@@ -53,6 +53,11 @@ lint:
 unit:
 	@scripts/k8s-venv >/dev/null
 	YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
+
+## contract: schemathesis (pinned in .venv-contract) against the local mode, checking that the OpenAPI
+## document at /api/openapi.json tells the truth (docs/operations/testing.md#the-contract-test)
+contract: build
+	@py=$$(scripts/contract-venv) && "$$py" scripts/contract-test $${CARGO_TARGET_DIR:-target}/debug/yuxi-operator
 
 ## chart-check: the checks of the Helm chart charts/yuxi-operator (scripts/chart-check), after the checker's
 ## own tests; fails when the chart is missing

@@ -4,6 +4,8 @@
 mod facade_agents;
 #[path = "facade/facade_cluster.rs"]
 mod facade_cluster;
+#[path = "facade/facade_document.rs"]
+mod facade_document;
 #[path = "facade/login.rs"]
 mod login;
 #[path = "facade/run_tokens.rs"]

@@ -77,22 +77,72 @@ pub struct Parent {
     pub tool_call_id: Option<String>,
 }
 
+/// [`Parent`] in a `subagent_start` or `task` body, as the OpenAPI document states it for a caller with a
+/// user's token, who names the parent: `agent`, `run_id` and `thread_id` are required (422 naming the one
+/// missing). A run calling with its own credentials sends `tool_call_id` alone. For the document only:
+/// the body's `parent` is read as a [`Parent`].
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct StartParent {
+    /// The parent agent's slug (a DNS-1123 label).
+    #[schema(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63)]
+    pub agent: String,
+    /// The parent run (letters, digits, `.`, `_`, `-`, starting with a letter or digit).
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 253)]
+    pub run_id: String,
+    /// The parent conversation's thread (an id as `run_id`, short enough for its children's ids).
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 176)]
+    pub thread_id: String,
+    /// The conversation whose uploads and outputs the child shares; the parent's thread when absent.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 253)]
+    pub file_thread_id: Option<String>,
+    /// The parent model's tool call; a retried call with the same id finds the same run.
+    #[schema(min_length = 1, max_length = 256)]
+    pub tool_call_id: Option<String>,
+}
+
+/// [`Parent`] in the body of a run-id tool, as the OpenAPI document states it for a caller with a user's
+/// token: `run_id` is required (422 when missing), the other fields are read from no caller. A run
+/// calling with its own credentials may leave `parent` out. For the document only.
+#[derive(Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct RunParent {
+    /// Not read.
+    pub agent: Option<String>,
+    /// The parent run that started the run asked about.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 253)]
+    pub run_id: String,
+    /// Not read.
+    pub thread_id: Option<String>,
+    /// Not read.
+    pub file_thread_id: Option<String>,
+    /// Not read.
+    pub tool_call_id: Option<String>,
+}
+
 /// `subagent_start` and `task`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartBody {
     /// The calling parent.
     #[serde(default)]
+    #[schema(value_type = StartParent, required = true)]
     pub parent: Parent,
-    /// The task, self-contained: the subagent sees nothing else of the conversation.
+    /// The task, self-contained: the subagent sees nothing else of the conversation (not blank, at most
+    /// 262,144 characters).
+    #[schema(pattern = "\\S", max_length = 262_144)]
     pub description: String,
-    /// The subagent, one of the parent's allowlist.
+    /// The subagent, one of the parent's allowlist (422 naming the allowed ones otherwise).
+    #[schema(pattern = "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", max_length = 63)]
     pub subagent_slug: String,
-    /// Continue this child thread (made earlier for the same parent thread and subagent).
+    /// Continue this child thread (made earlier for the same parent thread and subagent:
+    /// `<parent thread>_sub_<subagent>_<8 hex digits>`).
     #[serde(default)]
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*_sub_[a-z0-9]([-a-z0-9]*[a-z0-9])?_[0-9a-f]{8}$", max_length = 253)]
     pub thread_id: Option<String>,
     /// `task` only: how long to wait, in seconds (1..1800, default 1800).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1800)]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -102,11 +152,14 @@ pub struct StartBody {
 pub struct RunBody {
     /// The calling parent.
     #[serde(default)]
+    #[schema(value_type = RunParent, required = true)]
     pub parent: Parent,
     /// A run this parent run started.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 253)]
     pub run_id: String,
     /// `subagent_await` only: how long to wait, in seconds (1..1800, default 1800).
     #[serde(default)]
+    #[schema(minimum = 1, maximum = 1800)]
     pub timeout_seconds: Option<u64>,
 }
 
@@ -309,12 +362,15 @@ pub struct ToolsAnswer {
 pub struct EventsBody {
     /// The calling parent.
     #[serde(default)]
+    #[schema(value_type = RunParent, required = true)]
     pub parent: Parent,
     /// A run this parent run started.
+    #[schema(pattern = "^[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 253)]
     pub run_id: String,
-    /// Events after this stream id (`0-0`, the default, for all).
+    /// Events after this stream id (`0-0`, the default, for all): `<milliseconds>-<sequence>`, each a
+    /// 64-bit unsigned number (the document allows up to 19 digits, which always fit).
     #[serde(default = "start_of_stream")]
-    #[schema(default = "0-0")]
+    #[schema(default = "0-0", pattern = "^[0-9]{1,19}-[0-9]{1,19}$")]
     pub after_seq: String,
     /// At most this many events, 1..50.
     #[serde(default = "default_limit")]

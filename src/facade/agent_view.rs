@@ -16,12 +16,12 @@ use crate::resources::names::{
 use crate::resources::yuxi::YuxiAgent;
 use crate::resources::{Agent, GENERAL_PURPOSE};
 
-/// The longest `icon`, in bytes (a URL, or a small data URL).
-pub const MAX_ICON_BYTES: usize = 16 * 1024;
+/// The longest `icon`, in characters (a URL, or a small data URL).
+pub const MAX_ICON_CHARS: usize = 16 * 1024;
 /// The most `pics`.
 pub const MAX_PICS: usize = 16;
-/// The longest entry of `pics`, in bytes.
-pub const MAX_PIC_BYTES: usize = 2048;
+/// The longest entry of `pics`, in characters.
+pub const MAX_PIC_CHARS: usize = 2048;
 
 /// An agent as the caller sees it: the Yuxi fields plus the caller's rights.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -92,8 +92,8 @@ pub fn visible(agent: Option<Agent>, who: &Identity, slug: &str) -> Result<Agent
 }
 
 /// Sets the `icon` annotation (`Some(None)` removes it) and the `pics` annotation (an empty list removes
-/// it) on `meta`. Errors: 422 naming `icon`, `pics` or `pics[i]` past [`MAX_ICON_BYTES`], [`MAX_PICS`]
-/// or [`MAX_PIC_BYTES`].
+/// it) on `meta`. Errors: 422 naming `icon`, `pics` or `pics[i]` past [`MAX_ICON_CHARS`], [`MAX_PICS`]
+/// or [`MAX_PIC_CHARS`].
 pub fn set_pictures(
     meta: &mut ObjectMeta,
     icon: Option<Option<String>>,
@@ -101,10 +101,10 @@ pub fn set_pictures(
 ) -> Result<(), ApiError> {
     let annotations = meta.annotations.get_or_insert_with(Default::default);
     match icon {
-        Some(Some(icon)) if icon.len() > MAX_ICON_BYTES => {
+        Some(Some(icon)) if icon.chars().count() > MAX_ICON_CHARS => {
             return Err(ApiError::invalid(
                 "icon",
-                format!("must be at most {MAX_ICON_BYTES} bytes (is {})", icon.len()),
+                format!("must be at most {MAX_ICON_CHARS} characters (is {})", icon.chars().count()),
             ));
         }
         Some(Some(icon)) if !icon.is_empty() => {
@@ -122,10 +122,10 @@ pub fn set_pictures(
                 format!("must have at most {MAX_PICS} entries (has {})", pics.len()),
             ));
         }
-        if let Some((i, pic)) = pics.iter().enumerate().find(|(_, p)| p.len() > MAX_PIC_BYTES) {
+        if let Some((i, pic)) = pics.iter().enumerate().find(|(_, p)| p.chars().count() > MAX_PIC_CHARS) {
             return Err(ApiError::invalid(
                 format!("pics[{i}]"),
-                format!("must be at most {MAX_PIC_BYTES} bytes (is {})", pic.len()),
+                format!("must be at most {MAX_PIC_CHARS} characters (is {})", pic.chars().count()),
             ));
         }
         if pics.is_empty() {
@@ -160,11 +160,11 @@ mod tests {
             ApiError::Invalid { field, .. } => field,
             other => panic!("{other:?}"),
         };
-        let big = "x".repeat(MAX_ICON_BYTES + 1);
+        let big = "x".repeat(MAX_ICON_CHARS + 1);
         assert_eq!(field(set_pictures(&mut meta, Some(Some(big)), None).expect_err("icon")), "icon");
         let many = vec!["p".to_string(); MAX_PICS + 1];
         assert_eq!(field(set_pictures(&mut meta, None, Some(many)).expect_err("pics")), "pics");
-        let long = vec!["p".to_string(), "x".repeat(MAX_PIC_BYTES + 1)];
+        let long = vec!["p".to_string(), "x".repeat(MAX_PIC_CHARS + 1)];
         assert_eq!(field(set_pictures(&mut meta, None, Some(long)).expect_err("pic")), "pics[1]");
         set_pictures(&mut meta, Some(Some("i.png".into())), Some(vec!["a.png".into()])).expect("fits");
         let annotations = meta.annotations.clone().unwrap_or_default();

@@ -164,10 +164,10 @@ pub struct CreateAgent {
     slug: Option<String>,
     #[serde(default)]
     description: Option<String>,
-    /// A URL or data URL (at most 16 KiB).
+    /// A URL or data URL (at most 16,384 characters).
     #[serde(default)]
     icon: Option<String>,
-    /// Picture URLs (at most 16, each at most 2 KiB).
+    /// Picture URLs (at most 16, each at most 2,048 characters).
     #[serde(default)]
     pics: Option<Vec<String>>,
     #[serde(default)]
@@ -194,11 +194,11 @@ pub struct UpdateAgent {
     backend_id: Option<String>,
     #[serde(default)]
     description: Option<String>,
-    /// A URL or data URL (at most 16 KiB); `null` removes it.
+    /// A URL or data URL (at most 16,384 characters); `null` removes it.
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<String>)]
     icon: Option<Option<String>>,
-    /// Picture URLs (at most 16, each at most 2 KiB); `[]` removes them.
+    /// Picture URLs (at most 16, each at most 2,048 characters); `[]` removes them.
     #[serde(default)]
     pics: Option<Vec<String>>,
     #[serde(default)]

@@ -109,8 +109,10 @@ pub struct HeldFile {
     pub parse_methods: Vec<String>,
 }
 
-/// The multipart body of `POST /api/chat/attachments/tmp`: one field `file`.
-#[derive(utoipa::ToSchema)]
+/// The multipart body of `POST /api/chat/attachments/tmp`: one field `file` (other parts are not
+/// expected; a part the multipart parser cannot read answers 400).
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 #[allow(dead_code)]
 pub struct UploadForm {
     /// The file.
@@ -139,18 +141,22 @@ pub struct UploadForm {
 pub async fn upload_held(
     State(state): State<FacadeState>,
     Caller(who): Caller,
-    mut form: Multipart,
+    form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Json<HeldFile>, ApiError> {
+    let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
     let data = data_dir(&state)?;
     let bad = |e: axum::extract::multipart::MultipartError| {
         ApiError::BadRequest(format!("the multipart body cannot be read: {e}"))
     };
-    let field = loop {
-        match form.next_field().await.map_err(bad)? {
-            Some(field) if field.name() == Some("file") => break field,
-            Some(_) => continue,
-            None => return Err(ApiError::BadRequest("the multipart body has no `file` field".into())),
+    let field = match form.next_field().await.map_err(bad)? {
+        Some(field) if field.name() == Some("file") => field,
+        Some(field) => {
+            return Err(ApiError::invalid(
+                field.name().unwrap_or("body").to_string(),
+                "only the part `file` is expected",
+            ));
         }
+        None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
     };
     let file_name = field.file_name().unwrap_or_default().chars().take(MAX_NAME_CHARS).collect::<String>();
     let file_type = field.content_type().map(String::from);
@@ -164,6 +170,12 @@ pub async fn upload_held(
         ));
     }
     let bytes = field.bytes().await.map_err(bad)?;
+    if let Some(extra) = form.next_field().await.map_err(bad)? {
+        return Err(ApiError::invalid(
+            extra.name().unwrap_or("body").to_string(),
+            "only one part, `file`, is expected",
+        ));
+    }
     if bytes.len() > MAX_FILE_BYTES {
         return Err(ApiError::TooLarge(format!("file: {} bytes; at most {MAX_FILE_BYTES}", bytes.len())));
     }
@@ -267,9 +279,8 @@ async fn attachment(dir: &Path, file_id: &str) -> Option<Attachment> {
         (status = 200, description = "the attachments added", body = Confirmed),
         (status = 400, description = "malformed body", body = super::error::ErrorBody),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "the thread is unknown or another user's", body = super::error::ErrorBody),
+        (status = 404, description = "the thread is unknown or another user's, or `attachments[i].object_name` names no file the caller holds", body = super::error::ErrorBody),
         (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "`attachments[i].object_name` names no held file", body = super::error::ErrorBody),
         (status = 429, description = "`max_attachments_per_thread`", body = super::error::ErrorBody),
         (status = 503, description = "this facade keeps no files, or the store is unavailable", body = super::error::ErrorBody),
     ),
@@ -292,7 +303,7 @@ pub async fn confirm(
     for (at, item) in body.attachments.iter().enumerate() {
         let found = safe_name(&item.object_name).filter(|n| *n == item.object_name && held.join(n).is_file());
         if found.is_none() {
-            return Err(ApiError::invalid(format!("attachments[{at}].object_name"), "names no file you hold"));
+            return Err(ApiError::NotFound(format!("attachments[{at}].object_name: you hold no file of that name")));
         }
         if item.parsed_object_name.is_some() {
             return Err(ApiError::invalid(

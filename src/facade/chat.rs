@@ -275,6 +275,9 @@ pub async fn list(
     if offset > 1000 {
         return Err(ApiError::invalid("offset", "must be 0 to 1000"));
     }
+    if query.agent_id.as_deref().is_some_and(|agent| agent.chars().count() > 80) {
+        return Err(ApiError::invalid("agent_id", "is longer than 80 characters"));
+    }
     let mut out = Vec::new();
     // Filtering by agent reads past the page until it is full (the list holds 1,000 at most).
     let (mut skip, mut from) = (offset as usize, 0);
@@ -312,10 +315,10 @@ pub struct UpdateThread {
     /// Pin or unpin.
     #[serde(default)]
     pub is_pinned: Option<bool>,
-    /// Must be absent, `null`, or the agent's own mode: a thread carries no approval mode of its own
-    /// here (a run's start may name one).
+    /// Accepted and not kept: a thread carries no approval mode of its own here (a run's start may
+    /// name one).
     #[serde(default)]
-    pub tool_approval_mode: Option<String>,
+    pub tool_approval_mode: Option<super::run_request::ApprovalMode>,
 }
 
 /// `PUT /api/chat/thread/{thread_id}`: retitles or pins one of the caller's conversations.
@@ -345,11 +348,6 @@ pub async fn update(
 ) -> Result<Json<ThreadView>, ApiError> {
     let store = super::tools::runs(&state)?;
     let mut conversation = owned(store, &who, &thread_id).await?;
-    if let Some(mode) = body.tool_approval_mode.as_deref()
-        && !matches!(mode, "default" | "always_trust")
-    {
-        return Err(ApiError::invalid("tool_approval_mode", format!("{mode:?} is not one of default, always_trust")));
-    }
     if let Some(title) = &body.title {
         conversation.title = checked_title(title)?;
     }

@@ -116,15 +116,37 @@ pub struct ErrorBody {
     pub thread_id: Option<String>,
     /// The error as FastAPI answers it (see the module doc): a string, a list of [`DetailItem`] (422),
     /// or an object (`run_busy`).
-    #[schema(value_type = Object)]
+    #[schema(schema_with = detail_schema)]
     pub detail: serde_json::Value,
+}
+
+/// The schema of [`ErrorBody::detail`]: a string, a list of [`DetailItem`], or an object.
+fn detail_schema() -> utoipa::openapi::Schema {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    use utoipa::openapi::{Ref, Schema};
+    let one_of = OneOfBuilder::new()
+        .item(Schema::Object(ObjectBuilder::new().schema_type(Type::String).build()))
+        .item(Schema::Array(ArrayBuilder::new().items(Ref::from_schema_name("DetailItem")).build()))
+        .item(Schema::Object(ObjectBuilder::new().schema_type(Type::Object).build()))
+        .description(Some("a string, a list of `DetailItem` (422), or an object (`run_busy`)"))
+        .build();
+    Schema::OneOf(one_of)
+}
+
+/// The schema of [`DetailItem::loc`]: a list of names (strings) and indexes (integers).
+fn loc_schema() -> utoipa::openapi::schema::Array {
+    use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, OneOfBuilder, Type};
+    let part = OneOfBuilder::new()
+        .item(ObjectBuilder::new().schema_type(Type::String))
+        .item(ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(0)));
+    ArrayBuilder::new().items(part).build()
 }
 
 /// One item of a 422's `detail`, as FastAPI spells a validation error.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct DetailItem {
     /// Where: `"body"`, then the field's path, a name per object level and a number per list index.
-    #[schema(value_type = Vec<Object>)]
+    #[schema(schema_with = loc_schema)]
     pub loc: Vec<serde_json::Value>,
     /// What is wrong.
     pub msg: String,
@@ -134,12 +156,15 @@ pub struct DetailItem {
 }
 
 /// The `loc` of a field path in the request's own spelling: `context.tools[0]` is
-/// `["body", "context", "tools", 0]`; a query parameter's field is spelled `query.<name>`.
+/// `["body", "context", "tools", 0]`; a query parameter's field is spelled `query.<name>`, a header's
+/// `header.<Name>`.
 pub fn field_loc(field: &str) -> Vec<serde_json::Value> {
     let mut loc = Vec::new();
-    let (first, rest) = match field.strip_prefix("query.") {
-        Some(rest) => ("query", rest),
-        None => ("body", field),
+    let (first, rest) = match (field.strip_prefix("query."), field.strip_prefix("header.")) {
+        (Some(rest), _) => ("query", rest),
+        // A header's name is one part, dots and all.
+        (_, Some(name)) => return vec![serde_json::Value::from("header"), serde_json::Value::from(name)],
+        (None, None) => ("body", field),
     };
     loc.push(serde_json::Value::from(first));
     for part in rest.split('.').filter(|p| !p.is_empty()) {
@@ -319,6 +344,10 @@ mod tests {
             serde_json::json!([{"loc": ["body", "config_json", "context", "tools", 2], "msg": "unknown tool \"x\"", "type": "value_error"}])
         );
         assert_eq!(field_loc("query.after_seq"), vec![serde_json::json!("query"), serde_json::json!("after_seq")]);
+        assert_eq!(
+            field_loc("header.Last-Event-ID"),
+            vec![serde_json::json!("header"), serde_json::json!("Last-Event-ID")]
+        );
         assert_eq!(
             field_loc("a[0][1]"),
             vec![serde_json::json!("body"), serde_json::json!("a"), serde_json::json!(0), serde_json::json!(1)]

@@ -15,14 +15,15 @@ use super::{ApiError, FacadeState};
 use crate::access::Role;
 
 /// The longest `username`, in bytes.
-pub const MAX_USERNAME_BYTES: usize = 256;
+pub const MAX_USERNAME_CHARS: usize = 256;
 /// The longest `password`, in bytes.
 pub const MAX_PASSWORD_BYTES: usize = 1024;
 
 /// The login form.
 #[derive(Deserialize, utoipa::ToSchema)]
 pub struct LoginForm {
-    /// The login name: the users file's `username`, else its `uid`.
+    /// The login name: the users file's `username`, else its `uid` (1 to 256 characters).
+    #[schema(min_length = 1, max_length = 256)]
     pub username: String,
     /// The password.
     pub password: String,
@@ -98,8 +99,8 @@ async fn read_form(request: Request, state: &FacadeState) -> Result<LoginForm, A
     }
     let username = username.ok_or_else(|| ApiError::invalid("username", "is required"))?;
     let password = password.ok_or_else(|| ApiError::invalid("password", "is required"))?;
-    if username.is_empty() || username.len() > MAX_USERNAME_BYTES {
-        return Err(ApiError::invalid("username", format!("must be 1 to {MAX_USERNAME_BYTES} bytes")));
+    if username.is_empty() || username.chars().count() > MAX_USERNAME_CHARS {
+        return Err(ApiError::invalid("username", format!("must be 1 to {MAX_USERNAME_CHARS} characters")));
     }
     if password.len() > MAX_PASSWORD_BYTES {
         return Err(ApiError::invalid("password", format!("must be at most {MAX_PASSWORD_BYTES} bytes")));

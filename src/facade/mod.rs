@@ -17,6 +17,7 @@ pub mod launch;
 pub mod limits;
 pub mod login;
 pub mod me;
+pub mod openapi;
 pub mod run_events;
 pub mod run_folders;
 pub mod run_queue;
@@ -125,6 +126,7 @@ impl FromRef<FacadeState> for auth::Authenticator {
         description = "Yuxi-compatible agent CRUD, the subagent tools for parent agents, and runs."
     ),
     modifiers(&BearerAuth),
+    components(schemas(error::DetailItem)),
     tags(
         (name = "agents", description = "Agents and subagents (`/api/agent`)"),
         (name = "tools", description = "The subagent tools a parent agent calls"),
@@ -154,7 +156,7 @@ impl utoipa::Modify for BearerAuth {
 pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa::OpenApi;
     use utoipa_axum::routes;
-    utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (routes, mut document) = utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(routes!(me::me))
         .routes(routes!(login::login))
         .routes(routes!(agents::list, agents::create))
@@ -196,16 +198,26 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system_lists::tools))
         .routes(routes!(system_lists::mcp_servers))
         .routes(routes!(system_lists::accessible_skills))
-        .split_for_parts()
+        .split_for_parts();
+    openapi::complete(&mut document);
+    (routes, document)
 }
 
-/// The facade's routes: the API, its OpenAPI document at `/api/openapi.json`, `/healthz`, `/readyz` and
-/// `/metrics`.
+/// Where the OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+
+/// The facade's routes: the API, its OpenAPI document at [`OPENAPI_PATH`], the docs UI (Swagger UI, its
+/// assets built in) at `/api/docs`, `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: FacadeState) -> Router {
     let (routes, document) = api();
+    let mut document = serde_json::to_value(document).expect("the document serializes");
+    openapi::agent_rules(&mut document);
     let document = std::sync::Arc::new(document);
+    // The docs UI reads the document from where it is served.
+    let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));
     routes
-        .route("/api/openapi.json", get(move || async move { axum::Json(document.as_ref().clone()) }))
+        .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
+        .merge(Router::from(docs))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))

@@ -40,6 +40,7 @@ const HEARTBEAT: Duration = Duration::from_secs(15);
 pub struct EventsQuery {
     /// Resume after this stream id (`Last-Event-ID` wins when both are given).
     #[serde(default)]
+    #[param(value_type = String, pattern = "^[0-9]{1,19}-[0-9]{1,19}$")]
     after_seq: Option<String>,
     /// Yuxi's web client sends `verbose=false`; every event is streamed in full either way.
     #[serde(default, rename = "verbose")]
@@ -67,12 +68,13 @@ pub struct ThreadMessages {
     path = "/api/agent/runs/{run_id}/events",
     operation_id = "stream_run_events",
     tag = "runs",
-    params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, description = "resume after this stream id")),
+    params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, nullable = false, description = "resume after this stream id", pattern = "^[0-9]{1,19}-[0-9]{1,19}$")),
     responses(
         (status = 200, description = "server-sent events: `id` is the stream id, `event` the event name, `data` the envelope as JSON (with the run's `request_id`; payloads in Yuxi's shapes unless `event_format=flat`); the stream ends after `end`", content_type = "text/event-stream", body = crate::run::Envelope),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -88,10 +90,11 @@ pub async fn events(
     let record = mine(&store, &who, &run_id).await?;
     let format = query.event_format.unwrap_or_default();
     let request_id = record.request.request_id.clone();
-    let resume = headers.get("last-event-id").and_then(|v| v.to_str().ok()).map(String::from);
+    let resume = headers.get("last-event-id").map(|v| v.to_str().unwrap_or_default().to_string());
+    let field = if resume.is_some() { "header.Last-Event-ID" } else { "query.after_seq" };
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
     if !crate::delegation::wire::is_stream_id(&cursor) {
-        return Err(ApiError::invalid("after_seq", format!("{cursor:?} is not a stream id such as 0-0")));
+        return Err(ApiError::invalid(field, format!("{cursor:?} is not a stream id such as 0-0")));
     }
     // Held as long as the stream lives: its place is given back when the stream ends or its client goes.
     let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;

@@ -391,6 +391,14 @@ pub struct QueueQuery {
     agent_slug: String,
 }
 
+/// 422 naming `agent_slug` unless it is 1 to 80 characters.
+fn check_agent_slug(slug: &str) -> Result<(), ApiError> {
+    if slug.is_empty() || slug.chars().count() > 80 {
+        return Err(ApiError::invalid("agent_slug", "must be 1 to 80 characters"));
+    }
+    Ok(())
+}
+
 /// The state of a thread's queue.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct QueueState {
@@ -422,6 +430,7 @@ pub struct ThreadRequests {
         (status = 400, description = "malformed query", body = super::error::ErrorBody),
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
+        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = super::error::ErrorBody),
         (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -433,6 +442,7 @@ pub async fn thread_requests(
     QueryParams(query): QueryParams<QueueQuery>,
 ) -> Result<Json<ThreadRequests>, ApiError> {
     let store = super::tools::runs(&state)?;
+    check_agent_slug(&query.agent_slug)?;
     let conversation = super::chat::owned(store, &who, &thread_id).await?;
     let waiting: Vec<_> = store
         .thread_requests(&thread_id, &conversation.uid)
@@ -473,6 +483,7 @@ pub struct Continued {
         (status = 401, description = "no or bad token", body = super::error::ErrorBody),
         (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
         (status = 409, description = "the queue is empty, not paused, or the thread has an unfinished run", body = super::error::ErrorBody),
+        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = super::error::ErrorBody),
         (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),
@@ -484,6 +495,7 @@ pub async fn continue_queue(
     QueryParams(query): QueryParams<QueueQuery>,
 ) -> Result<Json<Continued>, ApiError> {
     let store = super::tools::runs(&state)?;
+    check_agent_slug(&query.agent_slug)?;
     let conversation = super::chat::owned(store, &who, &thread_id).await?;
     let head = store
         .thread_requests(&thread_id, &conversation.uid)

@@ -17,6 +17,34 @@ pub const MAX_REQUEST_ID_LEN: usize = 64;
 /// The longest `model_spec`, in characters.
 pub const MAX_MODEL_SPEC_LEN: usize = 256;
 
+/// An approval mode a run may be started with (Yuxi's `tool_approval_mode`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalMode {
+    /// Subagents get no `write_file`, `edit_file` or `execute`.
+    Default,
+    /// Every granted tool runs.
+    AlwaysTrust,
+}
+
+impl ApprovalMode {
+    /// The mode as the Agent spells it.
+    pub fn of_agent(self) -> ToolApprovalMode {
+        match self {
+            ApprovalMode::Default => ToolApprovalMode::Default,
+            ApprovalMode::AlwaysTrust => ToolApprovalMode::AlwaysTrust,
+        }
+    }
+
+    /// The mode as the API spells it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalMode::Default => "default",
+            ApprovalMode::AlwaysTrust => "always_trust",
+        }
+    }
+}
+
 /// What a start does when the thread already has an unfinished run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -34,40 +62,44 @@ pub enum QueuePolicy {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// What the user asks.
-    #[schema(min_length = 1, max_length = 65536)]
+    /// What the user asks: not blank, at most 262,144 characters.
+    #[schema(pattern = "\\S", max_length = 262_144)]
     pub query: String,
     /// The agent: an ordinary agent the caller may see (subagents run through the tools).
     #[schema(min_length = 1, max_length = 80)]
     pub agent_slug: String,
-    /// Continue this conversation (one of the caller's threads); a new one when absent.
+    /// Continue this conversation (one of the caller's threads); a new one when absent. An id without
+    /// `_sub_` (which marks a subagent's thread).
     #[serde(default)]
-    #[schema(min_length = 1, max_length = 128, pattern = "^[A-Za-z0-9._-]+$")]
+    #[schema(pattern = "^(?!.*_sub_)[A-Za-z0-9][A-Za-z0-9._-]*$", max_length = 176)]
     pub thread_id: Option<String>,
     /// The client's tracking data, stored with the run and returned with it (at most 16 KiB of JSON);
     /// `meta.request_id` (at most 64 characters: letters, digits, `.`, `_`, `-`) is the run's request id.
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub meta: Option<Map<String, Value>>,
-    /// A base64 image for models that take images. No model this system runs takes images: a non-empty
-    /// value answers 422 naming the field.
+    /// A base64 image for models that take images. No model this system runs takes images: only
+    /// `null` or `""`; anything else answers 422 naming the field.
     #[serde(default)]
+    #[schema(max_length = 0)]
     pub image_content: Option<String>,
-    /// A model (`<provider>/<model>`) for this run: allowed when the agent names no model of its own,
-    /// or names this one; otherwise 403 (administrators may always choose).
+    /// A model (`<provider>/<model>`, at most 256 characters; `""` for the agent's) for this run:
+    /// allowed when the agent names no model of its own, or names this one; otherwise 403
+    /// (administrators may always choose).
     #[serde(default)]
-    #[schema(max_length = 256)]
+    #[schema(max_length = 256, pattern = "^([!-.0-~]+/[!-~]+)?$")]
     pub model_spec: Option<String>,
-    /// `default` or `always_trust` for this run; another mode than the agent's is for administrators
-    /// (403 otherwise).
+    /// The approval mode for this run; another mode than the agent's is for administrators (403
+    /// otherwise).
     #[serde(default)]
-    pub tool_approval_mode: Option<String>,
-    /// The answer to a run's question. No run of this system asks one yet: anything but `null`
+    pub tool_approval_mode: Option<ApprovalMode>,
+    /// The answer to a run's question. No run of this system asks one yet: only `null`; anything else
     /// answers 422 naming the field.
     #[serde(default)]
-    #[schema(value_type = Option<Object>)]
+    #[schema(value_type = Option<()>)]
     pub resume: Option<Value>,
-    /// An earlier run of the same thread (one of the caller's) that this one follows.
+    /// An earlier run of the same thread (one of the caller's) that this one follows; another answers
+    /// 404, as a missing run.
     #[serde(default)]
     #[schema(max_length = 128)]
     pub created_by_run_id: Option<String>,
@@ -80,8 +112,9 @@ pub struct StartRun {
 /// client sent none. `earlier` looks up one of the caller's runs (for `created_by_run_id`).
 ///
 /// Errors: 413 for `meta` past [`MAX_META_BYTES`]; 422 naming `meta.request_id`, `model_spec`,
-/// `tool_approval_mode`, `image_content`, `resume` or `created_by_run_id`; 403 naming `model_spec` or
-/// `tool_approval_mode` when the agent does not allow the caller that choice.
+/// `image_content` or `resume`; 403 naming `model_spec` or `tool_approval_mode` when the agent does not
+/// allow the caller that choice; 404 for a `created_by_run_id` that is not one of the caller's runs of
+/// the thread.
 pub fn checked(
     body: &StartRun,
     who: &Identity,
@@ -137,26 +170,16 @@ pub fn checked(
             Some(model.to_string())
         }
     };
-    let tool_approval_mode = match body.tool_approval_mode.as_deref() {
+    let tool_approval_mode = match body.tool_approval_mode {
         None => None,
         Some(mode) => {
-            let asked = match mode {
-                "default" => ToolApprovalMode::Default,
-                "always_trust" => ToolApprovalMode::AlwaysTrust,
-                other => {
-                    return Err(ApiError::invalid(
-                        "tool_approval_mode",
-                        format!("{other:?} is not one of default, always_trust"),
-                    ));
-                }
-            };
-            if asked != context.tool_approval_mode.unwrap_or_default() && !admin {
+            if mode.of_agent() != context.tool_approval_mode.unwrap_or_default() && !admin {
                 return Err(ApiError::Forbidden(format!(
                     "tool_approval_mode: only administrators change agent {:?}'s approval mode",
                     body.agent_slug
                 )));
             }
-            Some(mode.to_string())
+            Some(mode.as_str().to_string())
         }
     };
     let created_by_run_id = match body.created_by_run_id.as_deref().filter(|id| !id.is_empty()) {
@@ -164,10 +187,9 @@ pub fn checked(
         Some(id) => match earlier {
             Some(run) if run.run_id == id && run.thread_id == thread_id => Some(id.to_string()),
             _ => {
-                return Err(ApiError::invalid(
-                    "created_by_run_id",
-                    format!("{id:?} is not one of your runs in thread {thread_id:?}"),
-                ));
+                return Err(ApiError::NotFound(format!(
+                    "created_by_run_id: run {id:?} does not exist in thread {thread_id:?}"
+                )));
             }
         },
     };

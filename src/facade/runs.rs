@@ -64,6 +64,7 @@ pub struct StartedParentRun {
         (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
         (status = 413, description = "body too large", body = super::error::ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
         (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
     ),
     security(("bearer" = [])),

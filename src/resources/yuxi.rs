@@ -110,8 +110,9 @@ pub enum YuxiAccessLevel {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct YuxiShare {
-    /// Always 2.
+    /// Always 2 (any other is read as 2).
     #[serde(default = "share_version")]
+    #[schema(value_type = u64, maximum = 4_294_967_295_u64)]
     pub version: u32,
     /// Who may read; null for the owner only.
     #[serde(default)]

@@ -389,7 +389,8 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         .map(|f| f.as_str().expect("name"))
         .collect();
     required.sort();
-    assert_eq!(required, ["description", "subagent_slug"]);
+    // `parent` is required of a user's token (a run's own credentials may leave it out: see `StartParent`).
+    assert_eq!(required, ["description", "parent", "subagent_slug"]);
     assert_eq!(document["components"]["securitySchemes"]["bearer"]["scheme"], "bearer");
 }
 
