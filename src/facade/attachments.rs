@@ -251,8 +251,10 @@ pub struct Confirmed {
     pub attachments: Vec<Attachment>,
 }
 
+/// The attachment `file_id` of the uploads folder `dir`: a regular file (never what a link a run made
+/// there points at).
 async fn attachment(dir: &Path, file_id: &str) -> Option<Attachment> {
-    let meta = tokio::fs::metadata(dir.join(file_id)).await.ok().filter(|m| m.is_file())?;
+    let meta = tokio::fs::symlink_metadata(dir.join(file_id)).await.ok().filter(|m| m.is_file())?;
     let uploaded_at =
         meta.modified().ok().and_then(|t| jiff::Timestamp::try_from(t).ok()).map(|t| t.to_string()).unwrap_or_default();
     Some(Attachment {

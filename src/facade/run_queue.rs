@@ -3,9 +3,9 @@
 //! `GET /api/agent/thread/{thread_id}/requests` and `POST .../requests/continue`.
 //!
 //! A queued request is started by a pump: one task per thread with waiting requests in each facade
-//! process, woken when the thread's run ends. It takes the queue's head in one store step (two facades
-//! never start the same request), starts it like `POST /api/agent/runs` would, with the rights its
-//! owner has then, and waits for that run. After a run that failed or was cancelled the queue pauses
+//! process, woken when the thread's run ends. It claims the queue's head (two facades never start the
+//! same request), starts it like `POST /api/agent/runs` would, for the identity that queued it, with
+//! the agent's share rules checked again then, and waits for that run. After a run that failed or was cancelled the queue pauses
 //! until its owner continues it. Every few seconds each facade looks for queues without a pump (after a
 //! restart, or a facade that went), so nothing that waits is forgotten while the store keeps it.
 
