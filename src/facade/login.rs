@@ -18,6 +18,12 @@ use crate::access::Role;
 pub const MAX_USERNAME_CHARS: usize = 256;
 /// The longest `password`, in bytes.
 pub const MAX_PASSWORD_BYTES: usize = 1024;
+/// How many passwords are checked at once at most (argon2 takes about 19 MiB and tens of milliseconds
+/// each); further logins wait their turn.
+pub const MAX_CONCURRENT_CHECKS: usize = 4;
+
+/// The turns of [`MAX_CONCURRENT_CHECKS`].
+static CHECKS: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(MAX_CONCURRENT_CHECKS);
 
 /// The login form.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -132,6 +138,7 @@ pub async fn login(State(state): State<FacadeState>, request: Request) -> Result
     };
     let users = users.clone();
     let form = read_form(request, &state).await?;
+    let _turn = CHECKS.acquire().await.map_err(|_| ApiError::Unavailable("the login could not be checked".into()))?;
     let outcome = tokio::task::spawn_blocking(move || users.login(&form.username, &form.password))
         .await
         .map_err(|e| ApiError::Unavailable(format!("the login could not be checked: {e}")))?;

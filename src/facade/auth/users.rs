@@ -178,6 +178,16 @@ impl Users {
         if self.failures.get(username).unwrap_or(0) >= MAX_FAILED_LOGINS {
             return Err(LoginError::TooMany);
         }
+        // Counted as a failure before the password is checked, in one step per username, so tries made at
+        // once cannot all pass the limit while each is being checked.
+        let tries = self
+            .failures
+            .entry(username.to_string())
+            .and_upsert_with(|count| count.map_or(0, |c| *c.value()) + 1)
+            .into_value();
+        if tries > MAX_FAILED_LOGINS {
+            return Err(LoginError::TooMany);
+        }
         let found = self.by_name.get(username);
         let matches = verify(found.map_or(decoy_hash(), |l| l.password_hash.as_str()), password);
         match found {
@@ -189,11 +199,7 @@ impl Users {
                     token: login.token.clone(),
                 })
             }
-            _ => {
-                let failed = self.failures.get(username).unwrap_or(0) + 1;
-                self.failures.insert(username.to_string(), failed);
-                Err(LoginError::Refused)
-            }
+            _ => Err(LoginError::Refused),
         }
     }
 }
@@ -297,5 +303,19 @@ mod tests {
         }
         assert_eq!(users.login("alice", "s3cret-pass"), Err(LoginError::TooMany), "even the right password waits");
         assert_eq!(users.login("bob", "x"), Err(LoginError::Refused), "another username is not limited");
+    }
+
+    #[test]
+    fn failed_logins_made_at_once_are_limited_too() {
+        let users = Users::new(vec![entry(Some(hash_password("s3cret-pass").expect("hash")))]).expect("users");
+        let checked = std::thread::scope(|s| {
+            let tries: Vec<_> = (0..4 * MAX_FAILED_LOGINS).map(|_| s.spawn(|| users.login("alice", "wrong"))).collect();
+            tries.into_iter().map(|t| t.join().expect("a try")).filter(|r| *r == Err(LoginError::Refused)).count()
+        });
+        assert!(
+            checked <= MAX_FAILED_LOGINS as usize,
+            "{checked} passwords were checked for one username at once; at most {MAX_FAILED_LOGINS}"
+        );
+        assert_eq!(users.login("alice", "s3cret-pass"), Err(LoginError::TooMany));
     }
 }
