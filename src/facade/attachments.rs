@@ -307,6 +307,9 @@ pub async fn confirm(
         if found.is_none() {
             return Err(ApiError::NotFound(format!("attachments[{at}].object_name: you hold no file of that name")));
         }
+        if body.attachments[..at].iter().any(|earlier| earlier.object_name == item.object_name) {
+            return Err(ApiError::invalid(format!("attachments[{at}].object_name"), "names a file given before"));
+        }
         if item.parsed_object_name.is_some() {
             return Err(ApiError::invalid(
                 format!("attachments[{at}].parsed_object_name"),
@@ -328,13 +331,28 @@ pub async fn confirm(
         let name = item.object_name.split_once('_').map_or(item.object_name.as_str(), |(_, n)| n).to_string();
         let mut file_id = name.clone();
         let mut n = 2;
-        while tokio::fs::try_exists(uploads.join(&file_id)).await.unwrap_or(false) {
-            file_id = format!("{n}-{name}");
-            n += 1;
+        // A link never replaces what is there (a rename would: two confirms at once of files of one name
+        // would keep one of them).
+        loop {
+            match tokio::fs::hard_link(held.join(&item.object_name), uploads.join(&file_id)).await {
+                Ok(()) => break,
+                Err(e) if e.kind() == std::io::ErrorKind::AlreadyExists && n <= MAX_PER_THREAD * 4 => {
+                    file_id = format!("{n}-{name}");
+                    n += 1;
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound && !held.join(&item.object_name).exists() => {
+                    return Err(ApiError::NotFound(format!(
+                        "{:?}: you hold no file of that name (added meanwhile?)",
+                        item.object_name
+                    )));
+                }
+                Err(e) => return Err(io_error("cannot add the attachment", e)),
+            }
         }
-        tokio::fs::rename(held.join(&item.object_name), uploads.join(&file_id))
-            .await
-            .map_err(|e| io_error("cannot add the attachment", e))?;
+        match tokio::fs::remove_file(held.join(&item.object_name)).await {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(io_error("cannot add the attachment", e)),
+            _ => {}
+        }
         if let Some(attachment) = attachment(&uploads, &file_id).await {
             added.push(attachment);
         }
