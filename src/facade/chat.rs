@@ -367,7 +367,8 @@ pub struct Deleted {
 }
 
 /// `DELETE /api/chat/thread/{thread_id}`: removes one of the caller's conversations and its messages
-/// (409 `run_busy` while it has an unfinished run). Its id stays the caller's.
+/// (409 `run_busy` while it has an unfinished run), and cancels the requests waiting in its queue. Its id
+/// stays the caller's.
 #[utoipa::path(
     delete,
     path = "/api/chat/thread/{thread_id}",
@@ -400,6 +401,14 @@ pub async fn delete(
             active_run_status: record.status.as_str().into(),
             agent_slug: record.agent_slug,
         });
+    }
+    // What waits in its queue goes with it: a paused queue would otherwise go on once the conversation
+    // (which holds the pause) is gone.
+    for mut request in store.thread_requests(&thread_id, &conversation.uid).await? {
+        if store.remove_request(&thread_id, &request.request_id).await? {
+            request.status = crate::run::queue::RequestStatus::Cancelled;
+            store.put_request(&request).await?;
+        }
     }
     store.delete_conversation(&conversation).await?;
     Ok(Json(Deleted { message: format!("thread {thread_id:?} was deleted") }))

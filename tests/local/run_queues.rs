@@ -12,7 +12,8 @@ use crate::support::local_mode::{Local, LocalStore};
 
 crate::with_each_store!(
     a_steered_request_ends_the_running_run_at_its_next_model_turn,
-    a_full_queue_answers_429_naming_its_limit
+    a_full_queue_answers_429_naming_its_limit,
+    a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it
 );
 
 /// Says something and looks around for 1.5 s, then would think for 5 s more before its last word.
@@ -121,6 +122,40 @@ async fn a_full_queue_answers_429_naming_its_limit(store: LocalStore) {
     assert_eq!(status, 409, "{again}");
     let (_, list) = get(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow")).await;
     assert_eq!(list["queue"]["queued_count"], 10, "{list}");
+}
+
+async fn a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it(store: LocalStore) {
+    let agent = main_agent("slow");
+    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "slow", None, &unique("p-1"), "enqueue")).await;
+    assert_eq!(status, 200, "{first}");
+    let (run1, thread) =
+        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
+    let waiting = unique("p-2");
+    let (status, queued) =
+        post(&local, "/api/agent/runs", start_body("second", "slow", Some(&thread), &waiting, "enqueue")).await;
+    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    let (status, cancelled) = post(&local, &format!("/api/agent/runs/{run1}/cancel"), json!({})).await;
+    assert_eq!(status, 200, "{cancelled}");
+    until(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow"), Duration::from_secs(10), |a| {
+        a["queue"]["status"] == "paused"
+    })
+    .await;
+    let response = local
+        .client
+        .delete(format!("{}/api/chat/thread/{thread}", local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status().as_u16(), 200);
+    // The dispatcher looks for queues without a pump every 5 s: the request would start by then.
+    tokio::time::sleep(Duration::from_secs(7)).await;
+    let (_, request) = get(&local, &format!("/api/agent/requests/{waiting}")).await;
+    assert_eq!(request["request"]["status"], "cancelled", "{request}\n{}", local.log());
+    let (status, history) = get(&local, &format!("/api/chat/thread/{thread}/history")).await;
+    assert_eq!(status, 404, "the deleted conversation stays deleted: {history}");
 }
 
 #[tokio::test]
