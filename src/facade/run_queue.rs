@@ -261,7 +261,12 @@ async fn start_request(
     };
     match store.create_run(&request.record, None, state.limits.runs).await? {
         Created::Started => {
-            store.remove_request(thread_id, request_id).await?;
+            if !store.remove_request(thread_id, request_id).await? {
+                // Cancelled while its run was being recorded: the cancel has answered `cancelled`, so the
+                // run never starts.
+                store.end_run(&request.record.run_id, RunStatus::Cancelled, None).await?;
+                return Ok(Start::Done);
+            }
             request.status = RequestStatus::Dispatched;
             request.run_id = Some(request.record.run_id.clone());
             store.put_request(&request).await?;
