@@ -391,16 +391,20 @@ pub async fn delete(
 ) -> Result<Json<Deleted>, ApiError> {
     let store = super::tools::runs(&state)?;
     let conversation = owned(store, &who, &thread_id).await?;
-    if let Some(run) = &conversation.last_run_id
-        && let Some(record) = store.run_record(run).await?
-        && !record.status.is_terminal()
-    {
-        return Err(ApiError::RunBusy {
-            thread_id,
-            active_run_id: record.run_id,
-            active_run_status: record.status.as_str().into(),
-            agent_slug: record.agent_slug,
-        });
+    // The thread's lock names its unfinished run even when the conversation's `last_run_id` lags (a
+    // retitle that read the conversation before a run started and wrote it after).
+    let locked = store.thread_active_run(&thread_id).await?;
+    for run in [locked, conversation.last_run_id.clone()].into_iter().flatten() {
+        if let Some(record) = store.run_record(&run).await?
+            && !record.status.is_terminal()
+        {
+            return Err(ApiError::RunBusy {
+                thread_id,
+                active_run_id: record.run_id,
+                active_run_status: record.status.as_str().into(),
+                agent_slug: record.agent_slug,
+            });
+        }
     }
     // What waits in its queue goes with it: a paused queue would otherwise go on once the conversation
     // (which holds the pause) is gone.

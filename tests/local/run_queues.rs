@@ -187,6 +187,56 @@ async fn a_queue_kept_in_redis_waits_through_a_restart_and_goes_on() {
         .await;
 }
 
+#[tokio::test]
+async fn a_conversation_retitled_as_its_first_run_starts_is_not_deleted_under_that_run() {
+    let agent = main_agent("slow");
+    let (local, _m) =
+        start_with(LocalStore::Redis, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
+    // A retitle reads the conversation and writes it whole: one that read it before the run was noted
+    // there writes it back without the run. The delete must still see the run.
+    for trial in 0..10 {
+        let (status, created) = post(&local, "/api/chat/thread", json!({"agent_id": "slow"})).await;
+        assert_eq!(status, 200, "{created}");
+        let thread = created["id"].as_str().expect("id").to_string();
+        let retitle = |n: usize| {
+            let (local, thread) = (&local, &thread);
+            async move {
+                tokio::time::sleep(Duration::from_millis(n as u64)).await;
+                local
+                    .client
+                    .put(format!("{}/api/chat/thread/{thread}", local.base))
+                    .bearer_auth("alice-token")
+                    .json(&json!({"title": format!("title {n}")}))
+                    .send()
+                    .await
+                    .expect("reaches")
+                    .status()
+            }
+        };
+        let start = post(&local, "/api/agent/runs", json!({"query": "x", "agent_slug": "slow", "thread_id": thread}));
+        let (retitled, (status, run)) = tokio::join!(futures::future::join_all((0..40).map(retitle)), start);
+        assert!(retitled.iter().all(|s| s.is_success()));
+        assert_eq!(status, 200, "{run}");
+        let deleted = local
+            .client
+            .delete(format!("{}/api/chat/thread/{thread}", local.base))
+            .bearer_auth("alice-token")
+            .send()
+            .await
+            .expect("reaches");
+        let run_id = run["run_id"].as_str().expect("run");
+        let (_, record) = get(&local, &format!("/api/agent/runs/{run_id}")).await;
+        if record["run"]["status"] != "completed" {
+            assert_eq!(deleted.status().as_u16(), 409, "trial {trial}: deleted under its unfinished run: {record}");
+        }
+        // One run at a time, within the caller's limit of unfinished runs.
+        until(&local, &format!("/api/agent/runs/{run_id}/result"), Duration::from_secs(20), |a| {
+            a["status"].is_string()
+        })
+        .await;
+    }
+}
+
 /// A request id no other test run uses (they share one Redis).
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
