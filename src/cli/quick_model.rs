@@ -30,13 +30,21 @@ impl QuickModel for RunnerModels {
         let id = scripted::pick_auto(&id, "", self.settings.scripts_dir.as_deref());
         let settings = self.settings.clone();
         Box::pin(async move {
-            let model = Model::resolve(&id, &settings).map_err(|e| e.to_string())?;
+            // The caller is told which model failed, not this machine's paths or the endpoint's words:
+            // those go to the log.
+            let model = Model::resolve(&id, &settings).map_err(|e| {
+                tracing::warn!(model = %id, error = %e, "the chat call's model cannot be used");
+                format!("model {id:?} cannot be used here")
+            })?;
             let (deltas, _unread) = tokio::sync::mpsc::unbounded_channel();
             let turn =
                 tokio::time::timeout(ANSWER_WITHIN, model.complete(&[Message::User { content: query }], &[], &deltas))
                     .await
                     .map_err(|_| format!("model {id:?} did not answer within {} s", ANSWER_WITHIN.as_secs()))?
-                    .map_err(|e| format!("model {id:?} failed: {e}"))?;
+                    .map_err(|e| {
+                        tracing::warn!(model = %id, error = %e, "the chat call's model failed");
+                        format!("model {id:?} failed")
+                    })?;
             Ok(turn.content)
         })
     }

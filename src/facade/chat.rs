@@ -14,7 +14,9 @@ use super::body::{JsonBody, QueryParams};
 use super::error::ApiError;
 use crate::access::{Identity, Role};
 use crate::run::RunRecord;
-use crate::run::conversation::{self, Conversation, DEFAULT_TITLE, MAX_METADATA_BYTES, MAX_TITLE_CHARS};
+use crate::run::conversation::{
+    self, Conversation, ConversationChange, DEFAULT_TITLE, MAX_METADATA_BYTES, MAX_TITLE_CHARS,
+};
 use crate::run::message::Message;
 use crate::run::thread_id::is_valid_id;
 use crate::store::Store;
@@ -33,25 +35,23 @@ pub(super) async fn owned(store: &Store, who: &Identity, thread_id: &str) -> Res
 /// Records that `record` (a parent run just created) runs in its thread: the thread's conversation
 /// is made on its first run (titled after the query) and points at its latest run.
 pub(super) async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
+    if store.change_conversation(&record.thread_id, &ConversationChange::LastRun(record.run_id.clone())).await? {
+        return Ok(());
+    }
     let now = jiff::Timestamp::now().to_string();
-    let mut conversation = match store.conversation(&record.thread_id).await? {
-        Some(conversation) => conversation,
-        None => Conversation {
-            thread_id: record.thread_id.clone(),
-            uid: record.uid.clone(),
-            agent_slug: record.agent_slug.clone(),
-            title: query.trim().chars().take(30).collect(),
-            is_pinned: false,
-            metadata: Map::new(),
-            created_at: now.clone(),
-            updated_at: now.clone(),
-            last_run_id: None,
-            viewed_run_id: None,
-            queue_paused: false,
-        },
+    let conversation = Conversation {
+        thread_id: record.thread_id.clone(),
+        uid: record.uid.clone(),
+        agent_slug: record.agent_slug.clone(),
+        title: query.trim().chars().take(30).collect(),
+        is_pinned: false,
+        metadata: Map::new(),
+        created_at: now.clone(),
+        updated_at: now.clone(),
+        last_run_id: Some(record.run_id.clone()),
+        viewed_run_id: None,
+        queue_paused: false,
     };
-    conversation.last_run_id = Some(record.run_id.clone());
-    conversation.updated_at = now;
     store.put_conversation(&conversation).await?;
     Ok(())
 }
@@ -347,16 +347,16 @@ pub async fn update(
     JsonBody(body): JsonBody<UpdateThread>,
 ) -> Result<Json<ThreadView>, ApiError> {
     let store = super::tools::runs(&state)?;
-    let mut conversation = owned(store, &who, &thread_id).await?;
-    if let Some(title) = &body.title {
-        conversation.title = checked_title(title)?;
+    owned(store, &who, &thread_id).await?;
+    let title = body.title.as_deref().map(checked_title).transpose()?;
+    // Field by field, each in one store step: a run or the queue changing the conversation meanwhile
+    // keeps its change.
+    let changes =
+        title.map(ConversationChange::Title).into_iter().chain(body.is_pinned.map(ConversationChange::Pinned));
+    for change in changes {
+        store.change_conversation(&thread_id, &change).await?;
     }
-    if let Some(pinned) = body.is_pinned {
-        conversation.is_pinned = pinned;
-    }
-    conversation.updated_at = jiff::Timestamp::now().to_string();
-    store.put_conversation(&conversation).await?;
-    Ok(Json(view(store, conversation).await?))
+    Ok(Json(view(store, owned(store, &who, &thread_id).await?).await?))
 }
 
 /// The answer of `DELETE /api/chat/thread/{thread_id}`.
@@ -448,8 +448,8 @@ pub async fn viewed(
     if let Some(record) = last.filter(|r| r.status.is_terminal())
         && conversation.viewed_run_id.as_deref() != Some(record.run_id.as_str())
     {
+        store.change_conversation(&thread_id, &ConversationChange::Viewed(record.run_id.clone())).await?;
         conversation.viewed_run_id = Some(record.run_id);
-        store.put_conversation(&conversation).await?;
     }
     Ok(Json(view(store, conversation).await?))
 }

@@ -18,6 +18,7 @@ pub mod limits;
 pub mod login;
 pub mod me;
 pub mod openapi;
+pub mod request_routes;
 pub mod run_events;
 pub mod run_folders;
 pub mod run_queue;
@@ -171,12 +172,12 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(runs::active_run))
         .routes(routes!(run_events::events))
         .routes(routes!(run_events::thread_messages))
-        .routes(routes!(run_queue::get_request))
-        .routes(routes!(run_queue::request_events))
-        .routes(routes!(run_queue::cancel_request))
-        .routes(routes!(run_queue::steer_request))
-        .routes(routes!(run_queue::thread_requests))
-        .routes(routes!(run_queue::continue_queue))
+        .routes(routes!(request_routes::get_request))
+        .routes(routes!(request_routes::request_events))
+        .routes(routes!(request_routes::cancel_request))
+        .routes(routes!(request_routes::steer_request))
+        .routes(routes!(request_routes::thread_requests))
+        .routes(routes!(request_routes::continue_queue))
         .routes(routes!(chat::create))
         .routes(routes!(chat::list))
         .routes(routes!(chat::update, chat::delete))

@@ -31,8 +31,9 @@ pub struct Conversation {
     /// Whether its owner pinned it.
     #[serde(default)]
     pub is_pinned: bool,
-    /// The client's metadata, as sent (at most [`MAX_METADATA_BYTES`]).
-    #[serde(default)]
+    /// The client's metadata, as sent (at most [`MAX_METADATA_BYTES`]); stored as JSON text, as the
+    /// store's scripts change conversations.
+    #[serde(default, with = "super::record::json_text")]
     pub metadata: serde_json::Map<String, serde_json::Value>,
     /// When it was created, RFC 3339.
     pub created_at: String,
@@ -48,6 +49,62 @@ pub struct Conversation {
     /// cancelled: [`crate::run::queue::continues_after`]).
     #[serde(default)]
     pub queue_paused: bool,
+}
+
+/// One change of a conversation, made in one store step, so that changes made at once all hold (a
+/// whole record written back would undo another's change).
+#[derive(Clone, Debug, PartialEq)]
+pub enum ConversationChange {
+    /// A new title.
+    Title(String),
+    /// Pinned or not.
+    Pinned(bool),
+    /// Its latest run.
+    LastRun(String),
+    /// The run whose end its owner has seen.
+    Viewed(String),
+    /// Its queue paused, or going on.
+    QueuePaused(bool),
+}
+
+impl ConversationChange {
+    /// The field it sets, as the store keeps it.
+    pub fn field(&self) -> &'static str {
+        match self {
+            Self::Title(_) => "title",
+            Self::Pinned(_) => "is_pinned",
+            Self::LastRun(_) => "last_run_id",
+            Self::Viewed(_) => "viewed_run_id",
+            Self::QueuePaused(_) => "queue_paused",
+        }
+    }
+
+    /// The value it sets, as JSON.
+    pub fn value(&self) -> serde_json::Value {
+        match self {
+            Self::Title(s) | Self::LastRun(s) | Self::Viewed(s) => serde_json::Value::from(s.as_str()),
+            Self::Pinned(b) | Self::QueuePaused(b) => serde_json::Value::from(*b),
+        }
+    }
+
+    /// Whether it moves the conversation up its owner's list (and sets `updated_at`).
+    pub fn touches(&self) -> bool {
+        matches!(self, Self::Title(_) | Self::Pinned(_) | Self::LastRun(_))
+    }
+
+    /// Makes the change on `conversation`, at `now` (RFC 3339).
+    pub fn apply(&self, conversation: &mut Conversation, now: &str) {
+        match self {
+            Self::Title(title) => conversation.title = title.clone(),
+            Self::Pinned(pinned) => conversation.is_pinned = *pinned,
+            Self::LastRun(run) => conversation.last_run_id = Some(run.clone()),
+            Self::Viewed(run) => conversation.viewed_run_id = Some(run.clone()),
+            Self::QueuePaused(paused) => conversation.queue_paused = *paused,
+        }
+        if self.touches() {
+            conversation.updated_at = now.to_string();
+        }
+    }
 }
 
 /// A conversation's state in the sidebar (Yuxi's `thread_status`): `loading` while its latest run is

@@ -56,8 +56,9 @@ pub struct RunRequest {
     pub tool_approval_mode: Option<String>,
 }
 
-/// A JSON object kept as its JSON text (an object is also read, as records written before were).
-mod json_text {
+/// A JSON object kept as its JSON text (an object is also read, as records written before were): what
+/// the store's Lua scripts rewrite must not hold JSON that Lua cannot tell apart (`[]` from `{}`).
+pub(crate) mod json_text {
     use serde::{Deserialize, Deserializer, Serializer};
     use serde_json::{Map, Value};
 

@@ -4,7 +4,24 @@
 //! [`keys::user_conversations`], both forgotten 30 days after their last write.
 
 use super::{Store, StoreError, keys};
-use crate::run::conversation::{Conversation, MAX_CONVERSATIONS_PER_USER};
+use crate::run::conversation::{Conversation, ConversationChange, MAX_CONVERSATIONS_PER_USER};
+
+/// Changes one field of a conversation, if it exists: KEYS = conversation, its owner's list; ARGV =
+/// field, its value as JSON, time to live, `updated_at` (empty: not touched), list score, thread id.
+/// Returns whether the conversation exists. Its JSON holds no list or object Lua could not tell apart
+/// (`metadata` is JSON text).
+const CHANGE: &str = r"
+local text = redis.call('GET', KEYS[1])
+if not text then return 0 end
+local conversation = cjson.decode(text)
+conversation[ARGV[1]] = cjson.decode(ARGV[2])
+if ARGV[4] ~= '' then
+  conversation['updated_at'] = ARGV[4]
+  redis.call('ZADD', KEYS[2], ARGV[5], ARGV[6])
+end
+redis.call('SET', KEYS[1], cjson.encode(conversation), 'EX', ARGV[3])
+return 1
+";
 
 impl Store {
     /// Writes `conversation` (new or changed) and puts it first in its owner's list.
@@ -14,6 +31,34 @@ impl Store {
             Store::Memory(memory) => {
                 memory.put_conversation(conversation);
                 Ok(())
+            }
+        }
+    }
+
+    /// Makes `change` to the thread's conversation in one step (two changes at once both hold); whether
+    /// the conversation exists.
+    pub async fn change_conversation(&self, thread_id: &str, change: &ConversationChange) -> Result<bool, StoreError> {
+        let now = jiff::Timestamp::now();
+        match self {
+            Store::Memory(memory) => Ok(memory.change_conversation(thread_id, change, &now.to_string())),
+            Store::Redis(redis) => {
+                let Some(owner) = redis.thread_owner(thread_id).await? else { return Ok(false) };
+                let touched = if change.touches() { now.to_string() } else { String::new() };
+                let changed: i64 = redis
+                    .run_script(
+                        CHANGE,
+                        &[&keys::thread_conversation(thread_id), &keys::user_conversations(&owner)],
+                        &[
+                            change.field(),
+                            &change.value().to_string(),
+                            &keys::STATE_TTL_SECONDS.to_string(),
+                            &touched,
+                            &now.as_microsecond().to_string(),
+                            thread_id,
+                        ],
+                    )
+                    .await?;
+                Ok(changed == 1)
             }
         }
     }
@@ -56,7 +101,7 @@ impl super::redis::RedisStore {
     pub(super) async fn put_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
         let text = serde_json::to_string(conversation).expect("a conversation serializes");
         let list = keys::user_conversations(&conversation.uid);
-        let score = jiff::Timestamp::now().as_millisecond();
+        let score = jiff::Timestamp::now().as_microsecond();
         let mut pipe = redis::pipe();
         pipe.atomic()
             .set_ex(keys::thread_conversation(&conversation.thread_id), text, keys::STATE_TTL_SECONDS as u64)

@@ -120,7 +120,7 @@ pub fn thread_conversation(thread_id: &str) -> String {
 }
 
 /// A user's conversations: a sorted set of thread ids, scored by when each was last updated (Unix
-/// milliseconds), trimmed to the [`crate::run::conversation::MAX_CONVERSATIONS_PER_USER`] latest.
+/// microseconds), trimmed to the [`crate::run::conversation::MAX_CONVERSATIONS_PER_USER`] latest.
 pub fn user_conversations(uid: &str) -> String {
     format!("yuxi:user:{uid}:conversations")
 }

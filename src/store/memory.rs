@@ -282,6 +282,21 @@ impl MemoryStore {
         state.touch_thread(&conversation.thread_id);
     }
 
+    pub(super) fn change_conversation(
+        &self,
+        thread_id: &str,
+        change: &crate::run::conversation::ConversationChange,
+        now: &str,
+    ) -> bool {
+        let mut state = self.state();
+        let Some(conversation) = state.conversations.get_mut(thread_id) else { return false };
+        change.apply(conversation, now);
+        if change.touches() {
+            state.touch_thread(thread_id);
+        }
+        true
+    }
+
     pub(super) fn conversation(&self, thread_id: &str) -> Option<crate::run::conversation::Conversation> {
         self.state().conversations.get(thread_id).cloned()
     }
