@@ -86,6 +86,23 @@ pub struct FacadeParts {
 }
 
 impl FacadeParts {
+    /// The parts of a facade authenticating with `auth`, serving `agents` and `runs`, the rest as a new
+    /// process has them: default metrics and limits, a random run-token key (set `run_tokens` for
+    /// replicas that share one), no open streams or queue pumps, no model for `/api/chat/call`.
+    pub fn new(auth: auth::Authenticator, agents: AgentCatalog, runs: Option<Runs>) -> FacadeParts {
+        FacadeParts {
+            auth,
+            agents,
+            runs,
+            metrics: Default::default(),
+            run_tokens: crate::run::grant::TokenKey::random(),
+            limits: Default::default(),
+            streams: Default::default(),
+            queues: Default::default(),
+            quick_model: None,
+        }
+    }
+
     /// Whether this facade keeps the runs' files (the local mode's data folder): attachments then work.
     pub fn keeps_files(&self) -> bool {
         self.runs.as_ref().is_some_and(|r| r.launcher.data_dir().is_some())

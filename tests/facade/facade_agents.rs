@@ -25,18 +25,7 @@ pub(crate) async fn start() -> Api {
         user("root-token", "root", Role::Superadmin, None),
     ])
     .expect("users");
-    let state: FacadeState = FacadeParts {
-        auth: users.into(),
-        agents: AgentCatalog::new(example_agents()),
-        runs: None,
-        metrics: Default::default(),
-        run_tokens: yuxi_operator::run::grant::TokenKey::random(),
-        limits: Default::default(),
-        streams: Default::default(),
-        queues: Default::default(),
-        quick_model: None,
-    }
-    .into();
+    let state: FacadeState = FacadeParts::new(users.into(), AgentCatalog::new(example_agents()), None).into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

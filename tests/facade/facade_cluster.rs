@@ -33,15 +33,13 @@ async fn facade(client: kube::Client, store: Store) -> String {
 async fn facade_with(client: kube::Client, store: Store, metrics: FacadeMetrics) -> String {
     let reviewer = TokenReviewer::new(client.clone(), vec![], GroupMapping::default(), metrics.token_reviews());
     let state: FacadeState = FacadeParts {
-        auth: reviewer.into(),
-        agents: AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
-        runs: Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
         metrics,
         run_tokens: token_key(),
-        limits: Default::default(),
-        streams: Default::default(),
-        queues: Default::default(),
-        quick_model: None,
+        ..FacadeParts::new(
+            reviewer.into(),
+            AgentCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
+            Some(Runs { store, launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
+        )
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

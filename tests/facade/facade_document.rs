@@ -7,18 +7,9 @@ use crate::support::examples::example_agents;
 
 /// The facade over the example agents, with no run store; its base URL.
 async fn start() -> String {
-    let state: FacadeState = FacadeParts {
-        auth: Users::new(Vec::new()).expect("users").into(),
-        agents: AgentCatalog::new(example_agents()),
-        runs: None,
-        metrics: Default::default(),
-        run_tokens: yuxi_operator::run::grant::TokenKey::random(),
-        limits: Default::default(),
-        streams: Default::default(),
-        queues: Default::default(),
-        quick_model: None,
-    }
-    .into();
+    let state: FacadeState =
+        FacadeParts::new(Users::new(Vec::new()).expect("users").into(), AgentCatalog::new(example_agents()), None)
+            .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

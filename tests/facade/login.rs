@@ -14,18 +14,8 @@ struct Login {
 }
 
 async fn start(users: Vec<UserEntry>) -> Login {
-    let state: FacadeState = FacadeParts {
-        auth: Users::new(users).expect("users").into(),
-        agents: AgentCatalog::new(Vec::new()),
-        runs: None,
-        metrics: Default::default(),
-        run_tokens: yuxi_operator::run::grant::TokenKey::random(),
-        limits: Default::default(),
-        streams: Default::default(),
-        queues: Default::default(),
-        quick_model: None,
-    }
-    .into();
+    let state: FacadeState =
+        FacadeParts::new(Users::new(users).expect("users").into(), AgentCatalog::new(Vec::new()), None).into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });

@@ -39,15 +39,12 @@ async fn facade() -> Facade {
     }])
     .expect("users");
     let state: FacadeState = FacadeParts {
-        auth: users.into(),
-        agents: AgentCatalog::new(example_agents()),
-        runs: Some(Runs { store: store.clone(), launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
-        metrics: Default::default(),
         run_tokens: key(),
-        limits: Default::default(),
-        streams: Default::default(),
-        queues: Default::default(),
-        quick_model: None,
+        ..FacadeParts::new(
+            users.into(),
+            AgentCatalog::new(example_agents()),
+            Some(Runs { store: store.clone(), launcher: Launcher::Cluster(ClusterLauncher::new(client, "team-a")) }),
+        )
     }
     .into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");

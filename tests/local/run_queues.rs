@@ -38,6 +38,12 @@ async fn get(local: &Local, path: &str) -> (u16, Value) {
     (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
 }
 
+/// `DELETE path` as alice: the status.
+async fn delete(local: &Local, path: &str) -> u16 {
+    let response = local.client.delete(format!("{}{path}", local.base)).bearer_auth("alice-token").send().await;
+    response.expect("reaches").status().as_u16()
+}
+
 /// Waits (at most `within`) until `path` answers something `done` holds of; that answer.
 async fn until(local: &Local, path: &str, within: Duration, done: impl Fn(&Value) -> bool) -> Value {
     let deadline = Instant::now() + within;
@@ -102,54 +108,52 @@ async fn a_steered_request_ends_the_running_run_at_its_next_model_turn(store: Lo
 }
 
 async fn a_full_queue_answers_429_naming_its_limit(store: LocalStore) {
-    let agent = main_agent("slow");
-    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
-    let (status, first) = post(&local, "/api/agent/runs", start_body("first", "slow", None, "f-0", "enqueue")).await;
+    let agent = main_agent("slow-full");
+    let (local, _m) =
+        start_with(store, TempDir::new().expect("dir"), &[("slow-full", &agent)], &[("slow-full", SLOW)]).await;
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "slow-full", None, &unique("f-0"), "enqueue")).await;
     assert_eq!(status, 200, "{first}");
     let thread = first["thread_id"].as_str().expect("thread").to_string();
+    let mut queued_ids = Vec::new();
     for n in 1..=10 {
+        let id = unique(&format!("f-{n}"));
         let (status, queued) =
-            post(&local, "/api/agent/runs", start_body("more", "slow", Some(&thread), &format!("f-{n}"), "enqueue"))
-                .await;
+            post(&local, "/api/agent/runs", start_body("more", "slow-full", Some(&thread), &id, "enqueue")).await;
         assert_eq!((status, queued["queue_position"].as_u64()), (200, Some(n)), "{queued}");
+        queued_ids.push(id);
     }
-    let (status, refused) =
-        post(&local, "/api/agent/runs", start_body("one too many", "slow", Some(&thread), "f-11", "enqueue")).await;
+    let (status, refused) = post(
+        &local,
+        "/api/agent/runs",
+        start_body("one too many", "slow-full", Some(&thread), &unique("f-11"), "enqueue"),
+    )
+    .await;
     assert_eq!((status, refused["field"].as_str()), (429, Some("max_queued_per_thread")), "{refused}");
     // The same request id again is the caller's own request: refused, naming it.
     let (status, again) =
-        post(&local, "/api/agent/runs", start_body("again", "slow", Some(&thread), "f-3", "enqueue")).await;
+        post(&local, "/api/agent/runs", start_body("again", "slow-full", Some(&thread), &queued_ids[2], "enqueue"))
+            .await;
     assert_eq!(status, 409, "{again}");
-    let (_, list) = get(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow")).await;
+    let (_, list) = get(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow-full")).await;
     assert_eq!(list["queue"]["queued_count"], 10, "{list}");
 }
 
 async fn a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it(store: LocalStore) {
-    let agent = main_agent("slow");
-    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
-    let (status, first) =
-        post(&local, "/api/agent/runs", start_body("first", "slow", None, &unique("p-1"), "enqueue")).await;
-    assert_eq!(status, 200, "{first}");
-    let (run1, thread) =
-        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
-    let waiting = unique("p-2");
-    let (status, queued) =
-        post(&local, "/api/agent/runs", start_body("second", "slow", Some(&thread), &waiting, "enqueue")).await;
-    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    let agent = main_agent("slow-deleted");
+    let (local, _m) =
+        start_with(store, TempDir::new().expect("dir"), &[("slow-deleted", &agent)], &[("slow-deleted", SLOW)]).await;
+    let (run1, thread, waiting) = one_running_one_waiting(&local, "slow-deleted", "p").await;
     let (status, cancelled) = post(&local, &format!("/api/agent/runs/{run1}/cancel"), json!({})).await;
     assert_eq!(status, 200, "{cancelled}");
-    until(&local, &format!("/api/agent/thread/{thread}/requests?agent_slug=slow"), Duration::from_secs(10), |a| {
-        a["queue"]["status"] == "paused"
-    })
+    until(
+        &local,
+        &format!("/api/agent/thread/{thread}/requests?agent_slug=slow-deleted"),
+        Duration::from_secs(10),
+        |a| a["queue"]["status"] == "paused",
+    )
     .await;
-    let response = local
-        .client
-        .delete(format!("{}/api/chat/thread/{thread}", local.base))
-        .bearer_auth("alice-token")
-        .send()
-        .await
-        .expect("reaches");
-    assert_eq!(response.status().as_u16(), 200);
+    assert_eq!(delete(&local, &format!("/api/chat/thread/{thread}")).await, 200);
     // The dispatcher looks for queues without a pump every 5 s: the request would start by then.
     tokio::time::sleep(Duration::from_secs(7)).await;
     let (_, request) = get(&local, &format!("/api/agent/requests/{waiting}")).await;
@@ -160,19 +164,11 @@ async fn a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it(s
 
 #[tokio::test]
 async fn a_queue_kept_in_redis_waits_through_a_restart_and_goes_on() {
-    let agent = main_agent("slow");
-    let agents = [("slow", agent.as_str())];
-    let scripts = [("slow", SLOW)];
+    let agent = main_agent("slow-restart");
+    let agents = [("slow-restart", agent.as_str())];
+    let scripts = [("slow-restart", SLOW)];
     let (local, _m) = start_with(LocalStore::Redis, TempDir::new().expect("dir"), &agents, &scripts).await;
-    let (status, first) =
-        post(&local, "/api/agent/runs", start_body("first", "slow", None, &unique("r-1"), "enqueue")).await;
-    assert_eq!(status, 200, "{first}");
-    let (run1, thread) =
-        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
-    let waiting = unique("r-2");
-    let (status, queued) =
-        post(&local, "/api/agent/runs", start_body("second", "slow", Some(&thread), &waiting, "enqueue")).await;
-    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    let (run1, _thread, waiting) = one_running_one_waiting(&local, "slow-restart", "r").await;
     // Stopped mid-run: its run ends interrupted, and the queue goes on after it, in the new process.
     let data = local.stop();
     let (local, _m2) = start_with(LocalStore::Redis, data, &agents, &scripts).await;
@@ -189,13 +185,18 @@ async fn a_queue_kept_in_redis_waits_through_a_restart_and_goes_on() {
 
 #[tokio::test]
 async fn a_conversation_retitled_as_its_first_run_starts_is_not_deleted_under_that_run() {
-    let agent = main_agent("slow");
-    let (local, _m) =
-        start_with(LocalStore::Redis, TempDir::new().expect("dir"), &[("slow", &agent)], &[("slow", SLOW)]).await;
+    let agent = main_agent("slow-retitle");
+    let (local, _m) = start_with(
+        LocalStore::Redis,
+        TempDir::new().expect("dir"),
+        &[("slow-retitle", &agent)],
+        &[("slow-retitle", SLOW)],
+    )
+    .await;
     // A retitle reads the conversation and writes it whole: one that read it before the run was noted
     // there writes it back without the run. The delete must still see the run.
     for trial in 0..10 {
-        let (status, created) = post(&local, "/api/chat/thread", json!({"agent_id": "slow"})).await;
+        let (status, created) = post(&local, "/api/chat/thread", json!({"agent_id": "slow-retitle"})).await;
         assert_eq!(status, 200, "{created}");
         let thread = created["id"].as_str().expect("id").to_string();
         let retitle = |n: usize| {
@@ -213,21 +214,16 @@ async fn a_conversation_retitled_as_its_first_run_starts_is_not_deleted_under_th
                     .status()
             }
         };
-        let start = post(&local, "/api/agent/runs", json!({"query": "x", "agent_slug": "slow", "thread_id": thread}));
+        let start =
+            post(&local, "/api/agent/runs", json!({"query": "x", "agent_slug": "slow-retitle", "thread_id": thread}));
         let (retitled, (status, run)) = tokio::join!(futures::future::join_all((0..40).map(retitle)), start);
         assert!(retitled.iter().all(|s| s.is_success()));
         assert_eq!(status, 200, "{run}");
-        let deleted = local
-            .client
-            .delete(format!("{}/api/chat/thread/{thread}", local.base))
-            .bearer_auth("alice-token")
-            .send()
-            .await
-            .expect("reaches");
+        let deleted = delete(&local, &format!("/api/chat/thread/{thread}")).await;
         let run_id = run["run_id"].as_str().expect("run");
         let (_, record) = get(&local, &format!("/api/agent/runs/{run_id}")).await;
         if record["run"]["status"] != "completed" {
-            assert_eq!(deleted.status().as_u16(), 409, "trial {trial}: deleted under its unfinished run: {record}");
+            assert_eq!(deleted, 409, "trial {trial}: deleted under its unfinished run: {record}");
         }
         // One run at a time, within the caller's limit of unfinished runs.
         until(&local, &format!("/api/agent/runs/{run_id}/result"), Duration::from_secs(20), |a| {
@@ -235,6 +231,23 @@ async fn a_conversation_retitled_as_its_first_run_starts_is_not_deleted_under_th
         })
         .await;
     }
+}
+
+/// A run of `agent` started and a second request queued behind it, their request ids made from
+/// `prefix`: the run, its thread and the waiting request's id. (Each test has an agent of its own: the
+/// local modes of the tests share one Redis, and a facade pumps only queues of agents it knows.)
+async fn one_running_one_waiting(local: &Local, agent: &str, prefix: &str) -> (String, String, String) {
+    let (status, first) =
+        post(local, "/api/agent/runs", start_body("first", agent, None, &unique(&format!("{prefix}-1")), "enqueue"))
+            .await;
+    assert_eq!(status, 200, "{first}");
+    let (run1, thread) =
+        (first["run_id"].as_str().expect("run").to_string(), first["thread_id"].as_str().expect("thread").to_string());
+    let waiting = unique(&format!("{prefix}-2"));
+    let (status, queued) =
+        post(local, "/api/agent/runs", start_body("second", agent, Some(&thread), &waiting, "enqueue")).await;
+    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    (run1, thread, waiting)
 }
 
 /// A request id no other test run uses (they share one Redis).
