@@ -183,12 +183,7 @@ pub async fn create(
     JsonBody(body): JsonBody<CreateThread>,
 ) -> Result<Json<ThreadView>, ApiError> {
     let store = super::tools::runs(&state)?;
-    let agent = state
-        .agents
-        .get(&body.agent_id)
-        .await?
-        .filter(|a| crate::access::permission(&who, a) >= crate::access::Permission::Read)
-        .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", body.agent_id)))?;
+    let agent = super::agent_view::visible(state.agents.get(&body.agent_id).await?, &who, &body.agent_id)?;
     if agent.spec.is_subagent() {
         return Err(ApiError::invalid(
             "agent_id",
@@ -199,10 +194,7 @@ pub async fn create(
         return Err(ApiError::invalid("project_id", "this system has no projects"));
     }
     let metadata = body.metadata.unwrap_or_default();
-    let size = serde_json::to_vec(&metadata).map_or(usize::MAX, |b| b.len());
-    if size > MAX_METADATA_BYTES {
-        return Err(ApiError::TooLarge(format!("metadata: {size} bytes of JSON; at most {MAX_METADATA_BYTES}")));
-    }
+    super::run_request::json_within("metadata", &metadata, MAX_METADATA_BYTES)?;
     let title = checked_title(body.title.as_deref().unwrap_or_default())?;
     let thread_id = format!("t-{}", uuid::Uuid::new_v4().simple());
     if !store.claim_thread(&thread_id, &who.uid).await? {
@@ -318,7 +310,7 @@ pub struct UpdateThread {
     /// Accepted and not kept: a thread carries no approval mode of its own here (a run's start may
     /// name one).
     #[serde(default)]
-    pub tool_approval_mode: Option<super::run_request::ApprovalMode>,
+    pub tool_approval_mode: Option<crate::resources::yuxi::YuxiApprovalMode>,
 }
 
 /// `PUT /api/chat/thread/{thread_id}`: retitles or pins one of the caller's conversations.

@@ -85,17 +85,10 @@ pub async fn call(
     let spec = match meta.get("model_spec").or_else(|| meta.get("model")) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s))
-            if s.len() <= 256 && s.split_once('/').is_some_and(|(p, n)| !p.is_empty() && !n.is_empty()) =>
-        {
-            Some(s.clone())
-        }
+        Some(Value::String(s)) if super::run_request::is_model_spec(s) => Some(s.clone()),
         Some(other) => return Err(ApiError::invalid("meta.model_spec", format!("{other} is not <provider>/<model>"))),
     };
-    let request_id = match meta.get("request_id") {
-        Some(Value::String(id)) if !id.is_empty() && id.len() <= 64 => id.clone(),
-        _ => uuid::Uuid::new_v4().to_string(),
-    };
+    let request_id = super::run_request::request_id_of(&meta)?;
     let response = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
     Ok(Json(CallAnswer { response, request_id }))
 }

@@ -121,9 +121,10 @@ pub async fn events(
                             let events: Vec<Result<Event, Infallible>> = page
                                 .into_iter()
                                 .map(|e| {
+                                    let name = e.envelope.event.as_str();
                                     let data =
-                                        super::wire::event_data(&e.envelope, request_id.as_deref(), format).to_string();
-                                    Ok(Event::default().id(e.seq).event(e.envelope.event.as_str()).data(data))
+                                        super::wire::event_data(e.envelope, request_id.as_deref(), format).to_string();
+                                    Ok(Event::default().id(e.seq).event(name).data(data))
                                 })
                                 .collect();
                             return Some((futures::stream::iter(events), (store, run_id, next, ended)));

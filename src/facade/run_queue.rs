@@ -194,7 +194,7 @@ async fn pump(state: &FacadeState, thread_id: &str) -> Result<(), StoreError> {
         }
         let started = start_request(state, store, thread_id, &owner, &request_id).await;
         store.release_request(&owner, &request_id).await?;
-        if started? == Start::Limited {
+        if started? == Start::Later {
             tokio::time::sleep(LIMITED_RETRY).await;
         }
     }
@@ -207,8 +207,9 @@ enum Start {
     Done,
     /// The thread was taken meanwhile: the request waits on.
     Busy,
-    /// A limit of unfinished runs holds it back: tried again shortly.
-    Limited,
+    /// A limit of unfinished runs, or an agent catalog that does not answer, holds it back: tried again
+    /// shortly.
+    Later,
 }
 
 /// Starts the claimed head `request_id` of the thread like `POST /api/agent/runs` would, with the rights
@@ -229,17 +230,20 @@ async fn start_request(
     request.record.run_id = uuid::Uuid::new_v4().simple().to_string();
     request.record.created_at = jiff::Timestamp::now().to_string();
     request.record.status = RunStatus::Pending;
-    let agent = state
-        .agents
-        .get(&request.record.agent_slug)
-        .await
-        .ok()
-        .flatten()
-        .filter(|a| crate::access::permission(&request.identity, a) >= crate::access::Permission::Read);
-    let Some(agent) = agent else {
+    // The agent as its user may see it now. A catalog that does not answer is waited out, as a limit is:
+    // the request is not failed for it.
+    let slug = request.record.agent_slug.clone();
+    let found = match state.agents.get(&slug).await {
+        Ok(found) => found,
+        Err(err) => {
+            tracing::warn!(thread_id = %thread_id, error = %err, "cannot read the queued request's agent; trying again");
+            return Ok(Start::Later);
+        }
+    };
+    let Ok(agent) = super::agent_view::visible(found, &request.identity, &slug) else {
         store.remove_request(thread_id, request_id).await?;
         request.status = RequestStatus::Failed;
-        request.error = Some(format!("agent {:?} does not exist", request.record.agent_slug));
+        request.error = Some(format!("agent {slug:?} does not exist"));
         store.put_request(&request).await?;
         return Ok(Start::Done);
     };
@@ -261,7 +265,7 @@ async fn start_request(
             Ok(Start::Done)
         }
         Created::Busy(_) | Created::Existing(_) => Ok(Start::Busy),
-        Created::Limited(_) => Ok(Start::Limited),
+        Created::Limited(_) => Ok(Start::Later),
     }
 }
 

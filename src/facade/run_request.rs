@@ -7,6 +7,7 @@ use serde_json::{Map, Value};
 
 use super::error::ApiError;
 use crate::access::{Identity, Role};
+use crate::resources::yuxi::YuxiApprovalMode;
 use crate::resources::{Agent, ToolApprovalMode};
 use crate::run::record::MAX_META_BYTES;
 use crate::run::thread_id::is_valid_id;
@@ -16,34 +17,6 @@ use crate::run::{RunRecord, RunRequest};
 pub const MAX_REQUEST_ID_LEN: usize = 64;
 /// The longest `model_spec`, in characters.
 pub const MAX_MODEL_SPEC_LEN: usize = 256;
-
-/// An approval mode a run may be started with (Yuxi's `tool_approval_mode`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum ApprovalMode {
-    /// Subagents get no `write_file`, `edit_file` or `execute`.
-    Default,
-    /// Every granted tool runs.
-    AlwaysTrust,
-}
-
-impl ApprovalMode {
-    /// The mode as the Agent spells it.
-    pub fn of_agent(self) -> ToolApprovalMode {
-        match self {
-            ApprovalMode::Default => ToolApprovalMode::Default,
-            ApprovalMode::AlwaysTrust => ToolApprovalMode::AlwaysTrust,
-        }
-    }
-
-    /// The mode as the API spells it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ApprovalMode::Default => "default",
-            ApprovalMode::AlwaysTrust => "always_trust",
-        }
-    }
-}
 
 /// What a start does when the thread already has an unfinished run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -92,7 +65,7 @@ pub struct StartRun {
     /// The approval mode for this run; another mode than the agent's is for administrators (403
     /// otherwise).
     #[serde(default)]
-    pub tool_approval_mode: Option<ApprovalMode>,
+    pub tool_approval_mode: Option<YuxiApprovalMode>,
     /// The answer to a run's question. No run of this system asks one yet: only `null`; anything else
     /// answers 422 naming the field.
     #[serde(default)]
@@ -124,22 +97,8 @@ pub fn checked(
 ) -> Result<RunRequest, ApiError> {
     let admin = matches!(who.role, Role::Admin | Role::Superadmin);
     let meta = body.meta.clone().unwrap_or_default();
-    let size = serde_json::to_vec(&meta).map_or(usize::MAX, |bytes| bytes.len());
-    if size > MAX_META_BYTES {
-        return Err(ApiError::TooLarge(format!("meta: {size} bytes of JSON; at most {MAX_META_BYTES}")));
-    }
-    let request_id = match meta.get("request_id") {
-        None | Some(Value::Null) => uuid::Uuid::new_v4().to_string(),
-        Some(Value::String(id)) if is_valid_id(id) && id.len() <= MAX_REQUEST_ID_LEN => id.clone(),
-        Some(other) => {
-            return Err(ApiError::invalid(
-                "meta.request_id",
-                format!(
-                    "{other} is not a request id (letters, digits, '.', '_', '-'; at most {MAX_REQUEST_ID_LEN} characters)"
-                ),
-            ));
-        }
-    };
+    json_within("meta", &meta, MAX_META_BYTES)?;
+    let request_id = request_id_of(&meta)?;
     if body.image_content.as_deref().is_some_and(|image| !image.is_empty()) {
         return Err(ApiError::invalid(
             "image_content",
@@ -173,13 +132,13 @@ pub fn checked(
     let tool_approval_mode = match body.tool_approval_mode {
         None => None,
         Some(mode) => {
-            if mode.of_agent() != context.tool_approval_mode.unwrap_or_default() && !admin {
+            if ToolApprovalMode::from(mode) != context.tool_approval_mode.unwrap_or_default() && !admin {
                 return Err(ApiError::Forbidden(format!(
                     "tool_approval_mode: only administrators change agent {:?}'s approval mode",
                     body.agent_slug
                 )));
             }
-            Some(mode.as_str().to_string())
+            Some(mode)
         }
     };
     let created_by_run_id = match body.created_by_run_id.as_deref().filter(|id| !id.is_empty()) {
@@ -196,8 +155,32 @@ pub fn checked(
     Ok(RunRequest { request_id: Some(request_id), meta, created_by_run_id, model_spec, tool_approval_mode })
 }
 
+/// 413 naming `field` when `map` takes more than `max` bytes as JSON.
+pub(super) fn json_within(field: &str, map: &Map<String, Value>, max: usize) -> Result<(), ApiError> {
+    let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
+    if size > max {
+        return Err(ApiError::TooLarge(format!("{field}: {size} bytes of JSON; at most {max}")));
+    }
+    Ok(())
+}
+
+/// The request id a `meta` names (`meta.request_id`), or a new one when it names none. Errors: 422
+/// naming `meta.request_id` when it is not an id of at most [`MAX_REQUEST_ID_LEN`] characters.
+pub(super) fn request_id_of(meta: &Map<String, Value>) -> Result<String, ApiError> {
+    match meta.get("request_id") {
+        None | Some(Value::Null) => Ok(uuid::Uuid::new_v4().to_string()),
+        Some(Value::String(id)) if is_valid_id(id) && id.len() <= MAX_REQUEST_ID_LEN => Ok(id.clone()),
+        Some(other) => Err(ApiError::invalid(
+            "meta.request_id",
+            format!(
+                "{other} is not a request id (letters, digits, '.', '_', '-'; at most {MAX_REQUEST_ID_LEN} characters)"
+            ),
+        )),
+    }
+}
+
 /// Whether `model` reads `<provider>/<model>`: two non-empty parts of printable ASCII without spaces.
-fn is_model_spec(model: &str) -> bool {
+pub(super) fn is_model_spec(model: &str) -> bool {
     model.len() <= MAX_MODEL_SPEC_LEN
         && model.split_once('/').is_some_and(|(provider, name)| !provider.is_empty() && !name.is_empty())
         && model.bytes().all(|b| b.is_ascii_graphic())

@@ -78,12 +78,7 @@ pub async fn start(
     if body.query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));
     }
-    let agent = state
-        .agents
-        .get(&body.agent_slug)
-        .await?
-        .filter(|a| crate::access::permission(&who, a) >= crate::access::Permission::Read)
-        .ok_or_else(|| ApiError::NotFound(format!("agent {:?} does not exist", body.agent_slug)))?;
+    let agent = super::agent_view::visible(state.agents.get(&body.agent_slug).await?, &who, &body.agent_slug)?;
     if agent.spec.is_subagent() {
         return Err(ApiError::invalid(
             "agent_slug",
@@ -180,13 +175,8 @@ pub(super) fn launch_parent(
     query: String,
 ) {
     let Some(runs) = state.runs.as_ref() else { return };
-    if let Some(mode) = record.request.tool_approval_mode.as_deref() {
-        let context = agent.spec.context.get_or_insert_with(Default::default);
-        context.tool_approval_mode = Some(if mode == "always_trust" {
-            crate::resources::ToolApprovalMode::AlwaysTrust
-        } else {
-            crate::resources::ToolApprovalMode::Default
-        });
+    if let Some(mode) = record.request.tool_approval_mode {
+        agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
     }
     let grant = crate::run::RunGrant {
         run_id: record.run_id.clone(),

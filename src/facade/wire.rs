@@ -24,20 +24,13 @@ pub enum EventFormat {
 }
 
 /// The SSE `data` of one event: the envelope with its payload in `format`, and the run's `request_id`
-/// beside it (Yuxi's client reads `data.request_id`).
-pub fn event_data(envelope: &Envelope, request_id: Option<&str>, format: EventFormat) -> Value {
-    let payload = match format {
-        EventFormat::Flat => envelope.payload.clone(),
-        EventFormat::Yuxi => yuxi_payload(envelope, request_id),
-    };
-    let mut data = json!({
-        "schema_version": envelope.schema_version,
-        "run_id": envelope.run_id,
-        "thread_id": envelope.thread_id,
-        "event": envelope.event,
-        "payload": payload,
-        "created_at": envelope.created_at,
-    });
+/// beside it (Yuxi's client reads `data.request_id`). Takes the envelope: the flat form moves its
+/// payload rather than copying it.
+pub fn event_data(mut envelope: Envelope, request_id: Option<&str>, format: EventFormat) -> Value {
+    if format == EventFormat::Yuxi {
+        envelope.payload = yuxi_payload(&envelope, request_id);
+    }
+    let mut data = serde_json::to_value(envelope).expect("an envelope serializes");
     if let Some(request_id) = request_id {
         data["request_id"] = json!(request_id);
     }
@@ -136,14 +129,14 @@ mod tests {
     #[test]
     fn a_message_delta_becomes_a_loading_chunk_with_its_stream_event() {
         let flat = json!({"type": "message_delta", "message_id": "m1", "content": "Hel"});
-        let data = event_data(&envelope(EventKind::Messages, flat.clone()), Some("q1"), EventFormat::Yuxi);
+        let data = event_data(envelope(EventKind::Messages, flat.clone()), Some("q1"), EventFormat::Yuxi);
         assert_eq!(
             data["payload"],
             json!({"items": [{"status": "loading", "run_id": "r1", "request_id": "q1",
                 "stream_event": {"type": "message_delta", "message_id": "m1", "content": "Hel"}}]})
         );
         assert_eq!(data["request_id"], "q1");
-        let flat_data = event_data(&envelope(EventKind::Messages, flat.clone()), None, EventFormat::Flat);
+        let flat_data = event_data(envelope(EventKind::Messages, flat.clone()), None, EventFormat::Flat);
         assert_eq!(flat_data["payload"], flat, "the flat form is the stored payload");
     }
 

@@ -61,6 +61,24 @@ pub struct YuxiContext {
     pub summary_l2_trigger_ratio: Option<f64>,
 }
 
+impl From<ToolApprovalMode> for YuxiApprovalMode {
+    fn from(mode: ToolApprovalMode) -> Self {
+        match mode {
+            ToolApprovalMode::Default => YuxiApprovalMode::Default,
+            ToolApprovalMode::AlwaysTrust => YuxiApprovalMode::AlwaysTrust,
+        }
+    }
+}
+
+impl From<YuxiApprovalMode> for ToolApprovalMode {
+    fn from(mode: YuxiApprovalMode) -> Self {
+        match mode {
+            YuxiApprovalMode::Default => ToolApprovalMode::Default,
+            YuxiApprovalMode::AlwaysTrust => ToolApprovalMode::AlwaysTrust,
+        }
+    }
+}
+
 /// Yuxi's `tool_approval_mode` values.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "snake_case")]
@@ -137,10 +155,7 @@ impl From<&AgentContext> for YuxiContext {
             skills: c.skills.clone(),
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
-            tool_approval_mode: c.tool_approval_mode.map(|m| match m {
-                ToolApprovalMode::Default => YuxiApprovalMode::Default,
-                ToolApprovalMode::AlwaysTrust => YuxiApprovalMode::AlwaysTrust,
-            }),
+            tool_approval_mode: c.tool_approval_mode.map(YuxiApprovalMode::from),
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
             summary_threshold: c.summary_threshold,
@@ -163,10 +178,7 @@ impl From<&YuxiContext> for AgentContext {
             skills: c.skills.clone(),
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
-            tool_approval_mode: c.tool_approval_mode.map(|m| match m {
-                YuxiApprovalMode::Default => ToolApprovalMode::Default,
-                YuxiApprovalMode::AlwaysTrust => ToolApprovalMode::AlwaysTrust,
-            }),
+            tool_approval_mode: c.tool_approval_mode.map(ToolApprovalMode::from),
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
             summary_threshold: c.summary_threshold,

@@ -51,9 +51,9 @@ pub struct RunRequest {
     /// The model (`<provider>/<model>`) that replaces the agent's for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub model_spec: Option<String>,
-    /// The approval mode (`default` or `always_trust`) that replaces the agent's for this run.
+    /// The approval mode that replaces the agent's for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub tool_approval_mode: Option<String>,
+    pub tool_approval_mode: Option<crate::resources::yuxi::YuxiApprovalMode>,
 }
 
 /// A JSON object kept as its JSON text (an object is also read, as records written before were): what
