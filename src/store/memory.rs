@@ -17,6 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::Value;
 use tokio::sync::Notify;
 
+use super::StoreError;
 use crate::run::message::Message;
 use crate::run::{Created, Envelope, EventKind, RunLimit, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
 
@@ -119,11 +120,23 @@ impl MemoryStore {
         self.notices.watch(run_id)
     }
 
-    pub(super) fn append_event(&self, run_id: &str, thread_id: &str, event: EventKind, payload: Value) -> String {
+    pub(super) fn append_event(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        event: EventKind,
+        payload: Value,
+    ) -> Result<String, StoreError> {
         let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
-        let seq = self.state().push_event(run_id, envelope);
+        let seq = {
+            let mut state = self.state();
+            if state.results.contains_key(run_id) {
+                return Err(StoreError::RunEnded { run_id: run_id.to_string() });
+            }
+            state.push_event(run_id, envelope)
+        };
         self.notices.wake(run_id);
-        seq
+        Ok(seq)
     }
 
     pub(super) fn read_events(&self, run_id: &str, after_seq: &str, limit: usize) -> Vec<StoredEvent> {

@@ -52,6 +52,12 @@ pub enum StoreError {
         /// What went wrong, or the error the serving store answered.
         message: String,
     },
+    /// The run has ended (its result and `end` are written), so nothing more is added to its stream.
+    #[error("run {run_id} has ended; its stream takes no more events")]
+    RunEnded {
+        /// The run.
+        run_id: String,
+    },
     /// The Redis answers clients that give no credentials, so anything that reaches it on the network
     /// (code a model wrote, in a sandbox) could read and write every run.
     #[error(
@@ -166,6 +172,10 @@ impl Store {
     }
 
     /// Appends an event to the run's stream (refreshing the stream's time to live) and returns its id.
+    ///
+    /// Errors: [`StoreError::RunEnded`] once the run has its result: nothing follows its `end`, so a
+    /// runner that has not yet seen its run ended elsewhere (a stopping local mode, a sweeper) cannot
+    /// write after it.
     pub async fn append_event(
         &self,
         run_id: &str,
@@ -175,7 +185,7 @@ impl Store {
     ) -> Result<String, StoreError> {
         match self {
             Store::Redis(redis) => redis.append_event(run_id, thread_id, event, payload).await,
-            Store::Memory(memory) => Ok(memory.append_event(run_id, thread_id, event, payload)),
+            Store::Memory(memory) => memory.append_event(run_id, thread_id, event, payload),
         }
     }
 

@@ -42,6 +42,19 @@ const LUA_HELPERS: &str = r"
     end
     ";
 
+/// Appends one event to a run's stream, unless the run has its result (and so its `end`, written in the
+/// same step): nothing follows `end`, even from a runner that has not yet seen its run ended elsewhere.
+/// `KEYS`: the stream, the result. `ARGV`: the stream's approximate maximum length, the event, its data,
+/// the stream's time to live, the run's notice channel. Returns the event's id, or `false` when the run
+/// has ended.
+const APPEND_EVENT: &str = r"
+    if redis.call('EXISTS', KEYS[2]) == 1 then return false end
+    local id = redis.call('XADD', KEYS[1], 'MAXLEN', '~', ARGV[1], '*', 'event', ARGV[2], 'data', ARGV[3])
+    redis.call('EXPIRE', KEYS[1], ARGV[4])
+    redis.call('PUBLISH', ARGV[5], '1')
+    return id
+    ";
+
 /// Creates a run. `KEYS`: the record, the thread's lock, the start key (`''` for none), the thread's
 /// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs,
 /// the run's keeper. `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the
@@ -154,6 +167,8 @@ fn script(body: &str, terminal_at: usize) -> redis::Script {
     redis::Script::new(&format!("{}{body}", LUA_HELPERS.replace("ARGV[T]", &format!("ARGV[{terminal_at}]"))))
 }
 
+static APPEND_EVENT_SCRIPT: std::sync::LazyLock<redis::Script> =
+    std::sync::LazyLock::new(|| redis::Script::new(APPEND_EVENT));
 static CREATE_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(CREATE_RUN, 9));
 static END_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(END_RUN, 8));
 static FINISH_RUN_SCRIPT: std::sync::LazyLock<redis::Script> = std::sync::LazyLock::new(|| script(FINISH_RUN, 11));
@@ -358,33 +373,20 @@ impl RedisStore {
         event: EventKind,
         payload: Value,
     ) -> Result<String, StoreError> {
-        let key = keys::run_events(run_id);
         let envelope = Envelope::new(run_id, thread_id, event, payload, jiff::Timestamp::now().to_string());
         let data = serde_json::to_string(&envelope).expect("an envelope serializes");
         let mut connection = self.connection.clone();
-        let (seq,): (String,) = redis::pipe()
-            .atomic()
-            .cmd("XADD")
-            .arg(&key)
-            .arg("MAXLEN")
-            .arg("~")
+        let seq: Option<String> = APPEND_EVENT_SCRIPT
+            .key(keys::run_events(run_id))
+            .key(keys::run_result(run_id))
             .arg(keys::EVENTS_MAX_LEN)
-            .arg("*")
-            .arg("event")
             .arg(event.as_str())
-            .arg("data")
             .arg(data)
-            .cmd("EXPIRE")
-            .arg(&key)
             .arg(keys::EVENTS_TTL_SECONDS)
-            .ignore()
-            .cmd("PUBLISH")
             .arg(keys::run_notice(run_id))
-            .arg("1")
-            .ignore()
-            .query_async(&mut connection)
+            .invoke_async(&mut connection)
             .await?;
-        Ok(seq)
+        seq.ok_or_else(|| StoreError::RunEnded { run_id: run_id.to_string() })
     }
 
     pub(super) async fn recent_events(&self, run_id: &str, count: usize) -> Result<Vec<StoredEvent>, StoreError> {

@@ -111,6 +111,21 @@ async fn a_run_ended_before_its_runner_finishes_keeps_that_end() {
 }
 
 #[tokio::test]
+async fn nothing_is_added_to_a_stream_after_its_end() {
+    use yuxi_operator::run::EventKind;
+    use yuxi_operator::store::StoreError;
+    for store in both_stores().await {
+        let record = created(&store).await;
+        store.append_event(&record.run_id, &record.thread_id, EventKind::Metadata, json!({})).await.expect("before");
+        // Ended elsewhere (a stopping local mode) while its runner still prepares.
+        assert!(store.end_run(&record.run_id, RunStatus::Interrupted, Some("stopped")).await.expect("end"));
+        let late = store.append_event(&record.run_id, &record.thread_id, EventKind::Metadata, json!({})).await;
+        assert!(matches!(&late, Err(StoreError::RunEnded { run_id }) if *run_id == record.run_id), "{late:?}");
+        assert_eq!(event_names(&store, &record.run_id).await, ["metadata", "end"]);
+    }
+}
+
+#[tokio::test]
 async fn the_sweeper_ends_runs_nobody_keeps_and_leaves_kept_and_leased_ones() {
     for store in both_stores().await {
         let (kept, leased, abandoned) = (created(&store).await, created(&store).await, created(&store).await);
