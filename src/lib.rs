@@ -7,7 +7,7 @@
 //! ```text
 //! the CLI (src/main.rs, src/cli/: one file per subcommand)
 //!   -> the roles: controller, facade, runner, webhook   (never each other)
-//!   -> store                                             (the run store: Redis, in-process, socket)
+//!   -> store, knowledge                                  (the run store: Redis, in-process, socket; knowledge indexes)
 //!   -> the pure core: delegation -> run -> access -> resources
 //! ```
 //!
@@ -20,6 +20,7 @@ pub mod access;
 pub mod controller;
 pub mod delegation;
 pub mod facade;
+pub mod knowledge;
 pub mod resources;
 pub mod run;
 pub mod runner;

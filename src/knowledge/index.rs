@@ -1,0 +1,326 @@
+//! The full-text index of one knowledge base: its documents' passages, searched with BM25.
+//!
+//! Text is cut into words by jieba (search mode: a long Chinese word also yields the words inside it),
+//! lower-cased and stemmed as English; tokens with no letter or digit (spaces, punctuation) are
+//! dropped. A query is cut the same way and matches passages holding any of its words, best first: no
+//! query syntax, so nothing a model or a person types is an error.
+
+use std::path::Path;
+use std::sync::Mutex;
+
+use tantivy::collector::{DocSetCollector, TopDocs};
+use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
+use tantivy::schema::{
+    Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions, Value,
+};
+use tantivy::tokenizer::{
+    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+};
+use tantivy::{Index, IndexReader, ReloadPolicy, Term, doc};
+
+use super::chunk::Passage;
+
+/// The name the analyzer is registered under in each index.
+const ANALYZER: &str = "yuxi_words";
+
+/// The memory an index writer may use before it writes a segment, in bytes (tantivy's least, 15 MB).
+const WRITER_MEMORY_BYTES: usize = 15_000_000;
+
+/// An error of the index: its files could not be read or written.
+#[derive(Debug, thiserror::Error)]
+#[error("knowledge index: {0}")]
+pub struct IndexError(#[from] tantivy::TantivyError);
+
+impl From<tantivy::directory::error::OpenDirectoryError> for IndexError {
+    fn from(err: tantivy::directory::error::OpenDirectoryError) -> Self {
+        Self(err.into())
+    }
+}
+
+/// A document as the index holds it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct IndexedDocument {
+    /// Its name in the knowledge base.
+    pub name: String,
+    /// The hash of the contents it was indexed from (re-indexing skips a document whose hash is the same).
+    pub content_hash: String,
+    /// How many passages it has.
+    pub passages: usize,
+}
+
+/// A passage that matched a search.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Hit {
+    /// The document it is from.
+    pub document: String,
+    /// Where it is in the document ([`Passage::location`]).
+    pub location: String,
+    /// Its place among the document's passages, from 0.
+    pub position: u64,
+    /// Its text.
+    pub text: String,
+    /// Its BM25 score: higher is better; comparable within one index.
+    pub score: f32,
+}
+
+#[derive(Clone, Copy)]
+struct Fields {
+    document: Field,
+    content_hash: Field,
+    position: Field,
+    location: Field,
+    text: Field,
+}
+
+/// The index of one knowledge base, on disk ([`KnowledgeIndex::open`]) or in memory.
+pub struct KnowledgeIndex {
+    index: Index,
+    reader: IndexReader,
+    fields: Fields,
+    /// Writes one at a time: tantivy allows one writer per index.
+    writing: Mutex<()>,
+}
+
+impl KnowledgeIndex {
+    /// The index in the folder `dir`, made there when it is not yet (the folder must exist).
+    ///
+    /// Errors: the folder cannot be read, or holds an index of another shape.
+    pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let directory = tantivy::directory::MmapDirectory::open(dir)?;
+        Self::with(Index::open_or_create(directory, schema().0)?)
+    }
+
+    /// An index kept in memory only.
+    pub fn in_memory() -> Result<Self, IndexError> {
+        Self::with(Index::create_in_ram(schema().0))
+    }
+
+    fn with(index: Index) -> Result<Self, IndexError> {
+        index.tokenizers().register(ANALYZER, analyzer());
+        let fields = schema().1;
+        let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
+        Ok(Self { index, reader, fields, writing: Mutex::new(()) })
+    }
+
+    /// Puts the document `name` with its `passages`, in place of what it held under that name, in one
+    /// commit: a search sees the old passages or the new, never a mix or none.
+    pub fn put_document(&self, name: &str, content_hash: &str, passages: &[Passage]) -> Result<(), IndexError> {
+        self.write(|writer, f| {
+            writer.delete_term(Term::from_field_text(f.document, name));
+            for passage in passages {
+                writer.add_document(doc!(
+                    f.document => name,
+                    f.content_hash => content_hash,
+                    f.position => passage.position as u64,
+                    f.location => passage.location(),
+                    f.text => passage.text.as_str(),
+                ))?;
+            }
+            Ok(())
+        })
+    }
+
+    /// Removes the document `name` and its passages; nothing when it is not there.
+    pub fn remove_document(&self, name: &str) -> Result<(), IndexError> {
+        self.write(|writer, f| {
+            writer.delete_term(Term::from_field_text(f.document, name));
+            Ok(())
+        })
+    }
+
+    fn write(
+        &self,
+        change: impl FnOnce(&tantivy::IndexWriter<TantivyDocument>, Fields) -> tantivy::Result<()>,
+    ) -> Result<(), IndexError> {
+        let _one = self.writing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut writer = self.index.writer_with_num_threads(1, WRITER_MEMORY_BYTES)?;
+        if let Err(err) = change(&writer, self.fields) {
+            writer.rollback()?;
+            return Err(err.into());
+        }
+        writer.commit()?;
+        writer.wait_merging_threads()?;
+        self.reader.reload()?;
+        Ok(())
+    }
+
+    /// The documents indexed, by name.
+    pub fn documents(&self) -> Result<Vec<IndexedDocument>, IndexError> {
+        let searcher = self.reader.searcher();
+        let mut documents = std::collections::BTreeMap::<String, IndexedDocument>::new();
+        for address in searcher.search(&AllQuery, &DocSetCollector)? {
+            let stored: TantivyDocument = searcher.doc(address)?;
+            let name = text_of(&stored, self.fields.document);
+            let entry = documents.entry(name.clone()).or_insert_with(|| IndexedDocument {
+                name,
+                content_hash: text_of(&stored, self.fields.content_hash),
+                passages: 0,
+            });
+            entry.passages += 1;
+        }
+        Ok(documents.into_values().collect())
+    }
+
+    /// How many passages are indexed.
+    pub fn passage_count(&self) -> u64 {
+        self.reader.searcher().num_docs()
+    }
+
+    /// The `top_k` passages that best match `query`, best first; none for a query with no words.
+    pub fn search(&self, query: &str, top_k: usize) -> Result<Vec<Hit>, IndexError> {
+        let Some(query) = self.query(query) else { return Ok(Vec::new()) };
+        let searcher = self.reader.searcher();
+        let mut hits = Vec::new();
+        for (score, address) in searcher.search(&query, &TopDocs::with_limit(top_k.max(1)).order_by_score())? {
+            let stored: TantivyDocument = searcher.doc(address)?;
+            hits.push(Hit {
+                document: text_of(&stored, self.fields.document),
+                location: text_of(&stored, self.fields.location),
+                position: stored.get_first(self.fields.position).and_then(|v| v.as_u64()).unwrap_or_default(),
+                text: text_of(&stored, self.fields.text),
+                score,
+            });
+        }
+        Ok(hits)
+    }
+
+    /// Any of the query's words, each once.
+    fn query(&self, text: &str) -> Option<Box<dyn Query>> {
+        let mut analyzer = analyzer();
+        let mut stream = analyzer.token_stream(text);
+        let mut words = std::collections::BTreeSet::new();
+        while let Some(token) = stream.next() {
+            words.insert(token.text.clone());
+        }
+        let clauses: Vec<(Occur, Box<dyn Query>)> = words
+            .into_iter()
+            .map(|word| {
+                let term = Term::from_field_text(self.fields.text, &word);
+                (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>)
+            })
+            .collect();
+        (!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>)
+    }
+}
+
+fn text_of(document: &TantivyDocument, field: Field) -> String {
+    document.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string()
+}
+
+fn schema() -> (Schema, Fields) {
+    let mut builder = Schema::builder();
+    let text_options = TextOptions::default()
+        .set_indexing_options(
+            TextFieldIndexing::default()
+                .set_tokenizer(ANALYZER)
+                .set_index_option(IndexRecordOption::WithFreqsAndPositions),
+        )
+        .set_stored();
+    let fields = Fields {
+        document: builder.add_text_field("document", STRING | STORED),
+        content_hash: builder.add_text_field("content_hash", STORED),
+        position: builder.add_u64_field("position", INDEXED | STORED),
+        location: builder.add_text_field("location", STORED),
+        text: builder.add_text_field("text", text_options),
+    };
+    (builder.build(), fields)
+}
+
+/// jieba's words, without those that hold no letter or digit, lower-cased, English stemmed.
+fn analyzer() -> TextAnalyzer {
+    TextAnalyzer::builder(Words(tantivy_jieba::JiebaTokenizer::new()))
+        .filter(RemoveLongFilter::limit(40))
+        .filter(LowerCaser)
+        .filter(Stemmer::new(Language::English))
+        .build()
+}
+
+/// A tokenizer that passes on the tokens of another that hold a letter or a digit.
+#[derive(Clone)]
+struct Words<T>(T);
+
+impl<T: Tokenizer> Tokenizer for Words<T> {
+    type TokenStream<'a> = WordStream<T::TokenStream<'a>>;
+    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
+        WordStream(self.0.token_stream(text))
+    }
+}
+
+struct WordStream<S>(S);
+
+impl<S: TokenStream> TokenStream for WordStream<S> {
+    fn advance(&mut self) -> bool {
+        while self.0.advance() {
+            if self.0.token().text.chars().any(char::is_alphanumeric) {
+                return true;
+            }
+        }
+        false
+    }
+    fn token(&self) -> &Token {
+        self.0.token()
+    }
+    fn token_mut(&mut self) -> &mut Token {
+        self.0.token_mut()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::knowledge::chunk::passages;
+
+    fn indexed() -> KnowledgeIndex {
+        let index = KnowledgeIndex::in_memory().expect("an index");
+        let en = "# Leases\n\nThe keeper renews each run's lease every ten seconds.\n\n\
+                  # Sandboxes\n\nCommands run under bubblewrap with no network.\n";
+        let zh = "# 租约\n\n守护进程每十秒续期一次运行的租约。\n\n# 沙箱\n\n命令在没有网络的沙箱中执行。\n";
+        index.put_document("guide.md", "h1", &passages(en, true)).expect("put");
+        index.put_document("指南.md", "h2", &passages(zh, true)).expect("put");
+        index
+    }
+
+    #[test]
+    fn english_and_chinese_queries_find_their_passage_first() {
+        let index = indexed();
+        let hits = index.search("how often are leases renewed?", 3).expect("search");
+        assert_eq!((hits[0].document.as_str(), hits[0].location.as_str()), ("guide.md", "Leases, line 3"));
+        assert!(hits[0].score > 0.0);
+        let hits = index.search("租约多久续期", 3).expect("search");
+        assert_eq!((hits[0].document.as_str(), hits[0].location.as_str()), ("指南.md", "租约, line 3"));
+        let hits = index.search("沙箱网络", 3).expect("search");
+        assert_eq!(hits[0].text, "命令在没有网络的沙箱中执行。");
+    }
+
+    #[test]
+    fn queries_without_words_or_with_syntax_answer_without_error() {
+        let index = indexed();
+        assert!(index.search("  ?！。 ", 5).expect("no words").is_empty());
+        assert!(!index.search("lease AND (\"unclosed: [", 5).expect("no syntax").is_empty());
+    }
+
+    #[test]
+    fn a_document_put_again_replaces_its_passages_and_a_removed_one_is_gone() {
+        let index = indexed();
+        assert_eq!(index.passage_count(), 4);
+        index.put_document("guide.md", "h3", &passages("Only quotas now.", false)).expect("again");
+        assert!(index.search("keeper lease", 5).expect("search").iter().all(|h| h.document != "guide.md"));
+        let documents = index.documents().expect("documents");
+        let guide = documents.iter().find(|d| d.name == "guide.md").expect("kept");
+        assert_eq!((guide.content_hash.as_str(), guide.passages), ("h3", 1));
+        index.remove_document("指南.md").expect("remove");
+        assert_eq!(index.documents().expect("documents").len(), 1);
+        assert!(index.search("租约", 5).expect("search").is_empty());
+    }
+
+    #[test]
+    fn an_index_on_disk_is_found_again_when_opened() {
+        let dir = tempfile::tempdir().expect("a folder");
+        {
+            let index = KnowledgeIndex::open(dir.path()).expect("made");
+            index.put_document("a.txt", "h", &passages("persisted words", false)).expect("put");
+        }
+        let again = KnowledgeIndex::open(dir.path()).expect("opened");
+        assert_eq!(again.search("persisted", 1).expect("search")[0].document, "a.txt");
+    }
+}
