@@ -197,6 +197,24 @@ async fn an_agent_of_the_wrong_shape_is_denied_naming_the_field() {
 }
 
 #[tokio::test]
+async fn a_knowledge_base_is_judged_by_its_rules() {
+    let webhook = Webhook::start(offline()).await;
+    let kb = |spec: Value| {
+        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase", "metadata": {"name": "notes", "namespace": "team-a"}, "spec": spec})
+    };
+    let good = kb(json!({"source": {"documents": {"folder": "notes"}}}));
+    let response =
+        webhook.review("/validate", &review("KnowledgeBase", "knowledgebases", "CREATE", good, Value::Null)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let escaping = kb(json!({"source": {"documents": {"folder": "../other-team"}}}));
+    let response =
+        webhook.review("/validate", &review("KnowledgeBase", "knowledgebases", "UPDATE", escaping, Value::Null)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().expect("message");
+    assert!(message.starts_with("spec.source.documents.folder: "), "{message}");
+}
+
+#[tokio::test]
 async fn mutate_derives_is_subagent_as_a_json_patch() {
     let webhook = Webhook::start(offline()).await;
     let object = agent("helper", json!({"backend": "SubAgentBackend"}));

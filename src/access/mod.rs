@@ -1,4 +1,4 @@
-//! Who may see and manage which agent, and which subagents a parent may call (pure; Yuxi's share rules,
+//! Who may see and manage which agent and knowledge base, which knowledge bases a run may search, and which subagents a parent may call (pure; Yuxi's share rules,
 //! Yuxi's agent model, and its subagent design "如何让主 Agent 调用子智能体"; docs/concepts/agents.md).
 //!
 //! - a superadmin manages every agent; the owner (`spec.owner`) manages their own;
@@ -10,7 +10,7 @@
 use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 
-use crate::resources::{AccessLevel, Agent, GENERAL_PURPOSE, ShareScope};
+use crate::resources::{AccessLevel, Agent, AgentShare, GENERAL_PURPOSE, KnowledgeBase, ShareScope};
 
 /// A user's role (Yuxi: `user`, `admin`, `superadmin`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Serialize, Deserialize)]
@@ -59,16 +59,27 @@ pub fn in_scope(who: &Identity, scope: &ShareScope) -> bool {
 
 /// What `who` may do with `agent`.
 pub fn permission(who: &Identity, agent: &Agent) -> Permission {
-    if who.role == Role::Superadmin || agent.spec.owner.as_deref() == Some(who.uid.as_str()) {
+    match shared_permission(who, agent.spec.owner.as_deref(), agent.spec.share.as_ref()) {
+        Permission::None if agent.name_any() == GENERAL_PURPOSE => Permission::Read,
+        found => found,
+    }
+}
+
+/// What `who` may do with the knowledge base `kb`: the Agents' rules (its owner and superadmins manage
+/// it, `manageScope` manages, `readScope` searches).
+pub fn knowledge_permission(who: &Identity, kb: &KnowledgeBase) -> Permission {
+    shared_permission(who, kb.spec.owner.as_deref(), kb.spec.share.as_ref())
+}
+
+/// The share rules of an object with `owner` and `share`.
+fn shared_permission(who: &Identity, owner: Option<&str>, share: Option<&AgentShare>) -> Permission {
+    if who.role == Role::Superadmin || owner == Some(who.uid.as_str()) {
         return Permission::Manage;
     }
-    let share = agent.spec.share.as_ref();
     if share.and_then(|s| s.manage_scope.as_ref()).is_some_and(|scope| in_scope(who, scope)) {
         return Permission::Manage;
     }
-    if agent.name_any() == GENERAL_PURPOSE
-        || share.and_then(|s| s.read_scope.as_ref()).is_some_and(|scope| in_scope(who, scope))
-    {
+    if share.and_then(|s| s.read_scope.as_ref()).is_some_and(|scope| in_scope(who, scope)) {
         return Permission::Read;
     }
     Permission::None
@@ -100,6 +111,24 @@ pub fn allowed_subagents<'a>(parent: &Agent, agents: &'a [Agent], who: &Identity
             let implicit = |agent: &&Agent| agent.spec.owner.as_deref().is_none_or(|owner| owner == who.uid);
             let mut all: Vec<&Agent> = agents.iter().filter(usable).filter(implicit).collect();
             all.sort_by_key(|a| a.name_any());
+            all
+        }
+    }
+}
+
+/// The knowledge bases a run of `agent` for `who` may search (Yuxi's list rule for
+/// `context.knowledges`): absent, every knowledge base of `kbs` that `who` may read, sorted by slug; a
+/// list (even an empty one), those it names that exist and `who` may read, in its order. A knowledge base
+/// `who` may not read is never among them, whatever the list says.
+pub fn allowed_knowledge_bases<'a>(agent: &Agent, kbs: &'a [KnowledgeBase], who: &Identity) -> Vec<&'a KnowledgeBase> {
+    let readable = |kb: &&KnowledgeBase| knowledge_permission(who, kb) >= Permission::Read;
+    match agent.spec.context.as_ref().and_then(|c| c.knowledges.as_ref()) {
+        Some(slugs) => {
+            slugs.iter().filter_map(|slug| kbs.iter().find(|kb| kb.name_any() == *slug)).filter(readable).collect()
+        }
+        None => {
+            let mut all: Vec<&KnowledgeBase> = kbs.iter().filter(readable).collect();
+            all.sort_by_key(|kb| kb.name_any());
             all
         }
     }

@@ -120,3 +120,56 @@ fn an_agent_run_runs_as_its_creator_unless_the_creator_is_trusted() {
     // Nobody is trusted by default.
     assert!(run_owner(Some("alice"), facade, none, &RunCreators::default(), false).is_err());
 }
+
+fn kb(name: &str, yaml_spec: &str) -> KnowledgeBase {
+    serde_norway::from_str(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {{name: {name}}}\nspec: {yaml_spec}\n"
+    ))
+    .expect("knowledge base")
+}
+
+fn knowledge_set() -> Vec<KnowledgeBase> {
+    vec![
+        kb("public", "{source: {documents: {}}, share: {readScope: {accessLevel: Global}}}"),
+        kb("mine", "{source: {documents: {}}, owner: alice}"),
+        kb("secret", "{source: {documents: {}}, owner: mallory}"),
+        kb(
+            "team",
+            "{source: {documents: {}}, owner: mallory, share: {readScope: {accessLevel: Department, departmentIds: [7]}}}",
+        ),
+    ]
+}
+
+fn slugs(kbs: Vec<&KnowledgeBase>) -> Vec<String> {
+    kbs.into_iter().map(|kb| kb.name_any()).collect()
+}
+
+#[test]
+fn an_agent_without_a_knowledge_list_gets_every_knowledge_base_its_user_may_read() {
+    let kbs = knowledge_set();
+    let open = agent("a", "{backend: ChatbotAgent}");
+    assert_eq!(slugs(allowed_knowledge_bases(&open, &kbs, &user("alice", None))), ["mine", "public"]);
+    assert_eq!(slugs(allowed_knowledge_bases(&open, &kbs, &user("bob", Some(7)))), ["public", "team"]);
+}
+
+#[test]
+fn a_knowledge_list_names_the_only_ones_and_never_one_the_user_may_not_read() {
+    let kbs = knowledge_set();
+    let listed = agent("a", "{backend: ChatbotAgent, context: {knowledges: [secret, team, missing, public]}}");
+    // `secret` is listed, but alice may not read it; `missing` does not exist.
+    assert_eq!(slugs(allowed_knowledge_bases(&listed, &kbs, &user("alice", None))), ["public"]);
+    assert_eq!(slugs(allowed_knowledge_bases(&listed, &kbs, &user("bob", Some(7)))), ["team", "public"]);
+    let none = agent("a", "{backend: ChatbotAgent, context: {knowledges: []}}");
+    assert!(allowed_knowledge_bases(&none, &kbs, &user("alice", None)).is_empty());
+}
+
+#[test]
+fn knowledge_bases_follow_the_agents_share_rules() {
+    let kbs = knowledge_set();
+    let root = Identity { uid: "root".into(), role: Role::Superadmin, department_id: None };
+    assert_eq!(knowledge_permission(&root, &kbs[2]), Permission::Manage);
+    assert_eq!(knowledge_permission(&user("alice", None), &kbs[1]), Permission::Manage);
+    assert_eq!(knowledge_permission(&user("alice", None), &kbs[2]), Permission::None);
+    assert_eq!(knowledge_permission(&user("alice", None), &kbs[0]), Permission::Read);
+    assert_eq!(knowledge_permission(&user("bob", Some(7)), &kbs[3]), Permission::Read);
+}

@@ -8,12 +8,12 @@ use yuxi_operator::resources::crd;
 /// Where the CRDs go.
 #[derive(clap::Args)]
 pub struct CrdArgs {
-    /// Write `agent.yaml` and `agentrun.yaml` into this folder instead of printing them.
+    /// Write `agent.yaml`, `agentrun.yaml` and `knowledgebase.yaml` into this folder instead of printing them.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
 }
 
-/// Prints both CRDs as one YAML stream on stdout, or writes one file per CRD into `--out-dir`.
+/// Prints the CRDs as one YAML stream on stdout, or writes one file per CRD into `--out-dir`.
 /// Exit status 1 when a file cannot be written.
 pub fn run(args: CrdArgs) -> ExitCode {
     match args.out_dir {

@@ -138,6 +138,15 @@ mod tests {
     }
 
     #[test]
+    fn a_pdf_is_read_by_its_text_layer() {
+        let pdf = include_bytes!("../../tests/fixtures/knowledge/lease-renewal.pdf");
+        let (kind, text) = extract("lease-renewal.pdf", pdf).expect("reads");
+        assert_eq!(kind, DocumentKind::Pdf);
+        assert!(text.contains("renews its lease every ten seconds"), "{text}");
+        assert!(text.contains("ends interrupted"), "{text}");
+    }
+
+    #[test]
     fn bad_documents_are_refused_naming_why() {
         assert_eq!(extract("x.exe", b"MZ"), Err(ExtractError::UnknownKind { name: "x.exe".into() }));
         assert_eq!(extract("x.txt", b" \n\t"), Err(ExtractError::Empty));

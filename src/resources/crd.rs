@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use super::{Agent, AgentRun};
+use super::{Agent, AgentRun, KnowledgeBase};
 
 /// A CRD as served: the derived definition, with `nullable` taken out of every field.
 ///
@@ -33,24 +33,31 @@ fn strip_nullable(value: &mut Value) {
     }
 }
 
-fn crds() -> &'static [(&'static str, &'static str, Value); 2] {
-    static CRDS: OnceLock<[(&str, &str, Value); 2]> = OnceLock::new();
+/// How many CRDs there are.
+const CRD_COUNT: usize = 3;
+
+fn crds() -> &'static [(&'static str, &'static str, Value); CRD_COUNT] {
+    static CRDS: OnceLock<[(&str, &str, Value); CRD_COUNT]> = OnceLock::new();
     CRDS.get_or_init(|| {
-        [("Agent", "agent.yaml", served(Agent::crd())), ("AgentRun", "agentrun.yaml", served(AgentRun::crd()))]
+        [
+            ("Agent", "agent.yaml", served(Agent::crd())),
+            ("AgentRun", "agentrun.yaml", served(AgentRun::crd())),
+            ("KnowledgeBase", "knowledgebase.yaml", served(KnowledgeBase::crd())),
+        ]
     })
 }
 
 /// The file name under `crds/` and the YAML of each CRD, in a fixed order.
-pub fn crd_files() -> [(&'static str, String); 2] {
+pub fn crd_files() -> [(&'static str, String); CRD_COUNT] {
     crds().each_ref().map(|(_, file, crd)| (*file, serde_norway::to_string(crd).expect("a CRD serializes to YAML")))
 }
 
-/// Both CRDs as one multi-document YAML stream, as `yuxi-operator crd` prints it.
+/// The CRDs as one multi-document YAML stream, as `yuxi-operator crd` prints it.
 pub fn crds_yaml() -> String {
     crd_files().map(|(_, yaml)| yaml).join("---\n")
 }
 
-/// The `openAPIV3Schema` of the kind `Agent` or `AgentRun`.
+/// The `openAPIV3Schema` of the kind `Agent`, `AgentRun` or `KnowledgeBase`.
 pub fn schema(kind: &str) -> Option<&'static Value> {
     crds()
         .iter()

@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{API_VERSION, Agent, AgentRun};
+use super::{API_VERSION, Agent, AgentRun, KnowledgeBase};
 
 /// One object read from a manifest.
 #[derive(Clone, Debug)]
@@ -16,6 +16,8 @@ pub enum Manifest {
     Agent(Box<Agent>),
     /// An `AgentRun`.
     AgentRun(Box<AgentRun>),
+    /// A `KnowledgeBase`.
+    KnowledgeBase(Box<KnowledgeBase>),
 }
 
 /// Why a manifest could not be read. `document` counts from 1 within the file.
@@ -39,7 +41,7 @@ pub enum ManifestError {
     },
     /// The document is not one of this operator's resources.
     #[error(
-        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent or AgentRun of {API_VERSION}"
+        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent, AgentRun or KnowledgeBase of {API_VERSION}"
     )]
     UnknownKind {
         /// Which document of the file.
@@ -191,6 +193,7 @@ fn decode_manifest(value: Value, document: usize) -> Result<Manifest, ManifestEr
     match (api_version.as_str(), kind.as_str()) {
         (API_VERSION, "Agent") => decode(value, document).map(|a| Manifest::Agent(Box::new(a))),
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),
+        (API_VERSION, "KnowledgeBase") => decode(value, document).map(|k| Manifest::KnowledgeBase(Box::new(k))),
         _ => Err(ManifestError::UnknownKind { document, api_version, kind }),
     }
 }

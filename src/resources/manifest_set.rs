@@ -1,5 +1,5 @@
 //! Checking a set of manifest files together, as `yuxi-operator validate` and the local mode do: every
-//! object by its own rules, and every Agent against the other Agents of its namespace among the files
+//! object by its own rules (Agents, AgentRuns, KnowledgeBases), and every Agent against the other Agents of its namespace among the files
 //! (the rules the webhook checks against the cluster).
 
 use std::collections::HashMap;
@@ -10,8 +10,9 @@ use kube::ResourceExt;
 use super::manifest::{Manifest, ManifestError, parse_documents, read_manifest_text};
 use super::validation::{
     FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
+    validate_knowledge_base,
 };
-use super::{Agent, AgentRun};
+use super::{Agent, AgentRun, KnowledgeBase};
 
 /// The namespace of an object whose manifest names none, as `kubectl apply` would use it by default.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -57,6 +58,7 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut checked = Vec::new();
     let mut agents: Vec<(String, Agent)> = Vec::new();
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
+    let mut knowledge_bases: std::collections::HashSet<String> = std::collections::HashSet::new();
     for file in files {
         let documents = match read_manifest_text(file) {
             Ok(text) => parse_documents(&text),
@@ -67,6 +69,14 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
             let origin = origin(file, many.then_some(i + 1));
             match document {
                 Ok(Manifest::Agent(agent)) => agents.push((origin, *agent)),
+                Ok(Manifest::KnowledgeBase(kb)) => {
+                    let object = describe("KnowledgeBase", kb.namespace(), &kb.name_any());
+                    let mut report = validate_knowledge_base(&kb);
+                    if !knowledge_bases.insert(object.clone()) {
+                        report.error("metadata.name", format!("{object} is declared twice among the files"));
+                    }
+                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                }
                 Ok(Manifest::AgentRun(run)) => {
                     let object = describe("AgentRun", run.namespace(), &run.name_any());
                     let mut report = validate_agent_run(&run);
@@ -109,9 +119,24 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     checked
 }
 
+/// The objects the local mode serves from a manifests folder.
+#[derive(Clone, Debug, Default)]
+pub struct Loaded {
+    /// The Agents, in file order.
+    pub agents: Vec<Agent>,
+    /// The KnowledgeBases, in file order.
+    pub knowledge_bases: Vec<KnowledgeBase>,
+}
+
 /// The Agents of `files` when every document is valid (documents of other kinds and AgentRuns are
 /// ignored); otherwise every problem, as `origin: field: message` lines.
 pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
+    load(files).map(|loaded| loaded.agents)
+}
+
+/// The Agents and KnowledgeBases of `files` when every document is valid (documents of other kinds and
+/// AgentRuns are ignored); otherwise every problem, as `origin: field: message` lines.
+pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
     let mut problems = Vec::new();
     for item in check_files(files) {
         for error in &item.report.errors {
@@ -121,16 +146,18 @@ pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
     if !problems.is_empty() {
         return Err(problems);
     }
-    let mut agents = Vec::new();
+    let mut loaded = Loaded::default();
     for file in files {
         let text = read_manifest_text(file).map_err(|e| vec![e.to_string()])?;
         for document in parse_documents(&text) {
-            if let Ok(Manifest::Agent(agent)) = document {
-                agents.push(*agent);
+            match document {
+                Ok(Manifest::Agent(agent)) => loaded.agents.push(*agent),
+                Ok(Manifest::KnowledgeBase(kb)) => loaded.knowledge_bases.push(*kb),
+                _ => {}
             }
         }
     }
-    Ok(agents)
+    Ok(loaded)
 }
 
 fn namespace_of(agent: &Agent) -> String {

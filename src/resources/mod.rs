@@ -1,9 +1,10 @@
-//! The custom resources (`agents.yuxi.dev`, `agentruns.yuxi.dev`), the rules about them, and the
+//! The custom resources (`agents.yuxi.dev`, `agentruns.yuxi.dev`, `knowledgebases.yuxi.dev`), the rules about them, and the
 //! manifests and CRDs they are read from and written to.
 
 pub mod agent;
 pub mod agent_run;
 pub mod crd;
+pub mod knowledge_base;
 pub mod manifest;
 pub mod manifest_set;
 pub mod names;
@@ -18,10 +19,11 @@ pub use agent::{
     builtin_general_purpose,
 };
 pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};
+pub use knowledge_base::{KnowledgeBase, KnowledgeBaseSpec, KnowledgeBaseStatus, KnowledgeSource};
 
-/// The API group of both resources.
+/// The API group of the resources.
 pub const GROUP: &str = "yuxi.dev";
-/// The API version of both resources.
+/// The API version of the resources.
 pub const VERSION: &str = "v1alpha1";
 /// `apiVersion` as written in manifests.
 pub const API_VERSION: &str = "yuxi.dev/v1alpha1";

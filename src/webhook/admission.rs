@@ -13,7 +13,7 @@ use serde::de::DeserializeOwned;
 use crate::access::{RunCreators, run_owner};
 use crate::resources::manifest::decode;
 use crate::resources::validation::{self, Report};
-use crate::resources::{Agent, AgentRun, GROUP};
+use crate::resources::{Agent, AgentRun, GROUP, KnowledgeBase};
 
 /// Why a request body is not an AdmissionReview the webhook can answer; the server answers 400 with it.
 #[derive(Debug, thiserror::Error)]
@@ -40,6 +40,7 @@ pub enum BadReview {
 enum Kind {
     Agent,
     AgentRun,
+    KnowledgeBase,
 }
 
 /// Judges admission requests. `client` reads the other Agents of a namespace for the cross-object rules;
@@ -66,7 +67,7 @@ impl Admission {
     /// Answers a validating review (`POST /validate`), given the raw request body.
     ///
     /// Errors: [`BadReview`] when the body is not a review with a request. A review of a kind other than
-    /// Agent and AgentRun is allowed unchanged.
+    /// Agent, AgentRun and KnowledgeBase is allowed unchanged.
     pub async fn validate(&self, body: &[u8]) -> Result<AdmissionReview<DynamicObject>, BadReview> {
         let request = parse_review(body)?;
         let response = AdmissionResponse::from(&request);
@@ -74,6 +75,10 @@ impl Admission {
             _ if matches!(request.operation, Operation::Delete | Operation::Connect) => response,
             Some(Kind::Agent) => self.validate_agent(&request, response).await,
             Some(Kind::AgentRun) => validate_agent_run(&request, response, &self.run_creators),
+            Some(Kind::KnowledgeBase) => match decode_object::<KnowledgeBase>(request.object.as_ref()) {
+                Ok(kb) => verdict(response, validation::validate_knowledge_base(&kb)),
+                Err(reason) => response.deny(reason),
+            },
             None => response,
         };
         Ok(response.into_review())
@@ -192,6 +197,7 @@ fn kind_of(request: &AdmissionRequest<DynamicObject>) -> Option<Kind> {
     match request.kind.kind.as_str() {
         "Agent" => Some(Kind::Agent),
         "AgentRun" => Some(Kind::AgentRun),
+        "KnowledgeBase" => Some(Kind::KnowledgeBase),
         _ => None,
     }
 }

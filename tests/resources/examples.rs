@@ -6,6 +6,7 @@ use serde_json::{Value, json};
 use yuxi_operator::resources::manifest::{Manifest, ManifestError, read_manifest_file};
 use yuxi_operator::resources::validation::{
     Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
+    validate_knowledge_base,
 };
 
 use crate::support::cel::cel_failures;
@@ -25,6 +26,7 @@ fn every_example_passes_validation_without_warnings() {
                 report
             }
             Manifest::AgentRun(run) => validate_agent_run(run),
+            Manifest::KnowledgeBase(kb) => validate_knowledge_base(kb),
         };
         assert_eq!(report, Report::default(), "{}", path.display());
     }
@@ -43,6 +45,7 @@ fn every_example_passes_the_crd_cel_rules() {
                 let run = to_json(run);
                 [cel_failures("AgentRun", &run, None), cel_failures("AgentRun", &run, Some(&run))].concat()
             }
+            Manifest::KnowledgeBase(kb) => cel_failures("KnowledgeBase", &to_json(kb), None),
         };
         assert!(failures.is_empty(), "{}: {failures:?}", path.display());
     }
@@ -58,6 +61,7 @@ fn judge(manifests: &[Manifest]) -> Report {
             report
         }
         [Manifest::AgentRun(run)] => validate_agent_run(run),
+        [Manifest::KnowledgeBase(kb)] => validate_knowledge_base(kb),
         [Manifest::AgentRun(old), Manifest::AgentRun(new)] => {
             let mut report = validate_agent_run(new);
             report.extend(validate_agent_run_update(old, new));
@@ -72,6 +76,7 @@ fn cel_fields(manifests: &[Manifest]) -> Vec<String> {
     match manifests {
         [Manifest::Agent(agent)] => cel_failures("Agent", &to_json(agent), None),
         [Manifest::AgentRun(run)] => cel_failures("AgentRun", &to_json(run), None),
+        [Manifest::KnowledgeBase(kb)] => cel_failures("KnowledgeBase", &to_json(kb), None),
         [Manifest::AgentRun(old), Manifest::AgentRun(new)] => {
             cel_failures("AgentRun", &to_json(new), Some(&to_json(old)))
         }

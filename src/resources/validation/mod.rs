@@ -1,4 +1,4 @@
-//! Every rule about Agent and AgentRun objects, as pure functions (docs/concepts/agents.md).
+//! Every rule about Agent, AgentRun and KnowledgeBase objects, as pure functions (docs/concepts/agents.md).
 //!
 //! The webhook, the facade and the local mode all call these functions, so an object is judged the same
 //! wherever it enters. Each finding names the field it concerns with a Kubernetes field path
@@ -19,6 +19,9 @@ use super::agent::{AccessLevel, Agent, AgentContext, AgentShare, ShareScope};
 use super::agent_run::{AgentRun, AgentRunSpec, TIMEOUT_SECONDS_RANGE};
 use super::{BACKEND_SUBAGENT, BACKENDS};
 use crate::resources::thread_id::{MAX_PARENT_THREAD_ID_LEN, is_child_thread_of, is_valid_id};
+
+mod knowledge_base;
+pub use knowledge_base::validate_knowledge_base;
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
