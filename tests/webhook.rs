@@ -199,9 +199,7 @@ async fn an_agent_of_the_wrong_shape_is_denied_naming_the_field() {
 #[tokio::test]
 async fn a_knowledge_base_is_judged_by_its_rules() {
     let webhook = Webhook::start(offline()).await;
-    let kb = |spec: Value| {
-        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase", "metadata": {"name": "notes", "namespace": "team-a"}, "spec": spec})
-    };
+    let kb = |spec: Value| json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase", "metadata": {"name": "notes", "namespace": "team-a"}, "spec": spec});
     let good = kb(json!({"source": {"documents": {"folder": "notes"}}}));
     let response =
         webhook.review("/validate", &review("KnowledgeBase", "knowledgebases", "CREATE", good, Value::Null)).await;

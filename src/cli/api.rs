@@ -42,6 +42,18 @@ pub struct ApiArgs {
     /// A group `<prefix><n>` puts its members in department `n`.
     #[arg(long, default_value = "yuxi:department:")]
     department_group_prefix: String,
+    /// Where uploaded knowledge base documents are kept (shared by the replicas: the chart's
+    /// `knowledge` volume).
+    #[arg(long, default_value = "/var/lib/yuxi/knowledge/documents", env = "YUXI_KNOWLEDGE_DOCUMENTS_DIR")]
+    knowledge_documents_dir: PathBuf,
+    /// Where this replica keeps its knowledge base indexes (its own: an emptyDir is enough, they are
+    /// rebuilt from the documents).
+    #[arg(long, default_value = "/var/lib/yuxi/index", env = "YUXI_KNOWLEDGE_INDEX_DIR")]
+    knowledge_index_dir: PathBuf,
+    /// The documents volume that `documents.folder` sources are relative to; unset: folder sources are
+    /// not ready.
+    #[arg(long, env = "YUXI_KNOWLEDGE_SOURCES_DIR")]
+    knowledge_sources_dir: Option<PathBuf>,
     #[command(flatten)]
     limits: super::LimitArgs,
 }
@@ -72,6 +84,20 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let metrics = facade::http_metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
+    let knowledge = std::sync::Arc::new(facade::knowledge::Knowledge::new(
+        facade::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
+            client.clone(),
+            &args.namespace,
+        ))),
+        facade::knowledge::KnowledgeSettings {
+            documents_dir: args.knowledge_documents_dir,
+            index_dir: Some(args.knowledge_index_dir),
+            sources_dir: args.knowledge_sources_dir,
+        },
+        facade::knowledge::SecretSource::Cluster(kube::Api::namespaced(client.clone(), &args.namespace)),
+        Some(kube::Api::namespaced(client.clone(), &args.namespace)),
+    ));
+    let _indexer = knowledge.clone().spawn_syncer();
     let state: facade::FacadeState = facade::FacadeParts {
         auth: reviewer.into(),
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
@@ -85,6 +111,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         streams: Default::default(),
         queues: Default::default(),
         quick_model: None,
+        knowledge: Some(knowledge),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

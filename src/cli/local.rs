@@ -112,7 +112,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     } = args;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let agents = manifest_set::load_agents(&files).map_err(|problems| {
+    let manifest_set::Loaded { agents, knowledge_bases } = manifest_set::load(&files).map_err(|problems| {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
     })?;
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
@@ -228,6 +228,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         Vec::new()
     };
     let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let knowledge = local_knowledge(knowledge_bases, &data_dir, &manifests)?;
+    let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
         auth: users.into(),
         agents: AgentCatalog::Local(agent_catalog),
@@ -239,6 +241,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         streams: Default::default(),
         queues: Default::default(),
         quick_model: Some(std::sync::Arc::new(quick_model)),
+        knowledge: Some(knowledge),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.
@@ -256,4 +259,43 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     }
     served?;
     Ok(())
+}
+
+/// The local mode's knowledge bases: the manifests folder's, and those created through the API (kept
+/// as manifests in `<data>/knowledge-bases`); documents and indexes under `<data>/knowledge`, folder
+/// sources relative to the manifests folder, MCP tokens from the environment.
+fn local_knowledge(
+    manifests: Vec<yuxi_operator::resources::KnowledgeBase>,
+    data_dir: &std::path::Path,
+    manifests_dir: &std::path::Path,
+) -> anyhow::Result<std::sync::Arc<facade::knowledge::Knowledge>> {
+    let saved_in = data_dir.join("knowledge-bases");
+    let saved = if saved_in.is_dir() {
+        manifest_set::load(&manifest_set::manifest_files(std::slice::from_ref(&saved_in))?)
+            .map_err(|problems| {
+                anyhow::anyhow!(
+                    "the saved knowledge bases in {} are not valid:\n  {}",
+                    saved_in.display(),
+                    problems.join("\n  ")
+                )
+            })?
+            .knowledge_bases
+    } else {
+        Vec::new()
+    };
+    let sources_dir = if manifests_dir.is_dir() {
+        manifests_dir.to_path_buf()
+    } else {
+        manifests_dir.parent().unwrap_or(manifests_dir).to_path_buf()
+    };
+    Ok(std::sync::Arc::new(facade::knowledge::Knowledge::new(
+        facade::catalog::KnowledgeCatalog::Local(facade::catalog::LocalCatalog::new(manifests, saved, Some(saved_in))),
+        facade::knowledge::KnowledgeSettings {
+            documents_dir: data_dir.join("knowledge").join("documents"),
+            index_dir: Some(data_dir.join("knowledge").join("index")),
+            sources_dir: Some(sources_dir),
+        },
+        facade::knowledge::SecretSource::Environment,
+        None,
+    )))
 }

@@ -329,7 +329,7 @@ async fn create_unique(
                 all.push(agent.clone());
                 return Ok((StatusCode::CREATED, Json(detail(&agent, who, &all, state.keeps_files()))));
             }
-            Err(CatalogError::Exists(_)) => continue,
+            Err(CatalogError::Exists { .. }) => continue,
             Err(err) => return Err(err.into()),
         }
     }
@@ -438,7 +438,7 @@ pub async fn delete(
 }
 
 /// Only administrators may save Global and Department scopes.
-fn check_scopes(who: &Identity, share: &AgentShare) -> Result<(), ApiError> {
+pub(super) fn check_scopes(who: &Identity, share: &AgentShare) -> Result<(), ApiError> {
     for (field, scope) in
         [("share_config.read_scope", &share.read_scope), ("share_config.manage_scope", &share.manage_scope)]
     {

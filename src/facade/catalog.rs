@@ -1,27 +1,80 @@
-//! Where the facade's agents live. In a cluster they are the Agent resources of the facade's namespace,
-//! read and written through the Kubernetes API (so the admission webhook and the CRD's rules judge every
-//! write too); in the local mode they are the manifests folder, read-only through the API, plus the agents
-//! created through the API, kept as manifests in the data folder so they survive a restart.
+//! Where the facade's agents and knowledge bases live. In a cluster they are the Agent and KnowledgeBase
+//! resources of the facade's namespace, read and written through the Kubernetes API (so the admission
+//! webhook and the CRD's rules judge every write too); in the local mode they are the manifests folder,
+//! read-only through the API, plus the objects created through the API, kept as manifests in the data
+//! folder so they survive a restart. One generic catalog serves both kinds ([`CatalogItem`]).
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};
 
-use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::core::NamespaceResourceScope;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
 
 use crate::resources::names::FIELD_MANAGER;
-use crate::resources::{Agent, GENERAL_PURPOSE, builtin_general_purpose};
+use crate::resources::{Agent, KnowledgeBase, builtin_general_purpose};
+
+/// A kind of object a catalog holds: a namespaced resource of this operator.
+pub trait CatalogItem:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind's name in messages (`agent`, `knowledge base`).
+    const NOUN: &'static str;
+
+    /// The objects every catalog holds whether or not a manifest or the API defines them (the built-in
+    /// `general-purpose` subagent); they cannot be changed or deleted.
+    fn builtins() -> Vec<Self> {
+        Vec::new()
+    }
+}
+
+impl CatalogItem for Agent {
+    const NOUN: &'static str = "agent";
+
+    fn builtins() -> Vec<Self> {
+        vec![builtin_general_purpose()]
+    }
+}
+
+impl CatalogItem for KnowledgeBase {
+    const NOUN: &'static str = "knowledge base";
+}
+
+/// The agents, by slug.
+pub type AgentCatalog = Catalog<Agent>;
+
+/// The knowledge bases, by slug.
+pub type KnowledgeCatalog = Catalog<KnowledgeBase>;
 
 /// A catalog operation failed.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum CatalogError {
-    /// An agent with this slug exists already (create).
-    #[error("agent {0:?} exists already")]
-    Exists(String),
-    /// There is no agent with this slug (replace, delete).
-    #[error("agent {0:?} does not exist")]
-    Missing(String),
+    /// An object with this slug exists already (create).
+    #[error("{noun} {slug:?} exists already")]
+    Exists {
+        /// The kind ([`CatalogItem::NOUN`]).
+        noun: &'static str,
+        /// The slug.
+        slug: String,
+    },
+    /// There is no object with this slug (replace, delete).
+    #[error("{noun} {slug:?} does not exist")]
+    Missing {
+        /// The kind ([`CatalogItem::NOUN`]).
+        noun: &'static str,
+        /// The slug.
+        slug: String,
+    },
     /// The agent cannot be changed this way: defined by a manifest file in the local mode, or changed by
     /// somebody else since it was read (a stale `resourceVersion`) in a cluster.
     #[error("{0}")]
@@ -34,69 +87,69 @@ pub enum CatalogError {
     Unavailable(String),
 }
 
-/// The agents, by slug.
+/// The objects of one kind, by slug.
 #[derive(Clone)]
-pub enum AgentCatalog {
+pub enum Catalog<K: CatalogItem> {
     /// The local mode's.
-    Local(LocalCatalog),
+    Local(LocalCatalog<K>),
     /// A cluster's.
-    Cluster(Box<ClusterCatalog>),
+    Cluster(Box<ClusterCatalog<K>>),
 }
 
-impl AgentCatalog {
-    /// An in-memory local catalog of `agents` (nothing is written anywhere), with the built-in
-    /// `general-purpose` added when none of them is it. The agents are taken as API-created: they can be
-    /// changed and deleted.
-    pub fn new(agents: Vec<Agent>) -> Self {
-        AgentCatalog::Local(LocalCatalog::new(Vec::new(), agents, None))
+impl<K: CatalogItem> Catalog<K> {
+    /// An in-memory local catalog of `items` (nothing is written anywhere), with the built-ins added
+    /// when none of them has their slug. The items are taken as API-created: they can be changed and
+    /// deleted.
+    pub fn new(items: Vec<K>) -> Self {
+        Catalog::Local(LocalCatalog::new(Vec::new(), items, None))
     }
 
-    /// Every agent, sorted by slug.
-    pub async fn all(&self) -> Result<Vec<Agent>, CatalogError> {
+    /// Every object, sorted by slug.
+    pub async fn all(&self) -> Result<Vec<K>, CatalogError> {
         match self {
-            AgentCatalog::Local(local) => Ok(local.all()),
-            AgentCatalog::Cluster(cluster) => cluster.all().await,
+            Catalog::Local(local) => Ok(local.all()),
+            Catalog::Cluster(cluster) => cluster.all().await,
         }
     }
 
-    /// The agent `slug`, or `None`.
-    pub async fn get(&self, slug: &str) -> Result<Option<Agent>, CatalogError> {
+    /// The object `slug`, or `None`.
+    pub async fn get(&self, slug: &str) -> Result<Option<K>, CatalogError> {
         match self {
-            AgentCatalog::Local(local) => Ok(local.get(slug)),
-            AgentCatalog::Cluster(cluster) => cluster.get(slug).await,
+            Catalog::Local(local) => Ok(local.get(slug)),
+            Catalog::Cluster(cluster) => cluster.get(slug).await,
         }
     }
 
-    /// Adds `agent`, named by its `metadata.name`. Errors: [`CatalogError::Exists`] when the slug is taken.
-    pub async fn create(&self, agent: Agent) -> Result<Agent, CatalogError> {
+    /// Adds `item`, named by its `metadata.name`. Errors: [`CatalogError::Exists`] when the slug is taken.
+    pub async fn create(&self, item: K) -> Result<K, CatalogError> {
         match self {
-            AgentCatalog::Local(local) => local.create(agent),
-            AgentCatalog::Cluster(cluster) => cluster.create(agent).await,
+            Catalog::Local(local) => local.create(item),
+            Catalog::Cluster(cluster) => cluster.create(item).await,
         }
     }
 
-    /// Replaces the agent of the same slug with `agent`, which must carry the `resourceVersion` it was
+    /// Replaces the object of the same slug with `item`, which must carry the `resourceVersion` it was
     /// read with in a cluster. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
-    pub async fn replace(&self, agent: Agent) -> Result<Agent, CatalogError> {
+    pub async fn replace(&self, item: K) -> Result<K, CatalogError> {
         match self {
-            AgentCatalog::Local(local) => local.replace(agent),
-            AgentCatalog::Cluster(cluster) => cluster.replace(agent).await,
+            Catalog::Local(local) => local.replace(item),
+            Catalog::Cluster(cluster) => cluster.replace(item).await,
         }
     }
 
-    /// Deletes the agent `slug`. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
+    /// Deletes the object `slug`. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
     pub async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
         match self {
-            AgentCatalog::Local(local) => local.delete(slug),
-            AgentCatalog::Cluster(cluster) => cluster.delete(slug).await,
+            Catalog::Local(local) => local.delete(slug),
+            Catalog::Cluster(cluster) => cluster.delete(slug).await,
         }
     }
 }
 
-/// Where a local agent came from.
+/// Where a local object came from.
 #[derive(Clone, Debug, PartialEq, Eq)]
 enum Origin {
-    /// The built-in `general-purpose`.
+    /// A built-in ([`CatalogItem::builtins`]).
     Builtin,
     /// A file of the manifests folder: read-only through the API.
     Manifest,
@@ -104,72 +157,76 @@ enum Origin {
     Api,
 }
 
-/// The local mode's agents: the manifests folder plus those created through the API, the latter kept as
-/// `<slug>.yaml` manifests (the YAML `kubectl apply` takes) in a folder of the data folder.
+type Entries<K> = BTreeMap<String, (K, Origin)>;
+
+/// The local mode's objects of one kind: the manifests folder's plus those created through the API, the
+/// latter kept as `<slug>.yaml` manifests (the YAML `kubectl apply` takes) in a folder of the data folder.
 #[derive(Clone)]
-pub struct LocalCatalog {
-    agents: Arc<RwLock<BTreeMap<String, (Agent, Origin)>>>,
+pub struct LocalCatalog<K: CatalogItem> {
+    items: Arc<RwLock<Entries<K>>>,
     saved_in: Option<PathBuf>,
 }
 
-impl LocalCatalog {
-    /// A catalog of the manifests folder's agents and of the agents saved earlier in `saved_in` (where
-    /// the API's changes are written; `None` keeps them in memory). A saved agent with the slug of a
-    /// manifest's is ignored: the manifests folder wins. The built-in `general-purpose` is added unless a
-    /// manifest defines it.
-    pub fn new(manifests: Vec<Agent>, saved: Vec<Agent>, saved_in: Option<PathBuf>) -> Self {
+impl<K: CatalogItem> LocalCatalog<K> {
+    /// A catalog of the manifests folder's objects and of the objects saved earlier in `saved_in` (where
+    /// the API's changes are written; `None` keeps them in memory). A saved object with the slug of a
+    /// manifest's is ignored: the manifests folder wins. The built-ins are added unless a manifest
+    /// defines their slug.
+    pub fn new(manifests: Vec<K>, saved: Vec<K>, saved_in: Option<PathBuf>) -> Self {
         let mut map = BTreeMap::new();
-        for agent in saved {
-            map.insert(agent.name_any(), (agent, Origin::Api));
+        for item in saved {
+            map.insert(item.name_any(), (item, Origin::Api));
         }
-        for agent in manifests {
-            if map.insert(agent.name_any(), (agent.clone(), Origin::Manifest)).is_some() {
-                tracing::warn!(slug = %agent.name_any(), "a saved agent has the slug of a manifest's; the manifest's is used");
+        for item in manifests {
+            if map.insert(item.name_any(), (item.clone(), Origin::Manifest)).is_some() {
+                tracing::warn!(slug = %item.name_any(), kind = K::NOUN, "a saved object has the slug of a manifest's; the manifest's is used");
             }
         }
-        map.entry(GENERAL_PURPOSE.to_string()).or_insert_with(|| (builtin_general_purpose(), Origin::Builtin));
-        Self { agents: Arc::new(RwLock::new(map)), saved_in }
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, (Agent, Origin)>> {
-        self.agents.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, BTreeMap<String, (Agent, Origin)>> {
-        self.agents.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn all(&self) -> Vec<Agent> {
-        self.read().values().map(|(agent, _)| agent.clone()).collect()
-    }
-
-    fn get(&self, slug: &str) -> Option<Agent> {
-        self.read().get(slug).map(|(agent, _)| agent.clone())
-    }
-
-    fn create(&self, agent: Agent) -> Result<Agent, CatalogError> {
-        let slug = agent.name_any();
-        let mut agents = self.write();
-        if agents.contains_key(&slug) {
-            return Err(CatalogError::Exists(slug));
+        for builtin in K::builtins() {
+            map.entry(builtin.name_any()).or_insert_with(|| (builtin, Origin::Builtin));
         }
-        self.save(&slug, &agent)?;
-        agents.insert(slug, (agent.clone(), Origin::Api));
-        Ok(agent)
+        Self { items: Arc::new(RwLock::new(map)), saved_in }
     }
 
-    fn replace(&self, agent: Agent) -> Result<Agent, CatalogError> {
-        let slug = agent.name_any();
-        let mut agents = self.write();
-        Self::changeable(agents.get(&slug).map(|(_, origin)| origin), &slug)?;
-        self.save(&slug, &agent)?;
-        agents.insert(slug, (agent.clone(), Origin::Api));
-        Ok(agent)
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<K>> {
+        self.items.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<K>> {
+        self.items.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn all(&self) -> Vec<K> {
+        self.read().values().map(|(item, _)| item.clone()).collect()
+    }
+
+    fn get(&self, slug: &str) -> Option<K> {
+        self.read().get(slug).map(|(item, _)| item.clone())
+    }
+
+    fn create(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        let mut items = self.write();
+        if items.contains_key(&slug) {
+            return Err(CatalogError::Exists { noun: K::NOUN, slug });
+        }
+        self.save(&slug, &item)?;
+        items.insert(slug, (item.clone(), Origin::Api));
+        Ok(item)
+    }
+
+    fn replace(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        let mut items = self.write();
+        Self::changeable(items.get(&slug).map(|(_, origin)| origin), &slug)?;
+        self.save(&slug, &item)?;
+        items.insert(slug, (item.clone(), Origin::Api));
+        Ok(item)
     }
 
     fn delete(&self, slug: &str) -> Result<(), CatalogError> {
-        let mut agents = self.write();
-        Self::changeable(agents.get(slug).map(|(_, origin)| origin), slug)?;
+        let mut items = self.write();
+        Self::changeable(items.get(slug).map(|(_, origin)| origin), slug)?;
         if let Some(dir) = &self.saved_in {
             let file = dir.join(format!("{slug}.yaml"));
             match std::fs::remove_file(&file) {
@@ -178,32 +235,33 @@ impl LocalCatalog {
                 Err(err) => return Err(CatalogError::Unavailable(format!("cannot remove {}: {err}", file.display()))),
             }
         }
-        agents.remove(slug);
+        items.remove(slug);
         Ok(())
     }
 
     fn changeable(origin: Option<&Origin>, slug: &str) -> Result<(), CatalogError> {
         match origin {
-            None => Err(CatalogError::Missing(slug.to_string())),
+            None => Err(CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }),
             Some(Origin::Api) => Ok(()),
             Some(Origin::Builtin) => {
-                Err(CatalogError::Conflict(format!("the built-in {slug} subagent cannot be changed or deleted")))
+                Err(CatalogError::Conflict(format!("the built-in {} {slug} cannot be changed or deleted", K::NOUN)))
             }
             Some(Origin::Manifest) => Err(CatalogError::Conflict(format!(
-                "agent {slug:?} is defined in the manifests folder; change or remove it there"
+                "{} {slug:?} is defined in the manifests folder; change or remove it there",
+                K::NOUN
             ))),
         }
     }
 
-    /// Writes the agent's manifest, through a temporary file renamed into place so a crash leaves the old
-    /// file or the new one, never half of one.
-    fn save(&self, slug: &str, agent: &Agent) -> Result<(), CatalogError> {
+    /// Writes the object's manifest, through a temporary file renamed into place so a crash leaves the
+    /// old file or the new one, never half of one.
+    fn save(&self, slug: &str, item: &K) -> Result<(), CatalogError> {
         let Some(dir) = &self.saved_in else { return Ok(()) };
         let unavailable = |what: &Path, err: &dyn std::fmt::Display| {
-            CatalogError::Unavailable(format!("cannot save agent {slug:?} in {}: {err}", what.display()))
+            CatalogError::Unavailable(format!("cannot save {} {slug:?} in {}: {err}", K::NOUN, what.display()))
         };
         std::fs::create_dir_all(dir).map_err(|e| unavailable(dir, &e))?;
-        let text = serde_norway::to_string(agent).map_err(|e| unavailable(dir, &e))?;
+        let text = serde_norway::to_string(item).map_err(|e| unavailable(dir, &e))?;
         let file = dir.join(format!("{slug}.yaml"));
         let partial = dir.join(format!(".{slug}.yaml.partial"));
         std::fs::write(&partial, text).map_err(|e| unavailable(&partial, &e))?;
@@ -211,37 +269,39 @@ impl LocalCatalog {
     }
 }
 
-/// A cluster's agents: the Agent resources of one namespace, through the Kubernetes API. The built-in
-/// `general-purpose` is served even before the controller has created its resource.
+/// A cluster's objects of one kind: the resources of one namespace, through the Kubernetes API. The
+/// built-ins are served even before the controller has created their resources.
 #[derive(Clone)]
-pub struct ClusterCatalog {
-    api: Api<Agent>,
+pub struct ClusterCatalog<K: CatalogItem> {
+    api: Api<K>,
 }
 
-impl ClusterCatalog {
-    /// The Agents of `namespace`.
+impl<K: CatalogItem> ClusterCatalog<K> {
+    /// The objects of `namespace`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
         Self { api: Api::namespaced(client, namespace) }
     }
 
-    async fn all(&self) -> Result<Vec<Agent>, CatalogError> {
-        let mut agents: BTreeMap<String, Agent> = BTreeMap::new();
+    async fn all(&self) -> Result<Vec<K>, CatalogError> {
+        let mut items: BTreeMap<String, K> = BTreeMap::new();
         let mut params = ListParams::default().limit(500);
         loop {
             let page = self.api.list(&params).await.map_err(kube_error)?;
-            agents.extend(page.items.into_iter().map(|a| (a.name_any(), a)));
+            items.extend(page.items.into_iter().map(|a| (a.name_any(), a)));
             match page.metadata.continue_.filter(|c| !c.is_empty()) {
                 Some(token) => params = params.continue_token(&token),
                 None => break,
             }
         }
-        agents.entry(GENERAL_PURPOSE.to_string()).or_insert_with(builtin_general_purpose);
-        Ok(agents.into_values().collect())
+        for builtin in K::builtins() {
+            items.entry(builtin.name_any()).or_insert(builtin);
+        }
+        Ok(items.into_values().collect())
     }
 
-    async fn get(&self, slug: &str) -> Result<Option<Agent>, CatalogError> {
+    async fn get(&self, slug: &str) -> Result<Option<K>, CatalogError> {
         match self.api.get_opt(slug).await.map_err(kube_error)? {
-            None if slug == GENERAL_PURPOSE => Ok(Some(builtin_general_purpose())),
+            None => Ok(K::builtins().into_iter().find(|b| b.name_any() == slug)),
             found => Ok(found),
         }
     }
@@ -250,23 +310,29 @@ impl ClusterCatalog {
         PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.to_string()) }
     }
 
-    async fn create(&self, agent: Agent) -> Result<Agent, CatalogError> {
-        let slug = agent.name_any();
-        self.api.create(&Self::params(), &agent).await.map_err(|err| match err {
-            kube::Error::Api(status) if status.code == 409 => CatalogError::Exists(slug),
+    async fn create(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        self.api.create(&Self::params(), &item).await.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 409 => CatalogError::Exists { noun: K::NOUN, slug },
             other => kube_error(other),
         })
     }
 
-    async fn replace(&self, agent: Agent) -> Result<Agent, CatalogError> {
-        let slug = agent.name_any();
-        if agent.resource_version().is_none() {
-            return Err(CatalogError::Conflict(format!("agent {slug:?} has no resource in the cluster to replace")));
+    async fn replace(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        if item.resource_version().is_none() {
+            return Err(CatalogError::Conflict(format!(
+                "{} {slug:?} has no resource in the cluster to replace",
+                K::NOUN
+            )));
         }
-        self.api.replace(&slug, &Self::params(), &agent).await.map_err(|err| match err {
-            kube::Error::Api(status) if status.code == 404 => CatalogError::Missing(slug.clone()),
+        self.api.replace(&slug, &Self::params(), &item).await.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 404 => {
+                CatalogError::Missing { noun: K::NOUN, slug: slug.clone() }
+            }
             kube::Error::Api(status) if status.code == 409 => CatalogError::Conflict(format!(
-                "agent {slug:?} was changed by somebody else since it was read; read it again and retry"
+                "{} {slug:?} was changed by somebody else since it was read; read it again and retry",
+                K::NOUN
             )),
             other => kube_error(other),
         })
@@ -274,7 +340,9 @@ impl ClusterCatalog {
 
     async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
         self.api.delete(slug, &DeleteParams::default()).await.map(|_| ()).map_err(|err| match err {
-            kube::Error::Api(status) if status.code == 404 => CatalogError::Missing(slug.to_string()),
+            kube::Error::Api(status) if status.code == 404 => {
+                CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }
+            }
             other => kube_error(other),
         })
     }

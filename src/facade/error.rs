@@ -10,7 +10,7 @@
 //! |---|---|
 //! | [`StoreError`] (any) | 503 `unavailable`, "the run store failed: ..." |
 //! | [`CatalogError::Exists`], [`CatalogError::Conflict`] | 409 `conflict`, the catalog's message |
-//! | [`CatalogError::Missing`] | 404 `not_found`, "agent \"slug\" does not exist" |
+//! | [`CatalogError::Missing`] | 404 `not_found`, "agent \"slug\" does not exist" (or "knowledge base ...") |
 //! | [`CatalogError::Rejected`] | 422 `validation_failed`, the field the refusal names in Yuxi's spelling, else `agent` |
 //! | [`CatalogError::Unavailable`] | 503 `unavailable`, the catalog's message |
 
@@ -272,8 +272,8 @@ impl From<StoreError> for ApiError {
 impl From<CatalogError> for ApiError {
     fn from(err: CatalogError) -> Self {
         match err {
-            CatalogError::Exists(_) | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
-            CatalogError::Missing(slug) => ApiError::NotFound(format!("agent {slug:?} does not exist")),
+            CatalogError::Exists { .. } | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
+            CatalogError::Missing { .. } => ApiError::NotFound(err.to_string()),
             CatalogError::Rejected(message) => {
                 let field = rejected_field(&message).map(|f| yuxi_field(&f)).unwrap_or_else(|| "agent".to_string());
                 ApiError::Invalid { field, message }
@@ -315,9 +315,15 @@ mod tests {
     #[test]
     fn catalog_and_store_failures_answer_as_before() {
         let answer = |err: ApiError| (err.status().0.as_u16(), err.to_string());
-        assert_eq!(answer(CatalogError::Exists("a".into()).into()), (409, r#"agent "a" exists already"#.into()));
+        assert_eq!(
+            answer(CatalogError::Exists { noun: "agent", slug: "a".into() }.into()),
+            (409, r#"agent "a" exists already"#.into())
+        );
         assert_eq!(answer(CatalogError::Conflict("stale".into()).into()), (409, "stale".into()));
-        assert_eq!(answer(CatalogError::Missing("a".into()).into()), (404, r#"agent "a" does not exist"#.into()));
+        assert_eq!(
+            answer(CatalogError::Missing { noun: "agent", slug: "a".into() }.into()),
+            (404, r#"agent "a" does not exist"#.into())
+        );
         assert_eq!(answer(CatalogError::Unavailable("down".into()).into()), (503, "down".into()));
         let store = StoreError::Socket { path: "/run/store.sock".into(), message: "broken pipe".into() };
         assert_eq!(

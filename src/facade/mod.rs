@@ -13,6 +13,7 @@ pub mod chat_call;
 pub mod default_agent;
 pub mod error;
 pub mod http_metrics;
+pub mod knowledge;
 pub mod launch;
 pub mod limits;
 pub mod login;
@@ -37,8 +38,11 @@ pub use auth::Users;
 pub use catalog::AgentCatalog;
 pub use error::ApiError;
 
-/// The largest request body, in bytes.
+/// The largest request body, in bytes, except a knowledge base document's upload.
 pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// The largest body of a knowledge base document's upload (`POST /api/knowledge/{slug}/documents`), in
+/// bytes: the largest document and room for the multipart framing.
+pub const MAX_DOCUMENT_BODY_BYTES: usize = crate::knowledge::extract::MAX_DOCUMENT_BYTES + 64 * 1024;
 /// How long a client may take to send a request's whole body, from its headers on (answered 408 after):
 /// a total deadline, which a body trickled a byte at a time cannot reset.
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
@@ -83,6 +87,8 @@ pub struct FacadeParts {
     pub queues: run_queue::QueuePumps,
     /// The model `POST /api/chat/call` asks; `None` answers 503.
     pub quick_model: Option<std::sync::Arc<dyn chat_call::QuickModel>>,
+    /// The knowledge bases; `None` answers 503 on `/api/knowledge` and on `knowledge_search`.
+    pub knowledge: Option<std::sync::Arc<knowledge::Knowledge>>,
 }
 
 impl FacadeParts {
@@ -100,6 +106,7 @@ impl FacadeParts {
             streams: Default::default(),
             queues: Default::default(),
             quick_model: None,
+            knowledge: None,
         }
     }
 
@@ -213,6 +220,13 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::subagent_events))
         .routes(routes!(tools::subagent_cancel))
         .routes(routes!(tools::task))
+        .routes(routes!(knowledge::tools::bases))
+        .routes(routes!(knowledge::tools::search))
+        .routes(routes!(knowledge::routes::list, knowledge::routes::create))
+        .routes(routes!(knowledge::routes::get, knowledge::routes::update, knowledge::routes::delete))
+        .routes(routes!(knowledge::routes::documents, knowledge::routes::upload))
+        .routes(routes!(knowledge::routes::delete_document))
+        .routes(routes!(knowledge::routes::search))
         .routes(routes!(system_lists::tools))
         .routes(routes!(system_lists::mcp_servers))
         .routes(routes!(system_lists::accessible_skills))
@@ -244,14 +258,15 @@ pub fn router(state: FacadeState) -> Router {
         .method_not_allowed_fallback(|method: axum::http::Method| async move {
             ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
         })
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
         .with_state(state)
 }
 
 /// Reads the whole request body within `deadline` ([`limits::Limits::body_timeout`]) and at most
-/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON): 408 past the
-/// deadline, 413 past the size, however slowly the bytes come.
+/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON; a knowledge
+/// base document's upload may have [`MAX_DOCUMENT_BODY_BYTES`]): 408 past the deadline, 413 past the
+/// size naming the limit, however slowly the bytes come.
 async fn read_body_within_deadline(
     axum::extract::State(deadline): axum::extract::State<std::time::Duration>,
     request: axum::extract::Request,
@@ -259,11 +274,12 @@ async fn read_body_within_deadline(
 ) -> axum::response::Response {
     use axum::response::IntoResponse;
     let (parts, body) = request.into_parts();
-    let limited = http_body_util::Limited::new(body, MAX_BODY_BYTES);
+    let (max, limit) = body_limit(&parts.method, parts.uri.path());
+    let limited = http_body_util::Limited::new(body, max);
     let bytes = match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
         Ok(Ok(collected)) => collected.to_bytes(),
         Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::TooLarge(format!("the body is larger than {MAX_BODY_BYTES} bytes")).into_response();
+            return ApiError::TooLarge(format!("the body is larger than {max} bytes ({limit})")).into_response();
         }
         Ok(Err(err)) => return ApiError::BadRequest(format!("cannot read the body: {err}")).into_response(),
         Err(_) => {
@@ -272,6 +288,17 @@ async fn read_body_within_deadline(
         }
     };
     next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// The largest body of a request and the limit's name: [`MAX_DOCUMENT_BODY_BYTES`]
+/// (`max_document_bytes`) for a document upload, [`MAX_BODY_BYTES`] (`max_body_bytes`) otherwise.
+fn body_limit(method: &axum::http::Method, path: &str) -> (usize, &'static str) {
+    let upload = method == axum::http::Method::POST
+        && path
+            .strip_prefix("/api/knowledge/")
+            .and_then(|rest| rest.strip_suffix("/documents"))
+            .is_some_and(|slug| !slug.contains('/'));
+    if upload { (MAX_DOCUMENT_BODY_BYTES, "max_document_bytes") } else { (MAX_BODY_BYTES, "max_body_bytes") }
 }
 
 /// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,

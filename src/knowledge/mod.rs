@@ -11,3 +11,36 @@
 pub mod chunk;
 pub mod extract;
 pub mod index;
+pub mod mcp;
+
+use sha2::Digest;
+
+/// A document read and cut, ready to index: what [`index::KnowledgeIndex::put_document`] takes.
+#[derive(Clone, Debug)]
+pub struct Prepared {
+    /// Its kind, from its name's extension.
+    pub kind: extract::DocumentKind,
+    /// The SHA-256 of its bytes, as 64 hex digits.
+    pub content_hash: String,
+    /// Its passages.
+    pub passages: Vec<chunk::Passage>,
+}
+
+/// Reads the document `name` with contents `bytes` and cuts it into passages (Markdown by headings,
+/// other kinds by paragraphs).
+///
+/// Errors: [`extract::ExtractError`]: an unknown kind, more than [`extract::MAX_DOCUMENT_BYTES`], not
+/// UTF-8, an unreadable HTML or PDF, or no text.
+pub fn prepare(name: &str, bytes: &[u8]) -> Result<Prepared, extract::ExtractError> {
+    let (kind, text) = extract::extract(name, bytes)?;
+    let passages = chunk::passages(&text, kind == extract::DocumentKind::Markdown);
+    if passages.is_empty() {
+        return Err(extract::ExtractError::Empty);
+    }
+    Ok(Prepared { kind, content_hash: content_hash(bytes), passages })
+}
+
+/// The SHA-256 of `bytes`, as 64 lower-case hex digits: what re-indexing compares.
+pub fn content_hash(bytes: &[u8]) -> String {
+    sha2::Sha256::digest(bytes).iter().map(|b| format!("{b:02x}")).collect()
+}

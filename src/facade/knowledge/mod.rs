@@ -1,0 +1,277 @@
+//! The knowledge bases the facade serves: their catalog, their documents, their indexes and their
+//! searches (docs/concepts/knowledge.md).
+//!
+//! The facade owns the indexing. A `documents` knowledge base is indexed from its uploads (kept under
+//! the documents folder, `<documents>/<slug>/`) or from a folder of the sources root; each facade
+//! replica keeps its own index (`<index>/<slug>/`), brought up to date with the documents by content
+//! hash: at start, after every change made through this replica, on a search that finds the knowledge
+//! base changed (a new `metadata.generation`), and every [`SYNC_EVERY`]. An `mcp` knowledge base is
+//! searched by calling its tool; nothing is indexed for it.
+//!
+//! The HTTP routes are in [`routes`] (`/api/knowledge`) and [`tools`] (the runs' `knowledge_search`).
+
+pub mod routes;
+pub mod sync;
+pub mod tools;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use kube::ResourceExt;
+
+use super::catalog::KnowledgeCatalog;
+use crate::knowledge::index::{Hit, IndexedDocument, KnowledgeIndex};
+use crate::resources::KnowledgeBase;
+
+/// How often every knowledge base is brought up to date with its documents.
+pub const SYNC_EVERY: Duration = Duration::from_secs(30);
+
+/// The most documents one knowledge base holds (`max_documents_per_knowledge_base`).
+pub const MAX_DOCUMENTS: usize = 1000;
+
+/// The most passages a search answers (`top_k` is 1 to this).
+pub const MAX_TOP_K: usize = 20;
+
+/// The longest query, in characters.
+pub const MAX_QUERY_CHARS: usize = 2000;
+
+/// Where the facade's knowledge bases are kept and how their secrets are read.
+#[derive(Clone, Debug)]
+pub struct KnowledgeSettings {
+    /// Uploaded documents, one folder per knowledge base. Shared by the replicas in a cluster.
+    pub documents_dir: PathBuf,
+    /// This replica's indexes, one folder per knowledge base; `None` keeps them in memory.
+    pub index_dir: Option<PathBuf>,
+    /// The root `documents.folder` is relative to (the manifests folder locally, the chart's sources
+    /// volume in a cluster); `None` refuses folder sources.
+    pub sources_dir: Option<PathBuf>,
+}
+
+/// Where the bearer token of an MCP-backed knowledge base comes from.
+#[derive(Clone)]
+pub enum SecretSource {
+    /// The local mode: the environment variable `YUXI_KB_<SECRET>_<KEY>`.
+    Environment,
+    /// A cluster: the Secrets of the facade's namespace.
+    Cluster(kube::Api<k8s_openapi::api::core::v1::Secret>),
+}
+
+/// The facade's knowledge bases.
+pub struct Knowledge {
+    /// The KnowledgeBase objects.
+    pub catalog: KnowledgeCatalog,
+    settings: KnowledgeSettings,
+    secrets: SecretSource,
+    /// Writes each knowledge base's status in a cluster.
+    status_api: Option<kube::Api<KnowledgeBase>>,
+    bases: Mutex<HashMap<String, Arc<Base>>>,
+}
+
+/// One knowledge base's index and what is known of it.
+pub struct Base {
+    index: KnowledgeIndex,
+    /// Changes of the index, one at a time (a sync, an upload, a delete).
+    writer: tokio::sync::Mutex<()>,
+    state: Mutex<IndexState>,
+}
+
+/// What the last indexing of a knowledge base found.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct IndexState {
+    /// The `metadata.generation` (or, without one, the spec's hash) it was indexed for.
+    pub generation: Option<String>,
+    /// Whether searches are answered.
+    pub ready: bool,
+    /// Why not, or what went wrong with some documents.
+    pub error: Option<String>,
+    /// When indexing last finished.
+    pub indexed_at: Option<jiff::Timestamp>,
+    /// Documents indexed.
+    pub documents: usize,
+    /// Passages indexed.
+    pub chunks: u64,
+}
+
+/// Why a knowledge base cannot be searched; the model reads the message.
+#[derive(Debug, thiserror::Error)]
+pub enum SearchError {
+    /// It is not ready (its folder cannot be read, its index cannot be opened).
+    #[error("knowledge base {slug:?} is not ready: {reason}")]
+    NotReady {
+        /// The knowledge base.
+        slug: String,
+        /// Why.
+        reason: String,
+    },
+    /// Its retrieval service failed.
+    #[error("knowledge base {slug:?}: {source}")]
+    Service {
+        /// The knowledge base.
+        slug: String,
+        /// What the service did.
+        source: crate::knowledge::mcp::McpSearchError,
+    },
+}
+
+impl Knowledge {
+    /// The knowledge bases of `catalog`, kept as `settings` says, MCP tokens read from `secrets`;
+    /// `status_api` writes their status in a cluster.
+    pub fn new(
+        catalog: KnowledgeCatalog,
+        settings: KnowledgeSettings,
+        secrets: SecretSource,
+        status_api: Option<kube::Api<KnowledgeBase>>,
+    ) -> Self {
+        Self { catalog, settings, secrets, status_api, bases: Mutex::new(HashMap::new()) }
+    }
+
+    /// The uploads folder of `slug`.
+    fn uploads_dir(&self, slug: &str) -> PathBuf {
+        self.settings.documents_dir.join(slug)
+    }
+
+    /// The index of `slug`, opened (or created) on first use.
+    fn base(&self, slug: &str) -> Result<Arc<Base>, String> {
+        let mut bases = self.bases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(base) = bases.get(slug) {
+            return Ok(base.clone());
+        }
+        let index = match &self.settings.index_dir {
+            Some(dir) => {
+                let dir = dir.join(slug);
+                std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create its index folder: {e}"))?;
+                KnowledgeIndex::open(&dir)
+            }
+            None => KnowledgeIndex::in_memory(),
+        }
+        .map_err(|e| e.to_string())?;
+        let base =
+            Arc::new(Base { index, writer: tokio::sync::Mutex::new(()), state: Mutex::new(IndexState::default()) });
+        bases.insert(slug.to_string(), base.clone());
+        Ok(base)
+    }
+
+    /// What the last indexing of `kb` found (an MCP-backed one is always ready).
+    pub fn state(&self, kb: &KnowledgeBase) -> IndexState {
+        if kb.spec.source.mcp.is_some() {
+            return IndexState { generation: Some(generation(kb)), ready: true, ..IndexState::default() };
+        }
+        let bases = self.bases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        bases.get(&kb.name_any()).map(|b| b.state()).unwrap_or_default()
+    }
+
+    /// The documents of `kb`'s index. Errors: its index cannot be opened or read.
+    pub async fn documents(&self, kb: &KnowledgeBase) -> Result<Vec<IndexedDocument>, String> {
+        let base = self.base(&kb.name_any())?;
+        let _ = self.up_to_date(kb, &base).await;
+        tokio::task::spawn_blocking(move || base.index.documents().map_err(|e| e.to_string()))
+            .await
+            .map_err(|e| e.to_string())?
+    }
+
+    /// The `top_k` best passages of `kb` for `query`.
+    ///
+    /// Errors: [`SearchError::NotReady`] for a documents knowledge base whose documents cannot be read;
+    /// [`SearchError::Service`] when an MCP-backed one's service fails.
+    pub async fn search(&self, kb: &KnowledgeBase, query: &str, top_k: usize) -> Result<Vec<Hit>, SearchError> {
+        let slug = kb.name_any();
+        if let Some(source) = &kb.spec.source.mcp {
+            let token = self.token(kb).await.map_err(|reason| SearchError::NotReady { slug: slug.clone(), reason })?;
+            return crate::knowledge::mcp::search(source, token.as_deref(), query, top_k)
+                .await
+                .map_err(|source| SearchError::Service { slug, source });
+        }
+        let not_ready = |reason: String| SearchError::NotReady { slug: slug.clone(), reason };
+        let base = self.base(&slug).map_err(not_ready)?;
+        let state = self.up_to_date(kb, &base).await;
+        if !state.ready {
+            return Err(not_ready(state.error.unwrap_or_else(|| "it has not been indexed yet".into())));
+        }
+        let query = query.to_string();
+        tokio::task::spawn_blocking(move || base.index.search(&query, top_k))
+            .await
+            .map_err(|e| not_ready(e.to_string()))?
+            .map_err(|e| not_ready(e.to_string()))
+    }
+
+    /// The bearer token of an MCP-backed knowledge base, or `None` when it names no Secret.
+    async fn token(&self, kb: &KnowledgeBase) -> Result<Option<String>, String> {
+        let Some(secret) = kb.spec.source.mcp.as_ref().and_then(|m| m.auth_secret_ref.as_ref()) else {
+            return Ok(None);
+        };
+        match &self.secrets {
+            SecretSource::Environment => {
+                let variable = environment_variable(&secret.name, &secret.key);
+                std::env::var(&variable).map(Some).map_err(|_| {
+                    format!("its token is read from the environment variable {variable}, which is not set")
+                })
+            }
+            SecretSource::Cluster(api) => {
+                let found = api.get_opt(&secret.name).await.map_err(|e| format!("cannot read its Secret: {e}"))?;
+                let value = found
+                    .and_then(|s| s.data)
+                    .and_then(|mut data| data.remove(&secret.key))
+                    .ok_or_else(|| format!("Secret {:?} has no key {:?}", secret.name, secret.key))?;
+                String::from_utf8(value.0)
+                    .map(|t| Some(t.trim().to_string()))
+                    .map_err(|_| format!("the key {:?} of Secret {:?} is not text", secret.key, secret.name))
+            }
+        }
+    }
+
+    /// Forgets `slug`: its index and its uploads (a deleted knowledge base).
+    pub async fn forget(&self, slug: &str) {
+        let removed = self.bases.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(slug);
+        if let Some(base) = removed {
+            // Wait out a change under way.
+            let _writer = base.writer.lock().await;
+        }
+        for dir in
+            [Some(self.uploads_dir(slug)), self.settings.index_dir.as_ref().map(|d| d.join(slug))].into_iter().flatten()
+        {
+            if let Err(err) = tokio::fs::remove_dir_all(&dir).await
+                && err.kind() != std::io::ErrorKind::NotFound
+            {
+                tracing::warn!(dir = %dir.display(), error = %err, "cannot remove a deleted knowledge base's files");
+            }
+        }
+    }
+}
+
+impl Base {
+    fn state(&self) -> IndexState {
+        self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner).clone()
+    }
+
+    fn set_state(&self, state: IndexState) {
+        *self.state.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = state;
+    }
+}
+
+/// What a knowledge base's indexing is keyed by: its `metadata.generation` in a cluster, else a hash of
+/// its spec (the local mode's objects have no generation).
+pub fn generation(kb: &KnowledgeBase) -> String {
+    match kb.metadata.generation {
+        Some(generation) => generation.to_string(),
+        None => crate::knowledge::content_hash(serde_json::to_string(&kb.spec).unwrap_or_default().as_bytes()),
+    }
+}
+
+/// The environment variable that holds a Secret key's value in the local mode:
+/// `YUXI_KB_<SECRET>_<KEY>`, upper-cased, every character but letters and digits as `_`.
+pub fn environment_variable(secret: &str, key: &str) -> String {
+    let clean = |s: &str| {
+        s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect::<String>()
+    };
+    format!("YUXI_KB_{}_{}", clean(secret), clean(key))
+}
+
+/// Whether `path` lies within `root`, both resolved (symbolic links followed).
+fn within(path: &Path, root: &Path) -> bool {
+    match (std::fs::canonicalize(path), std::fs::canonicalize(root)) {
+        (Ok(path), Ok(root)) => path.starts_with(root),
+        _ => false,
+    }
+}

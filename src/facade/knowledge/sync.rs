@@ -1,0 +1,328 @@
+//! Keeping each knowledge base's index equal to its documents: re-indexing by content hash, uploads and
+//! deletions that leave nothing half-indexed, and the status written back to the resource in a cluster.
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use kube::ResourceExt;
+use kube::api::{Patch, PatchParams};
+use serde_json::json;
+
+use super::{Base, IndexState, Knowledge, MAX_DOCUMENTS, SYNC_EVERY, generation, within};
+use crate::knowledge::extract::{DocumentKind, MAX_DOCUMENT_BYTES};
+use crate::knowledge::index::IndexedDocument;
+use crate::knowledge::{Prepared, content_hash, prepare};
+use crate::resources::KnowledgeBase;
+use crate::resources::names::FIELD_MANAGER;
+
+/// Why an upload or a deletion was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ChangeError {
+    /// The knowledge base's documents come from a folder or a service, not from uploads.
+    #[error("knowledge base {0:?} does not take uploads: its documents come from its source")]
+    NotUploads(String),
+    /// The document cannot be indexed (its kind, its size, its text); nothing was stored.
+    #[error("file: {0}")]
+    Unreadable(crate::knowledge::extract::ExtractError),
+    /// The knowledge base holds [`MAX_DOCUMENTS`] documents already.
+    #[error("knowledge base {0:?} holds {MAX_DOCUMENTS} documents, the most allowed; delete one first")]
+    Full(String),
+    /// No such document.
+    #[error("knowledge base {slug:?} has no document {name:?}")]
+    NoDocument {
+        /// The knowledge base.
+        slug: String,
+        /// The document.
+        name: String,
+    },
+    /// The files or the index could not be written; nothing changed.
+    #[error("{0}")]
+    Storage(String),
+}
+
+impl Knowledge {
+    /// `kb`'s state, after indexing it first if it changed since it was last indexed (or never was).
+    pub(super) async fn up_to_date(&self, kb: &KnowledgeBase, base: &Arc<Base>) -> IndexState {
+        let state = base.state();
+        if state.generation.as_deref() == Some(generation(kb).as_str()) {
+            return state;
+        }
+        self.sync(kb, base).await
+    }
+
+    /// Brings `kb`'s index up to date with its documents: new and changed documents (by content hash)
+    /// are indexed, gone ones removed. A document that cannot be read is left as it was indexed and
+    /// named in the state's error; a source folder that cannot be read makes it not ready.
+    pub async fn sync(&self, kb: &KnowledgeBase, base: &Arc<Base>) -> IndexState {
+        let _writer = base.writer.lock().await;
+        let folder = self.source_folder(kb);
+        let (base2, slug) = (base.clone(), kb.name_any());
+        let outcome = tokio::task::spawn_blocking(move || reindex(&base2, folder)).await;
+        let mut state = match outcome {
+            Ok(Ok((documents, chunks, problems))) => IndexState {
+                ready: true,
+                error: (!problems.is_empty()).then(|| problems.join("; ")),
+                documents,
+                chunks,
+                ..IndexState::default()
+            },
+            Ok(Err(reason)) => IndexState { ready: false, error: Some(reason), ..IndexState::default() },
+            Err(panicked) => IndexState { ready: false, error: Some(panicked.to_string()), ..IndexState::default() },
+        };
+        state.generation = Some(generation(kb));
+        state.indexed_at = Some(jiff::Timestamp::now());
+        if let Some(error) = &state.error {
+            tracing::warn!(knowledge_base = %slug, error = %error, "indexing found problems");
+        }
+        base.set_state(state.clone());
+        self.write_status(kb, &state).await;
+        state
+    }
+
+    /// Where `kb`'s documents are: its uploads folder, or its source folder under the sources root.
+    /// Errors: a folder source without a sources root, or one that leaves it.
+    fn source_folder(&self, kb: &KnowledgeBase) -> Result<PathBuf, String> {
+        let Some(folder) = kb.spec.source.documents.as_ref().and_then(|d| d.folder.as_deref()) else {
+            return Ok(self.uploads_dir(&kb.name_any()));
+        };
+        let root =
+            self.settings.sources_dir.as_ref().ok_or("this facade has no documents volume for folder sources")?;
+        let path = root.join(folder);
+        if !path.is_dir() {
+            return Err(format!("its folder {folder:?} does not exist in the documents volume"));
+        }
+        if !within(&path, root) {
+            return Err(format!("its folder {folder:?} leads out of the documents volume"));
+        }
+        Ok(path)
+    }
+
+    /// Indexes every knowledge base of the catalog, and forgets the indexes of those that are gone.
+    pub async fn sync_all(&self) {
+        let kbs = match self.catalog.all().await {
+            Ok(kbs) => kbs,
+            Err(err) => {
+                tracing::warn!(error = %err, "cannot list the knowledge bases to index them");
+                return;
+            }
+        };
+        for kb in kbs.iter().filter(|kb| kb.spec.source.documents.is_some()) {
+            match self.base(&kb.name_any()) {
+                Ok(base) => {
+                    self.sync(kb, &base).await;
+                }
+                Err(reason) => tracing::warn!(knowledge_base = %kb.name_any(), error = %reason, "cannot open an index"),
+            }
+        }
+        let known: Vec<String> =
+            self.bases.lock().unwrap_or_else(std::sync::PoisonError::into_inner).keys().cloned().collect();
+        for slug in known.iter().filter(|slug| !kbs.iter().any(|kb| kb.name_any() == **slug)) {
+            self.forget(slug).await;
+        }
+    }
+
+    /// Indexes every knowledge base now and every [`SYNC_EVERY`], until the task is dropped.
+    pub fn spawn_syncer(self: Arc<Self>) -> tokio::task::JoinHandle<()> {
+        tokio::spawn(async move {
+            loop {
+                self.sync_all().await;
+                tokio::time::sleep(SYNC_EVERY).await;
+            }
+        })
+    }
+
+    /// Adds (or replaces) the uploaded document `name` of `kb`: it is read and cut first, so a document
+    /// that cannot be indexed is refused and nothing is stored; then stored and indexed, and if indexing
+    /// fails the stored file goes again.
+    ///
+    /// Errors: [`ChangeError`].
+    pub async fn upload(&self, kb: &KnowledgeBase, name: &str, bytes: Vec<u8>) -> Result<IndexedDocument, ChangeError> {
+        let slug = kb.name_any();
+        if !kb.spec.takes_uploads() {
+            return Err(ChangeError::NotUploads(slug));
+        }
+        let name2 = name.to_string();
+        let prepared = tokio::task::spawn_blocking(move || prepare(&name2, &bytes).map(|p| (p, bytes)))
+            .await
+            .map_err(|e| ChangeError::Storage(e.to_string()))?
+            .map_err(ChangeError::Unreadable)?;
+        let (prepared, bytes): (Prepared, Vec<u8>) = prepared;
+        let base = self.base(&slug).map_err(ChangeError::Storage)?;
+        self.up_to_date(kb, &base).await;
+        let _writer = base.writer.lock().await;
+        let dir = self.uploads_dir(&slug);
+        let (base2, name2, hash) = (base.clone(), name.to_string(), prepared.content_hash.clone());
+        let passages = prepared.passages.len();
+        tokio::task::spawn_blocking(move || {
+            let indexed = base2.index.documents().map_err(|e| e.to_string())?;
+            if indexed.len() >= MAX_DOCUMENTS && !indexed.iter().any(|d| d.name == name2) {
+                return Ok(Err(()));
+            }
+            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot store the document: {e}"))?;
+            let partial = dir.join(format!(".{name2}.partial"));
+            std::fs::write(&partial, &bytes).map_err(|e| format!("cannot store the document: {e}"))?;
+            if let Err(err) = base2.index.put_document(&name2, &hash, &prepared.passages) {
+                let _ = std::fs::remove_file(&partial);
+                return Err(err.to_string());
+            }
+            std::fs::rename(&partial, dir.join(&name2)).map_err(|e| format!("cannot store the document: {e}"))?;
+            Ok(Ok(()))
+        })
+        .await
+        .map_err(|e| ChangeError::Storage(e.to_string()))?
+        .map_err(ChangeError::Storage)?
+        .map_err(|()| ChangeError::Full(slug.clone()))?;
+        self.refresh_counts(kb, &base).await;
+        Ok(IndexedDocument { name: name.to_string(), content_hash: prepared.content_hash, passages })
+    }
+
+    /// Removes the uploaded document `name` of `kb` from its index and its folder.
+    ///
+    /// Errors: [`ChangeError::NotUploads`], [`ChangeError::NoDocument`], [`ChangeError::Storage`].
+    pub async fn delete_document(&self, kb: &KnowledgeBase, name: &str) -> Result<(), ChangeError> {
+        let slug = kb.name_any();
+        if !kb.spec.takes_uploads() {
+            return Err(ChangeError::NotUploads(slug));
+        }
+        let base = self.base(&slug).map_err(ChangeError::Storage)?;
+        self.up_to_date(kb, &base).await;
+        let _writer = base.writer.lock().await;
+        let file = self.uploads_dir(&slug).join(name);
+        let (base2, name2) = (base.clone(), name.to_string());
+        let found = tokio::task::spawn_blocking(move || {
+            let indexed = base2.index.documents().map_err(|e| e.to_string())?;
+            if !indexed.iter().any(|d| d.name == name2) {
+                return Ok(false);
+            }
+            base2.index.remove_document(&name2).map_err(|e| e.to_string())?;
+            match std::fs::remove_file(&file) {
+                Ok(()) => Ok(true),
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => Ok(true),
+                Err(err) => Err(format!("cannot remove the document: {err}")),
+            }
+        })
+        .await
+        .map_err(|e| ChangeError::Storage(e.to_string()))?
+        .map_err(ChangeError::Storage)?;
+        if !found {
+            return Err(ChangeError::NoDocument { slug, name: name.to_string() });
+        }
+        self.refresh_counts(kb, &base).await;
+        Ok(())
+    }
+
+    /// Updates the counts of `kb`'s state after a change through this replica.
+    async fn refresh_counts(&self, kb: &KnowledgeBase, base: &Arc<Base>) {
+        let mut state = base.state();
+        state.documents = base.index.documents().map(|d| d.len()).unwrap_or(state.documents);
+        state.chunks = base.index.passage_count();
+        state.indexed_at = Some(jiff::Timestamp::now());
+        base.set_state(state.clone());
+        self.write_status(kb, &state).await;
+    }
+
+    /// Writes `state` as `kb`'s status in a cluster (a merge patch of the status subresource); a
+    /// failure is logged, and the next indexing writes it again.
+    async fn write_status(&self, kb: &KnowledgeBase, state: &IndexState) {
+        let Some(api) = &self.status_api else { return };
+        let status = status_of(kb, state);
+        let patch = Patch::Merge(json!({ "status": status }));
+        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PatchParams::default() };
+        if let Err(err) = api.patch_status(&kb.name_any(), &params, &patch).await {
+            tracing::warn!(knowledge_base = %kb.name_any(), error = %err, "cannot write the knowledge base's status");
+        }
+    }
+}
+
+/// The resource status for `state`: `Accepted` true (the webhook and CEL admitted the spec), `Ready`
+/// as the state says, the counts, the time and the error.
+pub fn status_of(kb: &KnowledgeBase, state: &IndexState) -> crate::resources::KnowledgeBaseStatus {
+    use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+    let now = Time(jiff::Timestamp::now());
+    let condition = |type_: &str, ok: bool, reason: &str, message: String| Condition {
+        type_: type_.into(),
+        status: if ok { "True" } else { "False" }.into(),
+        reason: reason.into(),
+        message,
+        last_transition_time: now.clone(),
+        observed_generation: kb.metadata.generation,
+    };
+    let ready_reason = if state.ready { "Indexed" } else { "NotIndexed" };
+    crate::resources::KnowledgeBaseStatus {
+        observed_generation: kb.metadata.generation,
+        source: Some(kb.spec.source_kind().into()),
+        documents: Some(state.documents as i64),
+        chunks: Some(state.chunks as i64),
+        last_indexed_time: state.indexed_at.map(Time),
+        last_index_error: state.error.clone(),
+        conditions: vec![
+            condition("Accepted", true, "Valid", "the spec is valid".into()),
+            condition("Ready", state.ready, ready_reason, state.error.clone().unwrap_or_default()),
+        ],
+    }
+}
+
+/// Re-indexes `base` from the documents of `folder`: the new and changed ones (by content hash) put,
+/// the gone ones removed. Answers the documents and passages indexed and the problems met (one per
+/// document that could not be read, or left out). Errors: the folder or the index cannot be read.
+fn reindex(base: &Base, folder: Result<PathBuf, String>) -> Result<(usize, u64, Vec<String>), String> {
+    let indexed: BTreeMap<String, String> =
+        base.index.documents().map_err(|e| e.to_string())?.into_iter().map(|d| (d.name, d.content_hash)).collect();
+    let folder = folder?;
+    let mut problems = Vec::new();
+    let mut present = Vec::new();
+    let entries = match std::fs::read_dir(&folder) {
+        Ok(entries) => entries.filter_map(Result::ok).collect::<Vec<_>>(),
+        // An uploads folder appears with the first upload.
+        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+        Err(err) => return Err(format!("its documents cannot be read: {err}")),
+    };
+    let mut files: Vec<(String, PathBuf)> = entries
+        .into_iter()
+        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+        .filter_map(|e| e.file_name().to_str().map(|n| (n.to_string(), e.path())))
+        .filter(|(name, _)| !name.starts_with('.'))
+        .collect();
+    files.sort();
+    for (name, path) in files {
+        if DocumentKind::of(&name).is_none() {
+            continue;
+        }
+        if present.len() >= MAX_DOCUMENTS {
+            problems.push(format!("{name}: left out, the knowledge base holds {MAX_DOCUMENTS} documents already"));
+            continue;
+        }
+        let bytes = match std::fs::metadata(&path) {
+            Ok(meta) if meta.len() > MAX_DOCUMENT_BYTES as u64 => {
+                problems
+                    .push(format!("{name}: {} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)", meta.len()));
+                present.push(name);
+                continue;
+            }
+            _ => match std::fs::read(&path) {
+                Ok(bytes) => bytes,
+                Err(err) => {
+                    problems.push(format!("{name}: cannot be read: {err}"));
+                    present.push(name);
+                    continue;
+                }
+            },
+        };
+        present.push(name.clone());
+        if indexed.get(&name).is_some_and(|hash| *hash == content_hash(&bytes)) {
+            continue;
+        }
+        match prepare(&name, &bytes) {
+            Ok(prepared) => {
+                base.index.put_document(&name, &prepared.content_hash, &prepared.passages).map_err(|e| e.to_string())?
+            }
+            Err(err) => problems.push(format!("{name}: {err}")),
+        }
+    }
+    for gone in indexed.keys().filter(|name| !present.contains(name)) {
+        base.index.remove_document(gone).map_err(|e| e.to_string())?;
+    }
+    let documents = base.index.documents().map_err(|e| e.to_string())?.len();
+    Ok((documents, base.index.passage_count(), problems))
+}
