@@ -6,6 +6,8 @@ mod facade_agents;
 mod facade_cluster;
 #[path = "facade/facade_document.rs"]
 mod facade_document;
+#[path = "facade/knowledge.rs"]
+mod knowledge;
 #[path = "facade/login.rs"]
 mod login;
 #[path = "facade/run_tokens.rs"]

@@ -263,7 +263,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
 
 /// The local mode's knowledge bases: the manifests folder's, and those created through the API (kept
 /// as manifests in `<data>/knowledge-bases`); documents and indexes under `<data>/knowledge`, folder
-/// sources relative to the manifests folder, MCP tokens from the environment.
+/// sources relative to the manifests folder, MCP tokens from `<data>/secrets/<secret>/<key>`.
 fn local_knowledge(
     manifests: Vec<yuxi_operator::resources::KnowledgeBase>,
     data_dir: &std::path::Path,
@@ -295,7 +295,7 @@ fn local_knowledge(
             index_dir: Some(data_dir.join("knowledge").join("index")),
             sources_dir: Some(sources_dir),
         },
-        facade::knowledge::SecretSource::Environment,
+        facade::knowledge::SecretSource::Folder(data_dir.join("secrets")),
         None,
     )))
 }

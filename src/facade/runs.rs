@@ -164,6 +164,25 @@ impl StartedParentRun {
     }
 }
 
+/// The credentials of `record`'s run for `who`, working in `file_thread_id`'s files: good until the
+/// run's deadline (the default timeout) and the pod's grace after it; refused as soon as the run ends.
+pub(super) fn run_token(state: &FacadeState, who: &Identity, record: &RunRecord, file_thread_id: &str) -> String {
+    let grant = crate::run::RunGrant {
+        run_id: record.run_id.clone(),
+        thread_id: record.thread_id.clone(),
+        file_thread_id: file_thread_id.to_string(),
+        agent: record.agent_slug.clone(),
+        uid: who.uid.clone(),
+        role: who.role,
+        department_id: who.department_id,
+    };
+    let expires = crate::run::grant::token_expiry(
+        jiff::Timestamp::now().as_second(),
+        crate::run::inputs::DEFAULT_TIMEOUT_SECONDS,
+    );
+    state.run_tokens.sign(&grant, expires)
+}
+
 /// Launches the recorded parent run `record` of `agent` for `who`, with credentials of its own: through
 /// them its model may delegate to the subagents the agent allows the caller, and act on its own child
 /// runs only. The run's `model_spec` and `tool_approval_mode` replace the agent's.
@@ -178,22 +197,7 @@ pub(super) fn launch_parent(
     if let Some(mode) = record.request.tool_approval_mode {
         agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
     }
-    let grant = crate::run::RunGrant {
-        run_id: record.run_id.clone(),
-        thread_id: record.thread_id.clone(),
-        file_thread_id: record.thread_id.clone(),
-        agent: record.agent_slug.clone(),
-        uid: who.uid.clone(),
-        role: who.role,
-        department_id: who.department_id,
-    };
-    // Good until the run's deadline (a parent run has the default timeout) and the pod's grace after it;
-    // refused as soon as the run ends.
-    let expires = crate::run::grant::token_expiry(
-        jiff::Timestamp::now().as_second(),
-        crate::run::inputs::DEFAULT_TIMEOUT_SECONDS,
-    );
-    let token = state.run_tokens.sign(&grant, expires);
+    let token = run_token(state, who, record, &record.thread_id);
     runs.launcher.launch(runs.store.clone(), record.clone(), agent, query, Some(token));
     state.metrics.run_started(&record.agent_slug, false);
 }

@@ -190,7 +190,10 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
     match created {
         Created::Started => {
             let launcher = &state.runs.as_ref().expect("checked above").launcher;
-            launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone(), None);
+            // A subagent's run calls the facade for its knowledge bases only: it delegates to nobody
+            // (`allowed_subagents` is empty for it) and has no children to act on.
+            let token = super::runs::run_token(state, who, &record, &file_thread);
+            launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone(), Some(token));
             state.metrics.run_started(&slug, true);
             Ok(describe(StartStatus::Started, &record))
         }

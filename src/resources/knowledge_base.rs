@@ -129,8 +129,8 @@ pub struct McpSource {
     #[schemars(length(min = 1, max = 128))]
     pub top_k_argument: Option<String>,
 
-    /// A Secret key whose value is sent as the `Authorization: Bearer` token (in the local mode, the
-    /// environment variable `YUXI_KB_<SECRET>_<KEY>`, upper-cased with `-` and `.` as `_`).
+    /// A Secret key whose value is sent as the `Authorization: Bearer` token (in the local mode, the file
+    /// `<data>/secrets/<name>/<key>`, laid out as a Secret mounted as a volume).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub auth_secret_ref: Option<SecretKeyRef>,
 }

@@ -250,13 +250,23 @@ async fn prepare(
     // The task middleware: a main agent with subagents it may call gets their list and the six tools.
     // A subagent never does (no nesting).
     let mut delegation_prompt = None;
-    if let (false, Some(access)) = (spec.is_subagent(), &options.facade) {
+    let mut knowledge_prompt = None;
+    if let Some(access) = &options.facade {
         let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?);
-        if let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())? {
+        if !spec.is_subagent()
+            && let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())?
+        {
             for tool in delegation {
                 tools.insert(tool);
             }
             delegation_prompt = Some(prompt);
+        }
+        // Every agent, subagents included, searches its own knowledge bases.
+        if let Some((tool, prompt)) =
+            tools::knowledge::mount(&facade, &identity.agent_slug).await.map_err(|e| e.to_string())?
+        {
+            tools.insert(tool);
+            knowledge_prompt = Some(prompt);
         }
     }
     metadata["tools"] = json!(tools.names());
@@ -266,7 +276,7 @@ async fn prepare(
         .clone()
         .filter(|p| !p.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
-    if let Some(prompt) = delegation_prompt {
+    for prompt in [delegation_prompt, knowledge_prompt].into_iter().flatten() {
         system_prompt.push_str("\n\n");
         system_prompt.push_str(&prompt);
     }

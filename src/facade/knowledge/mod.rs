@@ -52,8 +52,8 @@ pub struct KnowledgeSettings {
 /// Where the bearer token of an MCP-backed knowledge base comes from.
 #[derive(Clone)]
 pub enum SecretSource {
-    /// The local mode: the environment variable `YUXI_KB_<SECRET>_<KEY>`.
-    Environment,
+    /// The local mode: the file `<folder>/<secret>/<key>`, as a Secret mounted as a volume is laid out.
+    Folder(PathBuf),
     /// A cluster: the Secrets of the facade's namespace.
     Cluster(kube::Api<k8s_openapi::api::core::v1::Secret>),
 }
@@ -202,11 +202,15 @@ impl Knowledge {
             return Ok(None);
         };
         match &self.secrets {
-            SecretSource::Environment => {
-                let variable = environment_variable(&secret.name, &secret.key);
-                std::env::var(&variable).map(Some).map_err(|_| {
-                    format!("its token is read from the environment variable {variable}, which is not set")
-                })
+            SecretSource::Folder(folder) => {
+                let segment = |s: &str| !s.is_empty() && !s.starts_with('.') && !s.contains('/');
+                if !segment(&secret.name) || !segment(&secret.key) {
+                    return Err(format!("Secret {:?} key {:?} cannot be a file name", secret.name, secret.key));
+                }
+                let file = folder.join(&secret.name).join(&secret.key);
+                std::fs::read_to_string(&file)
+                    .map(|t| Some(t.trim().to_string()))
+                    .map_err(|e| format!("its token is read from {}, which cannot be read: {e}", file.display()))
             }
             SecretSource::Cluster(api) => {
                 let found = api.get_opt(&secret.name).await.map_err(|e| format!("cannot read its Secret: {e}"))?;
@@ -257,15 +261,6 @@ pub fn generation(kb: &KnowledgeBase) -> String {
         Some(generation) => generation.to_string(),
         None => crate::knowledge::content_hash(serde_json::to_string(&kb.spec).unwrap_or_default().as_bytes()),
     }
-}
-
-/// The environment variable that holds a Secret key's value in the local mode:
-/// `YUXI_KB_<SECRET>_<KEY>`, upper-cased, every character but letters and digits as `_`.
-pub fn environment_variable(secret: &str, key: &str) -> String {
-    let clean = |s: &str| {
-        s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_uppercase() } else { '_' }).collect::<String>()
-    };
-    format!("YUXI_KB_{}_{}", clean(secret), clean(key))
 }
 
 /// Whether `path` lies within `root`, both resolved (symbolic links followed).

@@ -676,7 +676,7 @@ pub struct Passage {
     pub knowledge_base: String,
     /// The document.
     pub document: String,
-    /// Where in the document: `§ heading · lines a-b`, or empty for a service's passage.
+    /// Where in the document (`Leases › Renewal, lines 12-20`), or empty for a service's passage.
     pub location: String,
     /// Its text.
     pub text: String,

@@ -7,6 +7,7 @@
 
 pub mod execute;
 pub mod files;
+pub mod knowledge;
 pub mod subagents;
 
 use std::collections::BTreeMap;

@@ -98,21 +98,7 @@ impl Facade {
     /// [`MountError::NotToolList`]). The run then fails: a main agent without its subagents would answer
     /// differently from what its author meant.
     pub async fn mount(self: &Arc<Self>, agent: &str) -> Result<Option<(Vec<Arc<dyn Tool>>, String)>, MountError> {
-        let response = self
-            .http
-            .get(format!("{}/api/tools", self.base))
-            .query(&[("agent", agent)])
-            .bearer_auth(&self.token)
-            .timeout(CALL_MARGIN)
-            .send()
-            .await
-            .map_err(|source| MountError::Unreachable { base: self.base.clone(), source })?;
-        let status = response.status();
-        let body: Value =
-            response.json().await.map_err(|source| MountError::NotJson { agent: agent.to_string(), source })?;
-        if !status.is_success() {
-            return Err(MountError::Refused { agent: agent.to_string(), status, message: message(&body) });
-        }
+        let body = self.get("", agent).await?;
         let body: ToolsAnswer = serde_json::from_value(body)
             .map_err(|source| MountError::NotToolList { agent: agent.to_string(), source })?;
         let Some(prompt) = body.prompt else { return Ok(None) };
@@ -130,9 +116,30 @@ impl Facade {
         Ok(Some((tools, prompt)))
     }
 
+    /// `GET /api/tools<path>` (`path` empty or `/<name>`) for the run's agent: the answer's JSON, or why
+    /// not.
+    pub(super) async fn get(&self, path: &str, agent: &str) -> Result<Value, MountError> {
+        let response = self
+            .http
+            .get(format!("{}/api/tools{path}", self.base))
+            .query(&[("agent", agent)])
+            .bearer_auth(&self.token)
+            .timeout(CALL_MARGIN)
+            .send()
+            .await
+            .map_err(|source| MountError::Unreachable { base: self.base.clone(), source })?;
+        let status = response.status();
+        let body: Value =
+            response.json().await.map_err(|source| MountError::NotJson { agent: agent.to_string(), source })?;
+        if !status.is_success() {
+            return Err(MountError::Refused { agent: agent.to_string(), status, message: message(&body) });
+        }
+        Ok(body)
+    }
+
     /// `POST /api/tools/<tool>` with `body`; the answer, or the facade's refusal as a tool error the
     /// model can read.
-    async fn post(&self, tool: &str, body: &Value, wait: Option<u64>) -> Result<Value, ToolError> {
+    pub(super) async fn post(&self, tool: &str, body: &Value, wait: Option<u64>) -> Result<Value, ToolError> {
         let timeout = CALL_MARGIN + Duration::from_secs(wait.unwrap_or(0));
         let response = self
             .http

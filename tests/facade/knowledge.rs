@@ -1,0 +1,501 @@
+//! `/api/knowledge` and the runs' `knowledge_search` over real HTTP: share rules on every route, each
+//! document format indexed and found by Chinese and English queries, bad uploads refused with nothing
+//! half-indexed, folder sources re-indexed by content hash, the agents' list rule, and a knowledge base
+//! backed by a stand-in MCP retrieval service (the official SDK's server on loopback).
+
+use std::path::Path;
+use std::sync::Arc;
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+use yuxi_operator::access::Role;
+use yuxi_operator::facade::auth::UserEntry;
+use yuxi_operator::facade::catalog::KnowledgeCatalog;
+use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, SecretSource};
+use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
+use yuxi_operator::resources::{Agent, KnowledgeBase};
+
+use crate::support::repository::root;
+
+struct Served {
+    base: String,
+    client: reqwest12::Client,
+    knowledge: Arc<Knowledge>,
+    dir: TempDir,
+}
+
+fn user(token: &str, uid: &str, role: Role, department_id: Option<i64>) -> UserEntry {
+    UserEntry { token: token.into(), uid: uid.into(), role, department_id, username: None, password_hash: None }
+}
+
+fn object<T: serde::de::DeserializeOwned>(yaml: &str) -> T {
+    serde_norway::from_str(yaml).expect("a manifest")
+}
+
+fn agents() -> Vec<Agent> {
+    vec![
+        object(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: open}\nspec: {backend: ChatbotAgent, share: {readScope: {accessLevel: Global}}}",
+        ),
+        object(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: listed}\nspec: {backend: ChatbotAgent, share: {readScope: {accessLevel: Global}}, context: {knowledges: [team-notes, mallory-private, no-such-base]}}",
+        ),
+        object(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: none}\nspec: {backend: ChatbotAgent, share: {readScope: {accessLevel: Global}}, context: {knowledges: []}}",
+        ),
+    ]
+}
+
+/// A facade with `kbs` in its catalog, documents and indexes in a fresh folder, folder sources under
+/// `<dir>/sources` and MCP tokens under `<dir>/secrets`.
+async fn serve(kbs: Vec<KnowledgeBase>) -> Served {
+    let users = Users::new(vec![
+        user("alice-token", "alice", Role::User, Some(1)),
+        user("bob-token", "bob", Role::User, Some(2)),
+        user("mallory-token", "mallory", Role::User, Some(3)),
+        user("admin-token", "ops", Role::Admin, None),
+    ])
+    .expect("users");
+    let dir = TempDir::new().expect("dir");
+    std::fs::create_dir_all(dir.path().join("sources")).expect("sources");
+    let knowledge = Arc::new(Knowledge::new(
+        KnowledgeCatalog::new(kbs),
+        KnowledgeSettings {
+            documents_dir: dir.path().join("documents"),
+            index_dir: Some(dir.path().join("index")),
+            sources_dir: Some(dir.path().join("sources")),
+        },
+        SecretSource::Folder(dir.path().join("secrets")),
+        None,
+    ));
+    let mut parts = FacadeParts::new(users.into(), AgentCatalog::new(agents()), None);
+    parts.knowledge = Some(knowledge.clone());
+    let state: FacadeState = parts.into();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });
+    Served { base: format!("http://{addr}"), client: reqwest12::Client::new(), knowledge, dir }
+}
+
+impl Served {
+    async fn call(&self, method: &str, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+        let mut request =
+            self.client.request(method.parse().expect("method"), format!("{}{path}", self.base)).bearer_auth(token);
+        if let Some(body) = body {
+            request = request.header("content-type", "application/json").body(body.to_string());
+        }
+        answer(request.send().await.expect("reaches the facade")).await
+    }
+
+    async fn upload(&self, slug: &str, token: &str, name: &str, bytes: &[u8]) -> (u16, Value) {
+        let boundary = "yuxi-test-boundary";
+        let mut body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"file\"; filename=\"{name}\"\r\nContent-Type: application/octet-stream\r\n\r\n"
+        )
+        .into_bytes();
+        body.extend_from_slice(bytes);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let response = self
+            .client
+            .post(format!("{}/api/knowledge/{slug}/documents", self.base))
+            .bearer_auth(token)
+            .header("content-type", format!("multipart/form-data; boundary={boundary}"))
+            .body(body)
+            .send()
+            .await
+            .expect("reaches the facade");
+        answer(response).await
+    }
+
+    async fn search(&self, slug: &str, token: &str, query: &str) -> (u16, Value) {
+        self.call("POST", &format!("/api/knowledge/{slug}/search"), token, Some(json!({"query": query, "top_k": 3})))
+            .await
+    }
+
+    async fn documents(&self, slug: &str, token: &str) -> Vec<String> {
+        let (status, list) = self.call("GET", &format!("/api/knowledge/{slug}/documents"), token, None).await;
+        assert_eq!(status, 200, "{list}");
+        list["documents"]
+            .as_array()
+            .expect("documents")
+            .iter()
+            .map(|d| d["name"].as_str().expect("name").to_string())
+            .collect()
+    }
+}
+
+async fn answer(response: reqwest12::Response) -> (u16, Value) {
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, if text.is_empty() { Value::Null } else { serde_json::from_str(&text).expect("a JSON answer") })
+}
+
+fn first_document(results: &Value) -> &str {
+    results["results"][0]["document"].as_str().unwrap_or_default()
+}
+
+const LEASES_MD: &str = "# Operations\n\n## Leases\n\nA runner renews its lease every ten seconds so that no second runner starts.\n\n## Backups\n\nSnapshots of Redis are taken hourly.\n";
+
+#[tokio::test]
+async fn a_private_knowledge_base_answers_a_stranger_as_a_missing_one_on_every_route() {
+    let served = serve(Vec::new()).await;
+    let (status, created) = served
+        .call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Alice notes", "description": "ops"})))
+        .await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["knowledge_base"]["slug"], "alice-notes");
+    assert_eq!(served.upload("alice-notes", "alice-token", "ops.md", LEASES_MD.as_bytes()).await.0, 201);
+    let missing = served.call("GET", "/api/knowledge/no-such-base", "bob-token", None).await;
+    assert_eq!(missing.0, 404);
+    let stranger = [
+        served.call("GET", "/api/knowledge/alice-notes", "bob-token", None).await,
+        served.call("PUT", "/api/knowledge/alice-notes", "bob-token", Some(json!({"name": "mine"}))).await,
+        served.call("DELETE", "/api/knowledge/alice-notes", "bob-token", None).await,
+        served.call("GET", "/api/knowledge/alice-notes/documents", "bob-token", None).await,
+        served.upload("alice-notes", "bob-token", "x.md", b"# x\n\ntext").await,
+        served.call("DELETE", "/api/knowledge/alice-notes/documents/ops.md", "bob-token", None).await,
+        served.search("alice-notes", "bob-token", "lease").await,
+    ];
+    for (status, body) in stranger {
+        assert_eq!(status, 404, "{body}");
+        assert_eq!(body["message"], "knowledge base \"alice-notes\" does not exist", "{body}");
+    }
+    assert_eq!(missing.1["message"], "knowledge base \"no-such-base\" does not exist");
+    let (_, list) = served.call("GET", "/api/knowledge", "bob-token", None).await;
+    assert_eq!(list["knowledge_bases"], json!([]));
+    // Shared for reading: bob searches, but may not change it.
+    let share =
+        json!({"share_config": {"version": 2, "read_scope": {"access_level": "user", "user_uids": ["alice", "bob"]}}});
+    assert_eq!(served.call("PUT", "/api/knowledge/alice-notes", "alice-token", Some(share)).await.0, 200);
+    let (status, found) = served.search("alice-notes", "bob-token", "lease").await;
+    assert_eq!((status, first_document(&found)), (200, "ops.md"), "{found}");
+    let reader = [
+        served.call("PUT", "/api/knowledge/alice-notes", "bob-token", Some(json!({"name": "mine"}))).await,
+        served.call("DELETE", "/api/knowledge/alice-notes", "bob-token", None).await,
+        served.upload("alice-notes", "bob-token", "x.md", b"# x\n\ntext").await,
+        served.call("DELETE", "/api/knowledge/alice-notes/documents/ops.md", "bob-token", None).await,
+    ];
+    for (status, body) in reader {
+        assert_eq!(status, 403, "{body}");
+    }
+    assert_eq!(served.documents("alice-notes", "alice-token").await, ["ops.md"]);
+    // Only administrators reach a folder of the documents volume or an MCP service, or share widely.
+    for body in [
+        json!({"name": "f", "source": {"documents": {"folder": "team"}}}),
+        json!({"name": "m", "source": {"mcp": {"url": "http://127.0.0.1:1/mcp", "tool": "find"}}}),
+        json!({"name": "g", "share_config": {"version": 2, "read_scope": {"access_level": "global"}}}),
+    ] {
+        let (status, refused) = served.call("POST", "/api/knowledge", "alice-token", Some(body)).await;
+        assert_eq!(status, 403, "{refused}");
+    }
+    assert_eq!(served.call("DELETE", "/api/knowledge/alice-notes", "alice-token", None).await.0, 204);
+    assert_eq!(served.search("alice-notes", "alice-token", "lease").await.0, 404);
+}
+
+#[tokio::test]
+async fn every_format_is_indexed_and_found_by_english_and_chinese_queries() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Formats", "slug": "formats"}))).await;
+    let pdf = std::fs::read(root().join("tests/fixtures/knowledge/lease-renewal.pdf")).expect("fixture");
+    let zh = "# 检索评估\n\n我们用召回率和平均倒数排名评估知识库检索。\n\n# 中文分词\n\n结巴分词的搜索模式会把长词切成短词。\n";
+    let html = "<html><head><style>p{}</style></head><body><h1>Glossary</h1><p>A run token lasts as long as its run.</p></body></html>";
+    let documents: [(&str, &[u8]); 5] = [
+        ("ops.md", LEASES_MD.as_bytes()),
+        ("notes.txt", b"Sandboxes hold no secret.\n\nCommands have deadlines and are killed with their process group."),
+        ("glossary.html", html.as_bytes()),
+        ("renewal.pdf", &pdf),
+        ("评估.md", zh.as_bytes()),
+    ];
+    for (name, bytes) in documents {
+        let (status, uploaded) = served.upload("formats", "alice-token", name, bytes).await;
+        assert_eq!(status, 201, "{name}: {uploaded}");
+        assert!(uploaded["document"]["chunks"].as_u64().unwrap_or_default() >= 1, "{uploaded}");
+    }
+    for (query, document) in [
+        ("so that no second runner starts", "ops.md"),
+        ("process group deadline", "notes.txt"),
+        ("run token", "glossary.html"),
+        ("renewal fails three times", "renewal.pdf"),
+        ("召回率", "评估.md"),
+        ("分词", "评估.md"),
+    ] {
+        let (status, found) = served.search("formats", "alice-token", query).await;
+        assert_eq!(status, 200, "{found}");
+        assert_eq!(first_document(&found), document, "{query}: {found}");
+        assert_eq!(found["results"][0]["knowledge_base"], "formats");
+    }
+    let (_, found) = served.search("formats", "alice-token", "snapshots of redis").await;
+    assert_eq!(found["results"][0]["location"], "Operations › Backups, line 9", "{found}");
+    let (_, kb) = served.call("GET", "/api/knowledge/formats", "alice-token", None).await;
+    assert_eq!(
+        (kb["knowledge_base"]["status"]["ready"].as_bool(), kb["knowledge_base"]["status"]["documents"].as_u64()),
+        (Some(true), Some(5))
+    );
+    let (status, bad) = served
+        .call("POST", "/api/knowledge/formats/search", "alice-token", Some(json!({"query": "x", "top_k": 21})))
+        .await;
+    assert_eq!((status, bad["field"].as_str()), (422, Some("top_k")));
+    let (status, bad) =
+        served.call("POST", "/api/knowledge/formats/search", "alice-token", Some(json!({"query": "  "}))).await;
+    assert_eq!((status, bad["field"].as_str()), (422, Some("query")));
+}
+
+#[tokio::test]
+async fn a_bad_upload_is_refused_naming_why_and_leaves_the_knowledge_base_as_it_was() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Docs", "slug": "docs"}))).await;
+    assert_eq!(served.upload("docs", "alice-token", "ops.md", LEASES_MD.as_bytes()).await.0, 201);
+    let (status, wrong) = served.upload("docs", "alice-token", "tool.exe", b"MZ\x90\x00").await;
+    assert_eq!((status, wrong["field"].as_str()), (422, Some("file")), "{wrong}");
+    assert!(wrong["message"].as_str().unwrap_or_default().contains(".pdf"), "{wrong}");
+    let (status, empty) = served.upload("docs", "alice-token", "empty.txt", b" \n\n ").await;
+    assert_eq!((status, empty["field"].as_str()), (422, Some("file")), "{empty}");
+    let big = vec![b'a'; yuxi_operator::knowledge::extract::MAX_DOCUMENT_BYTES + 1];
+    let (status, large) = served.upload("docs", "alice-token", "big.txt", &big).await;
+    assert_eq!(status, 413, "{large}");
+    assert!(large["message"].as_str().unwrap_or_default().contains("max_document_bytes"), "{large}");
+    let huge = vec![b'a'; yuxi_operator::facade::MAX_DOCUMENT_BODY_BYTES + 1];
+    let (status, body) = served.upload("docs", "alice-token", "huge.txt", &huge).await;
+    assert_eq!(status, 413, "{body}");
+    assert!(body["message"].as_str().unwrap_or_default().contains("max_document_bytes"), "{body}");
+    // A replacement that cannot be read keeps the document that was there.
+    let (status, _) = served.upload("docs", "alice-token", "ops.md", &[0xff, 0xfe, 0x00]).await;
+    assert_eq!(status, 422);
+    assert_eq!(served.documents("docs", "alice-token").await, ["ops.md"]);
+    let (_, found) = served.search("docs", "alice-token", "lease").await;
+    assert_eq!(first_document(&found), "ops.md");
+    let stored: Vec<String> = std::fs::read_dir(served.dir.path().join("documents/docs"))
+        .expect("uploads folder")
+        .map(|e| e.expect("entry").file_name().to_string_lossy().into_owned())
+        .collect();
+    assert_eq!(stored, ["ops.md"], "nothing else is stored, not even in part");
+    assert_eq!(served.call("DELETE", "/api/knowledge/docs/documents/nope.md", "alice-token", None).await.0, 404);
+    assert_eq!(served.call("DELETE", "/api/knowledge/docs/documents/ops.md", "alice-token", None).await.0, 204);
+    assert!(served.documents("docs", "alice-token").await.is_empty());
+    assert_eq!(served.search("docs", "alice-token", "lease").await.1["results"], json!([]));
+}
+
+fn folder_base(name: &str, folder: &str, share: &str) -> KnowledgeBase {
+    object(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {{name: {name}}}\nspec:\n  owner: ops\n  source: {{documents: {{folder: {folder}}}}}\n  share: {share}\n"
+    ))
+}
+
+fn write(dir: &Path, name: &str, text: &str) {
+    std::fs::create_dir_all(dir).expect("folder");
+    std::fs::write(dir.join(name), text).expect("write");
+}
+
+#[tokio::test]
+async fn a_folder_source_is_reindexed_by_content_hash_and_refuses_uploads() {
+    let everyone = "{readScope: {accessLevel: Global}}";
+    let served =
+        serve(vec![folder_base("team-notes", "team", everyone), folder_base("gone", "missing", everyone)]).await;
+    let folder = served.dir.path().join("sources/team");
+    write(&folder, "a.md", "# A\n\nThe lease is renewed every ten seconds.\n");
+    write(&folder, "b.txt", "Backups run hourly.");
+    write(&folder, "skip.sh", "echo not a document");
+    served.knowledge.sync_all().await;
+    assert_eq!(served.documents("team-notes", "bob-token").await, ["a.md", "b.txt"]);
+    write(&folder, "a.md", "# A\n\nThe lease is renewed every five seconds now.\n");
+    std::fs::remove_file(folder.join("b.txt")).expect("remove");
+    write(&folder, "c.md", "# C\n\n召回率 measures retrieval.\n");
+    served.knowledge.sync_all().await;
+    assert_eq!(served.documents("team-notes", "bob-token").await, ["a.md", "c.md"]);
+    let (_, found) = served.search("team-notes", "bob-token", "five seconds").await;
+    assert!(found["results"][0]["text"].as_str().unwrap_or_default().contains("five seconds"), "{found}");
+    assert_eq!(served.search("team-notes", "bob-token", "backups hourly").await.1["results"], json!([]));
+    let (status, refused) = served.upload("team-notes", "admin-token", "x.md", b"# x\n\ny").await;
+    assert_eq!(status, 409, "{refused}");
+    // A folder that does not exist: not ready, and a search says why.
+    let (status, not_ready) = served.search("gone", "bob-token", "anything").await;
+    assert_eq!(status, 409, "{not_ready}");
+    assert!(not_ready["message"].as_str().unwrap_or_default().contains("does not exist"), "{not_ready}");
+    let (_, kb) = served.call("GET", "/api/knowledge/gone", "bob-token", None).await;
+    assert_eq!(kb["knowledge_base"]["status"]["ready"], false);
+}
+
+async fn knowledge_search(served: &Served, token: &str, body: Value) -> (u16, Value) {
+    served.call("POST", "/api/tools/knowledge_search", token, Some(body)).await
+}
+
+fn result_bases(answer: &Value) -> Vec<&str> {
+    let mut bases: Vec<&str> = answer["results"]
+        .as_array()
+        .expect("results")
+        .iter()
+        .map(|r| r["knowledge_base"].as_str().expect("kb"))
+        .collect();
+    bases.dedup();
+    bases
+}
+
+#[tokio::test]
+async fn an_agent_searches_only_knowledge_bases_its_user_may_read_within_its_list() {
+    let served = serve(vec![
+        folder_base("team-notes", "team", "{readScope: {accessLevel: Global}}"),
+        folder_base("mallory-private", "private", "{readScope: {accessLevel: User, userUids: [mallory]}}"),
+        folder_base("dept-one", "dept", "{readScope: {accessLevel: Department, departmentIds: [1]}}"),
+    ])
+    .await;
+    for folder in ["team", "private", "dept"] {
+        write(
+            &served.dir.path().join("sources").join(folder),
+            "lease.md",
+            &format!("# {folder}\n\nThe lease of {folder} is renewed.\n"),
+        );
+    }
+    served.knowledge.sync_all().await;
+    // Absent list: every knowledge base the user may read.
+    let (status, alice) =
+        knowledge_search(&served, "alice-token", json!({"agent": "open", "query": "lease", "top_k": 10})).await;
+    assert_eq!(status, 200, "{alice}");
+    assert_eq!(result_bases(&alice), ["dept-one", "team-notes"]);
+    let (_, bob) = knowledge_search(&served, "bob-token", json!({"agent": "open", "query": "lease"})).await;
+    assert_eq!(result_bases(&bob), ["team-notes"]);
+    // A list: those it names that the user may read; one the user may not read is never searched.
+    let (_, listed) = knowledge_search(&served, "alice-token", json!({"agent": "listed", "query": "lease"})).await;
+    assert_eq!(result_bases(&listed), ["team-notes"], "{listed}");
+    let (_, asked) = knowledge_search(
+        &served,
+        "alice-token",
+        json!({"agent": "listed", "query": "lease", "knowledge_bases": ["mallory-private", "dept-one"]}),
+    )
+    .await;
+    assert_eq!(asked["results"], json!([]), "{asked}");
+    let messages: Vec<&str> =
+        asked["errors"].as_array().expect("errors").iter().map(|e| e["message"].as_str().expect("message")).collect();
+    assert_eq!(
+        messages,
+        [
+            "knowledge base \"mallory-private\" is not one this agent may search",
+            "knowledge base \"dept-one\" is not one this agent may search"
+        ]
+    );
+    let (_, mallory) =
+        knowledge_search(&served, "mallory-token", json!({"agent": "listed", "query": "lease", "top_k": 10})).await;
+    assert_eq!(result_bases(&mallory), ["team-notes", "mallory-private"]);
+    // An empty list: nothing to search, said to the model.
+    let (status, none) = knowledge_search(&served, "alice-token", json!({"agent": "none", "query": "lease"})).await;
+    assert_eq!((status, none["results"].clone()), (200, json!([])));
+    assert_eq!(none["errors"][0]["message"], "this agent has no knowledge base to search");
+    // The list and prompt a runner mounts.
+    let (_, mounted) = served.call("GET", "/api/tools/knowledge_bases?agent=listed", "alice-token", None).await;
+    assert_eq!(mounted["knowledge_bases"].as_array().map(Vec::len), Some(1), "{mounted}");
+    assert_eq!(mounted["tool"]["name"], "knowledge_search");
+    assert_eq!(mounted["tool"]["parameters"]["properties"]["knowledge_bases"]["items"]["enum"], json!(["team-notes"]));
+    assert!(mounted["prompt"].as_str().unwrap_or_default().contains("`team-notes`"));
+    let (_, unmounted) = served.call("GET", "/api/tools/knowledge_bases?agent=none", "alice-token", None).await;
+    assert_eq!((unmounted["tool"].clone(), unmounted["prompt"].clone()), (Value::Null, Value::Null));
+    let (status, _) = served.call("GET", "/api/tools/knowledge_bases?agent=nobody", "alice-token", None).await;
+    assert_eq!(status, 404);
+}
+
+mod retrieval_service {
+    //! A stand-in retrieval service: an MCP server whose `find` tool answers JSON passages, behind a
+    //! bearer token.
+
+    use std::sync::Arc;
+
+    use axum::http::StatusCode;
+    use rmcp::model::{
+        CallToolRequestParams, CallToolResponse, CallToolResult, ContentBlock, ListToolsResult, PaginatedRequestParams,
+        ServerCapabilities, ServerConfig, Tool,
+    };
+    use rmcp::service::RequestContext;
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    use rmcp::{ErrorData, RoleServer, ServerHandler};
+    use serde_json::json;
+
+    #[derive(Clone)]
+    struct Find;
+
+    impl ServerHandler for Find {
+        fn get_info(&self) -> ServerConfig {
+            ServerConfig::new(ServerCapabilities::builder().enable_tools().build())
+        }
+
+        async fn list_tools(
+            &self,
+            _: Option<PaginatedRequestParams>,
+            _: RequestContext<RoleServer>,
+        ) -> Result<ListToolsResult, ErrorData> {
+            let schema =
+                json!({"type": "object", "properties": {"text": {"type": "string"}, "limit": {"type": "integer"}}});
+            Ok(ListToolsResult::with_all_items(vec![Tool::new(
+                "find",
+                "Find passages",
+                Arc::new(schema.as_object().expect("object").clone()),
+            )]))
+        }
+
+        async fn call_tool(
+            &self,
+            request: CallToolRequestParams,
+            _: RequestContext<RoleServer>,
+        ) -> Result<CallToolResponse, ErrorData> {
+            let arguments = request.arguments.unwrap_or_default();
+            let text = arguments.get("text").and_then(|q| q.as_str()).unwrap_or_default().to_string();
+            let limit = arguments.get("limit").and_then(|l| l.as_u64()).unwrap_or(0);
+            let answer = json!({"results": [
+                {"content": format!("passage about {text}"), "metadata": {"source": "milvus://corpus/1"}, "score": 0.92},
+                {"content": format!("limit was {limit}"), "metadata": {"source": "milvus://corpus/2"}, "score": 0.41},
+            ]});
+            Ok(CallToolResult::success(vec![ContentBlock::text(answer.to_string())]).into())
+        }
+    }
+
+    /// Serves [`Find`] on a free loopback port behind `token`; returns its URL.
+    pub async fn serve(token: &'static str) -> String {
+        let service: StreamableHttpService<Find, LocalSessionManager> =
+            StreamableHttpService::new(|| Ok(Find), Default::default(), StreamableHttpServerConfig::default());
+        let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+            move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+                let expected = format!("Bearer {token}");
+                match request.headers().get("authorization").and_then(|h| h.to_str().ok()) {
+                    Some(header) if header == expected => next.run(request).await,
+                    _ => axum::response::IntoResponse::into_response(StatusCode::UNAUTHORIZED),
+                }
+            },
+        ));
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+        let addr = listener.local_addr().expect("addr");
+        tokio::spawn(async move { axum::serve(listener, router).await.expect("MCP server serves") });
+        format!("http://{addr}/mcp")
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_backed_knowledge_base_is_searched_through_its_tool_with_its_secret() {
+    let url = retrieval_service::serve("s3cret").await;
+    let mcp = |name: &str, secret: &str| -> KnowledgeBase {
+        object(&format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {{name: {name}}}\nspec:\n  owner: ops\n  share: {{readScope: {{accessLevel: Global}}}}\n  source:\n    mcp: {{url: \"{url}\", tool: find, queryArgument: text, topKArgument: limit, authSecretRef: {{name: {secret}, key: token}}}}\n"
+        ))
+    };
+    let served =
+        serve(vec![mcp("corpus", "search-token"), mcp("wrong-token", "other-token"), mcp("no-secret", "absent")]).await;
+    write(&served.dir.path().join("secrets/search-token"), "token", "s3cret\n");
+    write(&served.dir.path().join("secrets/other-token"), "token", "guess");
+    let (status, found) = served.search("corpus", "bob-token", "vector search").await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(found["results"][0]["text"], "passage about vector search");
+    assert_eq!(found["results"][0]["document"], "milvus://corpus/1");
+    assert_eq!(found["results"][1]["text"], "limit was 3");
+    let (status, refused) = served.search("wrong-token", "bob-token", "x").await;
+    assert_eq!(status, 502, "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().contains("cannot be reached"), "{refused}");
+    let (status, missing) = served.search("no-secret", "bob-token", "x").await;
+    assert_eq!(status, 409, "{missing}");
+    // Through the runs' tool, a service's failure is an entry the model reads.
+    let (status, answer) = knowledge_search(
+        &served,
+        "bob-token",
+        json!({"agent": "open", "query": "vector", "knowledge_bases": ["corpus", "wrong-token"]}),
+    )
+    .await;
+    assert_eq!(status, 200, "{answer}");
+    assert_eq!(result_bases(&answer), ["corpus"]);
+    assert_eq!(answer["errors"][0]["knowledge_base"], "wrong-token");
+}
