@@ -176,7 +176,13 @@ pub async fn execute(
     };
     let report = match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
         Ok(graph) => graph.run(metadata).await,
-        Err(error) => fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await,
+        Err(error) => {
+            // A run cancelled while it was being prepared ends cancelled, whatever the preparing met
+            // (its credentials, for one, stop working once its cancel has ended it).
+            let cancelled = store.is_cancel_requested(&identity.run_id).await.unwrap_or(false);
+            let error = (!cancelled).then_some(error);
+            fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await
+        }
     };
     renewal.abort();
     if let Err(err) = store.release_run_lease(&identity.run_id, &holder).await {
@@ -326,18 +332,18 @@ fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
 }
 
 /// Ends a run that could not start: `metadata`, then the result, `error` and `end` in one step, as a
-/// run that failed.
+/// run that failed with `error`, or, without one, as a run cancelled before it started.
 async fn fail_before_start(
     store: &RunnerStoreClient,
     identity: &RunIdentity,
     metadata: Value,
-    error: String,
+    error: Option<String>,
     retry_for: Duration,
 ) -> RunReport {
     let report = RunReport {
-        status: RunStatus::Failed,
+        status: if error.is_some() { RunStatus::Failed } else { RunStatus::Cancelled },
         output: String::new(),
-        error: Some(error),
+        error,
         token_usage: TokenUsage::default(),
     };
     if let Err(err) = store.append_event(&identity.run_id, &identity.thread_id, EventKind::Metadata, metadata).await {

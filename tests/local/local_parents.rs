@@ -55,6 +55,13 @@ async fn start() -> System {
     for file in yaml_files("examples") {
         std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
     }
+    // The examples' knowledge base reads its documents from the manifests folder.
+    let notes = manifests.path().join("knowledge/research-notes");
+    std::fs::create_dir_all(&notes).expect("dir");
+    for file in std::fs::read_dir(root.join("examples/knowledge/research-notes")).expect("notes") {
+        let file = file.expect("entry").path();
+        std::fs::copy(&file, notes.join(file.file_name().expect("name"))).expect("copy");
+    }
     std::fs::write(manifests.path().join("slow-helper.yaml"), SLOW_HELPER).expect("write");
     for name in ["waiter", "leaver", "intruder"] {
         std::fs::write(manifests.path().join(format!("{name}.yaml")), main_agent(name)).expect("write");
@@ -226,6 +233,12 @@ async fn deep_research_writes_its_report_from_two_children_started_in_parallel()
         report.contains(&format!("Explore this research question and summarise what the material says: {question}"))
     );
     assert!(report.contains(&format!("List the claims this question rests on and check each one: {question}")));
+    // It cites the examples' knowledge base: the passage on conductivity at room temperature.
+    assert!(
+        report.contains("research-notes: solid-electrolytes.md, Solid electrolytes for lithium batteries › Conductivity at room temperature"),
+        "{report}"
+    );
+    assert!(report.contains("Li10GeP2S12 reaches about 12 mS/cm"), "{report}");
     let result: Value = system.get(&format!("/api/agent/runs/{run_id}/result"), "alice-token").await.1;
     assert!(result["output"].as_str().expect("output").contains("report.md"), "{result}");
 
