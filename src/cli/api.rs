@@ -94,7 +94,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
             index_dir: Some(args.knowledge_index_dir),
             sources_dir: args.knowledge_sources_dir,
         },
-        facade::knowledge::SecretSource::Cluster(kube::Api::namespaced(client.clone(), &args.namespace)),
+        facade::knowledge::SecretSource::Cluster(Box::new(kube::Api::namespaced(client.clone(), &args.namespace))),
         Some(kube::Api::namespaced(client.clone(), &args.namespace)),
     ));
     let _indexer = knowledge.clone().spawn_syncer();

@@ -104,12 +104,27 @@ pub struct YuxiConfig {
 pub struct YuxiScope {
     /// `global`, `department` or `user`.
     pub access_level: YuxiAccessLevel,
-    /// Departments of a `department` scope.
-    #[serde(default)]
+    /// Departments of a `department` scope. A number with a zero fraction (`29.0`) is the integer it
+    /// equals, as JSON Schema's `integer` counts it.
+    #[serde(default, deserialize_with = "integral_ids")]
     pub department_ids: Vec<i64>,
     /// Users of a `user` scope.
     #[serde(default)]
     pub user_uids: Vec<String>,
+}
+
+/// A list of integers, each written as an integer or as a number with a zero fraction. Errors: a
+/// fraction, or a number outside the 64-bit range.
+fn integral_ids<'de, D: serde::Deserializer<'de>>(deserializer: D) -> Result<Vec<i64>, D::Error> {
+    let numbers = Vec::<serde_json::Number>::deserialize(deserializer)?;
+    numbers
+        .iter()
+        .map(|n| {
+            n.as_i64()
+                .or_else(|| n.as_f64().filter(|f| f.fract() == 0.0 && f.abs() < 9.2e18).map(|f| f as i64))
+                .ok_or_else(|| serde::de::Error::custom(format!("{n} is not a 64-bit integer")))
+        })
+        .collect()
 }
 
 /// Yuxi's `access_level` values.
@@ -311,6 +326,17 @@ impl YuxiAgent {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn department_ids_written_as_integral_numbers_are_integers_and_fractions_are_refused() {
+        let scope = |ids: &str| {
+            serde_json::from_str::<YuxiScope>(&format!(r#"{{"access_level": "department", "department_ids": {ids}}}"#))
+        };
+        assert_eq!(scope("[1, 29.0, -3.0]").expect("integral").department_ids, [1, 29, -3]);
+        let refused = scope("[2.5]").expect_err("a fraction").to_string();
+        assert!(refused.contains("2.5 is not a 64-bit integer"), "{refused}");
+        assert!(scope("[1e300]").is_err());
+    }
 
     #[test]
     fn context_and_share_round_trip_between_the_two_spellings() {

@@ -55,7 +55,7 @@ pub enum SecretSource {
     /// The local mode: the file `<folder>/<secret>/<key>`, as a Secret mounted as a volume is laid out.
     Folder(PathBuf),
     /// A cluster: the Secrets of the facade's namespace.
-    Cluster(kube::Api<k8s_openapi::api::core::v1::Secret>),
+    Cluster(Box<kube::Api<k8s_openapi::api::core::v1::Secret>>),
 }
 
 /// The facade's knowledge bases.

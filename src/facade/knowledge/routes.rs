@@ -357,6 +357,9 @@ pub async fn create(
     JsonBody(body): JsonBody<CreateKnowledgeBase>,
 ) -> Result<(StatusCode, Json<KnowledgeAnswer>), ApiError> {
     let knowledge = knowledge(&state)?;
+    if body.name.is_empty() {
+        return Err(ApiError::invalid("name", "must not be empty"));
+    }
     let source = KnowledgeSource::from(body.source.unwrap_or_default());
     check_source(&who, &source)?;
     let share = body.share_config.as_ref().map(AgentShare::from).unwrap_or_else(|| AgentShare {
@@ -430,6 +433,9 @@ pub async fn update(
     let mut kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
     if let Some(name) = body.name {
+        if name.is_empty() {
+            return Err(ApiError::invalid("name", "must not be empty"));
+        }
         kb.spec.display_name = Some(name);
     }
     if let Some(description) = body.description {
@@ -531,15 +537,6 @@ pub async fn documents(
     Ok(Json(DocumentList { documents, status: knowledge.state(&kb).into() }))
 }
 
-/// `POST /api/knowledge/{slug}/documents` body: one part `file`.
-#[derive(utoipa::ToSchema)]
-#[allow(dead_code)]
-pub struct UploadDocument {
-    /// The document (`.md`, `.markdown`, `.txt`, `.text`, `.html`, `.htm`, `.pdf`; at most 8 MiB).
-    #[schema(value_type = String, format = Binary)]
-    file: Vec<u8>,
-}
-
 /// The answer of an upload.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct UploadAnswer {
@@ -556,9 +553,10 @@ pub struct UploadAnswer {
     operation_id = "upload_knowledge_document",
     tag = "knowledge",
     params(("slug" = String, Path, description = "the knowledge base's slug")),
-    request_body(content = UploadDocument, content_type = "multipart/form-data"),
+    request_body(content = crate::facade::attachments::UploadForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "indexed", body = UploadAnswer),
+        (status = 400, description = "not a multipart body with a `file` field", body = ErrorBody),
         (status = 403, description = "readable but not manageable", body = ErrorBody),
         (status = 404, description = "unknown, or not readable by the caller", body = ErrorBody),
         (status = 409, description = "its documents come from a folder or a service", body = ErrorBody),
@@ -660,8 +658,8 @@ pub async fn delete_document(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct SearchBody {
-    /// What to look for, in words (no query syntax).
-    #[schema(min_length = 1, max_length = 2000)]
+    /// What to look for, in words (no query syntax; some text besides spaces).
+    #[schema(min_length = 1, max_length = 2000, pattern = "\\S")]
     pub query: String,
     /// How many passages, 1 to 20 (default 5).
     #[serde(default)]

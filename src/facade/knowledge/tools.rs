@@ -3,8 +3,8 @@
 //!
 //! The knowledge bases are resolved here, for the caller's user, under the share rules and the agent's
 //! `context.knowledges` ([`crate::access::allowed_knowledge_bases`]): a run never searches a knowledge
-//! base its user may not read, whatever its model asks. A run's credentials name its agent; a user
-//! caller names an agent it may read. A knowledge base asked for that is not among the allowed ones, or
+//! base its user may not read, whatever its model asks. The caller names the agent: a run its own (any
+//! other is refused), a user one it may read. A knowledge base asked for that is not among the allowed ones, or
 //! that cannot answer, is an entry of `errors` the model reads, never a failed call.
 
 use axum::Json;
@@ -29,12 +29,16 @@ pub const KNOWLEDGE_SEARCH: &str = "knowledge_search";
 const MAX_NAMED: usize = 64;
 
 /// The agent a call is for: the run's own, or the one a user caller names and may read.
-async fn agent_of(state: &FacadeState, caller: &ParentCaller, named: Option<&str>) -> Result<Agent, ApiError> {
-    let slug = match (&caller.run, named) {
-        (Some(run), _) => run.agent.clone(),
-        (None, Some(slug)) => slug.to_string(),
-        (None, None) => return Err(ApiError::invalid("agent", "is required without run credentials")),
-    };
+///
+/// Errors: 422 naming `agent` when run credentials name another agent; 404 for an agent that does not
+/// exist or that a user caller may not read.
+async fn agent_of(state: &FacadeState, caller: &ParentCaller, named: &str) -> Result<Agent, ApiError> {
+    if let Some(run) = &caller.run
+        && run.agent != named
+    {
+        return Err(ApiError::invalid("agent", format!("a run of {:?} searches for its own agent only", run.agent)));
+    }
+    let slug = named.to_string();
     let missing = || ApiError::NotFound(format!("agent {slug:?} does not exist"));
     let agent = state.agents.get(&slug).await?.ok_or_else(missing)?;
     if caller.run.is_none() && permission(&caller.who, &agent) < Permission::Read {
@@ -54,9 +58,8 @@ async fn allowed(state: &FacadeState, caller: &ParentCaller, agent: &Agent) -> R
 #[into_params(parameter_in = Query)]
 #[serde(deny_unknown_fields)]
 pub struct BasesQuery {
-    /// The agent (ignored with run credentials: the run's agent).
-    #[serde(default)]
-    agent: Option<String>,
+    /// The agent whose run searches (with run credentials, the run's own).
+    agent: String,
 }
 
 /// One knowledge base a run may search.
@@ -124,7 +127,7 @@ fn prompt(bases: &[BaseItem]) -> String {
     responses(
         (status = 200, description = "the knowledge bases, the tool and the prompt section", body = BasesAnswer),
         (status = 404, description = "the agent is unknown or not readable", body = ErrorBody),
-        (status = 422, description = "`agent` is required without run credentials", body = ErrorBody),
+        (status = 422, description = "run credentials of another agent", body = ErrorBody),
         (status = 503, description = "no knowledge bases here, or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -134,7 +137,7 @@ pub async fn bases(
     caller: ParentCaller,
     QueryParams(query): QueryParams<BasesQuery>,
 ) -> Result<Json<BasesAnswer>, ApiError> {
-    let agent = agent_of(&state, &caller, query.agent.as_deref()).await?;
+    let agent = agent_of(&state, &caller, &query.agent).await?;
     let knowledge_bases: Vec<BaseItem> = allowed(&state, &caller, &agent)
         .await?
         .iter()
@@ -156,8 +159,8 @@ pub async fn bases(
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct KnowledgeSearchBody {
-    /// What to look for.
-    #[schema(min_length = 1, max_length = 2000)]
+    /// What to look for (some text besides spaces).
+    #[schema(min_length = 1, max_length = 2000, pattern = "\\S")]
     query: String,
     /// The slugs to search; absent: every allowed one.
     #[serde(default)]
@@ -167,9 +170,8 @@ pub struct KnowledgeSearchBody {
     #[serde(default)]
     #[schema(minimum = 1, maximum = 20)]
     top_k: Option<u32>,
-    /// The agent (ignored with run credentials).
-    #[serde(default)]
-    agent: Option<String>,
+    /// The agent whose run searches (with run credentials, the run's own: the runner sets it).
+    agent: String,
 }
 
 /// A knowledge base that did not answer.
@@ -215,7 +217,7 @@ pub async fn search(
     if body.knowledge_bases.as_ref().is_some_and(|named| named.len() > MAX_NAMED) {
         return Err(ApiError::invalid("knowledge_bases", format!("must have at most {MAX_NAMED} entries")));
     }
-    let agent = agent_of(&state, &caller, body.agent.as_deref()).await?;
+    let agent = agent_of(&state, &caller, &body.agent).await?;
     let allowed = allowed(&state, &caller, &agent).await?;
     let knowledge = knowledge(&state)?;
     let mut errors = Vec::new();

@@ -38,12 +38,13 @@ pub async fn mount(facade: &Arc<Facade>, agent: &str) -> Result<Option<(Arc<dyn 
         description: tool["description"].as_str().unwrap_or_default().to_string(),
         parameters: tool["parameters"].clone(),
     };
-    Ok(Some((Arc::new(KnowledgeSearch { spec, facade: facade.clone() }), prompt.to_string())))
+    Ok(Some((Arc::new(KnowledgeSearch { spec, facade: facade.clone(), agent: agent.to_string() }), prompt.to_string())))
 }
 
 struct KnowledgeSearch {
     spec: ToolSpec,
     facade: Arc<Facade>,
+    agent: String,
 }
 
 impl Tool for KnowledgeSearch {
@@ -61,6 +62,7 @@ impl Tool for KnowledgeSearch {
                 return Err(ToolError::new("argument agent is not accepted: the run's agent is its own"));
             }
             body.remove("parent");
+            body.insert("agent".into(), Value::String(self.agent.clone()));
             let answer = self.facade.post(KNOWLEDGE_SEARCH, &Value::Object(body), None).await?;
             Ok(answer.to_string())
         }
