@@ -43,6 +43,8 @@ bench:
 	@py=$$(scripts/bench-venv) && scripts/with-redis sh -c 'REDIS_URL=$$YUXI_TEST_REDIS_URL exec "$$0" scripts/bench.py target/release/yuxi-operator $(BENCH_ARGS)' "$$py"
 	$(CARGO) bench --locked --bench controller > $(RUN_DIR)/bench-controller.md
 	@cat $(RUN_DIR)/bench-controller.md
+	$(CARGO) bench --locked --bench knowledge -- --out $(RUN_DIR) > /dev/null
+	@py=$$(scripts/bench-venv) && "$$py" scripts/bench_knowledge.py $(RUN_DIR)/knowledge-yuxi.json $(RUN_DIR)/knowledge-passages.json
 
 fmt:
 	$(CARGO) fmt --all -- --check

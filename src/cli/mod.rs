@@ -75,6 +75,9 @@ pub struct LimitArgs {
     /// Agents one user may own (429 `max_agents_per_user` beyond).
     #[arg(long, env = "YUXI_MAX_AGENTS_PER_USER", default_value_t = 100, value_parser = clap::value_parser!(u32).range(1..))]
     max_agents_per_user: u32,
+    /// Knowledge bases one user may own (429 `max_knowledge_bases_per_user` beyond).
+    #[arg(long, env = "YUXI_MAX_KNOWLEDGE_BASES_PER_USER", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
+    max_knowledge_bases_per_user: u32,
     /// Seconds a client may take to send a request's whole body (408 beyond).
     #[arg(long, env = "YUXI_BODY_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_timeout_seconds: u64,
@@ -94,6 +97,7 @@ impl LimitArgs {
             streams_per_user: self.max_streams_per_user as usize,
             streams_per_run: self.max_streams_per_run as usize,
             agents_per_user: self.max_agents_per_user as usize,
+            knowledge_bases_per_user: self.max_knowledge_bases_per_user as usize,
             body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
         }
     }

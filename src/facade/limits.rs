@@ -24,6 +24,8 @@ pub struct Limits {
     pub streams_per_run: usize,
     /// Agents one user owns (`--max-agents-per-user`; default 100).
     pub agents_per_user: usize,
+    /// Knowledge bases one user owns (`--max-knowledge-bases-per-user`; default 20).
+    pub knowledge_bases_per_user: usize,
     /// How long a client may take to send a request's whole body (`--body-timeout-seconds`; default
     /// [`BODY_READ_TIMEOUT`](super::BODY_READ_TIMEOUT), 30 s); 408 after.
     pub body_timeout: std::time::Duration,
@@ -36,6 +38,7 @@ impl Default for Limits {
             streams_per_user: 16,
             streams_per_run: 8,
             agents_per_user: 100,
+            knowledge_bases_per_user: 20,
             body_timeout: super::BODY_READ_TIMEOUT,
         }
     }

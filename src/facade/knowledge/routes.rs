@@ -347,6 +347,7 @@ fn judge(kb: &KnowledgeBase) -> Result<(), ApiError> {
         (status = 403, description = "a source or share scope only administrators may set", body = ErrorBody),
         (status = 409, description = "the slug is taken", body = ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 429, description = "the caller owns `max_knowledge_bases_per_user` knowledge bases", body = ErrorBody),
         (status = 503, description = "no knowledge bases here, or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -386,7 +387,7 @@ pub async fn create(
     judge(&kb)?;
     let owned =
         knowledge.catalog.all().await?.iter().filter(|k| k.spec.owner.as_deref() == Some(who.uid.as_str())).count();
-    if owned >= state.limits.agents_per_user {
+    if owned >= state.limits.knowledge_bases_per_user {
         return Err(ApiError::Limited {
             limit: "max_knowledge_bases_per_user".into(),
             message: format!("you own {owned} knowledge bases, the most allowed; delete one first"),
