@@ -38,8 +38,24 @@ async fn facade() -> Facade {
         password_hash: None,
     }])
     .expect("users");
+    let notes: yuxi_operator::resources::KnowledgeBase = serde_norway::from_str(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {name: notes}\nspec: {source: {documents: {}}, share: {readScope: {accessLevel: Global}}}",
+    )
+    .expect("a knowledge base");
+    let documents = std::env::temp_dir().join(unique("knowledge"));
+    let knowledge = yuxi_operator::facade::knowledge::Knowledge::new(
+        yuxi_operator::facade::catalog::KnowledgeCatalog::new(vec![notes]),
+        yuxi_operator::facade::knowledge::KnowledgeSettings {
+            documents_dir: documents.clone(),
+            index_dir: None,
+            sources_dir: None,
+        },
+        yuxi_operator::facade::knowledge::SecretSource::Folder(documents),
+        None,
+    );
     let state: FacadeState = FacadeParts {
         run_tokens: key(),
+        knowledge: Some(std::sync::Arc::new(knowledge)),
         ..FacadeParts::new(
             users.into(),
             AgentCatalog::new(example_agents()),
@@ -194,4 +210,33 @@ async fn a_run_token_cannot_act_for_another_run() {
         .expect("reaches");
     assert_eq!(response.status().as_u16(), 404);
     assert_eq!(facade.status_of(&key().sign(&second, in_an_hour()), &child_of_second.run_id).await.0, 200);
+}
+
+#[tokio::test]
+async fn a_run_token_searches_for_its_own_agent_only_and_not_after_its_run() {
+    let facade = facade().await;
+    let run = facade.run("alice", RunStatus::Running, None).await;
+    let token = key().sign(&run, in_an_hour());
+    let search = |agent: &'static str| {
+        let (base, token) = (facade.base.clone(), token.clone());
+        async move {
+            let response = reqwest12::Client::new()
+                .post(format!("{base}/api/tools/knowledge_search"))
+                .bearer_auth(token)
+                .json(&json!({"agent": agent, "query": "anything"}))
+                .send()
+                .await
+                .expect("reaches the facade");
+            let status = response.status().as_u16();
+            (status, response.json::<Value>().await.expect("a JSON answer"))
+        }
+    };
+    let (status, own) = search("deep-research").await;
+    assert_eq!(status, 200, "{own}");
+    assert_eq!(own["errors"], json!([]), "{own}");
+    let (status, other) = search("research-explorer").await;
+    assert_eq!((status, other["field"].as_str()), (422, Some("agent")), "{other}");
+    facade.store.set_run_status(&run.run_id, RunStatus::Completed, None).await.expect("ended");
+    let (status, _) = search("deep-research").await;
+    assert_eq!(status, 401);
 }

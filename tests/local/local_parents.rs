@@ -224,6 +224,10 @@ async fn deep_research_writes_its_report_from_two_children_started_in_parallel()
         assert_eq!(child_events[0]["event"], "metadata");
         assert_eq!(child_events[0]["payload"]["parent"]["runId"], run_id.as_str());
         assert_eq!(child_events[0]["payload"]["parent"]["toolCallId"], child["tool_call_id"]);
+        // Subagents search their knowledge bases too: research-explorer lists research-notes, and
+        // fact-verifier, listing none, gets every one Alice may read (research-notes is Global).
+        let tools = child_events[0]["payload"]["tools"].as_array().expect("tools");
+        assert!(tools.iter().any(|t| t == "knowledge_search"), "{tools:?}");
     }
 
     let data = system.local.data.path();
