@@ -526,3 +526,50 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
     store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");
 }
+
+const KNOWLEDGE_BASES: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/knowledgebases";
+
+#[tokio::test]
+async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written_after_indexing() {
+    use yuxi_operator::facade::catalog::{ClusterCatalog, KnowledgeCatalog};
+    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, SecretSource};
+
+    let kb = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase",
+                    "metadata": {"name": "notes", "namespace": "team-a", "generation": 3, "resourceVersion": "11", "uid": "uid-notes"},
+                    "spec": {"source": {"documents": {}}, "share": global()}});
+    let (client, server) = crate::support::api_server::scripted::api_server_receiving(vec![
+        Exchange::new(
+            Method::GET,
+            &format!("{KNOWLEDGE_BASES}?&limit=500"),
+            200,
+            json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBaseList", "metadata": {"resourceVersion": "12"}, "items": [kb.clone()]}),
+        ),
+        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/notes/status?&fieldManager=yuxi-operator"), 200, kb),
+    ]);
+    let dir = tempfile::TempDir::new().expect("dir");
+    let knowledge = Knowledge::new(
+        KnowledgeCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
+        KnowledgeSettings {
+            documents_dir: dir.path().join("documents"),
+            index_dir: Some(dir.path().join("index")),
+            sources_dir: None,
+        },
+        SecretSource::Cluster(Box::new(kube::Api::namespaced(client.clone(), "team-a"))),
+        Some(kube::Api::namespaced(client, "team-a")),
+    );
+    knowledge.sync_all().await;
+    let received = server.await.expect("the API server saw the list and the patch");
+    let patch = &received[1];
+    assert_eq!(patch.content_type.as_deref(), Some("application/merge-patch+json"));
+    let status = &patch.body["status"];
+    assert_eq!(
+        (status["observedGeneration"].as_i64(), status["documents"].as_i64(), status["source"].as_str()),
+        (Some(3), Some(0), Some("documents"))
+    );
+    let ready =
+        status["conditions"].as_array().expect("conditions").iter().find(|c| c["type"] == "Ready").expect("Ready");
+    assert_eq!(
+        (ready["status"].as_str(), ready["reason"].as_str(), ready["observedGeneration"].as_i64()),
+        (Some("True"), Some("Indexed"), Some(3))
+    );
+}

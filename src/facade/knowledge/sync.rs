@@ -75,8 +75,14 @@ impl Knowledge {
         if let Some(error) = &state.error {
             tracing::warn!(knowledge_base = %slug, error = %error, "indexing found problems");
         }
+        // The resource's status is written when something changed, not on every pass of every replica.
+        let unchanged = IndexState { indexed_at: None, ..base.state() }
+            == IndexState { indexed_at: None, ..state.clone() }
+            && kb.status.as_ref().and_then(|s| s.observed_generation) == kb.metadata.generation;
         base.set_state(state.clone());
-        self.write_status(kb, &state).await;
+        if !unchanged {
+            self.write_status(kb, &state).await;
+        }
         state
     }
 
@@ -107,6 +113,12 @@ impl Knowledge {
                 return;
             }
         };
+        for kb in kbs.iter().filter(|kb| kb.spec.source.mcp.is_some()) {
+            // Nothing to index: the status says it is served, once per generation.
+            if kb.status.as_ref().and_then(|s| s.observed_generation) != kb.metadata.generation {
+                self.write_status(kb, &self.state(kb)).await;
+            }
+        }
         for kb in kbs.iter().filter(|kb| kb.spec.source.documents.is_some()) {
             match self.base(&kb.name_any()) {
                 Ok(base) => {
