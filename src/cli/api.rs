@@ -56,6 +56,8 @@ pub struct ApiArgs {
     knowledge_sources_dir: Option<PathBuf>,
     #[command(flatten)]
     limits: super::LimitArgs,
+    #[command(flatten)]
+    embeddings: super::EmbeddingArgs,
 }
 
 /// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish. Exit status 1 when the
@@ -84,7 +86,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let metrics = facade::http_metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
-    let knowledge = std::sync::Arc::new(facade::knowledge::Knowledge::new(
+    let knowledge = facade::knowledge::Knowledge::new(
         facade::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
             client.clone(),
             &args.namespace,
@@ -96,7 +98,11 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         },
         facade::knowledge::SecretSource::Cluster(Box::new(kube::Api::namespaced(client.clone(), &args.namespace))),
         Some(kube::Api::namespaced(client.clone(), &args.namespace)),
-    ));
+    );
+    let knowledge = std::sync::Arc::new(match args.embeddings.embeddings()? {
+        Some(embeddings) => knowledge.with_embeddings(embeddings),
+        None => knowledge,
+    });
     let _indexer = knowledge.clone().spawn_syncer();
     let state: facade::FacadeState = facade::FacadeParts {
         auth: reviewer.into(),

@@ -52,6 +52,8 @@ pub struct LocalArgs {
     runner_processes: bool,
     #[command(flatten)]
     limits: super::LimitArgs,
+    #[command(flatten)]
+    embeddings: super::EmbeddingArgs,
     /// How many runners run at once for main agents, and as many again for subagents; runs beyond
     /// wait `pending`, in order (bounded by --max-runs and --max-runs-per-user).
     #[arg(long, default_value_t = 32, value_parser = clap::value_parser!(u32).range(1..=4096))]
@@ -102,6 +104,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         unconfined_sandbox,
         runner_processes,
         limits,
+        embeddings,
         max_concurrent_runs,
         run_lease_seconds,
         keep_finished_runs,
@@ -228,7 +231,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         Vec::new()
     };
     let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
-    let knowledge = local_knowledge(knowledge_bases, &data_dir, &manifests)?;
+    let knowledge = local_knowledge(knowledge_bases, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
         auth: users.into(),
@@ -268,6 +271,7 @@ fn local_knowledge(
     manifests: Vec<yuxi_operator::resources::KnowledgeBase>,
     data_dir: &std::path::Path,
     manifests_dir: &std::path::Path,
+    embeddings: Option<yuxi_operator::knowledge::embeddings::Embeddings>,
 ) -> anyhow::Result<std::sync::Arc<facade::knowledge::Knowledge>> {
     let saved_in = data_dir.join("knowledge-bases");
     let saved = if saved_in.is_dir() {
@@ -288,7 +292,7 @@ fn local_knowledge(
     } else {
         manifests_dir.parent().unwrap_or(manifests_dir).to_path_buf()
     };
-    Ok(std::sync::Arc::new(facade::knowledge::Knowledge::new(
+    let knowledge = facade::knowledge::Knowledge::new(
         facade::catalog::KnowledgeCatalog::Local(facade::catalog::LocalCatalog::new(manifests, saved, Some(saved_in))),
         facade::knowledge::KnowledgeSettings {
             documents_dir: data_dir.join("knowledge").join("documents"),
@@ -297,5 +301,9 @@ fn local_knowledge(
         },
         facade::knowledge::SecretSource::Folder(data_dir.join("secrets")),
         None,
-    )))
+    );
+    Ok(std::sync::Arc::new(match embeddings {
+        Some(embeddings) => knowledge.with_embeddings(embeddings),
+        None => knowledge,
+    }))
 }

@@ -57,6 +57,39 @@ pub async fn connect(hint: &str) -> anyhow::Result<kube::Client> {
     Ok(client)
 }
 
+/// Hybrid knowledge search: an OpenAI-compatible embeddings endpoint (docs/concepts/knowledge.md),
+/// shared by `api` and `local`. Without `--embeddings-url`, search is by words alone.
+#[derive(clap::Args, Clone, Debug)]
+pub struct EmbeddingArgs {
+    /// The endpoint's base URL, such as `https://api.openai.com/v1` (`/embeddings` is added).
+    #[arg(long, env = "YUXI_EMBEDDINGS_URL", value_name = "URL")]
+    embeddings_url: Option<String>,
+    /// The embedding model.
+    #[arg(long, env = "YUXI_EMBEDDINGS_MODEL", default_value = "text-embedding-3-small")]
+    embeddings_model: String,
+    /// A file holding the endpoint's API key (sent as a bearer token); none: no key.
+    #[arg(long, env = "YUXI_EMBEDDINGS_API_KEY_FILE", value_name = "FILE")]
+    embeddings_api_key_file: Option<std::path::PathBuf>,
+}
+
+impl EmbeddingArgs {
+    /// The endpoint these flags name, or `None`. Errors: the key file cannot be read, or the client
+    /// cannot be built.
+    pub fn embeddings(&self) -> anyhow::Result<Option<yuxi_operator::knowledge::embeddings::Embeddings>> {
+        let Some(url) = &self.embeddings_url else { return Ok(None) };
+        let key = match &self.embeddings_api_key_file {
+            Some(file) => Some(
+                std::fs::read_to_string(file)
+                    .map_err(|e| anyhow::anyhow!("cannot read the embeddings API key {}: {e}", file.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        };
+        Ok(Some(yuxi_operator::knowledge::embeddings::Embeddings::new(url, &self.embeddings_model, key)?))
+    }
+}
+
 /// The facade's abuse limits as flags (docs/reference/limits.md), shared by `api` and `local`.
 #[derive(clap::Args, Clone, Debug)]
 pub struct LimitArgs {

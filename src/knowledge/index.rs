@@ -70,6 +70,7 @@ struct Fields {
     position: Field,
     location: Field,
     text: Field,
+    vector: Field,
 }
 
 /// The index of one knowledge base, on disk ([`KnowledgeIndex::open`]) or in memory.
@@ -79,7 +80,12 @@ pub struct KnowledgeIndex {
     fields: Fields,
     /// Writes one at a time: tantivy allows one writer per index.
     writing: Mutex<()>,
+    /// The passages that have a vector, read from the index on the first dense search after a change.
+    vectors: std::sync::RwLock<Option<std::sync::Arc<Vec<Embedded>>>>,
 }
+
+/// A passage with its vector, as dense search reads them.
+type Embedded = (Hit, Vec<f32>);
 
 impl KnowledgeIndex {
     /// The index in the folder `dir`, made there when it is not yet (the folder must exist).
@@ -99,25 +105,81 @@ impl KnowledgeIndex {
         index.tokenizers().register(ANALYZER, analyzer());
         let fields = schema().1;
         let reader = index.reader_builder().reload_policy(ReloadPolicy::Manual).try_into()?;
-        Ok(Self { index, reader, fields, writing: Mutex::new(()) })
+        Ok(Self { index, reader, fields, writing: Mutex::new(()), vectors: std::sync::RwLock::new(None) })
     }
 
     /// Puts the document `name` with its `passages`, in place of what it held under that name, in one
     /// commit: a search sees the old passages or the new, never a mix or none.
     pub fn put_document(&self, name: &str, content_hash: &str, passages: &[Passage]) -> Result<(), IndexError> {
+        self.put_document_with_vectors(name, content_hash, passages, None)
+    }
+
+    /// [`put_document`](Self::put_document), each passage with its embedding vector (`vectors[i]` of
+    /// `passages[i]`) when `vectors` is given, for [`nearest`](Self::nearest).
+    pub fn put_document_with_vectors(
+        &self,
+        name: &str,
+        content_hash: &str,
+        passages: &[Passage],
+        vectors: Option<&[Vec<f32>]>,
+    ) -> Result<(), IndexError> {
         self.write(|writer, f| {
             writer.delete_term(Term::from_field_text(f.document, name));
-            for passage in passages {
-                writer.add_document(doc!(
+            for (i, passage) in passages.iter().enumerate() {
+                let mut document = doc!(
                     f.document => name,
                     f.content_hash => content_hash,
                     f.position => passage.position as u64,
                     f.location => passage.location(),
                     f.text => passage.text.as_str(),
-                ))?;
+                );
+                if let Some(vector) = vectors.and_then(|v| v.get(i)) {
+                    document.add_bytes(f.vector, &super::hybrid::encode(vector));
+                }
+                writer.add_document(document)?;
             }
             Ok(())
         })
+    }
+
+    /// The `top_k` passages whose vectors are nearest `vector` (cosine), best first, scored by the
+    /// similarity; none when no passage has a vector.
+    pub fn nearest(&self, vector: &[f32], top_k: usize) -> Result<Vec<Hit>, IndexError> {
+        let cached = self.vectors.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let entries = match cached {
+            Some(entries) => entries,
+            None => {
+                let searcher = self.reader.searcher();
+                let mut entries = Vec::new();
+                for address in searcher.search(&AllQuery, &DocSetCollector)? {
+                    let stored: TantivyDocument = searcher.doc(address)?;
+                    let Some(vector) =
+                        stored.get_first(self.fields.vector).and_then(|v| v.as_bytes()).and_then(super::hybrid::decode)
+                    else {
+                        continue;
+                    };
+                    entries.push((self.hit(&stored, 0.0), vector));
+                }
+                let entries = std::sync::Arc::new(entries);
+                *self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner) = Some(entries.clone());
+                entries
+            }
+        };
+        let mut scored: Vec<Hit> =
+            entries.iter().map(|(hit, v)| Hit { score: super::hybrid::cosine(vector, v), ..hit.clone() }).collect();
+        scored.sort_by(|a, b| b.score.total_cmp(&a.score));
+        scored.truncate(top_k);
+        Ok(scored)
+    }
+
+    fn hit(&self, stored: &TantivyDocument, score: f32) -> Hit {
+        Hit {
+            document: text_of(stored, self.fields.document),
+            location: text_of(stored, self.fields.location),
+            position: stored.get_first(self.fields.position).and_then(|v| v.as_u64()).unwrap_or_default(),
+            text: text_of(stored, self.fields.text),
+            score,
+        }
     }
 
     /// Removes the document `name` and its passages; nothing when it is not there.
@@ -141,6 +203,7 @@ impl KnowledgeIndex {
         writer.commit()?;
         writer.wait_merging_threads()?;
         self.reader.reload()?;
+        *self.vectors.write().unwrap_or_else(std::sync::PoisonError::into_inner) = None;
         Ok(())
     }
 
@@ -173,13 +236,7 @@ impl KnowledgeIndex {
         let mut hits = Vec::new();
         for (score, address) in searcher.search(&query, &TopDocs::with_limit(top_k.max(1)).order_by_score())? {
             let stored: TantivyDocument = searcher.doc(address)?;
-            hits.push(Hit {
-                document: text_of(&stored, self.fields.document),
-                location: text_of(&stored, self.fields.location),
-                position: stored.get_first(self.fields.position).and_then(|v| v.as_u64()).unwrap_or_default(),
-                text: text_of(&stored, self.fields.text),
-                score,
-            });
+            hits.push(self.hit(&stored, score));
         }
         Ok(hits)
     }
@@ -222,6 +279,7 @@ fn schema() -> (Schema, Fields) {
         position: builder.add_u64_field("position", INDEXED | STORED),
         location: builder.add_text_field("location", STORED),
         text: builder.add_text_field("text", text_options),
+        vector: builder.add_bytes_field("vector", STORED),
     };
     (builder.build(), fields)
 }

@@ -9,7 +9,9 @@
 //! serves searches.
 
 pub mod chunk;
+pub mod embeddings;
 pub mod extract;
+pub mod hybrid;
 pub mod index;
 pub mod mcp;
 

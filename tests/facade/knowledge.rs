@@ -1,7 +1,8 @@
 //! `/api/knowledge` and the runs' `knowledge_search` over real HTTP: share rules on every route, each
 //! document format indexed and found by Chinese and English queries, bad uploads refused with nothing
 //! half-indexed, folder sources re-indexed by content hash, the agents' list rule, and a knowledge base
-//! backed by a stand-in MCP retrieval service (the official SDK's server on loopback).
+//! backed by a stand-in MCP retrieval service (the official SDK's server on loopback), and hybrid search
+//! with a stand-in for an OpenAI-compatible embeddings endpoint.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use yuxi_operator::facade::auth::UserEntry;
 use yuxi_operator::facade::catalog::KnowledgeCatalog;
 use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, SecretSource};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
+use yuxi_operator::knowledge::embeddings::Embeddings;
 use yuxi_operator::resources::{Agent, KnowledgeBase};
 
 use crate::support::repository::root;
@@ -49,6 +51,11 @@ fn agents() -> Vec<Agent> {
 /// A facade with `kbs` in its catalog, documents and indexes in a fresh folder, folder sources under
 /// `<dir>/sources` and MCP tokens under `<dir>/secrets`.
 async fn serve(kbs: Vec<KnowledgeBase>) -> Served {
+    serve_with(kbs, None).await
+}
+
+/// [`serve`], searching by meaning too with `embeddings`.
+async fn serve_with(kbs: Vec<KnowledgeBase>, embeddings: Option<Embeddings>) -> Served {
     let users = Users::new(vec![
         user("alice-token", "alice", Role::User, Some(1)),
         user("bob-token", "bob", Role::User, Some(2)),
@@ -58,7 +65,7 @@ async fn serve(kbs: Vec<KnowledgeBase>) -> Served {
     .expect("users");
     let dir = TempDir::new().expect("dir");
     std::fs::create_dir_all(dir.path().join("sources")).expect("sources");
-    let knowledge = Arc::new(Knowledge::new(
+    let knowledge = Knowledge::new(
         KnowledgeCatalog::new(kbs),
         KnowledgeSettings {
             documents_dir: dir.path().join("documents"),
@@ -67,7 +74,11 @@ async fn serve(kbs: Vec<KnowledgeBase>) -> Served {
         },
         SecretSource::Folder(dir.path().join("secrets")),
         None,
-    ));
+    );
+    let knowledge = Arc::new(match embeddings {
+        Some(embeddings) => knowledge.with_embeddings(embeddings),
+        None => knowledge,
+    });
     let mut parts = FacadeParts::new(users.into(), AgentCatalog::new(agents()), None);
     parts.knowledge = Some(knowledge.clone());
     let state: FacadeState = parts.into();
@@ -498,4 +509,95 @@ async fn an_mcp_backed_knowledge_base_is_searched_through_its_tool_with_its_secr
     assert_eq!(status, 200, "{answer}");
     assert_eq!(result_bases(&answer), ["corpus"]);
     assert_eq!(answer["errors"][0]["knowledge_base"], "wrong-token");
+}
+
+/// A stand-in for an OpenAI-compatible `/v1/embeddings` endpoint: a text's vector counts its words of
+/// three topics (leases, backups, anything else), so texts about one topic point one way whatever their
+/// words. It counts the texts it embedded.
+async fn embeddings_stand_in() -> (String, Arc<std::sync::atomic::AtomicUsize>) {
+    let embedded = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = embedded.clone();
+    let topics: [&[&str]; 2] =
+        [&["lease", "renew", "ownership", "alive", "续期"], &["snapshot", "backup", "hourly", "备份"]];
+    let app = axum::Router::new().route(
+        "/v1/embeddings",
+        axum::routing::post(move |axum::Json(body): axum::Json<Value>| {
+            let counter = counter.clone();
+            async move {
+                let inputs: Vec<String> = body["input"]
+                    .as_array()
+                    .expect("input")
+                    .iter()
+                    .map(|t| t.as_str().expect("text").to_lowercase())
+                    .collect();
+                counter.fetch_add(inputs.len(), std::sync::atomic::Ordering::SeqCst);
+                let data: Vec<Value> = inputs
+                    .iter()
+                    .enumerate()
+                    .map(|(index, text)| {
+                        let mut vector: Vec<f32> = topics
+                            .iter()
+                            .map(|words| words.iter().filter(|w| text.contains(*w)).count() as f32)
+                            .collect();
+                        vector.push(0.1);
+                        json!({"object": "embedding", "index": index, "embedding": vector})
+                    })
+                    .collect();
+                axum::Json(json!({"object": "list", "data": data, "model": body["model"]}))
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("serves") });
+    (format!("http://{addr}/v1"), embedded)
+}
+
+#[tokio::test]
+async fn with_embeddings_a_question_without_the_passages_words_finds_it_by_meaning() {
+    let question = "keeping ownership alive periodically";
+    let documents: [(&str, &[u8]); 2] = [
+        ("ops.md", b"# Ops\n\nA runner renews its lease every ten seconds.\n"),
+        ("backups.md", b"# Backups\n\nSnapshots of Redis are taken hourly.\n"),
+    ];
+    // By words alone, nothing matches.
+    let plain = serve(Vec::new()).await;
+    plain.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Ops", "slug": "ops"}))).await;
+    for (name, bytes) in documents {
+        assert_eq!(plain.upload("ops", "alice-token", name, bytes).await.0, 201);
+    }
+    assert_eq!(plain.search("ops", "alice-token", question).await.1["results"], json!([]));
+
+    let (url, embedded) = embeddings_stand_in().await;
+    let team = folder_base("team-notes", "team", "{readScope: {accessLevel: Global}}");
+    let hybrid = serve_with(vec![team], Some(Embeddings::new(&url, "stand-in", None).expect("client"))).await;
+    // A folder's documents get their vectors when they are indexed, too.
+    write(
+        &hybrid.dir.path().join("sources/team"),
+        "care.md",
+        "# Care
+
+The lease must be renewed before it lapses.
+",
+    );
+    hybrid.knowledge.sync_all().await;
+    assert_eq!(first_document(&hybrid.search("team-notes", "bob-token", question).await.1), "care.md");
+    hybrid.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Ops", "slug": "ops"}))).await;
+    for (name, bytes) in documents {
+        assert_eq!(hybrid.upload("ops", "alice-token", name, bytes).await.0, 201);
+    }
+    let (status, found) = hybrid.search("ops", "alice-token", question).await;
+    assert_eq!(status, 200, "{found}");
+    assert_eq!(first_document(&found), "ops.md", "{found}");
+    // And words still count: a query by words finds its passage first.
+    assert_eq!(first_document(&hybrid.search("ops", "alice-token", "snapshots of redis").await.1), "backups.md");
+    assert!(embedded.load(std::sync::atomic::Ordering::SeqCst) >= 6, "three passages and three queries were embedded");
+
+    // An endpoint that fails refuses the upload, storing nothing.
+    let broken =
+        serve_with(Vec::new(), Some(Embeddings::new("http://127.0.0.1:9/v1", "m", None).expect("client"))).await;
+    broken.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Ops", "slug": "ops"}))).await;
+    let (status, refused) = broken.upload("ops", "alice-token", "ops.md", documents[0].1).await;
+    assert_eq!(status, 502, "{refused}");
+    assert!(broken.documents("ops", "alice-token").await.is_empty());
 }

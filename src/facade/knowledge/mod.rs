@@ -34,6 +34,9 @@ pub const MAX_DOCUMENTS: usize = 1000;
 /// The most passages a search answers (`top_k` is 1 to this).
 pub const MAX_TOP_K: usize = 20;
 
+/// How deep each ranking is read before hybrid search fuses them.
+const FUSED_DEPTH: usize = 50;
+
 /// The longest query, in characters.
 pub const MAX_QUERY_CHARS: usize = 2000;
 
@@ -67,6 +70,8 @@ pub struct Knowledge {
     /// Writes each knowledge base's status in a cluster.
     status_api: Option<kube::Api<KnowledgeBase>>,
     bases: Mutex<HashMap<String, Arc<Base>>>,
+    /// Where passages' and queries' embedding vectors come from, for hybrid search; `None`: BM25 alone.
+    embeddings: Option<crate::knowledge::embeddings::Embeddings>,
 }
 
 /// One knowledge base's index and what is known of it.
@@ -124,7 +129,14 @@ impl Knowledge {
         secrets: SecretSource,
         status_api: Option<kube::Api<KnowledgeBase>>,
     ) -> Self {
-        Self { catalog, settings, secrets, status_api, bases: Mutex::new(HashMap::new()) }
+        Self { catalog, settings, secrets, status_api, bases: Mutex::new(HashMap::new()), embeddings: None }
+    }
+
+    /// The same, searching by words and by meaning: passages and queries get vectors from `embeddings`,
+    /// and the two rankings are fused ([`crate::knowledge::hybrid`]).
+    pub fn with_embeddings(mut self, embeddings: crate::knowledge::embeddings::Embeddings) -> Self {
+        self.embeddings = Some(embeddings);
+        self
     }
 
     /// The uploads folder of `slug`.
@@ -189,11 +201,30 @@ impl Knowledge {
         if !state.ready {
             return Err(not_ready(state.error.unwrap_or_else(|| "it has not been indexed yet".into())));
         }
+        // With embeddings, the query's vector too; a failing endpoint leaves the words alone.
+        let vector = match &self.embeddings {
+            Some(embeddings) => match embeddings.embed(&[query.to_string()]).await {
+                Ok(mut vectors) => vectors.pop(),
+                Err(err) => {
+                    tracing::warn!(knowledge_base = %slug, error = %err, "searching by words alone");
+                    None
+                }
+            },
+            None => None,
+        };
         let query = query.to_string();
-        tokio::task::spawn_blocking(move || base.index.search(&query, top_k))
-            .await
-            .map_err(|e| not_ready(e.to_string()))?
-            .map_err(|e| not_ready(e.to_string()))
+        tokio::task::spawn_blocking(move || {
+            let Some(vector) = vector else { return base.index.search(&query, top_k) };
+            let dense = base.index.nearest(&vector, FUSED_DEPTH)?;
+            if dense.is_empty() {
+                return base.index.search(&query, top_k);
+            }
+            let words = base.index.search(&query, FUSED_DEPTH)?;
+            Ok(crate::knowledge::hybrid::fuse(&[words, dense], top_k))
+        })
+        .await
+        .map_err(|e| not_ready(e.to_string()))?
+        .map_err(|e| not_ready(e.to_string()))
     }
 
     /// The bearer token of an MCP-backed knowledge base, or `None` when it names no Secret.

@@ -564,6 +564,7 @@ pub struct UploadAnswer {
         (status = 413, description = "larger than `max_document_bytes`", body = ErrorBody),
         (status = 422, description = "not a document it can index: `file` names why", body = ErrorBody),
         (status = 429, description = "it holds `max_documents_per_knowledge_base` documents", body = ErrorBody),
+        (status = 502, description = "the embeddings endpoint failed; nothing was stored", body = ErrorBody),
         (status = 503, description = "no knowledge bases here, or its files cannot be written", body = ErrorBody),
     ),
     security(("bearer" = [])),
@@ -614,6 +615,7 @@ pub async fn upload(
         },
         ChangeError::NoDocument { .. } => ApiError::NotFound(err.to_string()),
         ChangeError::Storage(message) => ApiError::Unavailable(message),
+        ChangeError::Embeddings(_) => ApiError::BadGateway(err.to_string()),
     })?;
     let document = DocumentView { name: document.name, content_hash: document.content_hash, chunks: document.passages };
     Ok((StatusCode::CREATED, Json(UploadAnswer { document })))

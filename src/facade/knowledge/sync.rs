@@ -39,6 +39,9 @@ pub enum ChangeError {
     /// The files or the index could not be written; nothing changed.
     #[error("{0}")]
     Storage(String),
+    /// The embeddings endpoint failed; nothing was stored.
+    #[error("{0}; nothing was stored")]
+    Embeddings(crate::knowledge::embeddings::EmbeddingsError),
 }
 
 impl Knowledge {
@@ -58,7 +61,8 @@ impl Knowledge {
         let _writer = base.writer.lock().await;
         let folder = self.source_folder(kb);
         let (base2, slug) = (base.clone(), kb.name_any());
-        let outcome = tokio::task::spawn_blocking(move || reindex(&base2, folder)).await;
+        let embedder = self.embeddings.clone().map(|e| (e, tokio::runtime::Handle::current()));
+        let outcome = tokio::task::spawn_blocking(move || reindex(&base2, folder, embedder.as_ref())).await;
         let mut state = match outcome {
             Ok(Ok((documents, chunks, problems))) => IndexState {
                 ready: true,
@@ -160,6 +164,13 @@ impl Knowledge {
             .map_err(|e| ChangeError::Storage(e.to_string()))?
             .map_err(ChangeError::Unreadable)?;
         let (prepared, bytes): (Prepared, Vec<u8>) = prepared;
+        let vectors = match &self.embeddings {
+            Some(embeddings) => {
+                let texts: Vec<String> = prepared.passages.iter().map(|p| p.text.clone()).collect();
+                Some(embeddings.embed(&texts).await.map_err(ChangeError::Embeddings)?)
+            }
+            None => None,
+        };
         let base = self.base(&slug).map_err(ChangeError::Storage)?;
         self.up_to_date(kb, &base).await;
         let _writer = base.writer.lock().await;
@@ -174,7 +185,9 @@ impl Knowledge {
             std::fs::create_dir_all(&dir).map_err(|e| format!("cannot store the document: {e}"))?;
             let partial = dir.join(format!(".{name2}.partial"));
             std::fs::write(&partial, &bytes).map_err(|e| format!("cannot store the document: {e}"))?;
-            if let Err(err) = base2.index.put_document(&name2, &hash, &prepared.passages) {
+            if let Err(err) =
+                base2.index.put_document_with_vectors(&name2, &hash, &prepared.passages, vectors.as_deref())
+            {
                 let _ = std::fs::remove_file(&partial);
                 return Err(err.to_string());
             }
@@ -276,9 +289,15 @@ pub fn status_of(kb: &KnowledgeBase, state: &IndexState) -> crate::resources::Kn
 }
 
 /// Re-indexes `base` from the documents of `folder`: the new and changed ones (by content hash) put,
-/// the gone ones removed. Answers the documents and passages indexed and the problems met (one per
-/// document that could not be read, or left out). Errors: the folder or the index cannot be read.
-fn reindex(base: &Base, folder: Result<PathBuf, String>) -> Result<(usize, u64, Vec<String>), String> {
+/// with their passages' vectors when `embedder` is given (an endpoint that fails leaves the document
+/// indexed by its words, and is named), the gone ones removed. Answers the documents and passages
+/// indexed and the problems met (one per document that could not be read, or left out). Errors: the
+/// folder or the index cannot be read.
+fn reindex(
+    base: &Base,
+    folder: Result<PathBuf, String>,
+    embedder: Option<&(crate::knowledge::embeddings::Embeddings, tokio::runtime::Handle)>,
+) -> Result<(usize, u64, Vec<String>), String> {
     let indexed: BTreeMap<String, String> =
         base.index.documents().map_err(|e| e.to_string())?.into_iter().map(|d| (d.name, d.content_hash)).collect();
     let folder = folder?;
@@ -327,7 +346,16 @@ fn reindex(base: &Base, folder: Result<PathBuf, String>) -> Result<(usize, u64, 
         }
         match prepare(&name, &bytes) {
             Ok(prepared) => {
-                base.index.put_document(&name, &prepared.content_hash, &prepared.passages).map_err(|e| e.to_string())?
+                let vectors = embedder.and_then(|(embeddings, runtime)| {
+                    let texts: Vec<String> = prepared.passages.iter().map(|p| p.text.clone()).collect();
+                    runtime
+                        .block_on(embeddings.embed(&texts))
+                        .map_err(|err| problems.push(format!("{name}: {err}")))
+                        .ok()
+                });
+                base.index
+                    .put_document_with_vectors(&name, &prepared.content_hash, &prepared.passages, vectors.as_deref())
+                    .map_err(|e| e.to_string())?
             }
             Err(err) => problems.push(format!("{name}: {err}")),
         }
