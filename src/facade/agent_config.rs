@@ -106,9 +106,8 @@ pub const ADMIN_ONLY: [&str; 8] = [
 ];
 
 /// The context fields kept but not applied by the runner: Yuxi's context summary (this runner does not
-/// summarise) and knowledge bases (none are served yet).
-pub const NOT_APPLIED: [&str; 6] = [
-    "knowledges",
+/// summarise).
+pub const NOT_APPLIED: [&str; 5] = [
     "summary_threshold",
     "summary_keep_messages",
     "summary_prompt",

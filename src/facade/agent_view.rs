@@ -78,9 +78,11 @@ pub fn view(agent: &Agent, who: &Identity, uploads: bool) -> AgentView {
 
 /// The detail answer of `agent` for `who`, the list options from the agents `all` that `who` may see;
 /// `uploads` when this facade keeps attachments.
-pub fn detail(agent: &Agent, who: &Identity, all: &[Agent], uploads: bool) -> AgentAnswer {
-    let mut shown = view(agent, who, uploads);
-    shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), resource_options(all, who)));
+pub async fn detail(state: &super::FacadeState, agent: &Agent, who: &Identity, all: &[Agent]) -> AgentAnswer {
+    let mut shown = view(agent, who, state.keeps_files());
+    let mut options = resource_options(all, who);
+    options.knowledges = super::system_lists::knowledge_options(state, who).await;
+    shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), options));
     AgentAnswer { agent: shown }
 }
 

@@ -150,7 +150,7 @@ pub async fn get(
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let all = state.agents.all().await?;
     let agent = visible(all.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
-    Ok(Json(detail(&agent, &who, &all, state.keeps_files())))
+    Ok(Json(detail(&state, &agent, &who, &all).await))
 }
 
 /// `POST /api/agent` body (Yuxi's create payload).
@@ -327,7 +327,7 @@ async fn create_unique(
             Ok(agent) => {
                 let mut all = others;
                 all.push(agent.clone());
-                return Ok((StatusCode::CREATED, Json(detail(&agent, who, &all, state.keeps_files()))));
+                return Ok((StatusCode::CREATED, Json(detail(&state, &agent, who, &all).await)));
             }
             Err(CatalogError::Exists { .. }) => continue,
             Err(err) => return Err(err.into()),
@@ -401,7 +401,7 @@ pub async fn update(
     judge(&agent, &others)?;
     let agent = state.agents.replace(agent).await?;
     let all: Vec<Agent> = others.into_iter().map(|a| if a.name_any() == slug { agent.clone() } else { a }).collect();
-    Ok(Json(detail(&agent, &who, &all, state.keeps_files())))
+    Ok(Json(detail(&state, &agent, &who, &all).await))
 }
 
 /// `DELETE /api/agent/{slug}`: the caller must manage it; the built-in `general-purpose` cannot go.

@@ -36,7 +36,7 @@ pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) 
     let default = all.iter().find(|a| a.spec.is_default()).cloned();
     let agent =
         visible(default, &who, "default").map_err(|_| ApiError::NotFound("there is no default agent".into()))?;
-    Ok(Json(detail(&agent, &who, &all, state.keeps_files())))
+    Ok(Json(detail(&state, &agent, &who, &all).await))
 }
 
 /// `POST /api/agent/{slug}/set_default`: makes `slug` the one default agent. Administrators only (403);
@@ -75,7 +75,7 @@ pub async fn set_default(
         ));
     }
     if agent.spec.is_default() {
-        return Ok(Json(detail(&agent, &who, &all, state.keeps_files())));
+        return Ok(Json(detail(&state, &agent, &who, &all).await));
     }
     let cleared = clear_defaults(&state, &who, &all).await?;
     agent.spec.default = Some(true);
@@ -93,7 +93,7 @@ pub async fn set_default(
         Ok(agent) => {
             let mut all = others;
             all.push(agent.clone());
-            Ok(Json(detail(&agent, &who, &all, state.keeps_files())))
+            Ok(Json(detail(&state, &agent, &who, &all).await))
         }
         Err(err) => {
             restore(&state, cleared).await;

@@ -240,9 +240,29 @@ pub async fn accessible_skills(
     Ok(Json(Listed { success: true, data: items(referenced(&all, &who, skills_of)) }))
 }
 
+/// The knowledge bases `who` may read, as the options of `configurable_items`' `knowledges`; none when
+/// this facade serves none or they cannot be read.
+pub async fn knowledge_options(state: &FacadeState, who: &Identity) -> Vec<FieldOption> {
+    let Some(knowledge) = state.knowledge.as_ref() else { return Vec::new() };
+    let all = match knowledge.catalog.all().await {
+        Ok(all) => all,
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot list the knowledge bases for an agent's options");
+            return Vec::new();
+        }
+    };
+    all.iter()
+        .filter(|kb| crate::access::knowledge_permission(who, kb) >= Permission::Read)
+        .map(|kb| {
+            let name = kb.spec.display_name.clone().unwrap_or_else(|| kb.name_any());
+            FieldOption::new(kb.name_any(), name, kb.spec.description.clone().unwrap_or_default())
+        })
+        .collect()
+}
+
 /// The options of the resource lists in an agent's `configurable_items`, for `who`: the built-in tools,
-/// the MCP servers and skills `who`'s agents reference, the subagents `who` may see (no knowledge bases
-/// are served yet).
+/// the MCP servers and skills `who`'s agents reference, the subagents `who` may see (the knowledge
+/// bases are [`knowledge_options`]).
 pub fn resource_options(all: &[Agent], who: &Identity) -> ResourceOptions {
     let option = |r: Referenced| FieldOption::new(r.slug, r.name, r.description);
     ResourceOptions {

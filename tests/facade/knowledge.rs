@@ -400,6 +400,13 @@ async fn an_agent_searches_only_knowledge_bases_its_user_may_read_within_its_lis
     assert_eq!((unmounted["tool"].clone(), unmounted["prompt"].clone()), (Value::Null, Value::Null));
     let (status, _) = served.call("GET", "/api/tools/knowledge_bases?agent=nobody", "alice-token", None).await;
     assert_eq!(status, 404);
+    // An agent's form offers the knowledge bases the caller may read, and says they apply.
+    let (_, detail) = served.call("GET", "/api/agent/listed", "alice-token", None).await;
+    let item = &detail["agent"]["configurable_items"]["knowledges"];
+    let options: Vec<&str> =
+        item["options"].as_array().expect("options").iter().map(|o| o["key"].as_str().expect("key")).collect();
+    assert_eq!(options, ["dept-one", "team-notes"], "{item}");
+    assert_eq!(item["applied"], true, "{item}");
 }
 
 mod retrieval_service {
