@@ -327,7 +327,7 @@ async fn create_unique(
             Ok(agent) => {
                 let mut all = others;
                 all.push(agent.clone());
-                return Ok((StatusCode::CREATED, Json(detail(&state, &agent, who, &all).await)));
+                return Ok((StatusCode::CREATED, Json(detail(state, &agent, who, &all).await)));
             }
             Err(CatalogError::Exists { .. }) => continue,
             Err(err) => return Err(err.into()),
