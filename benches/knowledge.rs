@@ -66,7 +66,12 @@ fn main() {
     let measuring = std::env::args().any(|a| a == "--bench");
     let chunks: usize = arg("--chunks").and_then(|c| c.parse().ok()).unwrap_or(if measuring { 10_000 } else { 500 });
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("bench/knowledge");
-    let out = arg("--out").map(PathBuf::from).unwrap_or_else(|| Path::new(env!("CARGO_MANIFEST_DIR")).join(".run"));
+    // A check under `cargo test` writes nowhere that lasts.
+    let scratch = tempfile::TempDir::new().expect("dir");
+    let out = arg("--out").map(PathBuf::from).unwrap_or_else(|| match measuring {
+        true => Path::new(env!("CARGO_MANIFEST_DIR")).join(".run"),
+        false => scratch.path().to_path_buf(),
+    });
     std::fs::create_dir_all(&out).expect("the output folder");
     let questions: Vec<Question> =
         serde_norway::from_str(&std::fs::read_to_string(root.join("questions.yaml")).expect("questions"))
