@@ -345,6 +345,13 @@ async fn a_subagent_start_creates_an_agent_run_labelled_with_its_agent_and_paren
             201,
             created,
         ),
+        // The child's own credentials, for its knowledge bases (it delegates to nobody).
+        Exchange::new(
+            Method::POST,
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
+            201,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x-credentials"}}),
+        ),
     ]);
     let store = Store::memory();
     let base = facade(client, store.clone()).await;
@@ -366,6 +373,9 @@ async fn a_subagent_start_creates_an_agent_run_labelled_with_its_agent_and_paren
     assert!(uid.starts_with("system-serviceaccount-team-a-chat-"), "{uid}");
     let record = store.run_record(body["run_id"].as_str().expect("run id")).await.expect("store").expect("recorded");
     assert_eq!(record.uid, uid);
+    let announced = format!("{}-credentials", body["run_id"].as_str().expect("id"));
+    assert_eq!(run["metadata"]["annotations"]["yuxi.dev/run-credentials"], announced.as_str());
+    assert_eq!(bodies[3]["type"], "yuxi.dev/run-credentials");
 }
 
 #[tokio::test]
