@@ -44,6 +44,9 @@ struct Block {
     heading: Option<String>,
 }
 
+/// The longest heading kept, in characters; a longer one is cut.
+pub const MAX_HEADING_CHARS: usize = 200;
+
 /// The passages of `text`, in order. `markdown` makes `#` lines headings.
 pub fn passages(text: &str, markdown: bool) -> Vec<Passage> {
     let mut out = Vec::new();
@@ -93,7 +96,8 @@ fn blocks(text: &str, markdown: bool) -> Vec<Block> {
         if (1..=6).contains(&level) && trimmed[level..].starts_with(' ') {
             out.extend(open.take());
             headings.retain(|(l, _)| *l < level);
-            headings.push((level, trimmed[level..].trim().to_string()));
+            // A heading's every copy is in every passage under it: a bounded one keeps that linear.
+            headings.push((level, trimmed[level..].trim().chars().take(MAX_HEADING_CHARS).collect()));
             continue;
         }
         if trimmed.is_empty() {

@@ -88,6 +88,7 @@ pub fn extract(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), Extra
         }
         DocumentKind::Html => {
             let source = std::str::from_utf8(bytes).map_err(|_| ExtractError::NotUtf8)?;
+            check_html_shape(source)?;
             // A very wide rendering keeps paragraphs on one line, so the chunker sees them whole.
             html2text::config::plain_no_decorate()
                 .string_from_read(source.as_bytes(), 10_000)
@@ -100,6 +101,50 @@ pub fn extract(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), Extra
         return Err(ExtractError::Empty);
     }
     Ok((kind, text))
+}
+
+/// The most elements an HTML document may have, and how deep they may nest: the renderer's time and
+/// memory grow faster than the document past these (a page of text has a few thousand elements).
+pub const MAX_HTML_ELEMENTS: usize = 20_000;
+/// See [`MAX_HTML_ELEMENTS`].
+pub const MAX_HTML_DEPTH: usize = 256;
+
+/// Refuses HTML with more than [`MAX_HTML_ELEMENTS`] tags or nested deeper than [`MAX_HTML_DEPTH`],
+/// judged by a linear scan of its tags before it is parsed.
+fn check_html_shape(source: &str) -> Result<(), ExtractError> {
+    const VOID: [&str; 14] =
+        ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "param"];
+    let (mut elements, mut depth, mut deepest) = (0usize, 0usize, 0usize);
+    let mut rest = source;
+    while let Some(at) = rest.find('<') {
+        rest = &rest[at + 1..];
+        let closing = rest.starts_with('/');
+        let name: String = rest
+            .trim_start_matches('/')
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric())
+            .map(|c| c.to_ascii_lowercase())
+            .collect();
+        if name.is_empty() {
+            continue;
+        }
+        let self_closing = rest.find('>').is_some_and(|end| rest[..end].ends_with('/'));
+        if closing {
+            depth = depth.saturating_sub(1);
+        } else {
+            elements += 1;
+            if !VOID.contains(&name.as_str()) && !self_closing {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+        }
+    }
+    if elements > MAX_HTML_ELEMENTS || deepest > MAX_HTML_DEPTH {
+        return Err(ExtractError::Unreadable(format!(
+            "the HTML has {elements} elements nested {deepest} deep; at most {MAX_HTML_ELEMENTS} elements nested {MAX_HTML_DEPTH} deep are read"
+        )));
+    }
+    Ok(())
 }
 
 /// The text layer of a PDF. The parser panics on some malformed files, so a panic is caught and
@@ -144,6 +189,17 @@ mod tests {
         assert_eq!(kind, DocumentKind::Pdf);
         assert!(text.contains("renews its lease every ten seconds"), "{text}");
         assert!(text.contains("ends interrupted"), "{text}");
+    }
+
+    #[test]
+    fn html_too_large_in_elements_or_depth_is_refused_before_it_is_rendered() {
+        let deep = format!("{}hi{}", "<div>".repeat(MAX_HTML_DEPTH + 1), "</div>".repeat(MAX_HTML_DEPTH + 1));
+        assert!(matches!(extract("d.html", deep.as_bytes()), Err(ExtractError::Unreadable(m)) if m.contains("nested")));
+        let wide = format!("<table><tr>{}</tr></table>", "<td>x</td>".repeat(MAX_HTML_ELEMENTS));
+        assert!(matches!(extract("w.html", wide.as_bytes()), Err(ExtractError::Unreadable(_))));
+        // Siblings and void elements do not add depth.
+        let long = format!("<body>{}</body>", "<p>a<br>b</p>".repeat(1000));
+        assert!(extract("l.html", long.as_bytes()).is_ok());
     }
 
     #[test]

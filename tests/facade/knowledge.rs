@@ -608,3 +608,22 @@ The lease must be renewed before it lapses.
     assert_eq!(status, 502, "{refused}");
     assert!(broken.documents("ops", "alice-token").await.is_empty());
 }
+
+#[tokio::test]
+async fn an_upload_for_a_knowledge_base_deleted_meanwhile_stores_nothing_in_its_successor() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "bob-token", Some(json!({"name": "Race", "slug": "race"}))).await;
+    // Bob's upload read the knowledge base, then waited; meanwhile it was deleted and Alice made hers.
+    let bobs = served.knowledge.catalog.get("race").await.expect("catalog").expect("bob's");
+    assert_eq!(served.call("DELETE", "/api/knowledge/race", "bob-token", None).await.0, 204);
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Race", "slug": "race"}))).await;
+    let late = served.knowledge.upload(&bobs, "secret.md", b"# Bob\n\nbob confidential platypus\n".to_vec()).await;
+    assert!(matches!(late, Err(yuxi_operator::facade::knowledge::sync::ChangeError::Gone(_))), "{late:?}");
+    assert!(served.documents("race", "alice-token").await.is_empty());
+    assert_eq!(served.search("race", "alice-token", "platypus").await.1["results"], json!([]));
+    assert!(!served.dir.path().join("documents/race/secret.md").exists());
+    // A name longer than a file system takes is refused by its length.
+    let long = format!("{}.md", "é".repeat(150));
+    let (status, refused) = served.upload("race", "alice-token", &long, b"# x\n\ny").await;
+    assert_eq!((status, refused["field"].as_str()), (422, Some("file")), "{refused}");
+}

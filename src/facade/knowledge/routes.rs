@@ -27,6 +27,10 @@ use crate::resources::validation::validate_knowledge_base;
 use crate::resources::yuxi::YuxiShare;
 use crate::resources::{AccessLevel, AgentShare, KnowledgeBase, KnowledgeBaseSpec, KnowledgeSource, ShareScope};
 
+/// The longest document name, in bytes (a file name of the file system holds 255, and the upload's
+/// temporary name adds 9).
+pub const MAX_NAME_BYTES: usize = 200;
+
 /// The knowledge bases, or 503 when this facade serves none.
 pub(crate) fn knowledge(state: &FacadeState) -> Result<&Knowledge, ApiError> {
     state.knowledge.as_deref().ok_or_else(|| ApiError::Unavailable("this facade serves no knowledge bases".into()))
@@ -400,6 +404,8 @@ pub async fn create(
         }
         other => other?,
     };
+    // A new knowledge base starts empty: whatever a deleted one of its slug left is gone.
+    knowledge.forget(&slug).await;
     if let Ok(base) = knowledge.base(&slug) {
         knowledge.sync(&kb, &base).await;
     }
@@ -595,6 +601,9 @@ pub async fn upload(
     let Some(name) = crate::facade::attachments::safe_name(field.file_name().unwrap_or_default()) else {
         return Err(ApiError::invalid("file", "has no file name"));
     };
+    if name.len() > MAX_NAME_BYTES {
+        return Err(ApiError::invalid("file", format!("the file name is longer than {MAX_NAME_BYTES} bytes")));
+    }
     let bytes = field.bytes().await.map_err(bad)?;
     if form.next_field().await.map_err(bad)?.is_some() {
         return Err(ApiError::invalid("file", "only one part, `file`, is expected"));
@@ -613,7 +622,7 @@ pub async fn upload(
             message: err.to_string(),
             retry_after: crate::facade::limits::RETRY_AFTER_SECONDS,
         },
-        ChangeError::NoDocument { .. } => ApiError::NotFound(err.to_string()),
+        ChangeError::NoDocument { .. } | ChangeError::Gone(_) => ApiError::NotFound(err.to_string()),
         ChangeError::Storage(message) => ApiError::Unavailable(message),
         ChangeError::Embeddings(_) => ApiError::BadGateway(err.to_string()),
     })?;
@@ -651,7 +660,7 @@ pub async fn delete_document(
     manageable(&kb, &who)?;
     knowledge.delete_document(&kb, &name).await.map_err(|err| match err {
         ChangeError::NotUploads(_) => ApiError::Conflict(err.to_string()),
-        ChangeError::NoDocument { .. } => ApiError::NotFound(err.to_string()),
+        ChangeError::NoDocument { .. } | ChangeError::Gone(_) => ApiError::NotFound(err.to_string()),
         other => ApiError::Unavailable(other.to_string()),
     })?;
     Ok(StatusCode::NO_CONTENT)

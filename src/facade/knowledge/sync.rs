@@ -39,6 +39,10 @@ pub enum ChangeError {
     /// The files or the index could not be written; nothing changed.
     #[error("{0}")]
     Storage(String),
+    /// The knowledge base was deleted (or replaced by another of its slug) while the change waited;
+    /// nothing was stored.
+    #[error("knowledge base {0:?} does not exist")]
+    Gone(String),
     /// The embeddings endpoint failed; nothing was stored.
     #[error("{0}; nothing was stored")]
     Embeddings(crate::knowledge::embeddings::EmbeddingsError),
@@ -174,6 +178,7 @@ impl Knowledge {
         let base = self.base(&slug).map_err(ChangeError::Storage)?;
         self.up_to_date(kb, &base).await;
         let _writer = base.writer.lock().await;
+        self.still_current(kb, &base).await?;
         let dir = self.uploads_dir(&slug);
         let (base2, name2, hash) = (base.clone(), name.to_string(), prepared.content_hash.clone());
         let passages = prepared.passages.len();
@@ -213,6 +218,7 @@ impl Knowledge {
         let base = self.base(&slug).map_err(ChangeError::Storage)?;
         self.up_to_date(kb, &base).await;
         let _writer = base.writer.lock().await;
+        self.still_current(kb, &base).await?;
         let file = self.uploads_dir(&slug).join(name);
         let (base2, name2) = (base.clone(), name.to_string());
         let found = tokio::task::spawn_blocking(move || {
@@ -235,6 +241,33 @@ impl Knowledge {
         }
         self.refresh_counts(kb, &base).await;
         Ok(())
+    }
+
+    /// Whether `kb`, read before a change waited for `base`'s writer, is still what its slug names:
+    /// the catalog holds it (the same object: its uid and owner) and `base` is still its index. A
+    /// knowledge base deleted meanwhile, or deleted and made again by someone else, is
+    /// [`ChangeError::Gone`], and an index made for it while it was being deleted is dropped.
+    async fn still_current(&self, kb: &KnowledgeBase, base: &Arc<Base>) -> Result<(), ChangeError> {
+        let slug = kb.name_any();
+        let gone = || ChangeError::Gone(slug.clone());
+        let current = self.catalog.get(&slug).await.map_err(|e| ChangeError::Storage(e.to_string()))?;
+        let same = current.is_some_and(|c| c.metadata.uid == kb.metadata.uid && c.spec.owner == kb.spec.owner);
+        let registered = self
+            .bases
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(&slug)
+            .is_some_and(|b| Arc::ptr_eq(b, base));
+        if same && registered {
+            return Ok(());
+        }
+        if !same {
+            let mut bases = self.bases.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            if bases.get(&slug).is_some_and(|b| Arc::ptr_eq(b, base)) {
+                bases.remove(&slug);
+            }
+        }
+        Err(gone())
     }
 
     /// Updates the counts of `kb`'s state after a change through this replica.
