@@ -267,12 +267,20 @@ async fn prepare(
             }
             delegation_prompt = Some(prompt);
         }
-        // Every agent, subagents included, searches its own knowledge bases.
-        if let Some((tool, prompt)) =
-            tools::knowledge::mount(&facade, &identity.agent_slug).await.map_err(|e| e.to_string())?
-        {
-            tools.insert(tool);
-            knowledge_prompt = Some(prompt);
+        // Every agent, subagents included, searches its own knowledge bases. A facade that cannot be
+        // reached (it is stopping, or restarting) leaves the run without them, said in its metadata:
+        // the run goes on, and ends as its stop decides, rather than failing at its start.
+        match tools::knowledge::mount(&facade, &identity.agent_slug).await {
+            Ok(Some((tool, prompt))) => {
+                tools.insert(tool);
+                knowledge_prompt = Some(prompt);
+            }
+            Ok(None) => {}
+            Err(err @ tools::subagents::MountError::Unreachable { .. }) => {
+                tracing::warn!(run_id = %identity.run_id, error = %err, "the run goes on without its knowledge bases");
+                metadata["knowledge_unavailable"] = Value::String(err.to_string());
+            }
+            Err(err) => return Err(err.to_string()),
         }
     }
     metadata["tools"] = json!(tools.names());

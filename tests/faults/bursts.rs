@@ -39,13 +39,39 @@ async fn first_event_then_leave(local: &Local, run_id: &str) -> String {
     }
 }
 
+/// Waits until every knowledge base Alice may read has been indexed once.
+async fn wait_indexed(local: &Local) {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let list: serde_json::Value = local
+            .client
+            .get(format!("{}/api/knowledge", local.base))
+            .bearer_auth("alice-token")
+            .send()
+            .await
+            .expect("reaches")
+            .json()
+            .await
+            .expect("JSON");
+        let bases = list["knowledge_bases"].as_array().expect("knowledge bases");
+        if bases.iter().all(|kb| !kb["status"]["indexed_at"].is_null()) {
+            return;
+        }
+        assert!(Instant::now() < deadline, "the knowledge bases were not indexed within 60 s: {list}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
 async fn a_burst_of_starts_ends_every_run_once(store: LocalStore) {
     let size = burst_size();
     let local = start_local(store, "[{content: checked}]", TempDir::new().expect("dir"), None, LEASE_SECONDS).await;
     let pid = local.child.id() as i32;
-    // One run first, so the baseline holds what any run allocates once.
+    // The examples' knowledge base indexed, as the local mode does once when it starts, and one run,
+    // so the baseline holds what any run allocates once; then a pause, for what indexing freed to go.
+    wait_indexed(&local).await;
     let (_, warm, _) = start_subagent(&local).await;
     terminal_status(&local, warm["run_id"].as_str().expect("id"), Duration::from_secs(30)).await;
+    tokio::time::sleep(Duration::from_secs(1)).await;
     let before = rss_kib(pid);
 
     let peak = Arc::new(AtomicU64::new(before));
