@@ -96,7 +96,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
             index_dir: Some(args.knowledge_index_dir),
             sources_dir: args.knowledge_sources_dir,
         },
-        facade::knowledge::SecretSource::Cluster(Box::new(kube::Api::namespaced(client.clone(), &args.namespace))),
+        facade::knowledge::PlatformObjects::cluster(client.clone(), &args.namespace),
         Some(kube::Api::namespaced(client.clone(), &args.namespace)),
     );
     let knowledge = std::sync::Arc::new(match args.embeddings.embeddings()? {

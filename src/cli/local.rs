@@ -115,7 +115,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     } = args;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let manifest_set::Loaded { agents, knowledge_bases } = manifest_set::load(&files).map_err(|problems| {
+    let manifest_set::Loaded { agents, knowledge_bases, config_maps } = manifest_set::load(&files).map_err(|problems| {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
     })?;
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
@@ -231,7 +231,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         Vec::new()
     };
     let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
-    let knowledge = local_knowledge(knowledge_bases, &data_dir, &manifests, embeddings.embeddings()?)?;
+    let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
         auth: users.into(),
@@ -266,9 +266,11 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
 
 /// The local mode's knowledge bases: the manifests folder's, and those created through the API (kept
 /// as manifests in `<data>/knowledge-bases`); documents and indexes under `<data>/knowledge`, folder
-/// sources relative to the manifests folder, MCP tokens from `<data>/secrets/<secret>/<key>`.
+/// sources relative to the manifests folder, ConfigMap sources among the manifests, MCP tokens from
+/// `<data>/secrets/<secret>/<key>`.
 fn local_knowledge(
     manifests: Vec<yuxi_operator::resources::KnowledgeBase>,
+    config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
     data_dir: &std::path::Path,
     manifests_dir: &std::path::Path,
     embeddings: Option<yuxi_operator::knowledge::embeddings::Embeddings>,
@@ -299,7 +301,7 @@ fn local_knowledge(
             index_dir: Some(data_dir.join("knowledge").join("index")),
             sources_dir: Some(sources_dir),
         },
-        facade::knowledge::SecretSource::Folder(data_dir.join("secrets")),
+        facade::knowledge::PlatformObjects::Local { secrets: data_dir.join("secrets"), config_maps },
         None,
     );
     Ok(std::sync::Arc::new(match embeddings {

@@ -84,14 +84,17 @@ pub struct KnowledgeSource {
     pub mcp: Option<McpSource>,
 }
 
-/// Documents indexed by the system. Without `folder`, they are the files uploaded through the facade
-/// (`POST /api/knowledge/{slug}/documents`); with it, the files of that folder and uploads are refused.
+/// Documents indexed by the system. Without `folder` or `configMap`, they are the files uploaded through
+/// the facade (`POST /api/knowledge/{slug}/documents`); with one of them, the documents are that
+/// folder's files or that ConfigMap's keys, and uploads are refused.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
     validation = Rule::new("!has(self.folder) || (!self.folder.startsWith('/') && !self.folder.split('/').exists(s, s == '..'))")
         .message("must be a relative path without '..' segments")
         .field_path(".folder"),
+    validation = Rule::new("!(has(self.folder) && has(self.configMap))")
+        .message("set at most one of folder and configMap"),
 )]
 pub struct DocumentsSource {
     /// A folder, relative to the documents volume (the chart's `knowledge.sources` claim; the manifests
@@ -100,6 +103,22 @@ pub struct DocumentsSource {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 512))]
     pub folder: Option<String>,
+
+    /// A ConfigMap of the knowledge base's namespace whose keys are the documents: each key a file name
+    /// (`guide.md`, `faq.html`), its value (`data`) or bytes (`binaryData`, for PDFs) the document. In
+    /// the local mode, a ConfigMap manifest of the manifests folder. The facade must be allowed to read it
+    /// (the chart's `knowledge.configMapNames`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapRef>,
+}
+
+/// A ConfigMap of the same namespace, by name.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ConfigMapRef {
+    /// The ConfigMap's name.
+    #[schemars(length(min = 1, max = 253))]
+    pub name: String,
 }
 
 /// A retrieval service reached as a tool of an MCP server (streamable HTTP).
@@ -187,8 +206,9 @@ impl KnowledgeBaseSpec {
         if self.source.mcp.is_some() { "mcp" } else { "documents" }
     }
 
-    /// Whether its documents are uploaded through the facade (a `documents` source without a folder).
+    /// Whether its documents are uploaded through the facade (a `documents` source without a folder or
+    /// a ConfigMap).
     pub fn takes_uploads(&self) -> bool {
-        self.source.documents.as_ref().is_some_and(|d| d.folder.is_none())
+        self.source.documents.as_ref().is_some_and(|d| d.folder.is_none() && d.config_map.is_none())
     }
 }

@@ -18,6 +18,8 @@ pub enum Manifest {
     AgentRun(Box<AgentRun>),
     /// A `KnowledgeBase`.
     KnowledgeBase(Box<KnowledgeBase>),
+    /// A core `v1` `ConfigMap`: the documents of a KnowledgeBase whose `documents.configMap` names it.
+    ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
 
 /// Why a manifest could not be read. `document` counts from 1 within the file.
@@ -41,7 +43,7 @@ pub enum ManifestError {
     },
     /// The document is not one of this operator's resources.
     #[error(
-        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent, AgentRun or KnowledgeBase of {API_VERSION}"
+        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent, AgentRun or KnowledgeBase of {API_VERSION}, nor a v1 ConfigMap"
     )]
     UnknownKind {
         /// Which document of the file.
@@ -194,6 +196,7 @@ fn decode_manifest(value: Value, document: usize) -> Result<Manifest, ManifestEr
         (API_VERSION, "Agent") => decode(value, document).map(|a| Manifest::Agent(Box::new(a))),
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),
         (API_VERSION, "KnowledgeBase") => decode(value, document).map(|k| Manifest::KnowledgeBase(Box::new(k))),
+        ("v1", "ConfigMap") => decode(value, document).map(|c| Manifest::ConfigMap(Box::new(c))),
         _ => Err(ManifestError::UnknownKind { document, api_version, kind }),
     }
 }

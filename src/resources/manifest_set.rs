@@ -10,9 +10,10 @@ use kube::ResourceExt;
 use super::manifest::{Manifest, ManifestError, parse_documents, read_manifest_text};
 use super::validation::{
     FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
-    validate_knowledge_base,
+    validate_config_map, validate_knowledge_base,
 };
 use super::{Agent, AgentRun, KnowledgeBase};
+use k8s_openapi::api::core::v1::ConfigMap;
 
 /// The namespace of an object whose manifest names none, as `kubectl apply` would use it by default.
 pub const DEFAULT_NAMESPACE: &str = "default";
@@ -59,6 +60,7 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut agents: Vec<(String, Agent)> = Vec::new();
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
     let mut knowledge_bases: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut config_maps: std::collections::HashSet<String> = std::collections::HashSet::new();
     for file in files {
         let documents = match read_manifest_text(file) {
             Ok(text) => parse_documents(&text),
@@ -73,6 +75,14 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
                     let object = describe("KnowledgeBase", kb.namespace(), &kb.name_any());
                     let mut report = validate_knowledge_base(&kb);
                     if !knowledge_bases.insert(object.clone()) {
+                        report.error("metadata.name", format!("{object} is declared twice among the files"));
+                    }
+                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                }
+                Ok(Manifest::ConfigMap(config_map)) => {
+                    let object = describe("ConfigMap", config_map.namespace(), &config_map.name_any());
+                    let mut report = validate_config_map(&config_map);
+                    if !config_maps.insert(object.clone()) {
                         report.error("metadata.name", format!("{object} is declared twice among the files"));
                     }
                     checked.push(Checked { origin, object: Some(object), report, skipped: false });
@@ -126,6 +136,8 @@ pub struct Loaded {
     pub agents: Vec<Agent>,
     /// The KnowledgeBases, in file order.
     pub knowledge_bases: Vec<KnowledgeBase>,
+    /// The ConfigMaps (the documents of KnowledgeBases that name them), in file order.
+    pub config_maps: Vec<ConfigMap>,
 }
 
 /// The Agents of `files` when every document is valid (documents of other kinds and AgentRuns are
@@ -134,7 +146,7 @@ pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
     load(files).map(|loaded| loaded.agents)
 }
 
-/// The Agents and KnowledgeBases of `files` when every document is valid (documents of other kinds and
+/// The Agents, KnowledgeBases and ConfigMaps of `files` when every document is valid (documents of other kinds and
 /// AgentRuns are ignored); otherwise every problem, as `origin: field: message` lines.
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
     let mut problems = Vec::new();
@@ -153,6 +165,7 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
             match document {
                 Ok(Manifest::Agent(agent)) => loaded.agents.push(*agent),
                 Ok(Manifest::KnowledgeBase(kb)) => loaded.knowledge_bases.push(*kb),
+                Ok(Manifest::ConfigMap(config_map)) => loaded.config_maps.push(*config_map),
                 _ => {}
             }
         }

@@ -542,7 +542,7 @@ const KNOWLEDGE_BASES: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/knowled
 #[tokio::test]
 async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written_after_indexing() {
     use yuxi_operator::facade::catalog::{ClusterCatalog, KnowledgeCatalog};
-    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, SecretSource};
+    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 
     let kb = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase",
                     "metadata": {"name": "notes", "namespace": "team-a", "generation": 3, "resourceVersion": "11", "uid": "uid-notes"},
@@ -564,7 +564,7 @@ async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written
             index_dir: Some(dir.path().join("index")),
             sources_dir: None,
         },
-        SecretSource::Cluster(Box::new(kube::Api::namespaced(client.clone(), "team-a"))),
+        PlatformObjects::cluster(client.clone(), "team-a"),
         Some(kube::Api::namespaced(client, "team-a")),
     );
     knowledge.sync_all().await;
@@ -582,4 +582,62 @@ async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written
         (ready["status"].as_str(), ready["reason"].as_str(), ready["observedGeneration"].as_i64()),
         (Some("True"), Some("Indexed"), Some(3))
     );
+}
+
+#[tokio::test]
+async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_ready_naming_the_chart_value() {
+    use yuxi_operator::facade::catalog::{ClusterCatalog, KnowledgeCatalog};
+    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
+
+    const CONFIG_MAPS: &str = "/api/v1/namespaces/team-a/configmaps";
+    let kb = |name: &str, config_map: &str| {
+        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase",
+               "metadata": {"name": name, "namespace": "team-a", "generation": 1, "resourceVersion": "11", "uid": format!("uid-{name}")},
+               "spec": {"source": {"documents": {"configMap": {"name": config_map}}}, "share": global()}})
+    };
+    let (faq, other) = (kb("faq", "team-faq"), kb("other", "payments-config"));
+    let config_map = json!({"apiVersion": "v1", "kind": "ConfigMap",
+                            "metadata": {"name": "team-faq", "namespace": "team-a", "resourceVersion": "5"},
+                            "data": {"faq.md": "# FAQ\n\nBackups are kept for 30 days.\n"}});
+    let forbidden = failure(
+        403,
+        "Forbidden",
+        "configmaps \"payments-config\" is forbidden: User \"system:serviceaccount:team-a:yuxi-api\" cannot get resource \"configmaps\" in API group \"\" in the namespace \"team-a\"",
+    );
+    let (client, server) = crate::support::api_server::scripted::api_server_receiving(vec![
+        Exchange::new(
+            Method::GET,
+            &format!("{KNOWLEDGE_BASES}?&limit=500"),
+            200,
+            json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBaseList", "metadata": {"resourceVersion": "12"}, "items": [faq.clone(), other.clone()]}),
+        ),
+        Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/team-faq"), 200, config_map),
+        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/faq/status?&fieldManager=yuxi-operator"), 200, faq),
+        Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/payments-config"), 403, forbidden),
+        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/other/status?&fieldManager=yuxi-operator"), 200, other),
+    ]);
+    let dir = tempfile::TempDir::new().expect("dir");
+    let knowledge = Knowledge::new(
+        KnowledgeCatalog::Cluster(Box::new(ClusterCatalog::new(client.clone(), "team-a"))),
+        KnowledgeSettings {
+            documents_dir: dir.path().join("documents"),
+            index_dir: Some(dir.path().join("index")),
+            sources_dir: None,
+        },
+        PlatformObjects::cluster(client.clone(), "team-a"),
+        Some(kube::Api::namespaced(client, "team-a")),
+    );
+    knowledge.sync_all().await;
+    let received = server.await.expect("the API server saw every request");
+    let ready = |status: &Value| {
+        let ready = status["conditions"].as_array().expect("conditions").iter().find(|c| c["type"] == "Ready").cloned();
+        ready.expect("Ready")
+    };
+    let indexed = &received[2].body["status"];
+    assert_eq!((indexed["documents"].as_i64(), indexed["chunks"].as_i64()), (Some(1), Some(1)), "{indexed}");
+    assert_eq!(ready(indexed)["status"], "True");
+    let refused = &received[4].body["status"];
+    assert_eq!(ready(refused)["status"], "False", "{refused}");
+    let message = refused["lastIndexError"].as_str().unwrap_or_default();
+    assert!(message.contains("knowledge.configMapNames") && message.contains("payments-config"), "{message}");
 }

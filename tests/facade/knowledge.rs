@@ -12,7 +12,7 @@ use tempfile::TempDir;
 use yuxi_operator::access::Role;
 use yuxi_operator::facade::auth::UserEntry;
 use yuxi_operator::facade::catalog::KnowledgeCatalog;
-use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, SecretSource};
+use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
 use yuxi_operator::knowledge::embeddings::Embeddings;
 use yuxi_operator::resources::{Agent, KnowledgeBase};
@@ -51,11 +51,15 @@ fn agents() -> Vec<Agent> {
 /// A facade with `kbs` in its catalog, documents and indexes in a fresh folder, folder sources under
 /// `<dir>/sources` and MCP tokens under `<dir>/secrets`.
 async fn serve(kbs: Vec<KnowledgeBase>) -> Served {
-    serve_with(kbs, None).await
+    serve_with(kbs, Vec::new(), None).await
 }
 
-/// [`serve`], searching by meaning too with `embeddings`.
-async fn serve_with(kbs: Vec<KnowledgeBase>, embeddings: Option<Embeddings>) -> Served {
+/// [`serve`], with `config_maps` among the manifests, searching by meaning too with `embeddings`.
+async fn serve_with(
+    kbs: Vec<KnowledgeBase>,
+    config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
+    embeddings: Option<Embeddings>,
+) -> Served {
     let users = Users::new(vec![
         user("alice-token", "alice", Role::User, Some(1)),
         user("bob-token", "bob", Role::User, Some(2)),
@@ -72,7 +76,7 @@ async fn serve_with(kbs: Vec<KnowledgeBase>, embeddings: Option<Embeddings>) -> 
             index_dir: Some(dir.path().join("index")),
             sources_dir: Some(dir.path().join("sources")),
         },
-        SecretSource::Folder(dir.path().join("secrets")),
+        PlatformObjects::Local { secrets: dir.path().join("secrets"), config_maps },
         None,
     );
     let knowledge = Arc::new(match embeddings {
@@ -326,6 +330,46 @@ async fn a_folder_source_is_reindexed_by_content_hash_and_refuses_uploads() {
     assert_eq!(kb["knowledge_base"]["status"]["ready"], false);
 }
 
+#[tokio::test]
+async fn a_config_map_source_indexes_its_keys_and_refuses_uploads() {
+    let kb = |name: &str, config_map: &str| -> KnowledgeBase {
+        object(&format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {{name: {name}}}\nspec:\n  owner: ops\n  source: {{documents: {{configMap: {{name: {config_map}}}}}}}\n  share: {{readScope: {{accessLevel: Global}}}}\n"
+        ))
+    };
+    let pdf = std::fs::read(root().join("tests/fixtures/knowledge/lease-renewal.pdf")).expect("the PDF fixture");
+    let faq: k8s_openapi::api::core::v1::ConfigMap = serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "team-faq"},
+        "data": {"faq.md": "# FAQ\n\n## Backups\n\nBackups run every hour and are kept for 30 days.\n",
+                 "zh.txt": "知识库的检索使用中文分词。", "values.yaml": "not: a document"},
+        "binaryData": {"lease.pdf": base64::Engine::encode(&base64::engine::general_purpose::STANDARD, &pdf)},
+    }))
+    .expect("a ConfigMap");
+    let served = serve_with(vec![kb("faq", "team-faq"), kb("lost", "no-such-map")], vec![faq], None).await;
+    served.knowledge.sync_all().await;
+    assert_eq!(served.documents("faq", "bob-token").await, ["faq.md", "lease.pdf", "zh.txt"]);
+    let (_, found) = served.search("faq", "bob-token", "how long are backups kept").await;
+    assert_eq!(found["results"][0]["document"], "faq.md", "{found}");
+    assert!(found["results"][0]["location"].as_str().unwrap_or_default().contains("Backups"), "{found}");
+    let (_, found) = served.search("faq", "bob-token", "中文分词").await;
+    assert_eq!(found["results"][0]["document"], "zh.txt", "{found}");
+    let (_, found) = served.search("faq", "bob-token", "renewal fails three times").await;
+    assert_eq!(found["results"][0]["document"], "lease.pdf", "{found}");
+    let (status, refused) = served.upload("faq", "admin-token", "x.md", b"# x\n\ny").await;
+    assert_eq!(status, 409, "{refused}");
+    // A ConfigMap that does not exist: not ready, and a search says why.
+    let (status, not_ready) = served.search("lost", "bob-token", "anything").await;
+    assert_eq!(status, 409, "{not_ready}");
+    assert!(not_ready["message"].as_str().unwrap_or_default().contains("\"no-such-map\" does not exist"), "{not_ready}");
+    // Naming a ConfigMap reaches the platform's objects: administrators only.
+    let body = json!({"name": "mine", "source": {"documents": {"config_map": {"name": "team-faq"}}}});
+    let (status, refused) = served.call("POST", "/api/knowledge", "alice-token", Some(body.clone())).await;
+    assert_eq!(status, 403, "{refused}");
+    let (status, made) = served.call("POST", "/api/knowledge", "admin-token", Some(body)).await;
+    assert_eq!(status, 201, "{made}");
+    assert_eq!(made["knowledge_base"]["source"]["documents"]["config_map"]["name"], "team-faq", "{made}");
+}
+
 async fn knowledge_search(served: &Served, token: &str, body: Value) -> (u16, Value) {
     served.call("POST", "/api/tools/knowledge_search", token, Some(body)).await
 }
@@ -577,7 +621,7 @@ async fn with_embeddings_a_question_without_the_passages_words_finds_it_by_meani
 
     let (url, embedded) = embeddings_stand_in().await;
     let team = folder_base("team-notes", "team", "{readScope: {accessLevel: Global}}");
-    let hybrid = serve_with(vec![team], Some(Embeddings::new(&url, "stand-in", None).expect("client"))).await;
+    let hybrid = serve_with(vec![team], Vec::new(), Some(Embeddings::new(&url, "stand-in", None).expect("client"))).await;
     // A folder's documents get their vectors when they are indexed, too.
     write(
         &hybrid.dir.path().join("sources/team"),
@@ -602,7 +646,7 @@ The lease must be renewed before it lapses.
 
     // An endpoint that fails refuses the upload, storing nothing.
     let broken =
-        serve_with(Vec::new(), Some(Embeddings::new("http://127.0.0.1:9/v1", "m", None).expect("client"))).await;
+        serve_with(Vec::new(), Vec::new(), Some(Embeddings::new("http://127.0.0.1:9/v1", "m", None).expect("client"))).await;
     broken.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Ops", "slug": "ops"}))).await;
     let (status, refused) = broken.upload("ops", "alice-token", "ops.md", documents[0].1).await;
     assert_eq!(status, 502, "{refused}");

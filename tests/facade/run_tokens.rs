@@ -50,7 +50,7 @@ async fn facade() -> Facade {
             index_dir: None,
             sources_dir: None,
         },
-        yuxi_operator::facade::knowledge::SecretSource::Folder(documents),
+        yuxi_operator::facade::knowledge::PlatformObjects::Local { secrets: documents, config_maps: Vec::new() },
         None,
     );
     let state: FacadeState = FacadeParts {

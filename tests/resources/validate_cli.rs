@@ -76,7 +76,7 @@ fn a_byte_order_mark_is_accepted() {
 fn each_document_of_a_file_is_checked_and_other_kinds_are_skipped() {
     let dir = TempDir::new().expect("dir");
     let text = format!(
-        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: broken}}\nspec: {{backend: 5}}\n---\n{AGENT}---\napiVersion: v1\nkind: ConfigMap\nmetadata: {{name: c}}\n"
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: broken}}\nspec: {{backend: 5}}\n---\n{AGENT}---\napiVersion: v1\nkind: Secret\nmetadata: {{name: c}}\n"
     );
     let file = write(&dir, "all.yaml", &text);
     let output = validate(&[&file]);
@@ -84,7 +84,7 @@ fn each_document_of_a_file_is_checked_and_other_kinds_are_skipped() {
     assert_eq!(output.status.code(), Some(1), "{out}");
     assert!(out.contains("all.yaml#1 (not decoded)") && out.contains("error:   spec.backend:"), "{out}");
     assert!(out.contains("ok       ") && out.contains("all.yaml#2 (Agent default/chat)"), "{out}");
-    assert!(out.contains("skipped  ") && out.contains("all.yaml#3 (ConfigMap (v1))"), "{out}");
+    assert!(out.contains("skipped  ") && out.contains("all.yaml#3 (Secret (v1))"), "{out}");
 }
 
 #[test]
@@ -152,4 +152,25 @@ fn a_closed_output_pipe_is_not_a_crash() {
     let output = child.wait_with_output().expect("waits");
     assert_ne!(output.status.code(), Some(101), "panicked: {}", String::from_utf8_lossy(&output.stderr));
     assert!(!String::from_utf8_lossy(&output.stderr).contains("panicked"));
+}
+
+#[test]
+fn a_config_map_of_documents_is_checked_as_the_api_server_would() {
+    let dir = TempDir::new().expect("dir");
+    let good = write(
+        &dir,
+        "faq.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: team-faq}\ndata:\n  faq.md: \"# FAQ\"\n",
+    );
+    let output = validate(&[&good]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(stdout(&output).contains("(ConfigMap default/team-faq)"), "{}", stdout(&output));
+    let bad = write(
+        &dir,
+        "bad.yaml",
+        "apiVersion: v1\nkind: ConfigMap\nmetadata: {name: team-faq}\ndata:\n  notes/faq.md: \"# FAQ\"\n",
+    );
+    let output = validate(&[&bad]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(stdout(&output).contains("data.notes/faq.md: a key is 1 to 253"), "{}", stdout(&output));
 }

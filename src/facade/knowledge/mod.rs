@@ -19,6 +19,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 
 use super::catalog::KnowledgeCatalog;
@@ -52,13 +53,58 @@ pub struct KnowledgeSettings {
     pub sources_dir: Option<PathBuf>,
 }
 
-/// Where the bearer token of an MCP-backed knowledge base comes from.
+/// Where the objects of the platform that knowledge bases name come from: the Secrets holding the
+/// bearer tokens of MCP-backed ones and the ConfigMaps holding documents.
 #[derive(Clone)]
-pub enum SecretSource {
-    /// The local mode: the file `<folder>/<secret>/<key>`, as a Secret mounted as a volume is laid out.
-    Folder(PathBuf),
-    /// A cluster: the Secrets of the facade's namespace.
-    Cluster(Box<kube::Api<k8s_openapi::api::core::v1::Secret>>),
+pub enum PlatformObjects {
+    /// The local mode.
+    Local {
+        /// Secrets as files, `<folder>/<secret>/<key>`, as a Secret mounted as a volume is laid out.
+        secrets: PathBuf,
+        /// The ConfigMaps of the manifests folder.
+        config_maps: Vec<ConfigMap>,
+    },
+    /// A cluster: the facade's namespace, as far as its Role lets it read (the chart's
+    /// `knowledge.secretNames` and `knowledge.configMapNames`, by name).
+    Cluster {
+        /// Its Secrets.
+        secrets: Box<kube::Api<k8s_openapi::api::core::v1::Secret>>,
+        /// Its ConfigMaps.
+        config_maps: Box<kube::Api<ConfigMap>>,
+    },
+}
+
+impl PlatformObjects {
+    /// The objects of the facade's namespace reached through `client`.
+    pub fn cluster(client: kube::Client, namespace: &str) -> Self {
+        PlatformObjects::Cluster {
+            secrets: Box::new(kube::Api::namespaced(client.clone(), namespace)),
+            config_maps: Box::new(kube::Api::namespaced(client, namespace)),
+        }
+    }
+
+    /// The ConfigMap `name` (of `namespace`, locally; the facade's own in a cluster). Errors, as the
+    /// knowledge base's status says them: it does not exist, or the facade may not read it.
+    pub async fn config_map(&self, namespace: Option<&str>, name: &str) -> Result<ConfigMap, String> {
+        let missing = || format!("its ConfigMap {name:?} does not exist");
+        match self {
+            PlatformObjects::Local { config_maps, .. } => {
+                let namespace = namespace.unwrap_or(crate::resources::manifest_set::DEFAULT_NAMESPACE);
+                let of_namespace = |c: &&ConfigMap| {
+                    c.namespace().as_deref().unwrap_or(crate::resources::manifest_set::DEFAULT_NAMESPACE) == namespace
+                };
+                config_maps.iter().filter(of_namespace).find(|c| c.name_any() == name).cloned().ok_or_else(missing)
+            }
+            PlatformObjects::Cluster { config_maps, .. } => match config_maps.get_opt(name).await {
+                Ok(Some(found)) => Ok(found),
+                Ok(None) => Err(missing()),
+                Err(kube::Error::Api(status)) if status.code == 403 => Err(format!(
+                    "the facade may not read its ConfigMap {name:?}: list it in the chart's knowledge.configMapNames"
+                )),
+                Err(err) => Err(format!("cannot read its ConfigMap {name:?}: {err}")),
+            },
+        }
+    }
 }
 
 /// The facade's knowledge bases.
@@ -66,7 +112,7 @@ pub struct Knowledge {
     /// The KnowledgeBase objects.
     pub catalog: KnowledgeCatalog,
     settings: KnowledgeSettings,
-    secrets: SecretSource,
+    objects: PlatformObjects,
     /// Writes each knowledge base's status in a cluster.
     status_api: Option<kube::Api<KnowledgeBase>>,
     bases: Mutex<HashMap<String, Arc<Base>>>,
@@ -121,15 +167,15 @@ pub enum SearchError {
 }
 
 impl Knowledge {
-    /// The knowledge bases of `catalog`, kept as `settings` says, MCP tokens read from `secrets`;
-    /// `status_api` writes their status in a cluster.
+    /// The knowledge bases of `catalog`, kept as `settings` says, MCP tokens and ConfigMap documents
+    /// read from `objects`; `status_api` writes their status in a cluster.
     pub fn new(
         catalog: KnowledgeCatalog,
         settings: KnowledgeSettings,
-        secrets: SecretSource,
+        objects: PlatformObjects,
         status_api: Option<kube::Api<KnowledgeBase>>,
     ) -> Self {
-        Self { catalog, settings, secrets, status_api, bases: Mutex::new(HashMap::new()), embeddings: None }
+        Self { catalog, settings, objects, status_api, bases: Mutex::new(HashMap::new()), embeddings: None }
     }
 
     /// The same, searching by words and by meaning: passages and queries get vectors from `embeddings`,
@@ -232,8 +278,8 @@ impl Knowledge {
         let Some(secret) = kb.spec.source.mcp.as_ref().and_then(|m| m.auth_secret_ref.as_ref()) else {
             return Ok(None);
         };
-        match &self.secrets {
-            SecretSource::Folder(folder) => {
+        match &self.objects {
+            PlatformObjects::Local { secrets: folder, .. } => {
                 let segment = |s: &str| !s.is_empty() && !s.starts_with('.') && !s.contains('/');
                 if !segment(&secret.name) || !segment(&secret.key) {
                     return Err(format!("Secret {:?} key {:?} cannot be a file name", secret.name, secret.key));
@@ -243,7 +289,7 @@ impl Knowledge {
                     .map(|t| Some(t.trim().to_string()))
                     .map_err(|e| format!("its token is read from {}, which cannot be read: {e}", file.display()))
             }
-            SecretSource::Cluster(api) => {
+            PlatformObjects::Cluster { secrets: api, .. } => {
                 let found = api.get_opt(&secret.name).await.map_err(|e| format!("cannot read its Secret: {e}"))?;
                 let value = found
                     .and_then(|s| s.data)

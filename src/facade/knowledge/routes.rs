@@ -22,7 +22,7 @@ use crate::facade::error::{ApiError, ErrorBody};
 use crate::facade::slug::slugify;
 use crate::knowledge::extract::{ExtractError, KNOWN_EXTENSIONS, MAX_DOCUMENT_BYTES};
 use crate::knowledge::index::Hit;
-use crate::resources::knowledge_base::{DocumentsSource, McpSource, SecretKeyRef};
+use crate::resources::knowledge_base::{ConfigMapRef, DocumentsSource, McpSource, SecretKeyRef};
 use crate::resources::validation::validate_knowledge_base;
 use crate::resources::yuxi::YuxiShare;
 use crate::resources::{AccessLevel, AgentShare, KnowledgeBase, KnowledgeBaseSpec, KnowledgeSource, ShareScope};
@@ -114,14 +114,27 @@ pub struct SourceBody {
     pub mcp: Option<McpBody>,
 }
 
-/// Documents indexed by the system.
+/// Documents indexed by the system: uploaded ones, or (administrators only) a folder's or a ConfigMap's.
 #[derive(Serialize, Deserialize, Default, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct DocumentsBody {
-    /// A folder of the documents volume (administrators only); absent: uploaded documents.
+    /// A folder of the documents volume (administrators only); absent with `config_map`: uploaded
+    /// documents.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(min_length = 1, max_length = 512)]
     pub folder: Option<String>,
+    /// A ConfigMap whose keys are the documents (administrators only).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub config_map: Option<ConfigMapRefBody>,
+}
+
+/// A ConfigMap of the facade's namespace.
+#[derive(Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ConfigMapRefBody {
+    /// Its name.
+    #[schema(min_length = 1, max_length = 253)]
+    pub name: String,
 }
 
 /// An MCP server's retrieval tool (administrators only).
@@ -162,7 +175,10 @@ pub struct SecretRefBody {
 impl From<&KnowledgeSource> for SourceBody {
     fn from(source: &KnowledgeSource) -> Self {
         SourceBody {
-            documents: source.documents.as_ref().map(|d| DocumentsBody { folder: d.folder.clone() }),
+            documents: source.documents.as_ref().map(|d| DocumentsBody {
+                folder: d.folder.clone(),
+                config_map: d.config_map.as_ref().map(|c| ConfigMapRefBody { name: c.name.clone() }),
+            }),
             mcp: source.mcp.as_ref().map(|m| McpBody {
                 url: m.url.clone(),
                 tool: m.tool.clone(),
@@ -188,7 +204,11 @@ impl From<SourceBody> for KnowledgeSource {
         });
         let documents = match (&mcp, body.documents) {
             (Some(_), None) => None,
-            (_, documents) => Some(DocumentsSource { folder: documents.and_then(|d| d.folder) }),
+            (_, documents) => {
+                let (folder, config_map) = documents.map(|d| (d.folder, d.config_map)).unwrap_or_default();
+                let config_map = config_map.map(|c| ConfigMapRef { name: c.name });
+                Some(DocumentsSource { folder, config_map })
+            }
         };
         KnowledgeSource { documents, mcp }
     }
@@ -315,13 +335,14 @@ pub struct UpdateKnowledgeBase {
     share_config: Option<YuxiShare>,
 }
 
-/// Folder and MCP sources reach what the platform controls (its documents volume, its network): only
-/// administrators may set them.
+/// Folder, ConfigMap and MCP sources reach what the platform controls (its documents volume, its
+/// namespace's objects, its network): only administrators may set them.
 fn check_source(who: &Identity, source: &KnowledgeSource) -> Result<(), ApiError> {
-    let privileged = source.mcp.is_some() || source.documents.as_ref().is_some_and(|d| d.folder.is_some());
+    let privileged = source.mcp.is_some() || !source.documents.as_ref().is_none_or(|d| d.folder.is_none() && d.config_map.is_none());
     if privileged && who.role < Role::Admin {
         return Err(ApiError::Forbidden(
-            "source: only administrators may index a folder of the documents volume or reach an MCP service".into(),
+            "source: only administrators may index a folder of the documents volume or a ConfigMap, or reach an MCP service"
+                .into(),
         ));
     }
     Ok(())

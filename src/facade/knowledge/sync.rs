@@ -60,13 +60,13 @@ impl Knowledge {
 
     /// Brings `kb`'s index up to date with its documents: new and changed documents (by content hash)
     /// are indexed, gone ones removed. A document that cannot be read is left as it was indexed and
-    /// named in the state's error; a source folder that cannot be read makes it not ready.
+    /// named in the state's error; a source folder or ConfigMap that cannot be read makes it not ready.
     pub async fn sync(&self, kb: &KnowledgeBase, base: &Arc<Base>) -> IndexState {
         let _writer = base.writer.lock().await;
-        let folder = self.source_folder(kb);
+        let documents = self.source_documents(kb).await;
         let (base2, slug) = (base.clone(), kb.name_any());
         let embedder = self.embeddings.clone().map(|e| (e, tokio::runtime::Handle::current()));
-        let outcome = tokio::task::spawn_blocking(move || reindex(&base2, folder, embedder.as_ref())).await;
+        let outcome = tokio::task::spawn_blocking(move || reindex(&base2, documents, embedder.as_ref())).await;
         let mut state = match outcome {
             Ok(Ok((documents, chunks, problems))) => IndexState {
                 ready: true,
@@ -94,11 +94,17 @@ impl Knowledge {
         state
     }
 
-    /// Where `kb`'s documents are: its uploads folder, or its source folder under the sources root.
-    /// Errors: a folder source without a sources root, or one that leaves it.
-    fn source_folder(&self, kb: &KnowledgeBase) -> Result<PathBuf, String> {
-        let Some(folder) = kb.spec.source.documents.as_ref().and_then(|d| d.folder.as_deref()) else {
-            return Ok(self.uploads_dir(&kb.name_any()));
+    /// Where `kb`'s documents are: its uploads folder, its source folder under the sources root, or its
+    /// ConfigMap's keys. Errors: a folder source without a sources root, or one that leaves it; a
+    /// ConfigMap that is missing or that this facade may not read.
+    async fn source_documents(&self, kb: &KnowledgeBase) -> Result<Documents, String> {
+        let documents = kb.spec.source.documents.as_ref();
+        if let Some(config_map) = documents.and_then(|d| d.config_map.as_ref()) {
+            let found = self.objects.config_map(kb.namespace().as_deref(), &config_map.name).await?;
+            return Ok(Documents::Given(config_map_documents(found)));
+        }
+        let Some(folder) = documents.and_then(|d| d.folder.as_deref()) else {
+            return Ok(Documents::Folder(self.uploads_dir(&kb.name_any())));
         };
         let root =
             self.settings.sources_dir.as_ref().ok_or("this facade has no documents volume for folder sources")?;
@@ -109,7 +115,7 @@ impl Knowledge {
         if !within(&path, root) {
             return Err(format!("its folder {folder:?} leads out of the documents volume"));
         }
-        Ok(path)
+        Ok(Documents::Folder(path))
     }
 
     /// Indexes every knowledge base of the catalog, and forgets the indexes of those that are gone.
@@ -321,35 +327,78 @@ pub fn status_of(kb: &KnowledgeBase, state: &IndexState) -> crate::resources::Kn
     }
 }
 
-/// Re-indexes `base` from the documents of `folder`: the new and changed ones (by content hash) put,
-/// with their passages' vectors when `embedder` is given (an endpoint that fails leaves the document
-/// indexed by its words, and is named), the gone ones removed. Answers the documents and passages
-/// indexed and the problems met (one per document that could not be read, or left out). Errors: the
-/// folder or the index cannot be read.
+/// Where the documents of a knowledge base are, as [`reindex`] reads them.
+pub(super) enum Documents {
+    /// The files of a folder (uploads, or a folder source), read one at a time.
+    Folder(PathBuf),
+    /// Documents already at hand (a ConfigMap's keys), by name.
+    Given(Vec<(String, Vec<u8>)>),
+}
+
+/// The documents of a ConfigMap: each key of `data` (as UTF-8) and of `binaryData`, by key.
+fn config_map_documents(config_map: k8s_openapi::api::core::v1::ConfigMap) -> Vec<(String, Vec<u8>)> {
+    let text = config_map.data.into_iter().flatten().map(|(key, value)| (key, value.into_bytes()));
+    let binary = config_map.binary_data.into_iter().flatten().map(|(key, value)| (key, value.0));
+    text.chain(binary).collect()
+}
+
+/// One document to read: a file, or bytes at hand.
+enum Entry {
+    File(PathBuf),
+    Bytes(Vec<u8>),
+}
+
+impl Entry {
+    /// Its bytes. Errors: more than [`MAX_DOCUMENT_BYTES`], or the file cannot be read.
+    fn read(self) -> Result<Vec<u8>, String> {
+        let too_big = |len: u64| format!("{len} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)");
+        match self {
+            Entry::Bytes(bytes) if bytes.len() > MAX_DOCUMENT_BYTES => Err(too_big(bytes.len() as u64)),
+            Entry::Bytes(bytes) => Ok(bytes),
+            Entry::File(path) => match std::fs::metadata(&path) {
+                Ok(meta) if meta.len() > MAX_DOCUMENT_BYTES as u64 => Err(too_big(meta.len())),
+                _ => std::fs::read(&path).map_err(|err| format!("cannot be read: {err}")),
+            },
+        }
+    }
+}
+
+/// The documents of `documents` by name, sorted: a folder's regular files whose names do not start
+/// with `.` (no sub-folders, no symbolic links), or the documents given. Errors: the folder cannot be
+/// listed (one that does not exist has no documents: an uploads folder appears with the first upload).
+fn entries(documents: Documents) -> Result<Vec<(String, Entry)>, String> {
+    let mut found: Vec<(String, Entry)> = match documents {
+        Documents::Given(given) => given.into_iter().map(|(name, bytes)| (name, Entry::Bytes(bytes))).collect(),
+        Documents::Folder(folder) => match std::fs::read_dir(&folder) {
+            Ok(listing) => listing
+                .filter_map(Result::ok)
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .filter_map(|e| e.file_name().to_str().map(|n| (n.to_string(), Entry::File(e.path()))))
+                .collect(),
+            Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(err) => return Err(format!("its documents cannot be read: {err}")),
+        },
+    };
+    found.retain(|(name, _)| !name.starts_with('.'));
+    found.sort_by(|a, b| a.0.cmp(&b.0));
+    Ok(found)
+}
+
+/// Re-indexes `base` from `documents`: the new and changed ones (by content hash) put, with their
+/// passages' vectors when `embedder` is given (an endpoint that fails leaves the document indexed by
+/// its words, and is named), the gone ones removed. Answers the documents and passages indexed and the
+/// problems met (one per document that could not be read, or left out). Errors: the documents or the
+/// index cannot be read.
 fn reindex(
     base: &Base,
-    folder: Result<PathBuf, String>,
+    documents: Result<Documents, String>,
     embedder: Option<&(crate::knowledge::embeddings::Embeddings, tokio::runtime::Handle)>,
 ) -> Result<(usize, u64, Vec<String>), String> {
     let indexed: BTreeMap<String, String> =
         base.index.documents().map_err(|e| e.to_string())?.into_iter().map(|d| (d.name, d.content_hash)).collect();
-    let folder = folder?;
     let mut problems = Vec::new();
     let mut present = Vec::new();
-    let entries = match std::fs::read_dir(&folder) {
-        Ok(entries) => entries.filter_map(Result::ok).collect::<Vec<_>>(),
-        // An uploads folder appears with the first upload.
-        Err(err) if err.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-        Err(err) => return Err(format!("its documents cannot be read: {err}")),
-    };
-    let mut files: Vec<(String, PathBuf)> = entries
-        .into_iter()
-        .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
-        .filter_map(|e| e.file_name().to_str().map(|n| (n.to_string(), e.path())))
-        .filter(|(name, _)| !name.starts_with('.'))
-        .collect();
-    files.sort();
-    for (name, path) in files {
+    for (name, entry) in entries(documents?)? {
         if DocumentKind::of(&name).is_none() {
             continue;
         }
@@ -357,23 +406,14 @@ fn reindex(
             problems.push(format!("{name}: left out, the knowledge base holds {MAX_DOCUMENTS} documents already"));
             continue;
         }
-        let bytes = match std::fs::metadata(&path) {
-            Ok(meta) if meta.len() > MAX_DOCUMENT_BYTES as u64 => {
-                problems
-                    .push(format!("{name}: {} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)", meta.len()));
-                present.push(name);
+        present.push(name.clone());
+        let bytes = match entry.read() {
+            Ok(bytes) => bytes,
+            Err(problem) => {
+                problems.push(format!("{name}: {problem}"));
                 continue;
             }
-            _ => match std::fs::read(&path) {
-                Ok(bytes) => bytes,
-                Err(err) => {
-                    problems.push(format!("{name}: cannot be read: {err}"));
-                    present.push(name);
-                    continue;
-                }
-            },
         };
-        present.push(name.clone());
         if indexed.get(&name).is_some_and(|hash| *hash == content_hash(&bytes)) {
             continue;
         }

@@ -21,7 +21,7 @@ use super::{BACKEND_SUBAGENT, BACKENDS};
 use crate::resources::thread_id::{MAX_PARENT_THREAD_ID_LEN, is_child_thread_of, is_valid_id};
 
 mod knowledge_base;
-pub use knowledge_base::validate_knowledge_base;
+pub use knowledge_base::{MAX_CONFIG_MAP_BYTES, validate_config_map, validate_knowledge_base};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

@@ -343,3 +343,39 @@ fn a_summary_spells_out_at_most_twenty_errors() {
     assert!(summary.starts_with("f0: bad; f1: bad"));
     assert!(summary.ends_with("f19: bad; and 5 more errors"), "{summary}");
 }
+
+fn knowledge_base_with(source: &str) -> crate::resources::KnowledgeBase {
+    serde_norway::from_str(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: KnowledgeBase\nmetadata: {{name: kb}}\nspec: {{source: {source}}}\n"
+    ))
+    .expect("test manifest is a KnowledgeBase")
+}
+
+#[test]
+fn a_knowledge_base_names_a_config_map_by_a_valid_name_and_not_beside_a_folder() {
+    assert_admits(&validate_knowledge_base(&knowledge_base_with("{documents: {configMap: {name: team-faq}}}")));
+    assert_rejects_only(
+        &validate_knowledge_base(&knowledge_base_with("{documents: {configMap: {name: Team_FAQ}}}")),
+        "spec.source.documents.configMap.name",
+    );
+    assert_rejects_only(
+        &validate_knowledge_base(&knowledge_base_with("{documents: {folder: faq, configMap: {name: faq}}}")),
+        "spec.source.documents",
+    );
+}
+
+#[test]
+fn a_config_map_of_documents_follows_the_api_servers_rules() {
+    let config_map = |yaml: &str| -> k8s_openapi::api::core::v1::ConfigMap {
+        serde_norway::from_str(&format!("apiVersion: v1\nkind: ConfigMap\nmetadata: {{name: faq}}\n{yaml}"))
+            .expect("test manifest is a ConfigMap")
+    };
+    assert_admits(&validate_config_map(&config_map("data: {faq.md: text}\nbinaryData: {guide.pdf: JVBERg==}")));
+    assert_rejects_only(&validate_config_map(&config_map("data: {../faq.md: text}")), "data.../faq.md");
+    assert_rejects_only(
+        &validate_config_map(&config_map("data: {faq.md: text}\nbinaryData: {faq.md: JVBERg==}")),
+        "binaryData.faq.md",
+    );
+    let big = "x".repeat(MAX_CONFIG_MAP_BYTES);
+    assert_rejects_only(&validate_config_map(&config_map(&format!("data: {{faq.md: {big}}}"))), "data");
+}
