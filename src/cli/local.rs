@@ -115,9 +115,10 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     } = args;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let manifest_set::Loaded { agents, knowledge_bases, config_maps } = manifest_set::load(&files).map_err(|problems| {
-        anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
-    })?;
+    let manifest_set::Loaded { agents, knowledge_bases, config_maps } =
+        manifest_set::load(&files).map_err(|problems| {
+            anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
+        })?;
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
     // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
     // SAFETY: umask only sets this process's file mode mask.

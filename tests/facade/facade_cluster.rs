@@ -614,7 +614,12 @@ async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_
         Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/team-faq"), 200, config_map),
         Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/faq/status?&fieldManager=yuxi-operator"), 200, faq),
         Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/payments-config"), 403, forbidden),
-        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/other/status?&fieldManager=yuxi-operator"), 200, other),
+        Exchange::new(
+            Method::PATCH,
+            &format!("{KNOWLEDGE_BASES}/other/status?&fieldManager=yuxi-operator"),
+            200,
+            other,
+        ),
     ]);
     let dir = tempfile::TempDir::new().expect("dir");
     let knowledge = Knowledge::new(

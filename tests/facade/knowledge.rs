@@ -360,7 +360,10 @@ async fn a_config_map_source_indexes_its_keys_and_refuses_uploads() {
     // A ConfigMap that does not exist: not ready, and a search says why.
     let (status, not_ready) = served.search("lost", "bob-token", "anything").await;
     assert_eq!(status, 409, "{not_ready}");
-    assert!(not_ready["message"].as_str().unwrap_or_default().contains("\"no-such-map\" does not exist"), "{not_ready}");
+    assert!(
+        not_ready["message"].as_str().unwrap_or_default().contains("\"no-such-map\" does not exist"),
+        "{not_ready}"
+    );
     // Naming a ConfigMap reaches the platform's objects: administrators only.
     let body = json!({"name": "mine", "source": {"documents": {"config_map": {"name": "team-faq"}}}});
     let (status, refused) = served.call("POST", "/api/knowledge", "alice-token", Some(body.clone())).await;
@@ -621,7 +624,8 @@ async fn with_embeddings_a_question_without_the_passages_words_finds_it_by_meani
 
     let (url, embedded) = embeddings_stand_in().await;
     let team = folder_base("team-notes", "team", "{readScope: {accessLevel: Global}}");
-    let hybrid = serve_with(vec![team], Vec::new(), Some(Embeddings::new(&url, "stand-in", None).expect("client"))).await;
+    let hybrid =
+        serve_with(vec![team], Vec::new(), Some(Embeddings::new(&url, "stand-in", None).expect("client"))).await;
     // A folder's documents get their vectors when they are indexed, too.
     write(
         &hybrid.dir.path().join("sources/team"),
@@ -646,7 +650,8 @@ The lease must be renewed before it lapses.
 
     // An endpoint that fails refuses the upload, storing nothing.
     let broken =
-        serve_with(Vec::new(), Vec::new(), Some(Embeddings::new("http://127.0.0.1:9/v1", "m", None).expect("client"))).await;
+        serve_with(Vec::new(), Vec::new(), Some(Embeddings::new("http://127.0.0.1:9/v1", "m", None).expect("client")))
+            .await;
     broken.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Ops", "slug": "ops"}))).await;
     let (status, refused) = broken.upload("ops", "alice-token", "ops.md", documents[0].1).await;
     assert_eq!(status, 502, "{refused}");

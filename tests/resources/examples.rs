@@ -5,8 +5,8 @@
 use serde_json::{Value, json};
 use yuxi_operator::resources::manifest::{Manifest, ManifestError, read_manifest_file};
 use yuxi_operator::resources::validation::{
-    Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
-    validate_config_map, validate_knowledge_base,
+    Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update, validate_config_map,
+    validate_knowledge_base,
 };
 
 use crate::support::cel::cel_failures;

@@ -338,7 +338,8 @@ pub struct UpdateKnowledgeBase {
 /// Folder, ConfigMap and MCP sources reach what the platform controls (its documents volume, its
 /// namespace's objects, its network): only administrators may set them.
 fn check_source(who: &Identity, source: &KnowledgeSource) -> Result<(), ApiError> {
-    let privileged = source.mcp.is_some() || !source.documents.as_ref().is_none_or(|d| d.folder.is_none() && d.config_map.is_none());
+    let privileged =
+        source.mcp.is_some() || !source.documents.as_ref().is_none_or(|d| d.folder.is_none() && d.config_map.is_none());
     if privileged && who.role < Role::Admin {
         return Err(ApiError::Forbidden(
             "source: only administrators may index a folder of the documents volume or a ConfigMap, or reach an MCP service"

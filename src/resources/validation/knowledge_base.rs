@@ -101,7 +101,8 @@ pub fn validate_config_map(config_map: &k8s_openapi::api::core::v1::ConfigMap) -
             && key != ".."
             && key.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'));
         if !valid {
-            report.error(format!("{field}.{key}"), "a key is 1 to 253 of the characters a-z, A-Z, 0-9, '-', '_' and '.'");
+            report
+                .error(format!("{field}.{key}"), "a key is 1 to 253 of the characters a-z, A-Z, 0-9, '-', '_' and '.'");
         }
         if field == "binaryData" && config_map.data.as_ref().is_some_and(|d| d.contains_key(key)) {
             report.error(format!("binaryData.{key}"), "the key is in data too");
