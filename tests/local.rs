@@ -14,6 +14,8 @@ mod local_parents;
 mod local_tools;
 #[path = "local/run_queues.rs"]
 mod run_queues;
+#[path = "local/run_trees.rs"]
+mod run_trees;
 #[path = "local/yuxi_client.rs"]
 mod yuxi_client;
 

@@ -1,9 +1,10 @@
-//! Delegation, typed once for the facade that serves it and the runner that calls it: the six subagent
-//! tools' names and limits, their wire bodies ([`wire`]), what the parent's model is told ([`prompt`]),
+//! Delegation, typed once for the facade that serves it and the runner that calls it: the seven subagent
+//! tools' names and limits, the cursor of a run tree's stream ([`tree`]), their wire bodies ([`wire`]), what the parent's model is told ([`prompt`]),
 //! and the progress summary of a child run ([`progress`]) (Yuxi's subagent design, "同步调用与异步调用": docs/concepts/delegation.md).
 
 pub mod progress;
 pub mod prompt;
+pub mod tree;
 pub mod wire;
 
 pub use prompt::{TaskOutcome, subagent_prompt, task_content, tool_schemas};
@@ -14,6 +15,8 @@ pub const MAX_AWAIT_SECONDS: u64 = 1800;
 pub const MAX_EVENTS_LIMIT: usize = 50;
 /// The events one `subagent_events` call returns when it names no `limit`.
 pub const DEFAULT_EVENTS_LIMIT: usize = 20;
+/// The most runs one `subagent_wait_any` call waits for.
+pub const MAX_WAIT_ANY_RUNS: usize = 50;
 
 /// The tool names, as the model and the facade's routes spell them.
 pub mod names {
@@ -29,7 +32,9 @@ pub mod names {
     pub const SUBAGENT_CANCEL: &str = "subagent_cancel";
     /// Wait for a child run's end.
     pub const SUBAGENT_AWAIT: &str = "subagent_await";
-    /// All six, in the order the model is shown them.
-    pub const ALL: [&str; 6] =
-        [TASK, SUBAGENT_START, SUBAGENT_STATUS, SUBAGENT_EVENTS, SUBAGENT_CANCEL, SUBAGENT_AWAIT];
+    /// Wait for the first of several child runs to end.
+    pub const SUBAGENT_WAIT_ANY: &str = "subagent_wait_any";
+    /// All seven, in the order the model is shown them.
+    pub const ALL: [&str; 7] =
+        [TASK, SUBAGENT_START, SUBAGENT_STATUS, SUBAGENT_EVENTS, SUBAGENT_CANCEL, SUBAGENT_AWAIT, SUBAGENT_WAIT_ANY];
 }

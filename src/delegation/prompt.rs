@@ -5,11 +5,11 @@
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
-use super::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT};
+use super::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT, MAX_WAIT_ANY_RUNS};
 use crate::resources::Agent;
 use crate::run::RunStatus;
 
-/// The six subagent tools, each `{name, description, parameters}` (parameters a JSON Schema).
+/// The seven subagent tools, each `{name, description, parameters}` (parameters a JSON Schema).
 pub fn tool_schemas() -> Vec<Value> {
     let run_id = json!({"type": "string", "description": "The run_id that subagent_start or task returned"});
     vec![
@@ -23,15 +23,22 @@ pub fn tool_schemas() -> Vec<Value> {
                    "description": {"type": "string"}, "subagent_slug": {"type": "string"}, "thread_id": {"type": "string"}}}}),
         json!({"name": "subagent_status", "description": "The status of a subagent run, with its latest progress; the result once it has ended.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id}}}),
-        json!({"name": "subagent_events", "description": "A subagent run's events after a cursor.",
+        json!({"name": "subagent_events", "description": "A subagent run's events after a cursor; with tree, its descendants' too, each naming its run.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
                    "after_seq": {"type": "string", "description": "The last_seq of the previous call; default 0-0"},
-                   "limit": {"type": "integer", "minimum": 1, "maximum": MAX_EVENTS_LIMIT}}}}),
+                   "limit": {"type": "integer", "minimum": 1, "maximum": MAX_EVENTS_LIMIT},
+                   "tree": {"type": "boolean", "description": "Also the events of the runs it started, and theirs"}}}}),
         json!({"name": "subagent_cancel", "description": "Cancel a subagent run.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id}}}),
         json!({"name": "subagent_await", "description": "Wait for a subagent run to end and return its result; on time-out, its current status.",
                "parameters": {"type": "object", "required": ["run_id"], "properties": {"run_id": run_id,
                    "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_AWAIT_SECONDS}}}}),
+        json!({"name": "subagent_wait_any", "description": "Wait until the first of several subagent runs ends and return it; the others keep running.",
+               "parameters": {"type": "object", "required": ["run_ids"], "properties": {
+                   "run_ids": {"type": "array", "items": {"type": "string"}, "minItems": 1, "maxItems": MAX_WAIT_ANY_RUNS,
+                               "description": "Run ids that subagent_start returned"},
+                   "timeout_seconds": {"type": "integer", "minimum": 0, "maximum": MAX_AWAIT_SECONDS,
+                                       "description": "How long to wait; 0 answers at once"}}}}),
     ]
 }
 
@@ -49,12 +56,22 @@ pub fn subagent_prompt(allowed: &[&Agent]) -> Option<String> {
     }
     prompt.push_str(
         "\nUse `task` for a short task whose result you need before you go on. For long tasks, or several at once, \
-         use `subagent_start`, keep working, and collect the results with `subagent_await` (or check on them with \
-         `subagent_status`). Give each subagent a complete, self-contained description: it sees nothing of this \
+         use `subagent_start`, keep working, and collect the results with `subagent_await` or `subagent_wait_any` \
+         (or check on them with `subagent_status`); you are told when a run you started ends. Give each subagent a complete, self-contained description: it sees nothing of this \
          conversation. To continue a subagent's earlier work, pass the thread_id from its result. Never call \
          subagents through shell commands or HTTP.\n",
     );
     Some(prompt)
+}
+
+/// What a parent's model is told, before its next turn, when a run it started with `subagent_start`
+/// has ended without the parent having asked: the run, its subagent, its status and where its result is.
+pub fn child_ended_notice(run_id: &str, subagent_slug: &str, status: RunStatus) -> String {
+    format!(
+        "[notice] The subagent run {run_id} ({subagent_slug}) that you started has ended: {status}. \
+         Read its result with subagent_await (run_id {run_id}); it is also at {}.",
+        super::wire::result_url(run_id)
+    )
 }
 
 /// How a `task` call ended, for [`task_content`].

@@ -303,8 +303,20 @@ impl CancelAnswer {
 /// One event as `subagent_events` lists it.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
 pub struct EventItem {
-    /// The stream id: the cursor for `after_seq`.
+    /// The stream id within its run: the cursor for `after_seq` (with `tree`, `cursor` is).
     pub seq: String,
+    /// With `tree`: the run whose event it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub run_id: Option<String>,
+    /// With `tree`: the run that started that run (absent for the run asked about).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_run_id: Option<String>,
+    /// With `tree`: the tool call of the parent run that started that run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub parent_tool_call_id: Option<String>,
+    /// With `tree`: the tree cursor after this event, to resume from it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cursor: Option<String>,
     /// `metadata`, `messages`, `custom`, `error` or `end`.
     pub event: EventKind,
     /// The event's data.
@@ -376,6 +388,54 @@ pub struct EventsBody {
     #[serde(default = "default_limit")]
     #[schema(default = 20, minimum = 1, maximum = 50)]
     pub limit: usize,
+    /// Also the events of every run it started, and theirs; `after_seq` and `last_seq` are then tree
+    /// cursors ([`super::tree`]; `0-0` starts at the beginning of every run).
+    #[serde(default)]
+    pub tree: bool,
+}
+
+/// `subagent_wait_any`: wait until the first of `run_ids` ends.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct WaitAnyBody {
+    /// The calling parent.
+    #[serde(default)]
+    #[schema(value_type = RunParent, required = true)]
+    pub parent: Parent,
+    /// Runs this parent run started, 1 to 50.
+    #[schema(min_items = 1, max_items = 50)]
+    pub run_ids: Vec<String>,
+    /// How long to wait, 0..1800 seconds (0: answer at once); 1800 when absent.
+    #[serde(default)]
+    #[schema(minimum = 0, maximum = 1800)]
+    pub timeout_seconds: Option<u64>,
+}
+
+/// A run found ended by `subagent_wait_any`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct RunEnded {
+    /// The run.
+    pub run_id: String,
+    /// Its terminal status.
+    pub status: RunStatus,
+    /// Its subagent.
+    pub subagent_slug: String,
+}
+
+/// The answer of `subagent_wait_any`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, ToSchema)]
+pub struct WaitAnyAnswer {
+    /// `ok`.
+    pub status: AnswerOk,
+    /// The run that ended first (of those found ended, the first in `run_ids`), with its result; `null`
+    /// when the wait ended before any.
+    pub run: Option<Snapshot>,
+    /// Every run of `run_ids` that has ended, in the order given, with how it ended.
+    pub ended: Vec<RunEnded>,
+    /// The runs still going, in the order given.
+    pub pending: Vec<String>,
+    /// `true` when the wait ended before any run did.
+    pub wait_timed_out: bool,
 }
 
 fn start_of_stream() -> String {

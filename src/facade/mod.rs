@@ -24,6 +24,7 @@ pub mod run_events;
 pub mod run_folders;
 pub mod run_queue;
 pub mod run_request;
+pub mod run_tree;
 pub mod runs;
 pub mod slug;
 pub mod system_lists;
@@ -220,6 +221,7 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(tools::subagent_events))
         .routes(routes!(tools::subagent_cancel))
         .routes(routes!(tools::task))
+        .routes(routes!(tools::subagent_wait_any))
         .routes(routes!(knowledge::tools::bases))
         .routes(routes!(knowledge::tools::search))
         .routes(routes!(knowledge::routes::list, knowledge::routes::create))

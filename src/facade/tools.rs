@@ -21,10 +21,10 @@ use super::launch::check_startable;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::delegation::progress::{PROGRESS_SCAN, summarize};
 use crate::delegation::wire::{
-    AnswerOk, Busy, BusyThread, CancelAnswer, EventItem, EventsAnswer, EventsBody, Parent, RunBody, Snapshot,
-    StartAnswer, StartBody, StartStatus, StartedRun, TaskAnswer, ToolsAnswer, is_stream_id,
+    AnswerOk, Busy, BusyThread, CancelAnswer, EventItem, EventsAnswer, EventsBody, Parent, RunBody, RunEnded, Snapshot,
+    StartAnswer, StartBody, StartStatus, StartedRun, TaskAnswer, ToolsAnswer, WaitAnyAnswer, WaitAnyBody, is_stream_id,
 };
-use crate::delegation::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT};
+use crate::delegation::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT, MAX_WAIT_ANY_RUNS};
 use crate::resources::ParentRef;
 use crate::run::record::start_key;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
@@ -484,11 +484,14 @@ pub async fn subagent_events(
     if !(1..=MAX_EVENTS_LIMIT).contains(&body.limit) {
         return Err(ApiError::invalid("limit", format!("must be within 1..{MAX_EVENTS_LIMIT} (is {})", body.limit)));
     }
-    if !is_stream_id(&body.after_seq) {
-        return Err(ApiError::invalid(
+    let bad_cursor = || {
+        ApiError::invalid(
             "after_seq",
             format!("{:?} is not a stream id such as 0-0 or 1764460800000-0", body.after_seq),
-        ));
+        )
+    };
+    if !body.tree && !is_stream_id(&body.after_seq) {
+        return Err(bad_cursor());
     }
     let record = owned(
         store,
@@ -497,18 +500,114 @@ pub async fn subagent_events(
     )
     .await?
     .record;
+    let item = |e: crate::run::StoredEvent| EventItem {
+        seq: e.seq,
+        run_id: None,
+        parent_run_id: None,
+        parent_tool_call_id: None,
+        cursor: None,
+        event: e.envelope.event,
+        payload: e.envelope.payload,
+        created_at: e.envelope.created_at,
+    };
+    if body.tree {
+        let mut cursor = crate::delegation::tree::TreeCursor::parse(&body.after_seq, &record.run_id)
+            .map_err(|err| ApiError::invalid("after_seq", err.to_string()))?;
+        let (run_id, uid) = (record.run_id.clone(), record.uid.clone());
+        let tree = super::run_tree::tree_runs(store, record, &uid).await?;
+        let page = super::run_tree::read_page(store, &tree, &mut cursor, body.limit).await?;
+        let events = page
+            .into_iter()
+            .map(|e| EventItem {
+                run_id: Some(e.event.envelope.run_id.clone()),
+                parent_run_id: e.parent_run_id,
+                parent_tool_call_id: e.parent_tool_call_id,
+                cursor: Some(e.cursor),
+                ..item(e.event)
+            })
+            .collect();
+        let last_seq = cursor.encode();
+        return Ok(Json(EventsAnswer { status: AnswerOk::Ok, run_id, after_seq: body.after_seq, last_seq, events }));
+    }
     let events = store.read_events(&record.run_id, &body.after_seq, body.limit).await?;
     let last_seq = events.last().map(|e| e.seq.clone()).unwrap_or_else(|| body.after_seq.clone());
-    let events = events
-        .into_iter()
-        .map(|e| EventItem {
-            seq: e.seq,
-            event: e.envelope.event,
-            payload: e.envelope.payload,
-            created_at: e.envelope.created_at,
-        })
-        .collect();
+    let events = events.into_iter().map(item).collect();
     Ok(Json(EventsAnswer { status: AnswerOk::Ok, run_id: record.run_id, after_seq: body.after_seq, last_seq, events }))
+}
+
+/// `POST /api/tools/subagent_wait_any`: waits until the first of `run_ids` (runs this parent started)
+/// ends, for `timeout_seconds` at most (0: answers at once), and answers it with its result.
+#[utoipa::path(
+    post,
+    path = "/api/tools/subagent_wait_any",
+    operation_id = "subagent_wait_any",
+    tag = "tools",
+    request_body = WaitAnyBody,
+    responses(
+        (status = 200, description = "the first run to end, or the runs still going with `wait_timed_out`", body = WaitAnyAnswer),
+        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 404, description = "a run is unknown, or invisible to the caller", body = super::error::ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn subagent_wait_any(
+    State(state): State<FacadeState>,
+    caller: ParentCaller,
+    JsonBody(body): JsonBody<WaitAnyBody>,
+) -> Result<Json<WaitAnyAnswer>, ApiError> {
+    let store = runs(&state)?;
+    if !(1..=MAX_WAIT_ANY_RUNS).contains(&body.run_ids.len()) {
+        return Err(ApiError::invalid(
+            "run_ids",
+            format!("must name 1 to {MAX_WAIT_ANY_RUNS} runs (names {})", body.run_ids.len()),
+        ));
+    }
+    let timeout = match body.timeout_seconds {
+        Some(0) => Duration::ZERO,
+        other => await_timeout(other)?,
+    };
+    let mut run_ids: Vec<String> = Vec::new();
+    for run_id in &body.run_ids {
+        let run = RunBody { parent: body.parent.clone(), run_id: run_id.clone(), timeout_seconds: None };
+        owned(store, &caller, &run).await?;
+        if !run_ids.contains(run_id) {
+            run_ids.push(run_id.clone());
+        }
+    }
+    let deadline = tokio::time::Instant::now() + timeout;
+    let watches: Vec<_> = run_ids.iter().map(|id| store.watch(id)).collect();
+    loop {
+        let now = tokio::time::Instant::now();
+        // Taken before the look: an end after it wakes the wait at once.
+        let changed: Vec<_> = watches.iter().map(|w| w.changed(deadline.saturating_duration_since(now))).collect();
+        let mut ended = Vec::new();
+        let mut pending = Vec::new();
+        for run_id in &run_ids {
+            match store.run_record(run_id).await? {
+                Some(record) if record.status.is_terminal() => ended.push(RunEnded {
+                    run_id: record.run_id,
+                    status: record.status,
+                    subagent_slug: record.agent_slug,
+                }),
+                _ => pending.push(run_id.clone()),
+            }
+        }
+        if let Some(first) = ended.first() {
+            let view = store
+                .run_view(&first.run_id, PROGRESS_SCAN)
+                .await?
+                .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
+            let run = Some(snapshot_of(&view));
+            return Ok(Json(WaitAnyAnswer { status: AnswerOk::Ok, run, ended, pending, wait_timed_out: false }));
+        }
+        if now >= deadline {
+            return Ok(Json(WaitAnyAnswer { status: AnswerOk::Ok, run: None, ended, pending, wait_timed_out: true }));
+        }
+        futures::future::select_all(changed).await;
+    }
 }
 
 /// `POST /api/tools/task`: starts the subagent and blocks until it ends; `content` is what the parent's

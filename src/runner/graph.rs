@@ -96,6 +96,9 @@ pub struct Graph {
     /// How long the run's end, and an event write that never reached the store, are tried again while
     /// the store fails: the runner's lease, after which the sweeper ends the run.
     pub end_retry_for: Duration,
+    /// The facade the run delegates through, when it may: before each model turn it says which of the
+    /// runs it started in the background have ended, and the model is told.
+    pub delegation: Option<std::sync::Arc<super::tools::subagents::Facade>>,
 }
 
 /// Writes the run's end in one step ([`RunnerStoreClient::finish_run`]: messages, result, `error` and
@@ -223,6 +226,7 @@ impl Graph {
                 });
                 return Ok(Some(said.unwrap_or_default()));
             }
+            self.tell_ended_children(conversation).await?;
             if conversation.steps >= self.max_steps {
                 return Err(Stop::Failed(format!(
                     "the run reached maxExecutionSteps ({}) without a final answer",
@@ -254,6 +258,23 @@ impl Graph {
                 conversation.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
             }
         }
+    }
+
+    /// Tells the model, before its next turn, of each run it started in the background that has ended
+    /// since (a `user` message it reads, and a `custom` event `subagent_notice`), so it need not poll.
+    async fn tell_ended_children(&self, conversation: &mut Conversation) -> Result<(), Stop> {
+        let Some(facade) = &self.delegation else { return Ok(()) };
+        for ended in facade.ended_children().await {
+            self.emit(
+                EventKind::Custom,
+                json!({"type": "subagent_notice", "run_id": ended.run_id, "status": ended.status, "subagent_slug": ended.subagent_slug}),
+            )
+            .await?;
+            let notice =
+                crate::delegation::prompt::child_ended_notice(&ended.run_id, &ended.subagent_slug, ended.status);
+            conversation.push(Message::User { content: notice });
+        }
+        Ok(())
     }
 
     /// Stops the loop when a cancel was requested: checked before every model call and every tool call,

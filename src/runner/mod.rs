@@ -257,15 +257,17 @@ async fn prepare(
     // A subagent never does (no nesting).
     let mut delegation_prompt = None;
     let mut knowledge_prompt = None;
+    let mut delegation = None;
     if let Some(access) = &options.facade {
         let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?);
         if !spec.is_subagent()
-            && let Some((delegation, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())?
+            && let Some((delegating, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())?
         {
-            for tool in delegation {
+            for tool in delegating {
                 tools.insert(tool);
             }
             delegation_prompt = Some(prompt);
+            delegation = Some(facade.clone());
         }
         // Every agent, subagents included, searches its own knowledge bases. A facade that cannot be
         // reached (it is stopping, or restarting) leaves the run without them, said in its metadata:
@@ -320,6 +322,7 @@ async fn prepare(
         timeout: Duration::from_secs(run.spec.timeout_seconds.map_or(DEFAULT_TIMEOUT_SECONDS, |t| t.max(1) as u64)),
         cancel_poll: options.cancel_poll,
         end_retry_for: options.lease_ttl,
+        delegation,
     })
 }
 

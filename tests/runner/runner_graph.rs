@@ -59,6 +59,7 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         timeout: Duration::from_secs(30),
         cancel_poll: Duration::from_millis(200),
         end_retry_for: Duration::from_secs(5),
+        delegation: None,
     }
 }
 

@@ -76,6 +76,9 @@ pub struct Facade {
     http: reqwest::Client,
     base: String,
     token: String,
+    /// The runs this run started with `subagent_start` (or left running after a `task` that timed out)
+    /// whose end its model has not read yet: `(run_id, subagent_slug)`.
+    unreported: std::sync::Mutex<Vec<(String, String)>>,
 }
 
 impl Facade {
@@ -87,7 +90,51 @@ impl Facade {
             .connect_timeout(Duration::from_secs(10))
             .build()
             .map_err(|source| MountError::HttpClient { base: base.to_string(), source })?;
-        Ok(Self { http, base: base.trim_end_matches('/').to_string(), token: token.to_string() })
+        Ok(Self {
+            http,
+            base: base.trim_end_matches('/').to_string(),
+            token: token.to_string(),
+            unreported: Default::default(),
+        })
+    }
+
+    /// Remembers a child run whose end the model should be told of.
+    fn watch_child(&self, run_id: &str, slug: &str) {
+        let mut unreported = self.unreported.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if !unreported.iter().any(|(id, _)| id == run_id) {
+            unreported.push((run_id.to_string(), slug.to_string()));
+        }
+    }
+
+    /// Forgets a child run whose end the model has read in a tool's answer.
+    fn reported(&self, run_id: &str) {
+        self.unreported.lock().unwrap_or_else(std::sync::PoisonError::into_inner).retain(|(id, _)| id != run_id);
+    }
+
+    /// The children that have ended since the model last heard of them, each as the notice it reads
+    /// before its next turn (with the run, its subagent and its status), and forgotten then. One
+    /// `subagent_wait_any` that does not wait, per 50 children; none when no child is unreported. A
+    /// facade that cannot answer leaves them for the next turn.
+    pub async fn ended_children(&self) -> Vec<crate::delegation::wire::RunEnded> {
+        let pending: Vec<String> = {
+            let unreported = self.unreported.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            unreported.iter().map(|(id, _)| id.clone()).collect()
+        };
+        let mut ended = Vec::new();
+        for chunk in pending.chunks(crate::delegation::MAX_WAIT_ANY_RUNS) {
+            let body = json!({"parent": {}, "run_ids": chunk, "timeout_seconds": 0});
+            match self.post(names::SUBAGENT_WAIT_ANY, &body, None).await {
+                Ok(answer) => match serde_json::from_value::<crate::delegation::wire::WaitAnyAnswer>(answer) {
+                    Ok(answer) => ended.extend(answer.ended),
+                    Err(err) => tracing::warn!(error = %err, "the facade's wait_any answer is not one"),
+                },
+                Err(err) => tracing::warn!(error = %err, "cannot learn whether the run's children have ended"),
+            }
+        }
+        for run in &ended {
+            self.reported(&run.run_id);
+        }
+        ended
     }
 
     /// The subagent tools and the prompt section for `agent`, or `None` when it may delegate to no
@@ -202,7 +249,33 @@ impl DelegationTool {
                 announce(context, run_id, thread_id, &answer["subagent_slug"], name).await;
             }
         }
+        self.note_reports(name, &answer);
         Ok(answer.to_string())
+    }
+
+    /// Keeps the list of children to tell the model about: a run started in the background is added; a
+    /// run the answer shows ended (its status, its await, a wait for any) is one the model has read.
+    fn note_reports(&self, name: &str, answer: &Value) {
+        let terminal = |status: &Value| {
+            serde_json::from_value::<RunStatus>(status.clone()).is_ok_and(|status| status.is_terminal())
+        };
+        if name == names::SUBAGENT_START
+            && answer["status"] != "busy"
+            && let (Some(run_id), Some(slug)) = (answer["run_id"].as_str(), answer["subagent_slug"].as_str())
+        {
+            self.facade.watch_child(run_id, slug);
+        }
+        if let Some(run_id) = answer["run_id"].as_str()
+            && terminal(&answer["status"])
+            && name != names::SUBAGENT_START
+        {
+            self.facade.reported(run_id);
+        }
+        for ended in answer["ended"].as_array().into_iter().flatten() {
+            if let Some(run_id) = ended["run_id"].as_str() {
+                self.facade.reported(run_id);
+            }
+        }
     }
 
     /// `task`: start, name the child in the parent's events, then wait for it.
@@ -238,6 +311,8 @@ impl DelegationTool {
         let awaited = self.facade.post(names::SUBAGENT_AWAIT, &body, Some(wait)).await?;
         let awaited: Snapshot = decode(names::SUBAGENT_AWAIT, awaited)?;
         let outcome = if awaited.wait_timed_out == Some(true) {
+            // Left running: the model is told when it ends.
+            self.facade.watch_child(&run.run_id, &run.subagent_slug);
             TaskOutcome::StillRunning(&run.run_id)
         } else if awaited.status == RunStatus::Completed {
             TaskOutcome::Completed(awaited.result.as_ref().and_then(Value::as_str))
