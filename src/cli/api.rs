@@ -113,7 +113,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         }),
         metrics,
         run_tokens,
-        limits: args.limits.limits(),
+        limits: yuxi_operator::facade::limits::Limits { namespace: args.namespace.clone(), ..args.limits.limits() },
         streams: Default::default(),
         queues: Default::default(),
         quick_model: None,

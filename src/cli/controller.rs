@@ -54,6 +54,14 @@ pub struct ControllerArgs {
     /// How long a cancelled run may take to stop before its pod is deleted, in seconds.
     #[arg(long, default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     cancel_grace_seconds: u64,
+    /// Tokens one user's runs may use in a UTC day in one namespace; a run past it is not started
+    /// (phase `Failed`, reason `QuotaExceeded`). Unset: no quota.
+    #[arg(long, env = "YUXI_MAX_TOKENS_PER_USER_PER_DAY", value_parser = clap::value_parser!(i64).range(1..))]
+    max_tokens_per_user_per_day: Option<i64>,
+    /// Tokens all runs of one namespace may use in a UTC day; a run past it is not started. Unset: no
+    /// quota.
+    #[arg(long, env = "YUXI_MAX_TOKENS_PER_NAMESPACE_PER_DAY", value_parser = clap::value_parser!(i64).range(1..))]
+    max_tokens_per_namespace_per_day: Option<i64>,
 }
 
 /// Serves the health endpoints at once, reconciles while this replica leads, and stops on SIGTERM or
@@ -126,6 +134,10 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         settings: decide::Settings {
             cancel_grace: Duration::from_secs(args.cancel_grace_seconds),
             sandbox,
+            quotas: yuxi_operator::run::budget::DailyQuotas {
+                per_user: args.max_tokens_per_user_per_day,
+                per_namespace: args.max_tokens_per_namespace_per_day,
+            },
             ..decide::Settings::default()
         },
         recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),

@@ -117,6 +117,14 @@ pub struct LimitArgs {
     /// Connections held open at once; one more is closed at once.
     #[arg(long, env = "YUXI_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
+    /// Tokens one user's runs may use in a UTC day in this namespace; starts beyond answer 429
+    /// `max_tokens_per_user_per_day`. Unset: no quota.
+    #[arg(long, env = "YUXI_MAX_TOKENS_PER_USER_PER_DAY", value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_tokens_per_user_per_day: Option<i64>,
+    /// Tokens all runs of this namespace may use in a UTC day; starts beyond answer 429
+    /// `max_tokens_per_namespace_per_day`. Unset: no quota.
+    #[arg(long, env = "YUXI_MAX_TOKENS_PER_NAMESPACE_PER_DAY", value_parser = clap::value_parser!(i64).range(1..))]
+    pub max_tokens_per_namespace_per_day: Option<i64>,
 }
 
 impl LimitArgs {
@@ -132,6 +140,16 @@ impl LimitArgs {
             agents_per_user: self.max_agents_per_user as usize,
             knowledge_bases_per_user: self.max_knowledge_bases_per_user as usize,
             body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
+            quotas: self.quotas(),
+            namespace: yuxi_operator::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
+        }
+    }
+
+    /// The daily token quotas these flags set.
+    pub fn quotas(&self) -> yuxi_operator::run::budget::DailyQuotas {
+        yuxi_operator::run::budget::DailyQuotas {
+            per_user: self.max_tokens_per_user_per_day,
+            per_namespace: self.max_tokens_per_namespace_per_day,
         }
     }
 }

@@ -40,6 +40,8 @@ pub struct Settings {
     pub recheck: Duration,
     /// The sandbox pods' settings.
     pub sandbox: SandboxSettings,
+    /// The daily token quotas a run is checked against before its pod is made.
+    pub quotas: crate::run::budget::DailyQuotas,
 }
 
 impl Default for Settings {
@@ -48,6 +50,7 @@ impl Default for Settings {
             cancel_grace: Duration::from_secs(30),
             recheck: Duration::from_secs(5),
             sandbox: SandboxSettings::default(),
+            quotas: Default::default(),
         }
     }
 }
@@ -137,6 +140,10 @@ pub struct Outcome {
     pub error: Option<String>,
     /// Tokens used.
     pub token_usage: Option<TokenUsage>,
+    /// Why a rule ended it (`BudgetExceeded`).
+    pub reason: Option<String>,
+    /// On a tree's root: the tokens the whole tree used.
+    pub tree_token_usage: Option<TokenUsage>,
 }
 
 impl Outcome {
@@ -147,6 +154,8 @@ impl Outcome {
             output: Some(result.output.clone()),
             error: result.error.clone(),
             token_usage: Some(result.token_usage.clone()),
+            reason: result.reason.clone(),
+            tree_token_usage: result.tree_token_usage.clone(),
         }
     }
 }
@@ -162,6 +171,9 @@ pub struct Observed<'a> {
     pub agent: Option<&'a Agent>,
     /// What the runner stored, when it has finished.
     pub outcome: Option<Outcome>,
+    /// A daily token quota of the run's user or namespace that is used up, when the run has no pod yet
+    /// (the reconciler reads the counts only then).
+    pub quota: Option<crate::run::budget::QuotaUsedUp>,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -271,6 +283,11 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
                 )
             }
         },
+        // A run not started yet whose user or namespace has used its tokens for the day does not start.
+        None if next.status.pod_name.is_none() && observed.quota.is_some() => {
+            let used_up = observed.quota.as_ref().expect("checked");
+            next.finish(AgentRunPhase::Failed, crate::run::budget::QUOTA_EXCEEDED, used_up.message())
+        }
         None => match sandbox_objects(run, agent, &settings.sandbox) {
             Err(err) => next.finish(AgentRunPhase::Failed, "InvalidSpec", err.to_string()),
             Ok(objects) => {
@@ -465,12 +482,16 @@ impl Transition {
         if outcome.token_usage.is_some() {
             self.status.token_usage = outcome.token_usage.clone();
         }
+        if outcome.tree_token_usage.is_some() {
+            self.status.tree_token_usage = outcome.tree_token_usage.clone();
+        }
         match outcome.status {
             RunStatus::Completed => self.finish(AgentRunPhase::Completed, "Completed", "the run completed".into()),
             RunStatus::Cancelled => self.finish(AgentRunPhase::Cancelled, "Cancelled", "the run was cancelled".into()),
             _ => {
                 let error = outcome.error.clone().unwrap_or_else(|| "the runner reported a failure".into());
-                self.finish(AgentRunPhase::Failed, "RunnerFailed", error)
+                let reason = outcome.reason.clone().unwrap_or_else(|| "RunnerFailed".into());
+                self.finish(AgentRunPhase::Failed, &reason, error)
             }
         }
     }

@@ -132,7 +132,18 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let pod = pods.get_opt(&pod_name(&run)).await?;
     let agent = agents.get_opt(&run.spec.agent).await?;
     let outcome = ctx.store.run_result(&run.name_any()).await?.as_ref().map(Outcome::from_result);
+    // The day's counts are read only for a run whose pod is to be made.
+    let quota = match (&pod, run.status.as_ref().and_then(|s| s.pod_name.as_ref())) {
+        (None, None) if ctx.settings.quotas.any() => {
+            let day = crate::run::budget::day_of(jiff::Timestamp::now());
+            let uid = run.spec.uid.clone().unwrap_or_default();
+            let (user, in_namespace) = ctx.store.usage_today(&day, &namespace, &uid).await?;
+            ctx.settings.quotas.used_up(user, in_namespace)
+        }
+        _ => None,
+    };
     let observed = Observed {
+        quota,
         run: &run,
         pod: pod.as_ref().map(ObservedPod::from_pod),
         agent: agent.as_ref(),

@@ -452,6 +452,7 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
             parent: record.parent.clone(),
             uid: Some(record.uid.clone()),
             model: record.request.model_spec.clone(),
+            budget: record.max_tokens.map(|max| crate::resources::RunBudget { max_tokens: Some(max) }),
             ..AgentRunSpec::default()
         },
     );
@@ -596,6 +597,7 @@ mod tests {
             error: None,
             created_at: "2026-11-30T10:00:00Z".into(),
             request: Default::default(),
+            max_tokens: None,
         };
         let run = agent_run(&record, "look".into());
         let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];

@@ -29,6 +29,11 @@ pub struct Limits {
     /// How long a client may take to send a request's whole body (`--body-timeout-seconds`; default
     /// [`BODY_READ_TIMEOUT`](super::BODY_READ_TIMEOUT), 30 s); 408 after.
     pub body_timeout: std::time::Duration,
+    /// The daily token quotas a start is checked against (`--max-tokens-per-user-per-day`,
+    /// `--max-tokens-per-namespace-per-day`; none by default).
+    pub quotas: crate::run::budget::DailyQuotas,
+    /// The namespace the facade's runs are counted in (its own; `default` in the local mode).
+    pub namespace: String,
 }
 
 impl Default for Limits {
@@ -40,7 +45,31 @@ impl Default for Limits {
             agents_per_user: 100,
             knowledge_bases_per_user: 20,
             body_timeout: super::BODY_READ_TIMEOUT,
+            quotas: Default::default(),
+            namespace: crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
         }
+    }
+}
+
+/// Refuses a start for `uid` when a daily token quota is used up: 429 naming
+/// `max_tokens_per_user_per_day` or `max_tokens_per_namespace_per_day`, with the seconds to the next UTC
+/// day as `Retry-After`. Errors: 503 when the store cannot say.
+pub async fn check_quotas(state: &super::FacadeState, uid: &str) -> Result<(), ApiError> {
+    use crate::run::budget::{day_of, seconds_to_next_day};
+    let quotas = state.limits.quotas;
+    if !quotas.any() {
+        return Ok(());
+    }
+    let store = super::tools::runs(state)?;
+    let now = jiff::Timestamp::now();
+    let (user, namespace) = store.usage_today(&day_of(now), &state.limits.namespace, uid).await?;
+    match quotas.used_up(user, namespace) {
+        None => Ok(()),
+        Some(used_up) => Err(ApiError::Limited {
+            limit: used_up.limit.into(),
+            message: used_up.message(),
+            retry_after: seconds_to_next_day(now),
+        }),
     }
 }
 

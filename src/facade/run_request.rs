@@ -79,6 +79,44 @@ pub struct StartRun {
     /// What happens when the thread has an unfinished run (default `reject`).
     #[serde(default)]
     pub queue_policy: Option<QueuePolicy>,
+    /// The token budget of this run and every run it starts (`{max_tokens}`, 1 to 10^12); absent: the
+    /// agent's `spec.budget`. Above the agent's own budget only for administrators (403 otherwise).
+    #[serde(default)]
+    pub budget: Option<BudgetBody>,
+}
+
+/// A token budget, as the facade takes it.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BudgetBody {
+    /// The most tokens the run tree may use, 1 to 10^12.
+    #[schema(minimum = 1, maximum = 1_000_000_000_000i64)]
+    pub max_tokens: i64,
+}
+
+/// The token budget of a run of `agent` started with `asked` for `who`: what was asked, else the
+/// agent's own. Errors: 422 naming `budget.max_tokens` outside 1..=10^12; 403 for a non-administrator
+/// asking more than the agent's own budget.
+pub fn budget_of(asked: Option<BudgetBody>, agent: &Agent, who: &Identity) -> Result<Option<i64>, ApiError> {
+    let own = agent.spec.budget.as_ref().and_then(|b| b.max_tokens);
+    let Some(asked) = asked else { return Ok(own) };
+    if !(1..=crate::resources::MAX_BUDGET_TOKENS).contains(&asked.max_tokens) {
+        return Err(ApiError::invalid(
+            "budget.max_tokens",
+            format!("must be within 1..{} (is {})", crate::resources::MAX_BUDGET_TOKENS, asked.max_tokens),
+        ));
+    }
+    let admin = matches!(who.role, Role::Admin | Role::Superadmin);
+    if let Some(own) = own
+        && asked.max_tokens > own
+        && !admin
+    {
+        return Err(ApiError::Forbidden(format!(
+            "budget.max_tokens: agent {:?} allows {own} tokens a run; only administrators allow more",
+            agent.metadata.name.as_deref().unwrap_or_default()
+        )));
+    }
+    Ok(Some(asked.max_tokens))
 }
 
 /// The request fields of `body`, checked against `agent` for `who`, with a request id made when the

@@ -103,6 +103,8 @@ pub async fn start(
         None => None,
     };
     let request = super::run_request::checked(&body, &who, &agent, &thread_id, earlier.as_ref())?;
+    let max_tokens = super::run_request::budget_of(body.budget, &agent, &who)?;
+    super::limits::check_quotas(&state, &who.uid).await?;
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
@@ -113,6 +115,7 @@ pub async fn start(
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
         request,
+        max_tokens,
     };
     super::launch::check_startable(&record, &body.query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
@@ -347,6 +350,16 @@ pub struct TokenCounts {
     pub total_tokens: i64,
 }
 
+impl From<&crate::resources::TokenUsage> for TokenCounts {
+    fn from(usage: &crate::resources::TokenUsage) -> Self {
+        TokenCounts {
+            prompt_tokens: usage.prompt_tokens,
+            completion_tokens: usage.completion_tokens,
+            total_tokens: usage.total_tokens,
+        }
+    }
+}
+
 /// The answer of `GET /api/agent/runs/{run_id}/result` (Yuxi's run result).
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ResultAnswer {
@@ -373,6 +386,15 @@ pub struct ResultAnswer {
     pub final_message_id: Option<String>,
     /// Tokens used, summed over its model calls.
     pub token_usage: TokenCounts,
+    /// A CamelCase word saying why a rule ended it (`BudgetExceeded`); absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// On the root of a run tree: the tokens the whole tree used, its own and every descendant's.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tree_token_usage: Option<TokenCounts>,
+    /// The token budget of its tree, when it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
 }
 
 /// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
@@ -417,11 +439,10 @@ pub async fn result(
         thread_id: record.thread_id,
         request_id: record.request.request_id,
         final_message_id,
-        token_usage: TokenCounts {
-            prompt_tokens: result.token_usage.prompt_tokens,
-            completion_tokens: result.token_usage.completion_tokens,
-            total_tokens: result.token_usage.total_tokens,
-        },
+        token_usage: TokenCounts::from(&result.token_usage),
+        reason: result.reason,
+        tree_token_usage: result.tree_token_usage.as_ref().map(TokenCounts::from),
+        max_tokens: record.max_tokens,
     }))
 }
 

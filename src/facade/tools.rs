@@ -50,6 +50,7 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
             agent: run.agent.clone(),
             file_thread_id: Some(run.file_thread_id.clone()),
             tool_call_id: parent.tool_call_id.clone(),
+            root_run_id: None,
         });
     }
     let required = |field: &str, value: &Option<String>| {
@@ -61,6 +62,7 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
         thread_id: required("thread_id", &parent.thread_id)?,
         file_thread_id: parent.file_thread_id.clone(),
         tool_call_id: parent.tool_call_id.clone(),
+        root_run_id: None,
     };
     for (field, id) in [("parent.run_id", &resolved.run_id), ("parent.thread_id", &resolved.thread_id)] {
         if !is_valid_id(id) {
@@ -85,12 +87,14 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
 async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> Result<StartAnswer, ApiError> {
     let store = runs(state)?;
     let who = &caller.who;
-    let parent = parent_of(caller, &body.parent)?;
+    let mut parent = parent_of(caller, &body.parent)?;
     // A caller acts for itself: the parent run, its thread and its file thread must be the caller's (or
     // nobody's yet: they become the caller's once the run is created), else they answer as if they did
     // not exist. And only a running run starts children, whoever calls.
     let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
     let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
+    // A child of a run of this system joins its parent's tree: the tree's root, and its budget.
+    let mut inherited_budget = None;
     match store.run_record(&parent.run_id).await? {
         Some(record) if record.uid != who.uid => return Err(foreign()),
         Some(record) if record.status != RunStatus::Running => {
@@ -100,7 +104,10 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
                 record.status.as_str()
             )));
         }
-        Some(_) => {}
+        Some(record) => {
+            parent.root_run_id = Some(record.root_run_id().to_string()).filter(|root| *root != parent.run_id);
+            inherited_budget = Some(record.max_tokens);
+        }
         None if caller.run.is_some() => {
             return Err(ApiError::Conflict(format!(
                 "the parent run {} is gone; only a running run starts subagents",
@@ -133,6 +140,9 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         ));
     };
     let slug = subagent.name_any();
+    // The tree's budget; a parent outside the system starts a tree, with the subagent's own budget.
+    let max_tokens = inherited_budget.unwrap_or_else(|| subagent.spec.budget.as_ref().and_then(|b| b.max_tokens));
+    super::limits::check_quotas(state, &who.uid).await?;
     let (thread_id, continuing) = match &body.thread_id {
         Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {
             if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
@@ -161,6 +171,7 @@ async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> 
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
         request: Default::default(),
+        max_tokens,
     };
     check_startable(&record, &body.description, "description")?;
     // Claimed only now, by a request that has passed every check: a refused start claims nothing.

@@ -98,6 +98,11 @@ pub struct AgentSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 128))]
     pub owner: Option<String>,
+
+    /// The token budget of the runs of this agent that start a run tree (a run a user starts, or a
+    /// delegation from a parent outside the system); a run that names its own budget uses that.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<super::RunBudget>,
 }
 
 /// The runtime configuration of an agent (Yuxi `config_json.context`).

@@ -53,6 +53,7 @@ pub const TIMEOUT_SECONDS_RANGE: std::ops::RangeInclusive<i64> = 1..=86_400;
     validation = immutable("timeoutSeconds"),
     validation = immutable("ttlSecondsAfterFinished"),
     validation = immutable("model"),
+    validation = immutable("budget"),
     validation = Rule::new("!has(oldSelf.cancel) || !oldSelf.cancel || (has(self.cancel) && self.cancel)")
         .message("a requested cancel cannot be withdrawn")
         .field_path(".cancel")
@@ -103,6 +104,26 @@ pub struct AgentRunSpec {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub model: Option<String>,
+
+    /// The token budget of the run's tree: this run and every run it starts, and theirs, share it; the
+    /// run that would go past it stops with reason `BudgetExceeded`, and its children with it. A child
+    /// started through the facade carries its tree's budget. Omitted: the Agent's `spec.budget` for a
+    /// run without a parent, else no budget.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub budget: Option<RunBudget>,
+}
+
+/// The most `maxTokens` a budget may set (10^12).
+pub const MAX_BUDGET_TOKENS: i64 = 1_000_000_000_000;
+
+/// A token budget.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RunBudget {
+    /// The most tokens (prompt and completion, summed over every model call of the tree), 1 to 10^12.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 1_000_000_000_000i64))]
+    pub max_tokens: Option<i64>,
 }
 
 /// The CEL transition rule that keeps the spec field `field` as it was: present in both with equal values,
@@ -143,6 +164,19 @@ pub struct ParentRef {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub tool_call_id: Option<String>,
+
+    /// The root of the run tree this run belongs to, whose token budget and usage it shares. Omitted:
+    /// `runId` (the parent is the root).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 253), regex(pattern = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"))]
+    pub root_run_id: Option<String>,
+}
+
+impl ParentRef {
+    /// The root of the run tree a child of this parent belongs to.
+    pub fn root(&self) -> &str {
+        self.root_run_id.as_deref().unwrap_or(&self.run_id)
+    }
 }
 
 /// Where a run is in its lifecycle. `Completed`, `Failed`, `Cancelled` and `Interrupted` are terminal.
@@ -231,6 +265,11 @@ pub struct AgentRunStatus {
     /// Tokens the run's model calls used.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub token_usage: Option<TokenUsage>,
+
+    /// On the root of a run tree: the tokens the whole tree used, this run's and every descendant's,
+    /// as counted when the run ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_token_usage: Option<TokenUsage>,
 }
 
 impl AgentRunSpec {

@@ -18,7 +18,9 @@ pub use agent::{
     AccessLevel, Agent, AgentContext, AgentShare, AgentSpec, AgentStatus, ShareScope, ToolApprovalMode,
     builtin_general_purpose,
 };
-pub use agent_run::{AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, ParentRef, TokenUsage};
+pub use agent_run::{
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_BUDGET_TOKENS, ParentRef, RunBudget, TokenUsage,
+};
 pub use knowledge_base::{KnowledgeBase, KnowledgeBaseSpec, KnowledgeBaseStatus, KnowledgeSource};
 
 /// The API group of the resources.

@@ -92,6 +92,9 @@ pub struct EndPayload {
     pub status: RunStatus,
     /// Why it failed; `null` otherwise.
     pub error: Option<String>,
+    /// A CamelCase word saying why it ended so, when a rule ended it (`BudgetExceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 /// The payload of the `error` event.

@@ -30,6 +30,16 @@ pub struct RunRecord {
     /// subagent run and for records written before it existed.
     #[serde(default, skip_serializing_if = "RunRequest::is_empty")]
     pub request: RunRequest,
+    /// The token budget of the run's tree ([`crate::run::budget`]), which its children inherit.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_tokens: Option<i64>,
+}
+
+impl RunRecord {
+    /// The root of the run's tree: its parent's root, or itself.
+    pub fn root_run_id(&self) -> &str {
+        self.parent.as_ref().map_or(&self.run_id, |p| p.root())
+    }
 }
 
 /// The fields of Yuxi's `POST /api/agent/runs` that a run keeps: `request_id`, `meta`,

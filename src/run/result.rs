@@ -30,4 +30,10 @@ pub struct RunResult {
     /// Tokens used, summed over the run's model calls.
     #[serde(default)]
     pub token_usage: TokenUsage,
+    /// A CamelCase word saying why it ended so, when a rule ended it (`BudgetExceeded`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    /// On the root of a run tree: the tokens the whole tree used, its own and every descendant's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tree_token_usage: Option<TokenUsage>,
 }

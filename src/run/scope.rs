@@ -207,6 +207,7 @@ mod tests {
             agent: "deep-research".into(),
             file_thread_id: file_thread_id.map(String::from),
             tool_call_id: None,
+            root_run_id: None,
         }
     }
 

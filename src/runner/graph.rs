@@ -16,6 +16,7 @@ use tokio::time::Instant;
 use super::model::{Model, ModelDelta, ModelError, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
+use crate::run::budget::{BUDGET_EXCEEDED, TreeUsage, UsageTarget};
 use crate::run::message::{Message, ToolCall};
 use crate::run::{EventKind, RunResult, RunStatus};
 use crate::store::{RunnerStoreClient, StoreError};
@@ -43,6 +44,10 @@ pub struct RunReport {
     pub error: Option<String>,
     /// Tokens used, summed over the model calls.
     pub token_usage: TokenUsage,
+    /// Why a rule ended it (`BudgetExceeded`).
+    pub reason: Option<String>,
+    /// On a tree's root: the tokens the whole tree used.
+    pub tree_token_usage: Option<TokenUsage>,
 }
 
 impl RunReport {
@@ -56,6 +61,8 @@ impl RunReport {
             run_id: identity.run_id.clone(),
             thread_id: identity.thread_id.clone(),
             token_usage: self.token_usage.clone(),
+            reason: self.reason.clone(),
+            tree_token_usage: self.tree_token_usage.clone(),
         }
     }
 }
@@ -99,6 +106,8 @@ pub struct Graph {
     /// The facade the run delegates through, when it may: before each model turn it says which of the
     /// runs it started in the background have ended, and the model is told.
     pub delegation: Option<std::sync::Arc<super::tools::subagents::Facade>>,
+    /// Where the run's tokens are counted: its tree (with the tree's budget) and its namespace and user.
+    pub usage: UsageTarget,
 }
 
 /// Writes the run's end in one step ([`RunnerStoreClient::finish_run`]: messages, result, `error` and
@@ -141,6 +150,8 @@ pub async fn record_end(
 enum Stop {
     Failed(String),
     Cancelled,
+    /// The run's tree used its budget.
+    Budget(TreeUsage),
 }
 
 impl From<StoreError> for Stop {
@@ -181,29 +192,38 @@ impl Graph {
                 }
             }
         };
-        let report = match outcome {
-            Ok(Some(output)) => {
-                RunReport { status: RunStatus::Completed, output, error: None, token_usage: conversation.usage.clone() }
-            }
-            Ok(None) => RunReport {
-                status: RunStatus::Cancelled,
-                output: String::new(),
-                error: None,
-                token_usage: conversation.usage.clone(),
+        // A run stopped from outside (its parent ended, or it was cancelled) whose tree has used its
+        // budget stopped for the budget.
+        let outcome = match outcome {
+            Ok(None) | Err(Stop::Cancelled) => match self.budget_used().await {
+                Some(tree) => Err(Stop::Budget(tree)),
+                None => Err(Stop::Cancelled),
             },
-            Err(Stop::Failed(error)) => RunReport {
-                status: RunStatus::Failed,
-                output: String::new(),
-                error: Some(error),
-                token_usage: conversation.usage.clone(),
-            },
-            Err(Stop::Cancelled) => RunReport {
-                status: RunStatus::Cancelled,
-                output: String::new(),
-                error: None,
-                token_usage: conversation.usage.clone(),
-            },
+            other => other,
         };
+        let usage = conversation.usage.clone();
+        let ended = |status, error: Option<String>, reason: Option<&str>| RunReport {
+            status,
+            output: String::new(),
+            error,
+            token_usage: usage.clone(),
+            reason: reason.map(String::from),
+            tree_token_usage: None,
+        };
+        let mut report = match outcome {
+            Ok(Some(output)) => RunReport { output, ..ended(RunStatus::Completed, None, None) },
+            Ok(None) | Err(Stop::Cancelled) => ended(RunStatus::Cancelled, None, None),
+            Err(Stop::Failed(error)) => ended(RunStatus::Failed, Some(error), None),
+            Err(Stop::Budget(tree)) => ended(RunStatus::Failed, Some(tree.message()), Some(BUDGET_EXCEEDED)),
+        };
+        // The root of a tree reports what the whole tree used.
+        if self.usage.root_run_id == self.identity.run_id {
+            let root = &self.usage.root_run_id;
+            match self.riding_through(|| self.store.tree_usage(root)).await {
+                Ok(tree) => report.tree_token_usage = Some(tree.usage),
+                Err(err) => tracing::warn!(run_id = %root, error = %err, "cannot read the run tree's usage"),
+            }
+        }
         self.finish(&mut conversation, &report).await;
         report
     }
@@ -233,16 +253,27 @@ impl Graph {
                     self.max_steps
                 )));
             }
+            if let Some(tree) = self.budget_used().await {
+                return Err(Stop::Budget(tree));
+            }
             conversation.steps += 1;
             let message_id = format!("{}-{}", self.identity.run_id, conversation.steps);
             let turn = self.call_model(&conversation.messages, &specs, &message_id).await?;
+            let mut exhausted = None;
             if let Some(usage) = &turn.usage {
                 conversation.usage.prompt_tokens += usage.prompt_tokens;
                 conversation.usage.completion_tokens += usage.completion_tokens;
                 conversation.usage.total_tokens += usage.total_tokens;
+                let day = crate::run::budget::day_of(jiff::Timestamp::now());
+                let tree = self.riding_through(|| self.store.record_usage(&self.usage, usage, &day)).await?;
+                exhausted = tree.exhausted().then_some(tree);
             }
             let content = (!turn.content.is_empty()).then(|| turn.content.clone());
             conversation.push(Message::Assistant { content, tool_calls: turn.tool_calls.clone() });
+            // The turn that reached the budget is the run's last: its tool calls are not run.
+            if let Some(tree) = exhausted {
+                return Err(Stop::Budget(tree));
+            }
             if turn.tool_calls.is_empty() {
                 return Ok(Some(turn.content));
             }
@@ -256,6 +287,19 @@ impl Graph {
                     )
                 };
                 conversation.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+            }
+        }
+    }
+
+    /// The tree's usage when the run has a budget and its tree has used it; `None` otherwise, and when
+    /// the store cannot say (the next check asks again).
+    async fn budget_used(&self) -> Option<TreeUsage> {
+        self.usage.max_tokens?;
+        match self.riding_through(|| self.store.tree_usage(&self.usage.root_run_id)).await {
+            Ok(tree) => tree.exhausted().then_some(tree),
+            Err(err) => {
+                tracing::warn!(run_id = %self.identity.run_id, error = %err, "cannot read the run tree's usage");
+                None
             }
         }
     }

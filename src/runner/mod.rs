@@ -323,7 +323,19 @@ async fn prepare(
         cancel_poll: options.cancel_poll,
         end_retry_for: options.lease_ttl,
         delegation,
+        usage: usage_target(run),
     })
+}
+
+/// Where `run`'s tokens are counted: the tree of its parent (or its own, for a run without one) with
+/// the budget it carries, and its namespace and user.
+fn usage_target(run: &AgentRun) -> crate::run::budget::UsageTarget {
+    crate::run::budget::UsageTarget {
+        root_run_id: run.spec.parent.as_ref().map_or_else(|| run.name_any(), |p| p.root().to_string()),
+        max_tokens: run.spec.budget.as_ref().and_then(|b| b.max_tokens),
+        namespace: run.namespace().unwrap_or_else(|| crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string()),
+        uid: run.spec.uid.clone().unwrap_or_default(),
+    }
 }
 
 fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
@@ -356,6 +368,8 @@ async fn fail_before_start(
         output: String::new(),
         error,
         token_usage: TokenUsage::default(),
+        reason: None,
+        tree_token_usage: None,
     };
     if let Err(err) = store.append_event(&identity.run_id, &identity.thread_id, EventKind::Metadata, metadata).await {
         tracing::warn!(run_id = %identity.run_id, error = %err, "cannot write the run's metadata");

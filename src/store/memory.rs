@@ -55,6 +55,7 @@ pub struct MemoryStore {
     state: Arc<Mutex<MemoryState>>,
     cancel_notice: Arc<Notify>,
     notices: super::notices::Notices,
+    usage: super::usage::MemoryUsage,
 }
 
 #[derive(Default)]
@@ -114,6 +115,11 @@ impl MemoryStore {
 
     fn state(&self) -> MutexGuard<'_, MemoryState> {
         self.state.lock().expect("store lock")
+    }
+
+    /// The token usage counts ([`super::usage`]).
+    pub(super) fn usage(&self) -> &super::usage::MemoryUsage {
+        &self.usage
     }
 
     pub(super) fn watch(&self, run_id: &str) -> super::notices::RunWatch {

@@ -16,6 +16,7 @@ pub mod queues;
 pub mod redis;
 pub mod runner;
 pub mod socket;
+pub mod usage;
 
 use std::path::PathBuf;
 use std::time::Duration;
@@ -239,7 +240,7 @@ impl Store {
             let payload = serde_json::to_value(failure).expect("an error payload serializes");
             crate::run::Envelope::new(run_id, thread_id, EventKind::Error, payload, now.clone())
         });
-        let end = crate::run::EndPayload { status, error: result.error.clone() };
+        let end = crate::run::EndPayload { status, error: result.error.clone(), reason: result.reason.clone() };
         let end = serde_json::to_value(end).expect("an end payload serializes");
         let end = crate::run::Envelope::new(run_id, thread_id, EventKind::End, end, now);
         match self {
@@ -415,9 +416,12 @@ impl Store {
             run_id: record.run_id.clone(),
             thread_id: record.thread_id.clone(),
             token_usage: Default::default(),
+            reason: None,
+            tree_token_usage: None,
         };
-        let payload = serde_json::to_value(crate::run::EndPayload { status, error: error.map(String::from) })
-            .expect("an end payload serializes");
+        let payload =
+            serde_json::to_value(crate::run::EndPayload { status, error: error.map(String::from), reason: None })
+                .expect("an end payload serializes");
         let end = crate::run::Envelope::new(
             run_id,
             &record.thread_id,

@@ -150,6 +150,28 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Adds one model call's tokens to the run's tree and to the day's counts of its namespace and user
+    /// ([`Store::record_usage`]); answers the tree's count and budget.
+    pub async fn record_usage(
+        &self,
+        target: &crate::run::budget::UsageTarget,
+        usage: &crate::resources::TokenUsage,
+        day: &str,
+    ) -> Result<crate::run::budget::TreeUsage, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.record_usage(target, usage, day).await,
+            RunnerStoreClient::Socket(socket) => socket.record_usage(target, usage, day).await,
+        }
+    }
+
+    /// The count and budget of the run tree rooted at `root_run_id` ([`Store::tree_usage`]).
+    pub async fn tree_usage(&self, root_run_id: &str) -> Result<crate::run::budget::TreeUsage, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.tree_usage(root_run_id).await,
+            RunnerStoreClient::Socket(socket) => socket.tree_usage(root_run_id).await,
+        }
+    }
+
     /// Gives up the run's runner lease if `holder` has it ([`Store::release_run_lease`]).
     pub async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
         match self {

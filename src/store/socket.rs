@@ -19,6 +19,8 @@
 //! {"op": "await_cancel", "run_id", "timeout_ms"}                      => true (asked) | false (not within it)
 //! {"op": "hold_run_lease", "run_id", "holder", "ttl_ms"}              => true | false
 //! {"op": "release_run_lease", "run_id", "holder"}                     => null
+//! {"op": "record_usage", "target", "usage", "day"}                    => the tree's usage {usage, max_tokens}
+//! {"op": "tree_usage", "root_run_id"}                                 => the tree's usage {usage, max_tokens}
 //! ```
 //!
 //! The answer is `{"ok": VALUE}`, or `{"error": "MESSAGE"}` for a request that is not valid JSON, not one
@@ -43,6 +45,7 @@ use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
 use super::{Store, StoreError};
+use crate::run::budget::{TreeUsage, UsageTarget};
 use crate::run::message::Message;
 use crate::run::thread_id::is_valid_id;
 use crate::run::{EventKind, RunResult};
@@ -72,6 +75,8 @@ enum Request {
     AwaitCancel { run_id: String, timeout_ms: u64 },
     HoldRunLease { run_id: String, holder: String, ttl_ms: u64 },
     ReleaseRunLease { run_id: String, holder: String },
+    RecordUsage { target: UsageTarget, usage: crate::resources::TokenUsage, day: String },
+    TreeUsage { root_run_id: String },
 }
 
 impl Request {
@@ -79,7 +84,7 @@ impl Request {
     /// connection when the first one broke before its answer came.
     fn is_idempotent(&self) -> bool {
         // `finish_run` is: a second one finds the run ended and writes nothing.
-        !matches!(self, Request::AppendEvent { .. })
+        !matches!(self, Request::AppendEvent { .. } | Request::RecordUsage { .. })
     }
 
     /// The ids the request names; each must be a valid id, as for every key of the store.
@@ -95,6 +100,8 @@ impl Request {
             | Request::AwaitCancel { run_id, .. }
             | Request::HoldRunLease { run_id, .. }
             | Request::ReleaseRunLease { run_id, .. } => vec![run_id],
+            Request::RecordUsage { target, .. } => vec![&target.root_run_id],
+            Request::TreeUsage { root_run_id } => vec![root_run_id],
         }
     }
 }
@@ -206,6 +213,19 @@ impl SocketStore {
 
     pub(super) async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
         self.call(Request::ReleaseRunLease { run_id: run_id.into(), holder: holder.into() }).await
+    }
+
+    pub(super) async fn record_usage(
+        &self,
+        target: &UsageTarget,
+        usage: &crate::resources::TokenUsage,
+        day: &str,
+    ) -> Result<TreeUsage, StoreError> {
+        self.call(Request::RecordUsage { target: target.clone(), usage: usage.clone(), day: day.into() }).await
+    }
+
+    pub(super) async fn tree_usage(&self, root_run_id: &str) -> Result<TreeUsage, StoreError> {
+        self.call(Request::TreeUsage { root_run_id: root_run_id.into() }).await
     }
 
     /// Resolves when a cancel is requested for the run: pushed, with `await_cancel` on a connection of
@@ -440,6 +460,13 @@ async fn answer(store: &Store, request: Request) -> Answer {
         }
         Request::ReleaseRunLease { run_id, holder } => {
             store.release_run_lease(&run_id, &holder).await.map(|()| Value::Null)
+        }
+        Request::RecordUsage { target, usage, day } => store
+            .record_usage(&target, &usage, &day)
+            .await
+            .map(|tree| serde_json::to_value(tree).expect("a usage serializes")),
+        Request::TreeUsage { root_run_id } => {
+            store.tree_usage(&root_run_id).await.map(|tree| serde_json::to_value(tree).expect("a usage serializes"))
         }
     };
     match outcome {

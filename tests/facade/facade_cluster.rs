@@ -532,6 +532,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
+        max_tokens: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");

@@ -105,6 +105,7 @@ impl Facade {
             error: None,
             created_at: "2026-12-01T10:00:00Z".into(),
             request: Default::default(),
+            max_tokens: None,
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");
         if status != RunStatus::Pending {

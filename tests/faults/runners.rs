@@ -102,6 +102,7 @@ async fn a_model_that_never_answers_ends_the_run_at_its_deadline() {
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
+        max_tokens: None,
     };
     assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);
 

@@ -60,6 +60,12 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         cancel_poll: Duration::from_millis(200),
         end_retry_for: Duration::from_secs(5),
         delegation: None,
+        usage: yuxi_operator::run::budget::UsageTarget {
+            root_run_id: "run-1".into(),
+            max_tokens: None,
+            namespace: "default".into(),
+            uid: "alice".into(),
+        },
     }
 }
 

@@ -28,6 +28,7 @@ pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
+        max_tokens: None,
     }
 }
 
@@ -60,6 +61,8 @@ pub(crate) fn result_of(record: &RunRecord, status: RunStatus, error: Option<&st
         run_id: record.run_id.clone(),
         thread_id: record.thread_id.clone(),
         token_usage: Default::default(),
+        reason: None,
+        tree_token_usage: None,
     }
 }
 

@@ -31,6 +31,7 @@ fn pending(run_id: &str, thread_id: &str, uid: &str) -> yuxi_operator::run::RunR
         error: None,
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
+        max_tokens: None,
     }
 }
 
@@ -358,6 +359,7 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
         error: None,
         created_at: "2026-11-30T00:00:00Z".into(),
         request: Default::default(),
+        max_tokens: None,
     };
     let (first, second) = (unique("run"), unique("run"));
     let key = unique("start");
@@ -445,6 +447,8 @@ async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
         run_id: run.clone(),
         thread_id: thread.clone(),
         token_usage: Default::default(),
+        reason: None,
+        tree_token_usage: None,
     };
     store.finish_run(&run, &thread, &messages, &result).await.expect("finished");
     let history = store.thread_messages(&thread).await.expect("history");

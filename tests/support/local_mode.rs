@@ -62,6 +62,11 @@ pub struct Local {
 /// The local mode's command as a user types it: the manifests of `manifests`, the example users, listening
 /// on `port`, its data in `data`, keeping runs in `store`.
 pub fn command_over(manifests: &Path, store: LocalStore, port: u16, data: &Path) -> Command {
+    command_with_users(manifests, store, port, data, &root().join("examples/local-users.yaml"))
+}
+
+/// [`command_over`] with the users file `users`.
+pub fn command_with_users(manifests: &Path, store: LocalStore, port: u16, data: &Path, users: &Path) -> Command {
     let mut command = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
     command
         .arg("local")
@@ -69,7 +74,7 @@ pub fn command_over(manifests: &Path, store: LocalStore, port: u16, data: &Path)
         .arg(manifests)
         .args(["--listen", &format!("127.0.0.1:{port}")])
         .arg("--users")
-        .arg(root().join("examples/local-users.yaml"))
+        .arg(users)
         .arg("--data-dir")
         .arg(data)
         // The tests share one Redis and the example users: their runs together must not reach the

@@ -39,12 +39,14 @@ fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
         output: output.map(String::from),
         error: error.map(String::from),
         token_usage: None,
+        reason: None,
+        tree_token_usage: None,
     }
 }
 
 fn decide_at(run: &AgentRun, pod: Option<ObservedPod>, outcome: Option<Outcome>, now: i64) -> Vec<Action> {
     let agent = agent();
-    let observed = Observed { run, pod, agent: Some(&agent), outcome, now: at(now) };
+    let observed = Observed { run, pod, agent: Some(&agent), outcome, quota: None, now: at(now) };
     decide(&observed, &Settings::default())
 }
 
@@ -226,8 +228,14 @@ fn a_pod_being_deleted_is_looked_at_again_later() {
 #[test]
 fn a_missing_agent_fails_the_run_and_stops_its_pod() {
     let running = started("Running", json!({}));
-    let observed =
-        Observed { run: &running, pod: Some(pod(PodPhase::Running)), agent: None, outcome: None, now: at(5) };
+    let observed = Observed {
+        run: &running,
+        pod: Some(pod(PodPhase::Running)),
+        agent: None,
+        outcome: None,
+        quota: None,
+        now: at(5),
+    };
     let actions = decide(&observed, &Settings::default());
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "AgentNotFound".into()));
     assert!(deletes_pod(&actions));
@@ -343,4 +351,34 @@ fn a_conditions_transition_time_moves_only_when_its_status_does() {
     );
     set_condition(&mut conditions, SUCCEEDED, "True", "Completed", "done", at(9));
     assert_eq!(conditions[0].last_transition_time.0, at(9));
+}
+
+#[test]
+fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
+    let fresh = run(json!({}), json!(null));
+    let agent = agent();
+    let used_up = crate::run::budget::QuotaUsedUp { limit: "max_tokens_per_user_per_day", quota: 1000, used: 1200 };
+    let observed =
+        Observed { run: &fresh, pod: None, agent: Some(&agent), outcome: None, quota: Some(used_up), now: at(1) };
+    let actions = decide(&observed, &Settings::default());
+    assert!(!creates_pod(&actions));
+    assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "QuotaExceeded".into()));
+    assert!(status_of(&actions).message.expect("message").contains("max_tokens_per_user_per_day 1000"));
+    // A run whose pod was made already is not stopped by a quota used up since.
+    let made = run(json!({}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
+    let used_up = crate::run::budget::QuotaUsedUp { limit: "max_tokens_per_user_per_day", quota: 1000, used: 1200 };
+    let observed =
+        Observed { run: &made, pod: None, agent: Some(&agent), outcome: None, quota: Some(used_up), now: at(1) };
+    assert!(creates_pod(&decide(&observed, &Settings::default())));
+}
+
+#[test]
+fn a_run_stopped_by_its_budget_says_so_and_its_root_shows_the_trees_usage() {
+    let running = started("Running", json!({"budget": {"maxTokens": 100}}));
+    let mut stopped = outcome("failed", Some(""), Some("the run tree used 120 tokens of its budget of 100"));
+    stopped.reason = Some("BudgetExceeded".into());
+    stopped.tree_token_usage = Some(TokenUsage { prompt_tokens: 90, completion_tokens: 30, total_tokens: 120 });
+    let actions = decide_at(&running, Some(pod(PodPhase::Succeeded)), Some(stopped), 5);
+    assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "BudgetExceeded".into()));
+    assert_eq!(status_of(&actions).tree_token_usage.map(|u| u.total_tokens), Some(120));
 }

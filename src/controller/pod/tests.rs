@@ -27,6 +27,7 @@ fn run() -> AgentRun {
                 agent: "deep-research".to_string(),
                 file_thread_id: Some("files-1".to_string()),
                 tool_call_id: Some("call-1".to_string()),
+                root_run_id: None,
             }),
             uid: Some("alice".to_string()),
             timeout_seconds: Some(1800),

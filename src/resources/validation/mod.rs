@@ -211,6 +211,7 @@ pub fn validate_agent(agent: &Agent) -> Report {
     if let Some(share) = &spec.share {
         validate_share(&mut report, share);
     }
+    check_budget(&mut report, "spec.budget.maxTokens", agent.spec.budget.as_ref());
     report
 }
 
@@ -440,6 +441,7 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
             );
         }
         check_id(&mut report, "spec.parent.fileThreadId", parent.file_thread_id.as_deref());
+        check_id(&mut report, "spec.parent.rootRunId", parent.root_run_id.as_deref());
         if let Some(tool_call_id) = &parent.tool_call_id {
             check_len(&mut report, "spec.parent.toolCallId", tool_call_id, 1, 256);
         }
@@ -478,7 +480,17 @@ pub fn validate_agent_run(run: &AgentRun) -> Report {
     {
         report.error("spec.ttlSecondsAfterFinished", format!("must not be negative (is {ttl})"));
     }
+    check_budget(&mut report, "spec.budget.maxTokens", spec.budget.as_ref());
     report
+}
+
+/// A budget's `maxTokens` is 1 to [`MAX_BUDGET_TOKENS`].
+fn check_budget(report: &mut Report, field: &str, budget: Option<&crate::resources::RunBudget>) {
+    if let Some(max) = budget.and_then(|b| b.max_tokens)
+        && !(1..=crate::resources::MAX_BUDGET_TOKENS).contains(&max)
+    {
+        report.error(field, format!("must be within 1..{} (is {max})", crate::resources::MAX_BUDGET_TOKENS));
+    }
 }
 
 fn check_id(report: &mut Report, field: &str, id: Option<&str>) {
@@ -506,6 +518,7 @@ pub fn validate_agent_run_update(old: &AgentRun, new: &AgentRun) -> Report {
         ("spec.timeoutSeconds", o.timeout_seconds != n.timeout_seconds),
         ("spec.ttlSecondsAfterFinished", o.ttl_seconds_after_finished != n.ttl_seconds_after_finished),
         ("spec.model", o.model != n.model),
+        ("spec.budget", o.budget != n.budget),
     ];
     for (field, _) in changed.iter().filter(|(_, changed)| *changed) {
         report

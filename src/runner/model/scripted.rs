@@ -7,8 +7,12 @@
 //!   (`YUXI_SCRIPTS_DIR`), one turn per model call. Each turn may have
 //!   `delay_ms` (wait before answering), `content` (the text) and `tool_calls` (a list of
 //!   `{name, arguments}`, `arguments` any YAML value, sent to the tool as JSON; a string is sent as it is,
-//!   so a script can also send arguments that are not JSON). When the script runs out, the last turn's
-//!   text is the answer.
+//!   so a script can also send arguments that are not JSON), and `usage` (`{prompt_tokens,
+//!   completion_tokens}`, the tokens the turn reports). When the script runs out, the last turn's text is
+//!   the answer.
+//!
+//! Every answer reports its tokens: a turn's `usage`, or one token per four characters of the prompt
+//! and of the answer, so budgets and quotas apply to scripted runs as to real ones.
 //!
 //! The tool calls of turn `n` (from 0) get the ids `call_<n>_<i>`. A string in a turn's arguments or text
 //! may quote an earlier tool result as `{{call_<n>_<i>.<field>}}` (a dotted path into the result read as
@@ -26,6 +30,7 @@ use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::{ModelDelta, ModelError, ModelTurn};
+use crate::resources::TokenUsage;
 use crate::run::message::{Message, ToolCall};
 
 /// The largest script, in bytes.
@@ -141,6 +146,35 @@ pub struct ScriptTurn {
     /// The tools the turn calls.
     #[serde(default)]
     pub tool_calls: Vec<ScriptToolCall>,
+    /// The tokens the turn reports; absent: estimated, one token per four characters of the prompt
+    /// and of the answer ([`estimated_usage`]).
+    #[serde(default)]
+    pub usage: Option<ScriptUsage>,
+}
+
+/// The tokens a scripted turn reports.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub struct ScriptUsage {
+    /// Tokens of the prompt.
+    pub prompt_tokens: i64,
+    /// Tokens of the answer.
+    pub completion_tokens: i64,
+}
+
+/// The tokens a scripted answer is counted as: one per four characters (rounded up) of every message
+/// sent (the prompt) and of the answer's text and tool calls (the completion), the rule of thumb for
+/// English text, so that the offline model spends tokens as a real one would, roughly.
+pub fn estimated_usage(messages: &[Message], content: &str, tool_calls: &[ToolCall]) -> TokenUsage {
+    let tokens = |chars: usize| chars.div_ceil(4) as i64;
+    let prompt: usize = messages.iter().map(|m| serde_json::to_string(m).map_or(0, |t| t.chars().count())).sum();
+    let answer = content.chars().count()
+        + tool_calls
+            .iter()
+            .map(|c| c.function.name.chars().count() + c.function.arguments.chars().count())
+            .sum::<usize>();
+    let (prompt_tokens, completion_tokens) = (tokens(prompt), tokens(answer));
+    TokenUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
 }
 
 /// One scripted tool call.
@@ -212,7 +246,8 @@ impl ScriptedModel {
             });
             let content = last_user.unwrap_or_default();
             let _ = deltas.send(ModelDelta::Content(content.clone()));
-            return Ok(ModelTurn { content, ..ModelTurn::default() });
+            let usage = Some(estimated_usage(messages, &content, &[]));
+            return Ok(ModelTurn { content, tool_calls: Vec::new(), usage });
         };
         let (turn, exhausted) = match script.get(call) {
             Some(turn) => (turn, false),
@@ -241,7 +276,15 @@ impl ScriptedModel {
                 })
                 .collect()
         };
-        Ok(ModelTurn { content, tool_calls, usage: None })
+        let usage = match &turn.usage {
+            Some(usage) => TokenUsage {
+                prompt_tokens: usage.prompt_tokens,
+                completion_tokens: usage.completion_tokens,
+                total_tokens: usage.prompt_tokens + usage.completion_tokens,
+            },
+            None => estimated_usage(messages, &content, &tool_calls),
+        };
+        Ok(ModelTurn { content, tool_calls, usage: Some(usage) })
     }
 }
 

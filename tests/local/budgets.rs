@@ -1,0 +1,214 @@
+//! Token budgets of run trees and daily quotas, end to end in the local mode with each store: a tree
+//! stopped at its budget with the reason on each of its runs (a child that spends it, a parent whose
+//! overspending stops its running child), the tree's usage on its root, and starts refused once a
+//! user's daily quota is used up.
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::extra_agents::start_with;
+use crate::support::local_mode::{Local, LocalStore, command_with_users, free_port, launch};
+use crate::support::repository::yaml_files;
+
+fn subagent(slug: &str) -> String {
+    format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {slug}}}\nspec:\n  backend: SubAgentBackend\n  description: Spends tokens.\n  share: {{readScope: {{accessLevel: Global}}}}\n"
+    )
+}
+
+fn main_agent(slug: &str, budget: Option<i64>) -> String {
+    let budget = budget.map(|max| format!("  budget: {{maxTokens: {max}}}\n")).unwrap_or_default();
+    format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {slug}}}\nspec:\n  backend: ChatbotAgent\n  context: {{subagents: [burner, sleeper]}}\n  share: {{readScope: {{accessLevel: Global}}}}\n{budget}"
+    )
+}
+
+const SCRIPTS: &[(&str, &str)] = &[
+    // 40 tokens a turn, for ten turns.
+    (
+        "burner",
+        "- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n",
+    ),
+    // Sleeps, spending little.
+    ("sleeper", "- delay_ms: 15000\n  usage: {prompt_tokens: 1, completion_tokens: 1}\n  content: rested\n"),
+    // Delegates to the burner and waits for it.
+    (
+        "spender",
+        "- usage: {prompt_tokens: 5, completion_tokens: 5}\n  tool_calls: [{name: subagent_start, arguments: {subagent_slug: burner, description: burn}}]\n- usage: {prompt_tokens: 5, completion_tokens: 5}\n  tool_calls: [{name: subagent_await, arguments: {run_id: '{{call_0_0.run_id}}'}}]\n- usage: {prompt_tokens: 5, completion_tokens: 5}\n  content: done\n",
+    ),
+    // Starts the sleeper, then spends past the budget itself.
+    (
+        "overspender",
+        "- usage: {prompt_tokens: 5, completion_tokens: 5}\n  tool_calls: [{name: subagent_start, arguments: {subagent_slug: sleeper, description: rest}}]\n- delay_ms: 500\n  usage: {prompt_tokens: 150, completion_tokens: 50}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- content: never reached\n",
+    ),
+];
+
+fn agents() -> Vec<(&'static str, String)> {
+    vec![
+        ("burner", subagent("burner")),
+        ("sleeper", subagent("sleeper")),
+        ("spender", main_agent("spender", Some(100))),
+        ("overspender", main_agent("overspender", None)),
+    ]
+}
+
+async fn system(store: LocalStore) -> (Local, TempDir) {
+    let agents = agents();
+    let agents: Vec<(&str, &str)> = agents.iter().map(|(slug, yaml)| (*slug, yaml.as_str())).collect();
+    start_with(store, TempDir::new().expect("dir"), &agents, SCRIPTS).await
+}
+
+async fn get(local: &Local, path: &str, token: &str) -> (u16, Value) {
+    let response = local.client.get(format!("{}{path}", local.base)).bearer_auth(token).send().await.expect("reaches");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn start(local: &Local, agent: &str, budget: Option<i64>) -> (u16, Value) {
+    let mut body = json!({"query": "go", "agent_slug": agent});
+    if let Some(max) = budget {
+        body["budget"] = json!({"max_tokens": max});
+    }
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&body)
+        .send()
+        .await
+        .expect("reaches");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+/// The run's result once it has ended (at most 60 s).
+async fn result(local: &Local, run_id: &str) -> Value {
+    result_for(local, run_id, "alice-token").await
+}
+
+/// [`result`], read as the user of `token`.
+async fn result_for(local: &Local, run_id: &str, token: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = get(local, &format!("/api/agent/runs/{run_id}/result"), token).await;
+        if status == 200 {
+            return answer;
+        }
+        assert!(Instant::now() < deadline, "run {run_id} did not end: {answer}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// The children the run's events name.
+async fn children(local: &Local, run_id: &str) -> Vec<String> {
+    let response = local
+        .client
+        .get(format!("{}/api/agent/runs/{run_id}/events?event_format=flat", local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches");
+    let text = response.text().await.expect("events");
+    text.lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .filter_map(|d| serde_json::from_str::<Value>(d.trim()).ok())
+        .filter(|e| e["event"] == "custom" && e["payload"]["type"] == "subagent_run")
+        .filter_map(|e| e["payload"]["run_id"].as_str().map(String::from))
+        .collect()
+}
+
+async fn a_tree_stops_at_its_budget_with_the_reason_on_each_run(store: LocalStore) {
+    let (local, _manifests) = system(store).await;
+    // The agent's own budget (100 tokens): the burner spends it, then its parent stops at its next turn.
+    let (status, started) = start(&local, "spender", None).await;
+    assert_eq!(status, 200, "{started}");
+    let root = started["run_id"].as_str().expect("run_id").to_string();
+    let parent = result(&local, &root).await;
+    let kids = children(&local, &root).await;
+    assert_eq!(kids.len(), 1, "{kids:?}");
+    let child = result(&local, &kids[0]).await;
+    for (run, ended) in [("parent", &parent), ("child", &child)] {
+        assert_eq!(
+            (ended["status"].as_str(), ended["reason"].as_str()),
+            (Some("failed"), Some("BudgetExceeded")),
+            "{run}: {ended}"
+        );
+        assert!(ended["error"].as_str().unwrap_or_default().contains("of its budget of 100"), "{run}: {ended}");
+    }
+    assert_eq!(parent["max_tokens"], 100);
+    let tree = parent["tree_token_usage"]["total_tokens"].as_i64().expect("the tree's usage on its root");
+    let own = parent["token_usage"]["total_tokens"].as_i64().expect("own usage");
+    let childs = child["token_usage"]["total_tokens"].as_i64().expect("child usage");
+    assert_eq!(tree, own + childs, "{parent}\n{child}");
+    assert!((100..100 + 40).contains(&tree), "stopped by the call that reached the budget: {tree}");
+    assert!(child.get("tree_token_usage").is_none(), "only the root reports the tree: {child}");
+
+    // A parent that spends past its budget stops, and its running child with it, for the same reason.
+    let (_, started) = start(&local, "overspender", Some(100)).await;
+    let root = started["run_id"].as_str().expect("run_id").to_string();
+    let parent = result(&local, &root).await;
+    assert_eq!(parent["reason"], "BudgetExceeded", "{parent}");
+    let kids = children(&local, &root).await;
+    let child = result(&local, &kids[0]).await;
+    assert_eq!(
+        (child["status"].as_str(), child["reason"].as_str()),
+        (Some("failed"), Some("BudgetExceeded")),
+        "{child}"
+    );
+
+    // A budget is bounded, and more than the agent allows is for administrators.
+    let (status, bad) = start(&local, "spender", Some(0)).await;
+    assert_eq!((status, bad["field"].as_str()), (422, Some("budget.max_tokens")), "{bad}");
+    let (status, refused) = start(&local, "spender", Some(1000)).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().starts_with("budget.max_tokens"), "{refused}");
+}
+
+async fn starts_past_a_users_daily_quota_are_refused_naming_it(store: LocalStore) {
+    let manifests = TempDir::new().expect("dir");
+    for file in yaml_files("examples") {
+        std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    // Users of their own: the test Redis keeps the day's counts of every test's users.
+    let data = TempDir::new().expect("dir");
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let users = data.path().join("users.yaml");
+    std::fs::write(
+        &users,
+        format!("- {{token: q-alice-token, uid: q-alice-{tag}, role: user}}\n- {{token: q-bob-token, uid: q-bob-{tag}, role: user}}\n"),
+    )
+    .expect("users");
+    let port = free_port();
+    let mut command = command_with_users(manifests.path(), store, port, data.path(), &users);
+    command.args(["--default-model", "scripted/echo", "--max-tokens-per-user-per-day", "30"]);
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let body = json!({"query": "a question long enough to cost more than thirty tokens when it is echoed back in full", "agent_slug": "deep-research"});
+    let run = |token: &'static str| {
+        local.client.post(format!("{}/api/agent/runs", local.base)).bearer_auth(token).json(&body).send()
+    };
+    let first: Value = run("q-alice-token").await.expect("reaches").json().await.expect("JSON");
+    let run_id = first["run_id"].as_str().expect("run_id").to_string();
+    result_for(&local, &run_id, "q-alice-token").await;
+    let refused = run("q-alice-token").await.expect("reaches");
+    assert_eq!(refused.status(), 429);
+    let retry_after: u64 = refused.headers()["retry-after"].to_str().expect("text").parse().expect("seconds");
+    assert!((1..=86_400).contains(&retry_after), "{retry_after}");
+    let refused: Value = refused.json().await.expect("JSON");
+    assert_eq!(refused["field"], "max_tokens_per_user_per_day", "{refused}");
+    // Delegations count against it too; another user's quota is their own.
+    let parent = json!({"agent": "deep-research", "run_id": "quota-parent", "thread_id": "quota-thread"});
+    let (status, refused) = local
+        .tool(
+            "subagent_start",
+            "q-alice-token",
+            json!({"parent": parent, "subagent_slug": "research-explorer", "description": "x"}),
+        )
+        .await;
+    assert_eq!((status, refused["field"].as_str()), (429, Some("max_tokens_per_user_per_day")), "{refused}");
+    assert_eq!(run("q-bob-token").await.expect("reaches").status(), 200);
+}
+
+crate::with_each_store!(
+    a_tree_stops_at_its_budget_with_the_reason_on_each_run,
+    starts_past_a_users_daily_quota_are_refused_naming_it,
+);
