@@ -54,7 +54,8 @@ lint:
 
 unit:
 	@scripts/k8s-venv >/dev/null
-	YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
+	@scripts/mcp-venv >/dev/null
+	YUXI_MCP_PYTHON=$(CURDIR)/.venv-mcp/bin/python YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
 
 ## contract: schemathesis (pinned in .venv-contract) against the local mode, checking that the OpenAPI
 ## document at /api/openapi.json tells the truth (docs/operations/testing.md#the-contract-test)

@@ -24,6 +24,7 @@ mod support {
     // Only `example_agents` serves here; the rest serves the resources tests.
     #[allow(dead_code)]
     pub mod examples;
+    pub mod mcp_client;
     pub mod redis;
     pub mod repository;
 }

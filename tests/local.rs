@@ -14,6 +14,8 @@ mod local_mode;
 mod local_parents;
 #[path = "local/local_tools.rs"]
 mod local_tools;
+#[path = "local/mcp.rs"]
+mod mcp;
 #[path = "local/run_queues.rs"]
 mod run_queues;
 #[path = "local/run_trees.rs"]
@@ -26,6 +28,7 @@ mod yuxi_client;
 mod support {
     pub mod extra_agents;
     pub mod local_mode;
+    pub mod mcp_client;
     pub mod redis;
     pub mod repository;
 }

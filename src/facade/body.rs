@@ -23,29 +23,36 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
             }
             _ => ApiError::BadRequest(format!("cannot read the body: {}", e.body_text())),
         })?;
-        let mut json: Value = serde_json::from_slice(&bytes).map_err(|err| {
+        let json: Value = serde_json::from_slice(&bytes).map_err(|err| {
             if err.is_syntax() || err.is_eof() {
                 ApiError::BadRequest(format!("the body is not JSON: {err}"))
             } else {
                 ApiError::invalid("body", err.to_string())
             }
         })?;
-        integral_numbers_as_integers(&mut json);
-        let value = serde_path_to_error::deserialize(Strict(json)).map_err(|err| {
-            let path = err.path().to_string();
-            let message = err.into_inner().to_string();
-            // A missing field is named itself, not its parent object.
-            let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
-            let field = match (missing, path.as_str()) {
-                (Some(name), ".") => name.to_string(),
-                (Some(name), parent) => format!("{parent}.{name}"),
-                (None, ".") => "body".to_string(),
-                (None, _) => path,
-            };
-            ApiError::invalid(field, message)
-        })?;
+        let value = decode(json)?;
         Ok(JsonBody(value))
     }
+}
+
+/// `json` read as a `T` as a request body is: integral numbers as integers, objects from objects only.
+///
+/// Errors: 422 naming the field that does not fit (a missing one by its own name).
+pub fn decode<T: DeserializeOwned>(mut json: Value) -> Result<T, ApiError> {
+    integral_numbers_as_integers(&mut json);
+    serde_path_to_error::deserialize(Strict(json)).map_err(|err| {
+        let path = err.path().to_string();
+        let message = err.into_inner().to_string();
+        // A missing field is named itself, not its parent object.
+        let missing = message.strip_prefix("missing field `").and_then(|rest| rest.split('`').next());
+        let field = match (missing, path.as_str()) {
+            (Some(name), ".") => name.to_string(),
+            (Some(name), parent) => format!("{parent}.{name}"),
+            (None, ".") => "body".to_string(),
+            (None, _) => path,
+        };
+        ApiError::invalid(field, message)
+    })
 }
 
 /// A JSON value read as a body is: like serde_json's own, except that an object type (a struct) is read

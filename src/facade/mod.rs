@@ -17,6 +17,7 @@ pub mod knowledge;
 pub mod launch;
 pub mod limits;
 pub mod login;
+pub mod mcp;
 pub mod me;
 pub mod openapi;
 pub mod request_routes;
@@ -253,6 +254,7 @@ pub fn router(state: FacadeState) -> Router {
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
         .merge(Router::from(docs))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
+        .merge(mcp::routes(state.clone()))
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::facade::http_metrics::serve))

@@ -84,7 +84,11 @@ fn parent_of(caller: &ParentCaller, parent: &Parent) -> Result<ParentRef, ApiErr
 }
 
 /// Starts (or finds) a subagent run; the answer of `subagent_start`.
-async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody) -> Result<StartAnswer, ApiError> {
+pub(crate) async fn start(
+    state: &FacadeState,
+    caller: &ParentCaller,
+    body: &StartBody,
+) -> Result<StartAnswer, ApiError> {
     let store = runs(state)?;
     let who = &caller.who;
     let mut parent = parent_of(caller, &body.parent)?;
@@ -258,7 +262,7 @@ async fn snapshot(store: &Store, record: &RunRecord) -> Result<Snapshot, ApiErro
 }
 
 /// What `subagent_status` answers for `view`.
-fn snapshot_of(view: &RunView) -> Snapshot {
+pub(super) fn snapshot_of(view: &RunView) -> Snapshot {
     let record = &view.record;
     let result = record
         .status
@@ -301,7 +305,7 @@ async fn wait(store: &Store, run_id: &str, timeout: Duration) -> Result<(RunReco
 }
 
 /// The wait `timeout_seconds` asks for: 1..=1800 seconds, 1800 when absent. Errors: 422 naming the field.
-fn await_timeout(requested: Option<u64>) -> Result<Duration, ApiError> {
+pub(crate) fn await_timeout(requested: Option<u64>) -> Result<Duration, ApiError> {
     match requested {
         None => Ok(Duration::from_secs(MAX_AWAIT_SECONDS)),
         Some(seconds) if (1..=MAX_AWAIT_SECONDS).contains(&seconds) => Ok(Duration::from_secs(seconds)),
@@ -317,7 +321,7 @@ fn await_timeout(requested: Option<u64>) -> Result<Duration, ApiError> {
 #[serde(deny_unknown_fields)]
 pub struct ToolsQuery {
     /// The agent whose tools are asked for.
-    agent: String,
+    pub agent: String,
 }
 
 /// `GET /api/tools?agent=<slug>`: the subagent tools' schemas and the prompt section listing the
@@ -666,7 +670,14 @@ pub async fn task(
             }));
         }
     };
-    let (record, timed_out) = wait(&store, &run_id, timeout).await?;
+    task_answer(&store, &run_id, timeout).await.map(Json)
+}
+
+/// Waits for the run `run_id` a `task` started, for `timeout` at most, and answers what `task` answers:
+/// its final text, how it ended, or how to follow it when it is still going.
+pub(crate) async fn task_answer(store: &Store, run_id: &str, timeout: Duration) -> Result<TaskAnswer, ApiError> {
+    let run_id = run_id.to_string();
+    let (record, timed_out) = wait(store, &run_id, timeout).await?;
     let output = store.run_result(&run_id).await?.map(|r| r.output);
     use crate::delegation::{TaskOutcome, task_content};
     let outcome = match (timed_out, record.status) {
@@ -675,13 +686,13 @@ pub async fn task(
         (false, status) => TaskOutcome::Ended(status, record.error.as_deref()),
     };
     let content = task_content(&record.thread_id, outcome);
-    Ok(Json(TaskAnswer {
+    Ok(TaskAnswer {
         content,
         run_id,
         thread_id: record.thread_id,
         status: record.status.as_str().into(),
         result: output,
-    }))
+    })
 }
 
 #[cfg(test)]

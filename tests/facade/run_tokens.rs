@@ -241,3 +241,24 @@ async fn a_run_token_searches_for_its_own_agent_only_and_not_after_its_run() {
     let (status, _) = search("deep-research").await;
     assert_eq!(status, 401);
 }
+
+#[tokio::test]
+async fn a_run_token_acts_as_its_run_over_mcp_as_over_http() {
+    let facade = facade().await;
+    let parent = facade.run("alice", RunStatus::Running, None).await;
+    let child = facade.run("alice", RunStatus::Running, Some(&parent)).await;
+    let another = facade.run("alice", RunStatus::Running, None).await;
+    let others_child = facade.run("alice", RunStatus::Running, Some(&another)).await;
+    let token = key().sign(&parent, in_an_hour());
+    crate::support::mcp_client::scenario(
+        "run_token",
+        &facade.base,
+        &[
+            ("RUN_TOKEN", &token),
+            ("RUN_ID", &parent.run_id),
+            ("CHILD_RUN_ID", &child.run_id),
+            ("OTHER_RUN_ID", &others_child.run_id),
+        ],
+    )
+    .await;
+}

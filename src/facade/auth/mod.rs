@@ -88,6 +88,7 @@ pub struct Caller(pub Identity);
 
 /// The caller of a tool endpoint: a user (or an agent runtime acting for one), or a run this system
 /// started acting with its own credentials, whose grant then names the parent.
+#[derive(Clone)]
 pub struct ParentCaller {
     /// Who the call is for.
     pub who: Identity,

@@ -59,7 +59,7 @@ async fn allowed(state: &FacadeState, caller: &ParentCaller, agent: &Agent) -> R
 #[serde(deny_unknown_fields)]
 pub struct BasesQuery {
     /// The agent whose run searches (with run credentials, the run's own).
-    agent: String,
+    pub agent: String,
 }
 
 /// One knowledge base a run may search.
