@@ -79,6 +79,10 @@ pub struct McpServer {
     /// Expose only these of its tools; absent: all of them.
     #[serde(default)]
     pub tools: Option<Vec<String>>,
+    /// Headers sent with every request to it (bearer tokens, API keys), each from one source
+    /// ([`super::mcp_headers`]).
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub headers: super::mcp_headers::Headers,
 }
 
 /// The configured MCP servers, by name.

@@ -7,6 +7,7 @@ pub mod conversation;
 pub mod event;
 pub mod grant;
 pub mod inputs;
+pub mod mcp_headers;
 pub mod message;
 pub mod queue;
 pub mod record;

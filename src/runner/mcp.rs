@@ -6,10 +6,15 @@
 //! docs:
 //!   url: http://docs-mcp.tools.svc:8080/mcp
 //!   tools: [search, fetch]      # optional: expose only these tools of the server
+//!   headers:                    # optional: sent with every request (crate::run::mcp_headers)
+//!     Authorization: {env: DOCS_TOKEN, prefix: "Bearer "}
 //! ```
 //!
 //! An agent whose `context.mcps` is absent gets every configured server; one that names a server that is
-//! not configured or cannot be reached fails at start with an error naming it.
+//! not configured fails at start with an error naming it. A server that cannot be reached, refuses the
+//! run's headers or does not answer in time leaves the run without its tools, and the model reads why
+//! in its system prompt ([`Connected::unavailable`]); a tool call that fails or times out is an error
+//! the model reads as the tool's result.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -74,6 +79,24 @@ pub enum McpError {
         /// Why.
         source: Box<rmcp::service::ClientInitializeError>,
     },
+    /// A header of the server's configuration is not valid.
+    #[error("{}: MCP server {server:?}: {source}", path.display())]
+    BadHeader {
+        /// The file.
+        path: PathBuf,
+        /// The server's name.
+        server: String,
+        /// Which header and why.
+        source: crate::run::mcp_headers::HeaderError,
+    },
+    /// A header's value cannot be read (its variable unset, its file unreadable).
+    #[error("MCP server {server:?}: {source}")]
+    Header {
+        /// The server's name.
+        server: String,
+        /// Which header and why.
+        source: crate::run::mcp_headers::HeaderError,
+    },
     /// The server cannot list its tools.
     #[error("MCP server {server:?} at {url}: cannot list tools: {source}")]
     ListTools {
@@ -88,32 +111,62 @@ pub enum McpError {
 
 /// Reads the MCP server configuration file.
 ///
-/// Errors: [`McpError::Unreadable`] or [`McpError::NotServers`], naming the file.
+/// Errors: [`McpError::Unreadable`], [`McpError::NotServers`] or [`McpError::BadHeader`], naming the
+/// file.
 pub fn load_servers(path: &Path) -> Result<McpServers, McpError> {
     let text =
         std::fs::read_to_string(path).map_err(|source| McpError::Unreadable { path: path.to_path_buf(), source })?;
-    serde_norway::from_str(&text).map_err(|source| McpError::NotServers { path: path.to_path_buf(), source })
+    let servers: McpServers =
+        serde_norway::from_str(&text).map_err(|source| McpError::NotServers { path: path.to_path_buf(), source })?;
+    for (name, server) in &servers {
+        crate::run::mcp_headers::check(&server.headers).map_err(|source| McpError::BadHeader {
+            path: path.to_path_buf(),
+            server: name.clone(),
+            source,
+        })?;
+    }
+    Ok(servers)
+}
+
+/// The files the servers' headers are read from: hidden from `execute`, which must not read them.
+pub fn header_files(servers: &McpServers) -> Vec<PathBuf> {
+    servers.values().flat_map(|s| s.headers.values()).filter_map(|h| h.file.clone()).collect()
+}
+
+/// What connecting to an agent's MCP servers gave.
+pub struct Connected {
+    /// The tools of the servers that answered.
+    pub tools: Vec<Arc<dyn Tool>>,
+    /// The servers that did not, each with why: what the model is told.
+    pub unavailable: Vec<String>,
 }
 
 type Client = Arc<RunningService<RoleClient, ()>>;
 
 /// Connects to every MCP server the grants allow and returns their tools (filtered per server). A tool
-/// whose name is taken by a built-in tool is left out.
+/// whose name is taken by a built-in tool is left out. A server that cannot be reached, refuses, does not
+/// answer within 15 seconds, or whose headers cannot be read, is named in [`Connected::unavailable`].
 ///
-/// Errors: a granted server that is not configured ([`McpError::NotConfigured`]), cannot be reached
-/// ([`McpError::Connect`], [`McpError::Timeout`]), or cannot list its tools ([`McpError::ListTools`]),
-/// each naming the server.
-pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Vec<Arc<dyn Tool>>, McpError> {
+/// Errors: a granted server that is not configured ([`McpError::NotConfigured`]).
+pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Connected, McpError> {
     if let Some(named) = &grants.mcps
         && let Some(missing) = named.iter().find(|n| !servers.contains_key(*n))
     {
         return Err(McpError::NotConfigured { server: missing.clone() });
     }
-    let mut tools: Vec<Arc<dyn Tool>> = Vec::new();
+    let mut connected = Connected { tools: Vec::new(), unavailable: Vec::new() };
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
-        let (client, listed) = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server))
+        let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server))
             .await
-            .map_err(|_| McpError::Timeout { server: name.clone(), url: server.url.clone() })??;
+            .unwrap_or_else(|_| Err(McpError::Timeout { server: name.clone(), url: server.url.clone() }));
+        let (client, listed) = match reached {
+            Ok(reached) => reached,
+            Err(err) => {
+                tracing::warn!(server = %name, error = %err, "an MCP server is unavailable; the run goes on without it");
+                connected.unavailable.push(err.to_string());
+                continue;
+            }
+        };
         for tool in listed {
             let tool_name = tool.name.to_string();
             if server.tools.as_ref().is_some_and(|only| !only.contains(&tool_name)) {
@@ -128,17 +181,40 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Ve
                 description: tool.description.as_deref().unwrap_or_default().to_string(),
                 parameters: Value::Object((*tool.input_schema).clone()),
             };
-            tools.push(Arc::new(McpTool { spec, client: client.clone() }));
+            connected.tools.push(Arc::new(McpTool { spec, client: client.clone() }));
         }
     }
-    Ok(tools)
+    Ok(connected)
 }
 
-/// Connects to the server `name` and lists its tools. Errors: [`McpError::Connect`],
-/// [`McpError::ListTools`].
+/// The section of the system prompt naming the servers that are unavailable, if any.
+pub fn unavailable_prompt(unavailable: &[String]) -> Option<String> {
+    (!unavailable.is_empty()).then(|| {
+        let lines: Vec<String> = unavailable.iter().map(|why| format!("- {why}")).collect();
+        format!("## Unavailable tools\n\nThese MCP servers could not be used for this run; their tools are missing:\n\n{}\n", lines.join("\n"))
+    })
+}
+
+/// Connects to the server `name` with its headers and lists its tools. Errors: [`McpError::Header`],
+/// [`McpError::Connect`], [`McpError::ListTools`].
 async fn connect(name: &str, server: &McpServer) -> Result<(Client, Vec<rmcp::model::Tool>), McpError> {
+    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     crate::tls::install_crypto_provider();
-    let transport = StreamableHttpClientTransport::from_uri(server.url.as_str());
+    let mut headers = std::collections::HashMap::new();
+    for (header, source) in &server.headers {
+        let header_error = |message: String| McpError::Header {
+            server: name.to_string(),
+            source: crate::run::mcp_headers::HeaderError { header: header.clone(), message },
+        };
+        let value = crate::run::mcp_headers::resolve(header, source)
+            .map_err(|source| McpError::Header { server: name.to_string(), source })?;
+        let header_name =
+            reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|e| header_error(e.to_string()))?;
+        let header_value = reqwest::header::HeaderValue::from_str(&value).map_err(|e| header_error(e.to_string()))?;
+        headers.insert(header_name, header_value);
+    }
+    let config = StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).custom_headers(headers);
+    let transport = StreamableHttpClientTransport::from_config(config);
     let client = ().serve(transport).await.map_err(|source| McpError::Connect {
         server: name.to_string(),
         url: server.url.clone(),

@@ -242,6 +242,8 @@ async fn prepare(
             // store socket is a file in the read-only view of the system.
             None => {
                 let mut hidden: Vec<PathBuf> = options.sandbox_hide.clone();
+                // Nor the files MCP servers' credentials are read from.
+                hidden.extend(mcp::header_files(&options.mcp_servers));
                 if let RunnerStoreClient::Socket(socket) = &store {
                     hidden.push(std::fs::canonicalize(socket.path()).unwrap_or_else(|_| socket.path().to_path_buf()));
                 }
@@ -250,9 +252,14 @@ async fn prepare(
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }
-    for tool in mcp::connect_granted(&options.mcp_servers, &grants).await.map_err(|e| e.to_string())? {
+    let connected = mcp::connect_granted(&options.mcp_servers, &grants).await.map_err(|e| e.to_string())?;
+    for tool in connected.tools {
         tools.insert(tool);
     }
+    if !connected.unavailable.is_empty() {
+        metadata["mcp_unavailable"] = json!(connected.unavailable);
+    }
+    let unavailable_prompt = mcp::unavailable_prompt(&connected.unavailable);
     // The task middleware: a main agent with subagents it may call gets their list and the six tools.
     // A subagent never does (no nesting).
     let mut delegation_prompt = None;
@@ -292,7 +299,7 @@ async fn prepare(
         .clone()
         .filter(|p| !p.trim().is_empty())
         .unwrap_or_else(|| DEFAULT_SYSTEM_PROMPT.to_string());
-    for prompt in [delegation_prompt, knowledge_prompt].into_iter().flatten() {
+    for prompt in [delegation_prompt, knowledge_prompt, unavailable_prompt].into_iter().flatten() {
         system_prompt.push_str("\n\n");
         system_prompt.push_str(&prompt);
     }

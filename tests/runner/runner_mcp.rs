@@ -86,7 +86,11 @@ fn grants(mcps: &str) -> Grants {
 fn servers(url: &str, only: Option<Vec<&str>>) -> McpServers {
     McpServers::from([(
         "docs".to_string(),
-        McpServer { url: url.to_string(), tools: only.map(|o| o.into_iter().map(String::from).collect()) },
+        McpServer {
+            url: url.to_string(),
+            tools: only.map(|o| o.into_iter().map(String::from).collect()),
+            headers: Default::default(),
+        },
     )])
 }
 
@@ -97,7 +101,7 @@ async fn mcp_tools_are_listed_filtered_and_called() {
         .await
         .expect("connects");
     let mut toolbox = ToolBox::new();
-    for tool in tools {
+    for tool in tools.tools {
         toolbox.insert(tool);
     }
     assert_eq!(toolbox.names(), ["broken", "search"], "filtered by the list, and no built-in name taken");
@@ -116,13 +120,13 @@ async fn mcp_tools_are_listed_filtered_and_called() {
 async fn servers_the_agent_does_not_name_are_not_connected() {
     let url = serve_docs().await;
     let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}")).await.expect("nothing to connect");
-    assert!(tools.is_empty());
+    assert!(tools.tools.is_empty() && tools.unavailable.is_empty());
     let all = connect_granted(&servers(&url, None), &grants("{}")).await.expect("every configured server");
-    assert_eq!(all.len(), 3, "absent mcps means every configured server; ls is still left out");
+    assert_eq!(all.tools.len(), 3, "absent mcps means every configured server; ls is still left out");
 }
 
 #[tokio::test]
-async fn an_unknown_or_unreachable_server_is_a_clear_error() {
+async fn an_unknown_server_is_a_clear_error_and_an_unreachable_one_is_named_for_the_model() {
     let err =
         connect_granted(&McpServers::new(), &grants("{mcps: [docs]}")).await.err().expect("not configured").to_string();
     assert_eq!(err, "spec.context.mcps names the MCP server \"docs\", which is not configured");
@@ -130,10 +134,69 @@ async fn an_unknown_or_unreachable_server_is_a_clear_error() {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let err = connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}"))
-        .await
-        .err()
-        .expect("unreachable")
-        .to_string();
-    assert!(err.starts_with("MCP server \"docs\" at http://"), "{err}");
+    let connected =
+        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}")).await.expect("the run goes on");
+    assert!(connected.tools.is_empty());
+    assert_eq!(connected.unavailable.len(), 1);
+    assert!(connected.unavailable[0].starts_with("MCP server \"docs\" at http://"), "{:?}", connected.unavailable);
+    let prompt = yuxi_operator::runner::mcp::unavailable_prompt(&connected.unavailable).expect("a prompt section");
+    assert!(prompt.contains(&connected.unavailable[0]), "{prompt}");
+}
+
+/// [`serve_docs`] behind a check of `Authorization: Bearer <token>`, as a real server's auth would:
+/// 401 otherwise.
+async fn serve_docs_requiring(token: &'static str) -> String {
+    let service: StreamableHttpService<Docs, LocalSessionManager> =
+        StreamableHttpService::new(|| Ok(Docs), Default::default(), StreamableHttpServerConfig::default());
+    let check = move |request: axum::extract::Request, next: axum::middleware::Next| async move {
+        let expected = format!("Bearer {token}");
+        let given = request.headers().get("authorization").and_then(|v| v.to_str().ok()).map(String::from);
+        if given.as_deref() != Some(expected.as_str()) || request.headers().get("x-team").is_none() {
+            return axum::http::StatusCode::UNAUTHORIZED.into_response();
+        }
+        next.run(request).await
+    };
+    use axum::response::IntoResponse;
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(check));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let addr = listener.local_addr().expect("addr");
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("MCP server serves") });
+    format!("http://{addr}/mcp")
+}
+
+#[tokio::test]
+async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_named_for_the_model() {
+    let url = serve_docs_requiring("s3cret").await;
+    let dir = tempfile::TempDir::new().expect("dir");
+    let token_file = dir.path().join("token");
+    std::fs::write(&token_file, "s3cret\n").expect("write");
+    let configured = |authorization: &str| -> McpServers {
+        let text = format!(
+            "docs:\n  url: {url}\n  headers:\n    Authorization: {authorization}\n    X-Team: {{value: research}}\n"
+        );
+        let file = dir.path().join("servers.yaml");
+        std::fs::write(&file, text).expect("write");
+        yuxi_operator::runner::mcp::load_servers(&file).expect("valid servers")
+    };
+    let from_file = configured(&format!("{{file: {}, prefix: 'Bearer '}}", token_file.display()));
+    let connected = connect_granted(&from_file, &grants("{}")).await.expect("connects");
+    assert_eq!(connected.tools.len(), 3, "{:?}", connected.unavailable);
+    assert_eq!(yuxi_operator::runner::mcp::header_files(&from_file), vec![token_file.clone()]);
+    // SAFETY: this test binary reads the variable in this test only.
+    unsafe { std::env::set_var("YUXI_TEST_DOCS_TOKEN", "s3cret") };
+    let from_env = configured("{env: YUXI_TEST_DOCS_TOKEN, prefix: 'Bearer '}");
+    assert_eq!(connect_granted(&from_env, &grants("{}")).await.expect("connects").tools.len(), 3);
+    let wrong = configured("{value: 'Bearer guessed'}");
+    let refused = connect_granted(&wrong, &grants("{}")).await.expect("the run goes on");
+    assert!(refused.tools.is_empty());
+    assert!(refused.unavailable[0].starts_with("MCP server \"docs\""), "{:?}", refused.unavailable);
+    assert!(!refused.unavailable[0].contains("guessed"), "the value is never quoted: {:?}", refused.unavailable);
+    let unset = configured("{env: YUXI_TEST_NO_SUCH_TOKEN}");
+    let missing = connect_granted(&unset, &grants("{}")).await.expect("the run goes on");
+    assert!(missing.unavailable[0].contains("YUXI_TEST_NO_SUCH_TOKEN is not set"), "{:?}", missing.unavailable);
+    // A header with two sources, or one the transport sets, is refused when the file is read.
+    let file = dir.path().join("bad.yaml");
+    std::fs::write(&file, format!("docs:\n  url: {url}\n  headers:\n    Mcp-Session-Id: {{value: x}}\n")).expect("w");
+    let err = yuxi_operator::runner::mcp::load_servers(&file).expect_err("refused").to_string();
+    assert!(err.contains("\"Mcp-Session-Id\": is set by the MCP transport itself"), "{err}");
 }

@@ -78,6 +78,10 @@ pub(super) fn runner_container(
     }
     if !settings.mcp_servers.is_empty() {
         vars.push(env(env_names::MCP_SERVERS, &format!("{INPUTS_DIR}/{MCP_SERVERS_KEY}")));
+        // The MCP servers' credentials: this container's variables, never the sandbox's.
+        for variable in settings.mcp_for_pod().1 {
+            vars.push(secret_env(&variable.env, &variable.secret.name, &variable.secret.key, false));
+        }
     }
     Container {
         name: RUNNER_CONTAINER.to_string(),

@@ -33,7 +33,7 @@ pub(super) fn inputs_secret(
         (AGENT_KEY.to_string(), input_manifest(agent, AGENT_KEY)?),
     ]);
     if !settings.mcp_servers.is_empty() {
-        let servers = serde_norway::to_string(&settings.mcp_servers)
+        let servers = serde_norway::to_string(&settings.mcp_for_pod().0)
             .map_err(|e| PodError::Encode { field: MCP_SERVERS_KEY.to_string(), message: e.to_string() })?;
         data.insert(MCP_SERVERS_KEY.to_string(), servers);
     }

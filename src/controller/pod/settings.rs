@@ -101,8 +101,21 @@ pub struct SandboxSettings {
     /// delegates to subagents; unset: runs get no subagent tools. Default: unset.
     pub facade_url: Option<String>,
     /// The MCP servers agents may use, as the runner's `--mcp-servers` file has them (`name: {url,
-    /// tools}`); written into the inputs Secret and named by `YUXI_MCP_SERVERS` when not empty.
+    /// tools, headers}`); written into the inputs Secret and named by `YUXI_MCP_SERVERS` when not empty,
+    /// with each `secretKeyRef` header read from a variable of the runner container.
     pub mcp_servers: BTreeMap<String, serde_json::Value>,
+}
+
+impl SandboxSettings {
+    /// The MCP servers as a runner of a pod reads them, and the variables its runner container gets
+    /// from Secrets: each `secretKeyRef` header becomes a variable of the runner only
+    /// ([`crate::run::mcp_headers::for_pod`]). Servers that are not valid are none (the settings'
+    /// validation refuses them first).
+    pub fn mcp_for_pod(&self) -> (McpServers, Vec<crate::run::mcp_headers::SecretVariable>) {
+        let servers = serde_json::Value::Object(self.mcp_servers.clone().into_iter().collect());
+        let servers: McpServers = serde_json::from_value(servers).unwrap_or_default();
+        crate::run::mcp_headers::for_pod(&servers)
+    }
 }
 
 impl Default for SandboxSettings {
@@ -243,8 +256,21 @@ pub(super) fn check_settings(settings: &SandboxSettings) -> Result<(), PodError>
     }
     if !settings.mcp_servers.is_empty() {
         let servers = serde_json::Value::Object(settings.mcp_servers.clone().into_iter().collect());
-        serde_json::from_value::<McpServers>(servers)
-            .map_err(|e| settings_error("mcpServers", format!("is not a map of MCP servers ({{url, tools}}): {e}")))?;
+        let servers = serde_json::from_value::<McpServers>(servers).map_err(|e| {
+            settings_error("mcpServers", format!("is not a map of MCP servers ({{url, tools, headers}}): {e}"))
+        })?;
+        for (name, server) in &servers {
+            crate::run::mcp_headers::check(&server.headers)
+                .map_err(|e| settings_error(&format!("mcpServers.{name}.headers"), e.to_string()))?;
+            for secret in server.headers.values().filter_map(|h| h.secret_key_ref.as_ref()) {
+                if !is_dns1123_subdomain(&secret.name) || secret.key.is_empty() {
+                    return Err(settings_error(
+                        &format!("mcpServers.{name}.headers"),
+                        format!("{:?}/{:?} is not a Secret name and key", secret.name, secret.key),
+                    ));
+                }
+            }
+        }
     }
     Ok(())
 }

@@ -519,6 +519,40 @@ fn mcp_servers_go_into_the_inputs_and_the_runner_reads_them_there() {
 }
 
 #[test]
+fn an_mcp_servers_secret_header_reaches_the_runner_container_alone_never_the_inputs_or_the_sandbox() {
+    let settings = SandboxSettings {
+        mcp_servers: BTreeMap::from([(
+            "docs".to_string(),
+            serde_json::json!({"url": "http://docs-mcp:8000/mcp", "headers": {
+                "Authorization": {"secretKeyRef": {"name": "docs-token", "key": "token"}, "prefix": "Bearer "}}}),
+        )]),
+        ..SandboxSettings::default()
+    };
+    let objects = sandbox_objects(&run(), &agent(), &settings).expect("a pod");
+    let text = objects.inputs.string_data.as_ref().and_then(|d| d.get(MCP_SERVERS_KEY)).expect("mcp-servers.yaml");
+    let servers: crate::run::inputs::McpServers = serde_norway::from_str(text).expect("the runner's format");
+    let auth = &servers["docs"].headers["Authorization"];
+    assert_eq!((auth.env.as_deref(), auth.secret_key_ref.is_none()), (Some("YUXI_MCP_HEADER_0"), true));
+    let from = |c: &k8s_openapi::api::core::v1::Container| {
+        env_value(c, "YUXI_MCP_HEADER_0")
+            .and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+            .map(|s| (s.name.clone(), s.key.clone()))
+    };
+    assert_eq!(from(container(&objects, RUNNER_CONTAINER)), Some(("docs-token".to_string(), "token".to_string())));
+    assert_eq!(from(container(&objects, SANDBOX_CONTAINER)), None);
+    // A header with two sources is refused with the settings.
+    let bad = SandboxSettings {
+        mcp_servers: BTreeMap::from([(
+            "docs".to_string(),
+            serde_json::json!({"url": "http://docs", "headers": {"X-Key": {"value": "a", "env": "B"}}}),
+        )]),
+        ..SandboxSettings::default()
+    };
+    let err = sandbox_objects(&run(), &agent(), &bad).expect_err("refused");
+    assert_eq!(err.field(), "mcpServers.docs.headers", "{err}");
+}
+
+#[test]
 fn the_agent_must_be_the_one_the_run_names() {
     let mut other = agent();
     other.metadata.name = Some("fact-verifier".to_string());

@@ -1,0 +1,193 @@
+//! The HTTP headers (bearer tokens, API keys) the runner sends to the MCP servers agents use
+//! (`headers:` of a server in the MCP server configuration; docs/concepts/mcp.md#authenticating-to-mcp-servers).
+//!
+//! Each header's value comes from exactly one place: `value` (for what is not secret), `env` (an
+//! environment variable of the runner), `file` (a file the runner reads, such as a mounted Secret) or,
+//! in a cluster, `secretKeyRef` (a key of a Secret of the run's namespace). The controller turns each
+//! `secretKeyRef` into an environment variable of the runner container only ([`for_pod`]), never of
+//! the sandbox container, so code the model runs cannot read it; in the local mode, `execute` runs with
+//! an empty environment and the header files hidden. `prefix` is put before the value (`Bearer `).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use serde::{Deserialize, Serialize};
+
+/// One header's value source.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct HeaderSource {
+    /// The value itself (for headers that are not secret).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub value: Option<String>,
+    /// An environment variable of the runner holding it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub env: Option<String>,
+    /// A file holding it (its text, trimmed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file: Option<PathBuf>,
+    /// A key of a Secret of the run's namespace (in a cluster).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<SecretKey>,
+    /// Put before the value, such as `Bearer `.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prefix: Option<String>,
+}
+
+/// A key of a Secret.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SecretKey {
+    /// The Secret.
+    pub name: String,
+    /// The key.
+    pub key: String,
+}
+
+/// Headers by name.
+pub type Headers = BTreeMap<String, HeaderSource>;
+
+/// Headers the MCP transport sets itself, which a configuration may not set.
+const RESERVED: [&str; 4] = ["accept", "mcp-session-id", "mcp-protocol-version", "last-event-id"];
+
+/// Why a header cannot be sent.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+#[error("header {header:?}: {message}")]
+pub struct HeaderError {
+    /// The header.
+    pub header: String,
+    /// What is wrong.
+    pub message: String,
+}
+
+/// Checks the shape of `headers`: valid names, not one the transport sets, one source each.
+///
+/// Errors: [`HeaderError`] naming the header.
+pub fn check(headers: &Headers) -> Result<(), HeaderError> {
+    for (name, source) in headers {
+        let bad = |message: &str| HeaderError { header: name.clone(), message: message.into() };
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+-.^_`|~".contains(c);
+        if name.is_empty() || !name.chars().all(token) {
+            return Err(bad("is not a header name"));
+        }
+        if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
+            return Err(bad("is set by the MCP transport itself"));
+        }
+        let sources =
+            [source.value.is_some(), source.env.is_some(), source.file.is_some(), source.secret_key_ref.is_some()];
+        if sources.iter().filter(|s| **s).count() != 1 {
+            return Err(bad("set exactly one of value, env, file and secretKeyRef"));
+        }
+    }
+    Ok(())
+}
+
+/// The value of `source` as the runner reads it: the prefix and the value, from the value itself,
+/// the environment or the file.
+///
+/// Errors: the variable is unset, the file cannot be read, the value is not a valid header value, or
+/// it is a `secretKeyRef` (which the controller turns into a variable; the local mode has none).
+pub fn resolve(name: &str, source: &HeaderSource) -> Result<String, HeaderError> {
+    let bad = |message: String| HeaderError { header: name.to_string(), message };
+    let value = if let Some(value) = &source.value {
+        value.clone()
+    } else if let Some(var) = &source.env {
+        std::env::var(var).map_err(|_| bad(format!("the environment variable {var} is not set")))?
+    } else if let Some(file) = &source.file {
+        std::fs::read_to_string(file)
+            .map_err(|e| bad(format!("cannot read {}: {e}", file.display())))?
+            .trim()
+            .to_string()
+    } else {
+        return Err(bad("a secretKeyRef is read in a cluster only; locally, use env or file".into()));
+    };
+    let value = format!("{}{value}", source.prefix.as_deref().unwrap_or_default());
+    if value.chars().any(|c| c.is_control()) {
+        return Err(bad("its value holds control characters".into()));
+    }
+    Ok(value)
+}
+
+/// A Secret key the runner container gets as the variable `env`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretVariable {
+    /// The variable.
+    pub env: String,
+    /// The Secret's key.
+    pub secret: SecretKey,
+}
+
+/// The prefix of the variables [`for_pod`] makes.
+pub const HEADER_VARIABLE_PREFIX: &str = "YUXI_MCP_HEADER_";
+
+/// For a sandbox pod: each `secretKeyRef` header of `servers` becomes the runner container's variable
+/// `YUXI_MCP_HEADER_<n>` (numbered in order of server and header name), read back with `env`. Returns the
+/// servers as the runner reads them, and the variables to set from Secrets.
+pub fn for_pod(
+    servers: &BTreeMap<String, super::inputs::McpServer>,
+) -> (BTreeMap<String, super::inputs::McpServer>, Vec<SecretVariable>) {
+    let mut variables = Vec::new();
+    let mut rewritten = servers.clone();
+    for server in rewritten.values_mut() {
+        for source in server.headers.values_mut() {
+            if let Some(secret) = source.secret_key_ref.take() {
+                let env = format!("{HEADER_VARIABLE_PREFIX}{}", variables.len());
+                source.env = Some(env.clone());
+                variables.push(SecretVariable { env, secret });
+            }
+        }
+    }
+    (rewritten, variables)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::run::inputs::McpServer;
+
+    fn source(yaml: &str) -> HeaderSource {
+        serde_norway::from_str(yaml).expect("a header source")
+    }
+
+    #[test]
+    fn a_header_has_one_source_and_a_name_the_transport_does_not_set() {
+        let one = |name: &str, yaml: &str| check(&Headers::from([(name.to_string(), source(yaml))]));
+        assert_eq!(one("Authorization", "{env: TOKEN, prefix: 'Bearer '}"), Ok(()));
+        assert!(one("X-Api-Key", "{env: A, file: /b}").is_err_and(|e| e.message.contains("exactly one")));
+        assert!(one("X-Api-Key", "{}").is_err_and(|e| e.message.contains("exactly one")));
+        assert!(one("Mcp-Session-Id", "{value: x}").is_err_and(|e| e.message.contains("transport")));
+        assert!(one("Bad Name", "{value: x}").is_err_and(|e| e.message.contains("not a header name")));
+    }
+
+    #[test]
+    fn values_are_read_from_where_they_are_with_their_prefix() {
+        let dir = tempfile::TempDir::new().expect("dir");
+        let file = dir.path().join("token");
+        std::fs::write(&file, "s3cret\n").expect("write");
+        let from_file = HeaderSource { file: Some(file), prefix: Some("Bearer ".into()), ..HeaderSource::default() };
+        assert_eq!(resolve("Authorization", &from_file), Ok("Bearer s3cret".into()));
+        let unset = HeaderSource { env: Some("YUXI_TEST_NO_SUCH_VARIABLE".into()), ..HeaderSource::default() };
+        assert!(resolve("X", &unset).is_err_and(|e| e.message.contains("YUXI_TEST_NO_SUCH_VARIABLE")));
+        let injected = HeaderSource { value: Some("a\r\nHost: evil".into()), ..HeaderSource::default() };
+        assert!(resolve("X", &injected).is_err());
+    }
+
+    #[test]
+    fn secrets_become_runner_variables_for_a_pod() {
+        let server: McpServer = serde_norway::from_str(
+            "url: http://docs:8080/mcp\nheaders:\n  Authorization: {secretKeyRef: {name: docs-token, key: token}, prefix: 'Bearer '}\n  X-Team: {value: research}\n",
+        )
+        .expect("a server");
+        let (servers, variables) = for_pod(&BTreeMap::from([("docs".to_string(), server)]));
+        let auth = &servers["docs"].headers["Authorization"];
+        assert_eq!((auth.env.as_deref(), auth.secret_key_ref.as_ref()), (Some("YUXI_MCP_HEADER_0"), None));
+        assert_eq!(
+            variables,
+            vec![SecretVariable {
+                env: "YUXI_MCP_HEADER_0".into(),
+                secret: SecretKey { name: "docs-token".into(), key: "token".into() }
+            }]
+        );
+        assert_eq!(servers["docs"].headers["X-Team"].value.as_deref(), Some("research"));
+    }
+}
