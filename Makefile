@@ -84,10 +84,11 @@ tools: image-tools
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 	@command -v bwrap >/dev/null 2>&1 || scripts/apt-install bubblewrap
 
-## image-tools: podman with the runc runtime, mmdebstrap, and openssl (the image test's certificate)
+## image-tools: podman with the runc runtime, mmdebstrap, catatonit (the image test's probe) and openssl
+## (its certificate)
 image-tools:
-	@{ command -v podman && command -v runc && command -v mmdebstrap; } >/dev/null 2>&1 \
-		|| scripts/apt-install podman runc mmdebstrap
+	@{ command -v podman && command -v runc && command -v mmdebstrap && command -v catatonit; } >/dev/null 2>&1 \
+		|| scripts/apt-install podman runc mmdebstrap catatonit
 	@command -v openssl >/dev/null 2>&1 || scripts/apt-install openssl
 
 # A self-signed certificate for trying the webhook locally.
