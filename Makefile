@@ -101,6 +101,9 @@ $(RUN_DIR)/tls.crt:
 
 clean:
 	$(CARGO) clean
+	@# podman's run state of the image's storages, kept in /tmp (scripts/podman)
+	@for storage in storage test-storage; do \
+		YUXI_PODMAN_ROOT=$(CURDIR)/$(RUN_DIR)/image/$$storage scripts/podman --paths | tail -n 1 | xargs rm -rf; done
 	rm -rf $(RUN_DIR)
 
 # The container image and the cluster check.
