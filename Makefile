@@ -6,7 +6,7 @@ RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
-.PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools clean
+.PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools image-tools clean
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -22,8 +22,9 @@ run: build
 webhook: build $(RUN_DIR)/tls.crt
 	$(BIN) webhook --offline --listen $(WEBHOOK_LISTEN) --tls-cert $(RUN_DIR)/tls.crt --tls-key $(RUN_DIR)/tls.key
 
-## test: formatting, lints (warnings denied), the Helm chart's checks, every test, and the contract test
-test: tools fmt chart-check lint unit contract
+## test: formatting, lints (warnings denied), the Helm chart's checks, every test, the contract test, and
+## the image built and tested (make image-test) where podman can run a container
+test: tools fmt chart-check lint unit contract image-check
 
 ## faults: the full fault suite (tests/faults: restarts, Redis killed, runners killed, bursts of 300),
 ## printing each scenario's numbers; `make test` runs its short form
@@ -77,11 +78,19 @@ crds: build
 build:
 	$(CARGO) build --locked
 
-## tools: the Rust components the checks use, and bubblewrap (the local sandbox the tests exercise)
-tools:
+## tools: the Rust components the checks use, bubblewrap (the local sandbox the tests exercise), and what
+## the image is built and tested with (image-tools)
+tools: image-tools
 	@$(CARGO) fmt --version >/dev/null 2>&1 || rustup component add rustfmt
 	@$(CARGO) clippy --version >/dev/null 2>&1 || rustup component add clippy
 	@command -v bwrap >/dev/null 2>&1 || scripts/apt-install bubblewrap
+
+## image-tools: podman with the runc runtime, mmdebstrap, catatonit (the image test's probe) and openssl
+## (its certificate)
+image-tools:
+	@{ command -v podman && command -v runc && command -v mmdebstrap && command -v catatonit; } >/dev/null 2>&1 \
+		|| scripts/apt-install podman runc mmdebstrap catatonit
+	@command -v openssl >/dev/null 2>&1 || scripts/apt-install openssl
 
 # A self-signed certificate for trying the webhook locally.
 $(RUN_DIR)/tls.crt:
@@ -93,25 +102,48 @@ $(RUN_DIR)/tls.crt:
 
 clean:
 	$(CARGO) clean
+	@# podman's run state of the image's storages, kept in /tmp (scripts/podman)
+	@for storage in storage test-storage; do \
+		YUXI_PODMAN_ROOT=$(CURDIR)/$(RUN_DIR)/image/$$storage scripts/podman --paths | tail -n 1 | xargs rm -rf; done
 	rm -rf $(RUN_DIR)
 
-# The container image and the cluster check. Neither has been run where they were written: that machine has
-# no container engine (no docker daemon, no podman) and no cluster.
-IMAGE ?= yuxi-operator:dev
-# docker, else podman; set it to choose.
-CONTAINER_ENGINE ?= $(shell if command -v docker >/dev/null 2>&1; then echo docker; elif command -v podman >/dev/null 2>&1; then echo podman; fi)
+# The container image and the cluster check.
+# The image's name. Without a registry it is Docker Hub's spelling, as kubelets resolve the chart's default
+# `yuxi-operator`: yuxi-operator:0.1.0 is named docker.io/library/yuxi-operator:0.1.0.
+IMAGE ?= yuxi-operator:$(IMAGE_VERSION)
+# The Debian release of the runtime root: its glibc must be at least the one the binary is built against.
+IMAGE_SUITE ?= bookworm
 IMAGE_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE_REVISION = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
+IMAGE_SOURCE = $(shell sed -n 's/^home: //p' charts/yuxi-operator/Chart.yaml)
+RELEASE_BIN = $${CARGO_TARGET_DIR:-target}/release/yuxi-operator
+IMAGE_ARGS = --image $(IMAGE) --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --source $(IMAGE_SOURCE) \
+	--binary $(RELEASE_BIN)
 
-.PHONY: image e2e
+.PHONY: image image-test image-check e2e
 
-## image: the one image of every role, tagged $(IMAGE), built from the Dockerfile with docker or podman
-image:
-	@test -n "$(CONTAINER_ENGINE)" || { echo "make image: neither docker nor podman is installed; install one, or set CONTAINER_ENGINE" >&2; exit 1; }
-	@$(CONTAINER_ENGINE) info >/dev/null 2>&1 || { echo "make image: '$(CONTAINER_ENGINE) info' fails: is its daemon (or machine) running?" >&2; exit 1; }
-	$(CONTAINER_ENGINE) build --build-arg VERSION=$(IMAGE_VERSION) --build-arg REVISION=$(IMAGE_REVISION) -t $(IMAGE) .
+## image: the one image of every role, without a container daemon or a pulled image: the release binary
+## built here, a runtime root of Debian packages (mmdebstrap), the Dockerfile's last stage built by podman;
+## exported as .run/image/yuxi-operator.oci.tar, named $(IMAGE) (scripts/image-build)
+image: image-tools
+	$(CARGO) build --release --locked
+	scripts/image-build $(IMAGE_ARGS) --suite $(IMAGE_SUITE)
 
-## e2e: the image, installed with the chart on the current kind or k3d cluster, driven through the facade,
-## then uninstalled (scripts/e2e says what it needs and checks)
+## image-test: each role run from the image's archive as the chart runs its pods (user 65532, read-only
+## root, no capabilities, no network where none is needed), the image's contents and the Dockerfile
+## against it (scripts/image-test, docs/operations/testing.md#the-image-test)
+image-test: image
+	scripts/with-redis scripts/image-test $(IMAGE_ARGS)
+
+# In `make test`: make image-test where podman can run a container; elsewhere why not, and a skip.
+image-check: image-tools
+	@scripts/image-test --probe; status=$$?; \
+	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory image-test; \
+	elif [ $$status -eq 2 ]; then echo "make test: SKIPPED make image-test: podman cannot run containers here (above)" >&2; \
+	else exit $$status; fi
+
+## e2e: the image, loaded into the current kind or k3d cluster and installed with the chart, driven through
+## the facade, then uninstalled (scripts/e2e says what it needs and checks). Not run where it was written:
+## that machine has no cluster
 e2e:
 	scripts/e2e

@@ -488,6 +488,28 @@ fn every_example_run_gets_a_restricted_pod_and_its_inputs() {
     }
 }
 
+#[test]
+fn the_json_output_is_a_list_of_the_same_two_objects() {
+    let dir = TempDir::new().expect("temp dir");
+    let settings = dir.path().join("settings.yaml");
+    std::fs::write(&settings, FULL_SETTINGS).expect("settings");
+    for (run_file, _, agent_file) in example_runs() {
+        for settings in [None, Some(settings.as_path())] {
+            let (pod, inputs) = documents(&run_sandbox_pod(&run_file, &agent_file, settings));
+            let mut args: Vec<&Path> = vec![Path::new("--run"), &run_file, Path::new("--agent"), &agent_file];
+            if let Some(settings) = settings {
+                args.extend([Path::new("--settings"), settings]);
+            }
+            args.extend([Path::new("--output"), Path::new("json")]);
+            let output = sandbox_pod(&args);
+            assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+            let list: Value = serde_json::from_slice(&output.stdout).expect("one JSON document");
+            assert_eq!((list["apiVersion"].as_str(), list["kind"].as_str()), (Some("v1"), Some("List")));
+            assert_eq!(list["items"], json!([pod, inputs]), "{} with {settings:?}", run_file.display());
+        }
+    }
+}
+
 /// kubernetes-validate, when `YUXI_KUBE_VALIDATE` names it.
 fn kube_validate() -> Option<PathBuf> {
     match std::env::var_os("YUXI_KUBE_VALIDATE").filter(|v| !v.is_empty()) {

@@ -1,11 +1,11 @@
 //! The `sandbox-pod` command's work, the one part of the pod builder that reads files: the AgentRun, the
 //! Agent and the settings from their files, checked by the admission rules, built by [`sandbox_objects`]
-//! and written by [`to_yaml`].
+//! and written by [`to_yaml`] or [`to_json`].
 
 use std::path::{Path, PathBuf};
 
 use super::settings::SandboxSettings;
-use super::{PodError, sandbox_objects, to_yaml};
+use super::{PodError, SandboxObjects, sandbox_objects, to_json, to_yaml};
 use crate::resources::manifest::{Manifest, ManifestError, read_manifest_file, read_manifest_text};
 use crate::resources::validation::{validate_agent, validate_agent_run};
 
@@ -59,19 +59,43 @@ pub enum SandboxPodError {
     Encode(PodError),
 }
 
+/// How `sandbox-pod` writes the two objects.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum SandboxPodOutput {
+    /// [`to_yaml`]: the pod, `---`, the inputs Secret.
+    #[default]
+    Yaml,
+    /// [`to_json`]: one `v1` `List` of the two.
+    Json,
+}
+
 /// The `sandbox-pod` command's work: reads the AgentRun manifest `run_file`, the Agent manifest
 /// `agent_file` and the settings file `settings_file` (YAML of [`SandboxSettings`]; none: the defaults),
-/// checks the run and the agent by the admission rules, and returns [`to_yaml`] of their
-/// [`sandbox_objects`].
+/// checks the run and the agent by the admission rules, and returns their [`sandbox_objects`] written as
+/// `output` says.
 ///
 /// Errors ([`SandboxPodError`], naming the file and the field): a file that cannot be read, is not YAML,
 /// does not hold exactly one AgentRun (or Agent), breaks an admission rule, or cannot give a pod
 /// ([`PodError`]).
-pub fn sandbox_pod_yaml(
+pub fn sandbox_pod_text(
     run_file: &Path,
     agent_file: &Path,
     settings_file: Option<&Path>,
+    output: SandboxPodOutput,
 ) -> Result<String, SandboxPodError> {
+    let objects = read_objects(run_file, agent_file, settings_file)?;
+    match output {
+        SandboxPodOutput::Yaml => to_yaml(&objects),
+        SandboxPodOutput::Json => to_json(&objects),
+    }
+    .map_err(SandboxPodError::Encode)
+}
+
+fn read_objects(
+    run_file: &Path,
+    agent_file: &Path,
+    settings_file: Option<&Path>,
+) -> Result<SandboxObjects, SandboxPodError> {
     let read = |file: &Path| {
         read_manifest_file(file).map_err(|source| SandboxPodError::Read { file: file.to_path_buf(), source })
     };
@@ -103,13 +127,12 @@ pub fn sandbox_pod_yaml(
         }
         None => SandboxSettings::default(),
     };
-    let objects = sandbox_objects(&run, &agent, &settings).map_err(|source| {
+    sandbox_objects(&run, &agent, &settings).map_err(|source| {
         let file = match &source {
             PodError::Settings { .. } => settings_file,
             PodError::AgentMismatch { .. } => Some(agent_file),
             _ => Some(run_file),
         };
         SandboxPodError::Pod { file: file.map(Path::to_path_buf), source }
-    })?;
-    to_yaml(&objects).map_err(SandboxPodError::Encode)
+    })
 }

@@ -65,7 +65,7 @@ use k8s_openapi::api::core::v1::{LocalObjectReference, Pod, PodOS, PodSpec, Secr
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference};
 use kube::{Resource, ResourceExt};
 
-pub use command::{SandboxPodError, sandbox_pod_yaml};
+pub use command::{SandboxPodError, SandboxPodOutput, sandbox_pod_text};
 pub use containers::{RUNNER_CONTAINER, SANDBOX_CONTAINER};
 pub use credentials::{CredentialsVerdict, credentials_verdict, without_credentials};
 pub use settings::{SandboxSettings, SecretKey, SettingsError};
@@ -256,12 +256,27 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
 /// Errors: [`PodError::Encode`] when an object cannot be turned into JSON (not expected for built
 /// objects).
 pub fn to_yaml(objects: &SandboxObjects) -> Result<String, PodError> {
+    let [pod, inputs] = object_values(objects)?;
+    Ok(yaml::objects_to_yaml(&[pod, inputs]))
+}
+
+/// The two objects as one JSON document, a `v1` `List` of the pod and the inputs Secret (which `kubectl`
+/// applies as it is, and a program reads without a YAML parser), indented, with a final newline.
+///
+/// Errors: [`PodError::Encode`], as [`to_yaml`].
+pub fn to_json(objects: &SandboxObjects) -> Result<String, PodError> {
+    let [pod, inputs] = object_values(objects)?;
+    let list = serde_json::json!({"apiVersion": "v1", "kind": "List", "items": [pod, inputs]});
+    let text = serde_json::to_string_pretty(&list)
+        .map_err(|e| PodError::Encode { field: "list".to_string(), message: e.to_string() })?;
+    Ok(text + "\n")
+}
+
+fn object_values(objects: &SandboxObjects) -> Result<[serde_json::Value; 2], PodError> {
     let json = |field: &str, object: Result<serde_json::Value, serde_json::Error>| {
         object.map_err(|e| PodError::Encode { field: field.to_string(), message: e.to_string() })
     };
-    let pod = json("pod", serde_json::to_value(&objects.pod))?;
-    let inputs = json("inputs", serde_json::to_value(&objects.inputs))?;
-    Ok(yaml::objects_to_yaml(&[pod, inputs]))
+    Ok([json("pod", serde_json::to_value(&objects.pod))?, json("inputs", serde_json::to_value(&objects.inputs))?])
 }
 
 #[cfg(test)]
