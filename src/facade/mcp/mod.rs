@@ -101,8 +101,15 @@ async fn authenticate(State(state): State<FacadeState>, request: Request, next: 
         .query()
         .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
         .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "agent").map(|(_, v)| v));
+    let ending_session = parts.method == axum::http::Method::DELETE;
     parts.extensions.insert(McpCaller { caller, agent });
-    next.run(Request::from_parts(parts, body)).await
+    let mut response = next.run(Request::from_parts(parts, body)).await;
+    // A session's end is answered 202 by the server library; clients (the Python SDK among them) take
+    // 200 or 204 as done, and 204 is what it is: nothing to say.
+    if ending_session && response.status() == axum::http::StatusCode::ACCEPTED {
+        *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
+    }
+    response
 }
 
 /// One MCP session's server (one per session; one per request for the stateless protocol).
