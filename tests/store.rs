@@ -1,5 +1,7 @@
 //! The two stores of a run's state, Redis and the local mode's socket: each one's contract, the runner over it.
 
+#[path = "store/approvals.rs"]
+mod approvals;
 #[path = "store/conversations.rs"]
 mod conversations;
 #[path = "store/notices.rs"]

@@ -174,6 +174,9 @@ pub struct Observed<'a> {
     /// A daily token quota of the run's user or namespace that is used up, when the run has no pod yet
     /// (the reconciler reads the counts only then).
     pub quota: Option<crate::run::budget::QuotaUsedUp>,
+    /// The run as the store records it, when it does (a run the facade started): whether it waits for
+    /// a person, or was resumed.
+    pub recorded: Option<crate::run::RunRecord>,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -254,6 +257,11 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
     // A cancel comes before everything else, a deadline passing during it included: the user asked.
     if run.spec.is_cancel_requested() {
         return cancel(next, observed, settings);
+    }
+
+    // A run waiting for a person runs nowhere, and its deadline does not run.
+    if let Some(actions) = waiting(&mut next, observed, phase, settings) {
+        return actions;
     }
 
     let timeout = run.spec.timeout_seconds.map_or(crate::run::inputs::DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
@@ -386,6 +394,107 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
     }
 }
 
+/// The approval path: a run whose runner paused it for a person (its pod ended, the store says
+/// `waiting`) becomes `Waiting`, its pod removed; a waiting run the store says is resumed (`pending`)
+/// gets a new pod, its start time moved on by the time it waited; a waiting run the store ended (a
+/// cancel, a time-out) ends as its result says. `None` when the run has nothing to do with approvals.
+fn waiting(
+    next: &mut Transition,
+    observed: &Observed<'_>,
+    phase: AgentRunPhase,
+    settings: &Settings,
+) -> Option<Vec<Action>> {
+    use crate::run::approval::APPROVAL_REQUIRED;
+    let recorded = observed.recorded.as_ref()?;
+    let pod = observed.pod.as_ref();
+    let now = observed.now;
+    let since = || {
+        next.status
+            .conditions
+            .iter()
+            .find(|c| c.type_ == APPROVAL_REQUIRED && c.status == "True")
+            .map(|c| c.last_transition_time.0)
+    };
+    match (phase, recorded.status) {
+        (AgentRunPhase::Waiting, RunStatus::Waiting) => {
+            let mut actions = Vec::new();
+            if pod.is_some_and(|p| !p.deleting) {
+                actions.push(Action::DeletePod);
+            }
+            Some(actions)
+        }
+        (AgentRunPhase::Waiting, RunStatus::Pending) => {
+            if pod.is_some() {
+                let mut actions = vec![];
+                if pod.is_some_and(|p| !p.deleting) {
+                    actions.push(Action::DeletePod);
+                }
+                actions.push(Action::RequeueAfter(settings.recheck));
+                return Some(actions);
+            }
+            // The time it ran before it paused is kept: the deadline counts running time only.
+            let waited = since().map(|at| now.duration_since(at)).unwrap_or_default();
+            let started = next.status.start_time.as_ref().map(|t| t.0).unwrap_or(now);
+            next.status.start_time = Some(Time(started.checked_add(waited).unwrap_or(now)));
+            next.status.phase = Some(AgentRunPhase::Pending);
+            next.status.pod_name = None;
+            next.status.pending_approval = None;
+            set_condition(&mut next.status.conditions, APPROVAL_REQUIRED, "False", "Resumed", "a person decided", now);
+            next.actions.push(Action::Event {
+                warning: false,
+                reason: "Resumed".into(),
+                note: "a person decided; the run goes on".into(),
+            });
+            None
+        }
+        (AgentRunPhase::Waiting, status) if status.is_terminal() => match &observed.outcome {
+            Some(outcome) => Some(std::mem::replace(next, Transition::empty(now)).end_as_reported(outcome)),
+            None => Some(std::mem::replace(next, Transition::empty(now)).finish(
+                AgentRunPhase::Failed,
+                "RunnerFailed",
+                recorded.error.clone().unwrap_or_else(|| "the run ended while it waited".into()),
+            )),
+        },
+        (AgentRunPhase::Pending | AgentRunPhase::Running, RunStatus::Waiting) if pod.is_none_or(|p| p.ended()) => {
+            let waiting = recorded.waiting.clone();
+            let calls: Vec<String> =
+                waiting.iter().flat_map(|w| w.action_requests.iter().map(|r| r.name.clone())).collect();
+            next.status.phase = Some(AgentRunPhase::Waiting);
+            next.status.reason = Some(APPROVAL_REQUIRED.into());
+            next.status.message = Some(format!("waiting for a person's decision on {}", calls.join(", ")));
+            next.status.pending_approval = waiting.map(|w| crate::resources::PendingApproval {
+                tool_calls: w
+                    .action_requests
+                    .iter()
+                    .map(|r| crate::resources::PendingCall {
+                        tool_call_id: r.tool_call_id.clone(),
+                        name: r.name.clone(),
+                    })
+                    .collect(),
+                expires_at: w.expires_at,
+            });
+            set_condition(
+                &mut next.status.conditions,
+                APPROVAL_REQUIRED,
+                "True",
+                APPROVAL_REQUIRED,
+                "the run waits for a person",
+                now,
+            );
+            if pod.is_some_and(|p| !p.deleting) {
+                next.actions.push(Action::DeletePod);
+            }
+            next.actions.push(Action::Event {
+                warning: false,
+                reason: APPROVAL_REQUIRED.into(),
+                note: format!("waiting for a person's decision on {}", calls.join(", ")),
+            });
+            Some(std::mem::replace(next, Transition::empty(now)).set())
+        }
+        _ => None,
+    }
+}
+
 /// The cancel path: a run not started ends at once; a running one is signalled, then its pod deleted
 /// after the grace period.
 fn cancel(mut next: Transition, observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
@@ -451,6 +560,11 @@ struct Transition {
 }
 
 impl Transition {
+    /// A transition with no status and no action, to swap out of a borrowed one.
+    fn empty(now: jiff::Timestamp) -> Self {
+        Transition { status: AgentRunStatus::default(), now, actions: Vec::new() }
+    }
+
     /// Ends the run in `phase`, with the events, the record and the children that go with an end.
     fn finish(mut self, phase: AgentRunPhase, reason: &str, message: String) -> Vec<Action> {
         let now = self.now;

@@ -142,8 +142,10 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         }
         _ => None,
     };
+    let recorded = ctx.store.run_record(&run.name_any()).await?;
     let observed = Observed {
         quota,
+        recorded,
         run: &run,
         pod: pod.as_ref().map(ObservedPod::from_pod),
         agent: agent.as_ref(),

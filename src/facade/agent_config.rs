@@ -139,10 +139,12 @@ pub fn configurable_items(who: &Identity, is_subagent: bool, resources: Resource
     let mut items: Vec<(&'static str, ConfigurableItem)> = vec![
         ("system_prompt", item("string", "System prompt", "prompt", Value::Null, "The agent's role and behaviour; empty for the backend's default prompt (at most 65536 characters).".into(), "system_prompt")),
         ("model", item("string", "Model", "llm", Value::from(""), "The chat model as <provider>/<model>; empty for the system's default model (at most 256 characters).".into(), "model")),
-        ("tool_approval_mode", with(item("string", "Tool approval mode", "", Value::from("default"), "Whether sensitive tools (write_file, edit_file, execute) need approval: a subagent in default mode goes without them.".into(), "tool_approval_mode"), vec![
+        ("tool_approval_mode", with(item("string", "Tool approval mode", "", Value::from("default"), "Whether sensitive tools (write_file, edit_file, execute and those of approval_required) need a person's approval: a main agent's run pauses before them; a subagent in default mode goes without write_file, edit_file and execute.".into(), "tool_approval_mode"), vec![
             FieldOption::new("default", "Default", "Sensitive tools need approval"),
             FieldOption::new("always_trust", "Always trust", "Every granted tool runs without approval"),
         ])),
+        ("approval_required", item("list", "Tools needing approval", "tools", Value::Null, "More tools a person must approve in default mode: tool names, or <server>/* for every tool of an MCP server (at most 256).".into(), "approval_required")),
+        ("approval_timeout_seconds", item("number", "Approval time-out (seconds)", "", Value::from(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS), "How long a paused run waits for a person's decisions before it ends (60..604800; default 86400).".into(), "approval_timeout_seconds")),
         ("tools", with(item("list", "Tools", "tools", Value::Null, "The built-in tools the agent may call; null for all of them (at most 256).".into(), "tools"), resources.tools)),
         ("knowledges", with(item("list", "Knowledge bases", "knowledges", Value::Null, "The knowledge bases the agent may search; null for all the user may read (at most 256).".into(), "knowledges"), resources.knowledges)),
         ("mcps", with(item("list", "MCP servers", "mcps", Value::Null, "The MCP servers whose tools the agent may call; null for every configured server (at most 256).".into(), "mcps"), resources.mcps)),
@@ -246,6 +248,8 @@ mod tests {
             preload_skills: Some(vec![]),
             subagents: Some(vec![]),
             tool_approval_mode: Some(crate::resources::ToolApprovalMode::Default),
+            approval_required: Some(vec![]),
+            approval_timeout_seconds: Some(60),
             max_execution_steps: Some(1),
             model_retry_times: Some(1),
             summary_threshold: Some(1),

@@ -187,12 +187,19 @@ impl LocalLauncher {
                 Err(_closed) => Ok(()),
             };
             keeper.abort();
+            // A run that paused for a person's approval is not over: nothing is ended, nobody runs it
+            // until a resume launches it again.
+            let paused = matches!(store.run_record(&run_id).await, Ok(Some(r)) if r.status == RunStatus::Waiting);
             // A runner subprocess's manifests were its inputs only.
             let dir = launcher.data_dir.join("runs").join(&run_id);
             if let Err(err) = std::fs::remove_dir_all(&dir)
                 && err.kind() != std::io::ErrorKind::NotFound
             {
                 tracing::warn!(path = %dir.display(), error = %err, "cannot remove the run's folder");
+            }
+            if paused && executed.is_ok() {
+                runs.taken.lock().expect("runs lock").remove(&run_id);
+                return;
             }
             let ended = match executed {
                 Err(error) => {
@@ -533,6 +540,43 @@ impl ClusterLauncher {
     }
 }
 
+impl ClusterLauncher {
+    /// Resumes the waiting run `record`: its AgentRun annotated [`RESUMED_ANNOTATION`] (the controller
+    /// then makes its pod anew) and its credentials Secret given the fresh `token`.
+    ///
+    /// Errors: the Kubernetes API's refusal or failure, as [`LaunchError::CreateAgentRun`] (the patch of
+    /// the run) or [`LaunchError::CreateSecret`] (of its credentials).
+    ///
+    /// [`RESUMED_ANNOTATION`]: crate::resources::names::RESUMED_ANNOTATION
+    pub async fn resume(&self, record: &RunRecord, token: &str) -> Result<(), LaunchError> {
+        use crate::resources::names;
+        let run_id = || record.run_id.clone();
+        let params =
+            kube::api::PatchParams { field_manager: Some(names::FIELD_MANAGER.to_string()), ..Default::default() };
+        let annotation = serde_json::json!({"metadata": {"annotations": {
+            names::RESUMED_ANNOTATION: jiff::Timestamp::now().to_string()}}});
+        let run = self
+            .api
+            .patch(&record.run_id, &params, &kube::api::Patch::Merge(&annotation))
+            .await
+            .map_err(|source| LaunchError::CreateAgentRun { run_id: run_id(), source })?;
+        let announced =
+            run.metadata.annotations.as_ref().is_some_and(|a| a.contains_key(names::CREDENTIALS_ANNOTATION));
+        if !announced {
+            return Ok(());
+        }
+        let namespace = kube::ResourceExt::namespace(&run).unwrap_or_default();
+        let secrets: kube::Api<k8s_openapi::api::core::v1::Secret> =
+            kube::Api::namespaced(self.client.clone(), &namespace);
+        let fresh = serde_json::json!({"stringData": {names::CREDENTIALS_TOKEN_KEY: token}});
+        secrets
+            .patch(&names::credentials_secret_name(&run), &params, &kube::api::Patch::Merge(&fresh))
+            .await
+            .map_err(|source| LaunchError::CreateSecret { run_id: run_id(), source })?;
+        Ok(())
+    }
+}
+
 /// Starts runs: as local subprocesses or as AgentRun resources.
 #[derive(Clone)]
 pub enum Launcher {
@@ -555,6 +599,28 @@ impl Launcher {
         match self {
             Launcher::Local(local) => Some(&local.data_dir),
             Launcher::Cluster(_) => None,
+        }
+    }
+
+    /// Starts again, in the background, a run a person's decisions resumed (it is `pending`, its
+    /// decisions stored with its checkpoint): locally its runner again; in a cluster its AgentRun is
+    /// marked resumed and its credentials renewed, and the controller makes its pod anew. A run that
+    /// cannot be resumed so is recorded `failed` with the reason.
+    pub fn resume(&self, store: Store, record: RunRecord, agent: Agent, input: String, credentials: String) {
+        match self {
+            Launcher::Local(local) => local.launch(store, record, agent, input, Some(credentials)),
+            Launcher::Cluster(cluster) => {
+                let cluster = cluster.clone();
+                tokio::spawn(async move {
+                    if let Err(error) = cluster.resume(&record, &credentials).await {
+                        tracing::error!(run_id = %record.run_id, error = %error, "the run could not be resumed");
+                        let error = error.to_string();
+                        if let Err(err) = store.end_run(&record.run_id, RunStatus::Failed, Some(&error)).await {
+                            tracing::error!(run_id = %record.run_id, error = %err, "cannot record the run's failure");
+                        }
+                    }
+                });
+            }
         }
     }
 
@@ -598,6 +664,7 @@ mod tests {
             created_at: "2026-11-30T10:00:00Z".into(),
             request: Default::default(),
             max_tokens: None,
+            waiting: None,
         };
         let run = agent_run(&record, "look".into());
         let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];

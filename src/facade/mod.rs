@@ -4,6 +4,7 @@
 pub mod agent_config;
 pub mod agent_view;
 pub mod agents;
+pub mod approvals;
 pub mod attachments;
 pub mod auth;
 pub mod body;

@@ -35,11 +35,14 @@ pub enum QueuePolicy {
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// What the user asks: not blank, at most 262,144 characters.
-    #[schema(pattern = "\\S", max_length = 262_144)]
+    /// What the user asks: not blank, at most 262,144 characters (ignored with `resume`).
+    #[serde(default)]
+    #[schema(max_length = 262_144)]
     pub query: String,
-    /// The agent: an ordinary agent the caller may see (subagents run through the tools).
-    #[schema(min_length = 1, max_length = 80)]
+    /// The agent: an ordinary agent the caller may see (subagents run through the tools); ignored with
+    /// `resume`.
+    #[serde(default)]
+    #[schema(max_length = 80)]
     pub agent_slug: String,
     /// Continue this conversation (one of the caller's threads); a new one when absent. An id without
     /// `_sub_` (which marks a subagent's thread).
@@ -66,11 +69,10 @@ pub struct StartRun {
     /// otherwise).
     #[serde(default)]
     pub tool_approval_mode: Option<YuxiApprovalMode>,
-    /// The answer to a run's question. No run of this system asks one yet: only `null`; anything else
-    /// answers 422 naming the field.
+    /// A person's decisions on the tool calls a waiting run asks about: the run goes on, the same run,
+    /// from where it paused (docs/concepts/approvals.md).
     #[serde(default)]
-    #[schema(value_type = Option<()>)]
-    pub resume: Option<Value>,
+    pub resume: Option<super::approvals::ResumeBody>,
     /// An earlier run of the same thread (one of the caller's) that this one follows; another answers
     /// 404, as a missing run.
     #[serde(default)]
@@ -142,9 +144,6 @@ pub fn checked(
             "image_content",
             format!("the model of agent {:?} does not take images", body.agent_slug),
         ));
-    }
-    if body.resume.as_ref().is_some_and(|resume| !resume.is_null()) {
-        return Err(ApiError::invalid("resume", format!("thread {thread_id:?} has no run waiting for an answer")));
     }
     let context = agent.spec.context();
     let model_spec = match body.model_spec.as_deref().filter(|m| !m.is_empty()) {

@@ -75,6 +75,9 @@ pub async fn start(
     super::body::JsonBody(body): super::body::JsonBody<super::run_request::StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = super::tools::runs(&state)?;
+    if let Some(resume) = body.resume {
+        return super::approvals::resume(&state, &who, resume).await.map(Json);
+    }
     if body.query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));
     }
@@ -116,6 +119,7 @@ pub async fn start(
         created_at: jiff::Timestamp::now().to_string(),
         request,
         max_tokens,
+        waiting: None,
     };
     super::launch::check_startable(&record, &body.query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
@@ -186,6 +190,23 @@ pub(super) fn run_token(state: &FacadeState, who: &Identity, record: &RunRecord,
     state.run_tokens.sign(&grant, expires)
 }
 
+/// Launches again the parent run `record` of `agent` that a person's decisions resumed, for `who`, with
+/// fresh credentials: its runner goes on from the run's checkpoint.
+pub(super) fn launch_resumed(
+    state: &FacadeState,
+    who: &Identity,
+    mut agent: crate::resources::Agent,
+    record: &RunRecord,
+    input: String,
+) {
+    let Some(runs) = state.runs.as_ref() else { return };
+    if let Some(mode) = record.request.tool_approval_mode {
+        agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
+    }
+    let token = run_token(state, who, record, &record.thread_id);
+    runs.launcher.resume(runs.store.clone(), record.clone(), agent, input, token);
+}
+
 /// Launches the recorded parent run `record` of `agent` for `who`, with credentials of its own: through
 /// them its model may delegate to the subagents the agent allows the caller, and act on its own child
 /// runs only. The run's `model_spec` and `tool_approval_mode` replace the agent's.
@@ -221,7 +242,8 @@ pub struct RunItem {
     pub agent_slug: String,
     /// Its user.
     pub uid: String,
-    /// `pending`, `running`, `cancel_requested`, `completed`, `failed`, `cancelled` or `interrupted`.
+    /// `pending`, `running`, `cancel_requested`, `waiting`, `completed`, `failed`, `cancelled` or
+    /// `interrupted`.
     pub status: RunStatus,
     /// `chat` for a run a user started, `subagent` for a delegated one.
     pub run_type: &'static str,
@@ -244,6 +266,10 @@ pub struct RunItem {
     pub error: Option<String>,
     /// When it was created, RFC 3339.
     pub created_at: String,
+    /// While it waits for a person (`status: waiting`): the calls waiting (`action_requests`) and when
+    /// the decisions are due (`expires_at`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub waiting: Option<crate::run::approval::Waiting>,
 }
 
 impl RunItem {
@@ -275,6 +301,7 @@ impl RunItem {
             parent: record.parent,
             error: record.error,
             created_at: record.created_at,
+            waiting: record.waiting,
         }
     }
 }

@@ -176,6 +176,7 @@ pub(crate) async fn start(
         created_at: jiff::Timestamp::now().to_string(),
         request: Default::default(),
         max_tokens,
+        waiting: None,
     };
     check_startable(&record, &body.description, "description")?;
     // Claimed only now, by a request that has passed every check: a refused start claims nothing.

@@ -70,7 +70,7 @@ pub fn yuxi_payload(envelope: &Envelope, request_id: Option<&str>) -> Value {
             }
             Value::Object(out)
         }
-        EventKind::Custom => payload.clone(),
+        EventKind::Custom | EventKind::Interrupt => payload.clone(),
     }
 }
 

@@ -163,10 +163,26 @@ pub struct AgentContext {
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub subagents: Option<Vec<String>>,
 
-    /// Which tools run without approval: `Default` turns off `write_file`, `edit_file` and `execute` for
-    /// subagents; `AlwaysTrust` allows every granted tool. Absent: `Default`.
+    /// Which tools run without approval: `Default` pauses a main agent's run before `write_file`,
+    /// `edit_file`, `execute` and the tools `approvalRequired` names until a person decides, and turns
+    /// those three off for subagents (no person watches them); `AlwaysTrust` runs every granted tool
+    /// (administrators only). Absent: `Default`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<ToolApprovalMode>,
+
+    /// More tools a person must approve in `Default` mode: tool names (of MCP servers, or built in), or
+    /// `<server>/*` for every tool of the MCP server `<server>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256), inner(length(min = 1, max = 130)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub approval_required: Option<Vec<String>>,
+
+    /// How long a paused run waits for a person's decisions, in seconds (60 to 604800, a week; default
+    /// 86400); past it the run ends `failed` with reason `ApprovalTimeout`. The run's own deadline does
+    /// not run while it waits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 60, max = 604_800))]
+    pub approval_timeout_seconds: Option<u32>,
 
     /// The most model-and-tools steps one run may take before it stops (Yuxi default 300).
     #[serde(default, skip_serializing_if = "Option::is_none")]

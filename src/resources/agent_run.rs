@@ -185,6 +185,8 @@ pub enum AgentRunPhase {
     Pending,
     Running,
     CancelRequested,
+    /// Paused for a person's approval of a tool call; no pod runs it (reason `ApprovalRequired`).
+    Waiting,
     Completed,
     Failed,
     Cancelled,
@@ -270,6 +272,31 @@ pub struct AgentRunStatus {
     /// as counted when the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree_token_usage: Option<TokenUsage>,
+
+    /// While the run waits for a person (phase `Waiting`): the calls waiting and when the decisions are
+    /// due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pending_approval: Option<PendingApproval>,
+}
+
+/// The calls a waiting run asks a person about.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingApproval {
+    /// The calls, by tool call id and tool.
+    pub tool_calls: Vec<PendingCall>,
+    /// When the decisions are due (RFC 3339); past it the run fails with reason `ApprovalTimeout`.
+    pub expires_at: String,
+}
+
+/// One call waiting for a person.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct PendingCall {
+    /// The model's tool call id.
+    pub tool_call_id: String,
+    /// The tool.
+    pub name: String,
 }
 
 impl AgentRunSpec {

@@ -19,7 +19,8 @@ pub use agent::{
     builtin_general_purpose,
 };
 pub use agent_run::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_BUDGET_TOKENS, ParentRef, RunBudget, TokenUsage,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_BUDGET_TOKENS, ParentRef, PendingApproval, PendingCall,
+    RunBudget, TokenUsage,
 };
 pub use knowledge_base::{KnowledgeBase, KnowledgeBaseSpec, KnowledgeBaseStatus, KnowledgeSource};
 

@@ -22,6 +22,10 @@ pub const CREDENTIALS_SECRET_TYPE: &str = "yuxi.dev/run-credentials";
 /// nothing else.
 pub const CREDENTIALS_ANNOTATION: &str = "yuxi.dev/run-credentials";
 
+/// The annotation the facade sets on a waiting AgentRun when a person's decisions resume it (the time,
+/// RFC 3339): the controller then starts its runner again.
+pub const RESUMED_ANNOTATION: &str = "yuxi.dev/resumed-at";
+
 /// `app.kubernetes.io/name` of every sandbox pod (a NetworkPolicy can select them by it).
 pub const APP_NAME: &str = "yuxi-sandbox";
 /// `app.kubernetes.io/managed-by` of every sandbox pod.

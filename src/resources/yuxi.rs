@@ -38,6 +38,12 @@ pub struct YuxiContext {
     /// `default` or `always_trust`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<YuxiApprovalMode>,
+    /// More tools a person must approve (`approvalRequired`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_required: Option<Vec<String>>,
+    /// How long a paused run waits for decisions, in seconds (`approvalTimeoutSeconds`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approval_timeout_seconds: Option<u32>,
     /// The step limit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_execution_steps: Option<u32>,
@@ -171,6 +177,8 @@ impl From<&AgentContext> for YuxiContext {
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
             tool_approval_mode: c.tool_approval_mode.map(YuxiApprovalMode::from),
+            approval_required: c.approval_required.clone(),
+            approval_timeout_seconds: c.approval_timeout_seconds,
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
             summary_threshold: c.summary_threshold,
@@ -194,6 +202,8 @@ impl From<&YuxiContext> for AgentContext {
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
             tool_approval_mode: c.tool_approval_mode.map(ToolApprovalMode::from),
+            approval_required: c.approval_required.clone(),
+            approval_timeout_seconds: c.approval_timeout_seconds,
             max_execution_steps: c.max_execution_steps,
             model_retry_times: c.model_retry_times,
             summary_threshold: c.summary_threshold,

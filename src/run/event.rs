@@ -24,10 +24,13 @@ pub enum EventKind {
     Error,
     /// The run's last event, exactly one per run ([`EndPayload`]).
     End,
+    /// The run paused for a person's decisions on tool calls
+    /// ([`crate::run::approval::InterruptPayload`]).
+    Interrupt,
 }
 
 impl EventKind {
-    /// The kind as the stream spells it: `metadata`, `messages`, `custom`, `error`, `end`.
+    /// The kind as the stream spells it: `metadata`, `messages`, `custom`, `error`, `end`, `interrupt`.
     pub fn as_str(self) -> &'static str {
         match self {
             Self::Metadata => "metadata",
@@ -35,6 +38,7 @@ impl EventKind {
             Self::Custom => "custom",
             Self::Error => "error",
             Self::End => "end",
+            Self::Interrupt => "interrupt",
         }
     }
 }

@@ -2,6 +2,7 @@
 //! messages, the volume scopes and their sub-paths, the runner's inputs, run credentials and thread ids.
 //! Pure: no I/O beyond creating a run's folders ([`scope::VolumePaths::create_all`]).
 
+pub mod approval;
 pub mod budget;
 pub mod conversation;
 pub mod event;

@@ -33,6 +33,35 @@ pub struct RunRecord {
     /// The token budget of the run's tree ([`crate::run::budget`]), which its children inherit.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
+    /// While the run waits for a person ([`RunStatus::Waiting`]): the calls and the deadline of the
+    /// decisions. Stored as JSON text, as `meta` is.
+    #[serde(default, skip_serializing_if = "Option::is_none", with = "waiting_text")]
+    pub waiting: Option<crate::run::approval::Waiting>,
+}
+
+/// An optional [`crate::run::approval::Waiting`] kept as its JSON text (an object is also read).
+mod waiting_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    use crate::run::approval::Waiting;
+
+    pub fn serialize<S: Serializer>(waiting: &Option<Waiting>, serializer: S) -> Result<S::Ok, S::Error> {
+        match waiting {
+            Some(waiting) => {
+                serializer.serialize_str(&serde_json::to_string(waiting).map_err(serde::ser::Error::custom)?)
+            }
+            None => serializer.serialize_none(),
+        }
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Waiting>, D::Error> {
+        match Option::<Value>::deserialize(deserializer)? {
+            None | Some(Value::Null) => Ok(None),
+            Some(Value::String(text)) => serde_json::from_str(&text).map(Some).map_err(serde::de::Error::custom),
+            Some(other) => serde_json::from_value(other).map(Some).map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 impl RunRecord {

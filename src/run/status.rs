@@ -17,6 +17,10 @@ pub enum RunStatus {
     Running,
     /// A cancel was asked for; the runner is stopping.
     CancelRequested,
+    /// Paused before a tool call a person must approve: no process runs it; a `resume` with the
+    /// person's decisions continues it ([`crate::run::approval`]). Not Yuxi's `interrupted`, which this
+    /// system keeps for a run the system stopped (terminal).
+    Waiting,
     /// Finished with an answer.
     Completed,
     /// Finished with an error.
@@ -29,10 +33,11 @@ pub enum RunStatus {
 
 impl RunStatus {
     /// Every status, in the order a run can reach them.
-    pub const ALL: [RunStatus; 7] = [
+    pub const ALL: [RunStatus; 8] = [
         Self::Pending,
         Self::Running,
         Self::CancelRequested,
+        Self::Waiting,
         Self::Completed,
         Self::Failed,
         Self::Cancelled,
@@ -53,6 +58,7 @@ impl RunStatus {
             Self::Pending => "pending",
             Self::Running => "running",
             Self::CancelRequested => "cancel_requested",
+            Self::Waiting => "waiting",
             Self::Completed => "completed",
             Self::Failed => "failed",
             Self::Cancelled => "cancelled",
@@ -73,6 +79,7 @@ impl From<AgentRunPhase> for RunStatus {
             AgentRunPhase::Pending => Self::Pending,
             AgentRunPhase::Running => Self::Running,
             AgentRunPhase::CancelRequested => Self::CancelRequested,
+            AgentRunPhase::Waiting => Self::Waiting,
             AgentRunPhase::Completed => Self::Completed,
             AgentRunPhase::Failed => Self::Failed,
             AgentRunPhase::Cancelled => Self::Cancelled,
@@ -87,6 +94,7 @@ impl From<RunStatus> for AgentRunPhase {
             RunStatus::Pending => Self::Pending,
             RunStatus::Running => Self::Running,
             RunStatus::CancelRequested => Self::CancelRequested,
+            RunStatus::Waiting => Self::Waiting,
             RunStatus::Completed => Self::Completed,
             RunStatus::Failed => Self::Failed,
             RunStatus::Cancelled => Self::Cancelled,

@@ -139,6 +139,8 @@ pub struct Connected {
     pub tools: Vec<Arc<dyn Tool>>,
     /// The servers that did not, each with why: what the model is told.
     pub unavailable: Vec<String>,
+    /// The server of each tool, by tool name (what `approvalRequired: [<server>/*]` names).
+    pub servers: std::collections::HashMap<String, String>,
 }
 
 type Client = Arc<RunningService<RoleClient, ()>>;
@@ -154,7 +156,7 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Co
     {
         return Err(McpError::NotConfigured { server: missing.clone() });
     }
-    let mut connected = Connected { tools: Vec::new(), unavailable: Vec::new() };
+    let mut connected = Connected { tools: Vec::new(), unavailable: Vec::new(), servers: Default::default() };
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
         let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server))
             .await
@@ -181,6 +183,7 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Co
                 description: tool.description.as_deref().unwrap_or_default().to_string(),
                 parameters: Value::Object((*tool.input_schema).clone()),
             };
+            connected.servers.insert(tool_name.clone(), name.clone());
             connected.tools.push(Arc::new(McpTool { spec, client: client.clone() }));
         }
     }

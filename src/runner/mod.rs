@@ -174,8 +174,13 @@ pub async fn execute(
             }
         })
     };
+    // A run resumed after a person's decisions goes on from its checkpoint.
+    let resumption = store.take_resumption(&identity.run_id).await?;
     let report = match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
-        Ok(graph) => graph.run(metadata).await,
+        Ok(graph) => match resumption {
+            Some((checkpoint, decisions)) => graph.resume(checkpoint, decisions).await,
+            None => graph.run(metadata).await,
+        },
         Err(error) => {
             // A run cancelled while it was being prepared ends cancelled, whatever the preparing met
             // (its credentials, for one, stop working once its cancel has ended it).
@@ -253,6 +258,7 @@ async fn prepare(
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }
     let connected = mcp::connect_granted(&options.mcp_servers, &grants).await.map_err(|e| e.to_string())?;
+    let tool_servers = connected.servers;
     for tool in connected.tools {
         tools.insert(tool);
     }
@@ -268,7 +274,7 @@ async fn prepare(
     if let Some(access) = &options.facade {
         let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?);
         if !spec.is_subagent()
-            && let Some((delegating, prompt)) = facade.mount(&identity.agent_slug).await.map_err(|e| e.to_string())?
+            && let Some((delegating, prompt)) = mount_delegation(&facade, &identity.agent_slug).await?
         {
             for tool in delegating {
                 tools.insert(tool);
@@ -331,7 +337,33 @@ async fn prepare(
         end_retry_for: options.lease_ttl,
         delegation,
         usage: usage_target(run),
+        approval: crate::run::approval::ApprovalRule::of(spec, context.tool_approval_mode.unwrap_or_default()),
+        tool_servers,
+        approval_timeout: Duration::from_secs(u64::from(
+            context.approval_timeout_seconds.unwrap_or(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS),
+        )),
     })
+}
+
+/// The subagent tools of `agent`, asked of the facade again with backoff for up to 15 s while it cannot
+/// be reached (restarting, or stopping: a stopping local mode ends its runs meanwhile, and the run ends
+/// as that says). Errors: the facade's refusal, or its absence past that, as the run's failure.
+async fn mount_delegation(
+    facade: &Arc<tools::subagents::Facade>,
+    agent: &str,
+) -> Result<Option<(Vec<Arc<dyn tools::Tool>>, String)>, String> {
+    use backon::Retryable;
+    let backoff = backon::ExponentialBuilder::new()
+        .with_min_delay(Duration::from_millis(200))
+        .with_max_delay(Duration::from_secs(2))
+        .with_jitter()
+        .without_max_times()
+        .with_total_delay(Some(Duration::from_secs(15)));
+    (|| facade.mount(agent))
+        .retry(backoff)
+        .when(|err| matches!(err, tools::subagents::MountError::Unreachable { .. }))
+        .await
+        .map_err(|e| e.to_string())
 }
 
 /// Where `run`'s tokens are counted: the tree of its parent (or its own, for a run without one) with

@@ -91,6 +91,8 @@ struct MemoryState {
     queues: super::queues::Queues,
     /// The threads' conversations, forgotten with their threads.
     conversations: HashMap<String, crate::run::conversation::Conversation>,
+    /// What each paused run keeps, and the decisions a resume gave it.
+    checkpoints: HashMap<String, (crate::run::approval::Checkpoint, Option<Vec<crate::run::approval::Decision>>)>,
 }
 
 impl MemoryStore {
@@ -209,6 +211,67 @@ impl MemoryStore {
         drop(state);
         self.notices.wake(run_id);
         true
+    }
+
+    /// Pauses a running run for a person ([`super::Store::pause_run`]).
+    pub(super) fn pause_run(
+        &self,
+        run_id: &str,
+        checkpoint: crate::run::approval::Checkpoint,
+        waiting: crate::run::approval::Waiting,
+        interrupt: Envelope,
+        keep: Duration,
+    ) -> bool {
+        let mut state = self.state();
+        if state.results.contains_key(run_id) {
+            return false;
+        }
+        let Some(record) = state.records.get_mut(run_id) else { return false };
+        if record.status != RunStatus::Running {
+            return false;
+        }
+        record.status = RunStatus::Waiting;
+        record.waiting = Some(waiting);
+        state.checkpoints.insert(run_id.to_string(), (checkpoint, None));
+        state.push_event(run_id, interrupt);
+        state.keepers.insert(run_id.to_string(), Instant::now() + keep);
+        drop(state);
+        self.notices.wake(run_id);
+        true
+    }
+
+    /// A paused run's checkpoint.
+    pub(super) fn run_checkpoint(&self, run_id: &str) -> Option<crate::run::approval::Checkpoint> {
+        self.state().checkpoints.get(run_id).map(|(checkpoint, _)| checkpoint.clone())
+    }
+
+    /// Resumes a waiting run with `decisions` ([`super::Store::resume_run`]).
+    pub(super) fn resume_run(&self, run_id: &str, decisions: Vec<crate::run::approval::Decision>) -> bool {
+        let mut state = self.state();
+        let Some(record) = state.records.get_mut(run_id) else { return false };
+        if record.status != RunStatus::Waiting {
+            return false;
+        }
+        record.status = RunStatus::Pending;
+        record.waiting = None;
+        let Some(entry) = state.checkpoints.get_mut(run_id) else { return false };
+        entry.1 = Some(decisions);
+        state.keepers.remove(run_id);
+        drop(state);
+        self.notices.wake(run_id);
+        true
+    }
+
+    /// Takes a resumed run's checkpoint and decisions, once.
+    pub(super) fn take_resumption(
+        &self,
+        run_id: &str,
+    ) -> Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)> {
+        let mut state = self.state();
+        if !state.checkpoints.get(run_id).is_some_and(|(_, decisions)| decisions.is_some()) {
+            return None;
+        }
+        state.checkpoints.remove(run_id).and_then(|(checkpoint, decisions)| decisions.map(|d| (checkpoint, d)))
     }
 
     pub(super) fn keep_run(&self, run_id: &str, ttl: Duration) {
@@ -399,6 +462,7 @@ impl MemoryStore {
             return false;
         }
         record.status = status;
+        record.waiting = None;
         if let Some(error) = error {
             record.error = Some(error.to_string());
         }
@@ -542,6 +606,7 @@ impl MemoryState {
             }
         }
         self.events.remove(run_id);
+        self.checkpoints.remove(run_id);
         self.results.remove(run_id);
         self.cancelled.remove(run_id);
         self.steered.remove(run_id);

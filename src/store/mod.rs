@@ -8,6 +8,7 @@
 //! for a runner subprocess of the local mode without Redis, that process's in-process store over a Unix
 //! socket ([`socket`]).
 
+mod approvals;
 mod conversations;
 pub mod keys;
 pub mod memory;
@@ -381,7 +382,18 @@ impl Store {
     /// the runner wrote one) and exactly one `end` event, so the stream ends and `/result` answers. Returns
     /// whether it ended the run (`false`: unknown, or ended already, and nothing was written).
     pub async fn end_run(&self, run_id: &str, status: RunStatus, error: Option<&str>) -> Result<bool, StoreError> {
-        self.end(run_id, status, error, false).await
+        self.end(run_id, status, error, None, false).await
+    }
+
+    /// [`Store::end_run`] with a CamelCase `reason` in the result and the `end` event (`ApprovalTimeout`).
+    pub async fn end_with_reason(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        self.end(run_id, status, error, reason, false).await
     }
 
     /// [`Store::end_run`] as `interrupted`, only if the run is abandoned: not terminal, and neither a
@@ -390,10 +402,12 @@ impl Store {
     pub async fn end_abandoned(&self, run_id: &str) -> Result<bool, StoreError> {
         let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
         let (status, error) = match record.status {
+            // A run waiting for a person runs nowhere by design; its time-out ends it.
+            RunStatus::Waiting => return Ok(false),
             RunStatus::CancelRequested => (RunStatus::Cancelled, None),
             _ => (RunStatus::Interrupted, Some(ABANDONED)),
         };
-        self.end(run_id, status, error, true).await
+        self.end(run_id, status, error, None, true).await
     }
 
     async fn end(
@@ -401,6 +415,7 @@ impl Store {
         run_id: &str,
         status: RunStatus,
         error: Option<&str>,
+        reason: Option<&str>,
         only_if_abandoned: bool,
     ) -> Result<bool, StoreError> {
         debug_assert!(status.is_terminal());
@@ -416,12 +431,15 @@ impl Store {
             run_id: record.run_id.clone(),
             thread_id: record.thread_id.clone(),
             token_usage: Default::default(),
-            reason: None,
+            reason: reason.map(String::from),
             tree_token_usage: None,
         };
-        let payload =
-            serde_json::to_value(crate::run::EndPayload { status, error: error.map(String::from), reason: None })
-                .expect("an end payload serializes");
+        let payload = serde_json::to_value(crate::run::EndPayload {
+            status,
+            error: error.map(String::from),
+            reason: reason.map(String::from),
+        })
+        .expect("an end payload serializes");
         let end = crate::run::Envelope::new(
             run_id,
             &record.thread_id,
@@ -466,7 +484,7 @@ impl Store {
         if let Store::Memory(memory) = self {
             memory.forget_expired();
         }
-        let mut ended = 0;
+        let mut ended = self.expire_waiting(jiff::Timestamp::now()).await?;
         for run_id in self.unfinished_runs().await? {
             if self.end_abandoned(&run_id).await? {
                 tracing::warn!(run_id = %run_id, "ended an abandoned run: its runner is gone");
@@ -502,8 +520,9 @@ impl Store {
             // Nobody executes it (not started, or its runner is gone): it ends now, with its result and
             // its `end`. Otherwise its runner is told, and it ends when the runner stops.
             let ended = match record.status {
-                RunStatus::Pending => self.end_run(run_id, RunStatus::Cancelled, None).await?,
-                _ => self.end(run_id, RunStatus::Cancelled, None, true).await?,
+                // Nobody executes a pending or a waiting run: it ends now.
+                RunStatus::Pending | RunStatus::Waiting => self.end_run(run_id, RunStatus::Cancelled, None).await?,
+                _ => self.end(run_id, RunStatus::Cancelled, None, None, true).await?,
             };
             if !ended {
                 self.set_run_status(run_id, RunStatus::CancelRequested, None).await?;

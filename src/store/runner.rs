@@ -172,6 +172,37 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Pauses the running run for a person ([`Store::pause_run`]); `false` when it is not running.
+    pub async fn pause_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        checkpoint: &crate::run::approval::Checkpoint,
+        waiting: &crate::run::approval::Waiting,
+        payload: Value,
+        keep: Duration,
+    ) -> Result<bool, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => {
+                store.pause_run(run_id, thread_id, checkpoint, waiting, payload, keep).await
+            }
+            RunnerStoreClient::Socket(socket) => {
+                socket.pause_run(run_id, thread_id, checkpoint, waiting, payload, keep).await
+            }
+        }
+    }
+
+    /// Takes, once, a resumed run's checkpoint and decisions ([`Store::take_resumption`]).
+    pub async fn take_resumption(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.take_resumption(run_id).await,
+            RunnerStoreClient::Socket(socket) => socket.take_resumption(run_id).await,
+        }
+    }
+
     /// Gives up the run's runner lease if `holder` has it ([`Store::release_run_lease`]).
     pub async fn release_run_lease(&self, run_id: &str, holder: &str) -> Result<(), StoreError> {
         match self {

@@ -21,6 +21,8 @@
 //! {"op": "release_run_lease", "run_id", "holder"}                     => null
 //! {"op": "record_usage", "target", "usage", "day"}                    => the tree's usage {usage, max_tokens}
 //! {"op": "tree_usage", "root_run_id"}                                 => the tree's usage {usage, max_tokens}
+//! {"op": "pause_run", "run_id", "thread_id", "checkpoint", "waiting", "payload", "keep_ms"} => true | false
+//! {"op": "take_resumption", "run_id"}                                 => [checkpoint, decisions] or null
 //! ```
 //!
 //! The answer is `{"ok": VALUE}`, or `{"error": "MESSAGE"}` for a request that is not valid JSON, not one
@@ -66,17 +68,62 @@ pub const AWAIT_CANCEL_MAX: Duration = Duration::from_secs(20);
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
 enum Request {
-    AppendEvent { run_id: String, thread_id: String, event: EventKind, payload: Value },
-    ThreadMessages { thread_id: String },
-    FinishRun { run_id: String, thread_id: String, new_messages: Vec<Message>, result: RunResult },
-    RunResult { run_id: String },
-    IsCancelRequested { run_id: String },
-    IsSteerRequested { run_id: String },
-    AwaitCancel { run_id: String, timeout_ms: u64 },
-    HoldRunLease { run_id: String, holder: String, ttl_ms: u64 },
-    ReleaseRunLease { run_id: String, holder: String },
-    RecordUsage { target: UsageTarget, usage: crate::resources::TokenUsage, day: String },
-    TreeUsage { root_run_id: String },
+    AppendEvent {
+        run_id: String,
+        thread_id: String,
+        event: EventKind,
+        payload: Value,
+    },
+    ThreadMessages {
+        thread_id: String,
+    },
+    FinishRun {
+        run_id: String,
+        thread_id: String,
+        new_messages: Vec<Message>,
+        result: RunResult,
+    },
+    RunResult {
+        run_id: String,
+    },
+    IsCancelRequested {
+        run_id: String,
+    },
+    IsSteerRequested {
+        run_id: String,
+    },
+    AwaitCancel {
+        run_id: String,
+        timeout_ms: u64,
+    },
+    HoldRunLease {
+        run_id: String,
+        holder: String,
+        ttl_ms: u64,
+    },
+    ReleaseRunLease {
+        run_id: String,
+        holder: String,
+    },
+    RecordUsage {
+        target: UsageTarget,
+        usage: crate::resources::TokenUsage,
+        day: String,
+    },
+    TreeUsage {
+        root_run_id: String,
+    },
+    PauseRun {
+        run_id: String,
+        thread_id: String,
+        checkpoint: crate::run::approval::Checkpoint,
+        waiting: crate::run::approval::Waiting,
+        payload: Value,
+        keep_ms: u64,
+    },
+    TakeResumption {
+        run_id: String,
+    },
 }
 
 impl Request {
@@ -84,15 +131,16 @@ impl Request {
     /// connection when the first one broke before its answer came.
     fn is_idempotent(&self) -> bool {
         // `finish_run` is: a second one finds the run ended and writes nothing.
-        !matches!(self, Request::AppendEvent { .. } | Request::RecordUsage { .. })
+        !matches!(self, Request::AppendEvent { .. } | Request::RecordUsage { .. } | Request::TakeResumption { .. })
     }
 
     /// The ids the request names; each must be a valid id, as for every key of the store.
     fn ids(&self) -> Vec<&str> {
         match self {
-            Request::AppendEvent { run_id, thread_id, .. } | Request::FinishRun { run_id, thread_id, .. } => {
-                vec![run_id, thread_id]
-            }
+            Request::AppendEvent { run_id, thread_id, .. }
+            | Request::FinishRun { run_id, thread_id, .. }
+            | Request::PauseRun { run_id, thread_id, .. } => vec![run_id, thread_id],
+            Request::TakeResumption { run_id } => vec![run_id],
             Request::ThreadMessages { thread_id } => vec![thread_id],
             Request::RunResult { run_id }
             | Request::IsCancelRequested { run_id }
@@ -222,6 +270,34 @@ impl SocketStore {
         day: &str,
     ) -> Result<TreeUsage, StoreError> {
         self.call(Request::RecordUsage { target: target.clone(), usage: usage.clone(), day: day.into() }).await
+    }
+
+    pub(super) async fn pause_run(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        checkpoint: &crate::run::approval::Checkpoint,
+        waiting: &crate::run::approval::Waiting,
+        payload: Value,
+        keep: Duration,
+    ) -> Result<bool, StoreError> {
+        let keep_ms = u64::try_from(keep.as_millis()).unwrap_or(u64::MAX);
+        self.call(Request::PauseRun {
+            run_id: run_id.into(),
+            thread_id: thread_id.into(),
+            checkpoint: checkpoint.clone(),
+            waiting: waiting.clone(),
+            payload,
+            keep_ms,
+        })
+        .await
+    }
+
+    pub(super) async fn take_resumption(
+        &self,
+        run_id: &str,
+    ) -> Result<Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>, StoreError> {
+        self.call(Request::TakeResumption { run_id: run_id.into() }).await
     }
 
     pub(super) async fn tree_usage(&self, root_run_id: &str) -> Result<TreeUsage, StoreError> {
@@ -465,6 +541,14 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .record_usage(&target, &usage, &day)
             .await
             .map(|tree| serde_json::to_value(tree).expect("a usage serializes")),
+        Request::PauseRun { run_id, thread_id, checkpoint, waiting, payload, keep_ms } => store
+            .pause_run(&run_id, &thread_id, &checkpoint, &waiting, payload, Duration::from_millis(keep_ms))
+            .await
+            .map(Value::Bool),
+        Request::TakeResumption { run_id } => store
+            .take_resumption(&run_id)
+            .await
+            .map(|taken| taken.map_or(Value::Null, |t| serde_json::to_value(t).expect("a resumption serializes"))),
         Request::TreeUsage { root_run_id } => {
             store.tree_usage(&root_run_id).await.map(|tree| serde_json::to_value(tree).expect("a usage serializes"))
         }

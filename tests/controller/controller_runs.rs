@@ -163,6 +163,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         created_at: "2026-11-30T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     store.create_run(&child_record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
@@ -189,6 +190,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
         created_at: "2026-11-30T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
@@ -214,6 +216,7 @@ async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_t
         created_at: "2026-11-30T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     for run_id in ["gone", "finished"] {
         store.create_run(&record(run_id), None, Default::default()).await.expect("created");

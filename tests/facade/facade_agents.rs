@@ -81,9 +81,9 @@ async fn lists_hide_subagents_unless_asked() {
     let api = start().await;
     let (status, list) = api.get("/api/agent", "alice-token").await;
     assert_eq!(status, 200);
-    assert_eq!(slugs(&list), ["deep-research"]);
+    assert_eq!(slugs(&list), ["deep-research", "note-taker"]);
     let (_, all) = api.get("/api/agent?include_subagents=true", "alice-token").await;
-    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "note-taker", "research-explorer"]);
     let (_, explorer) = api.get("/api/agent/research-explorer", "alice-token").await;
     let explorer = &explorer["agent"];
     assert_eq!(explorer["backend_id"], "SubAgentBackend");
@@ -229,7 +229,7 @@ async fn the_tools_of_an_agent_list_its_allowed_subagents() {
     let (status, tools) = api.get("/api/tools?agent=deep-research", "bob-token").await;
     assert_eq!(status, 200);
     assert_eq!(tools["subagents"], json!(["research-explorer", "fact-verifier"]));
-    assert_eq!(tools["tools"].as_array().expect("tools").len(), 6);
+    assert_eq!(tools["tools"].as_array().expect("tools").len(), 7);
     let prompt = tools["prompt"].as_str().expect("prompt");
     assert!(prompt.contains("- research-explorer: Explores a research question"), "{prompt}");
     let (_, sub) = api.get("/api/tools?agent=research-explorer", "bob-token").await;
@@ -369,6 +369,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "POST /api/tools/subagent_events",
         "POST /api/tools/subagent_start",
         "POST /api/tools/subagent_status",
+        "POST /api/tools/subagent_wait_any",
         "POST /api/tools/task",
         "PUT /api/agent/{slug}",
         "PUT /api/chat/thread/{thread_id}",

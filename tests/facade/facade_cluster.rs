@@ -533,6 +533,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");
@@ -646,4 +647,80 @@ async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_
     assert_eq!(ready(refused)["status"], "False", "{refused}");
     let message = refused["lastIndexError"].as_str().unwrap_or_default();
     assert!(message.contains("knowledge.configMapNames") && message.contains("payments-config"), "{message}");
+}
+
+#[tokio::test]
+async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
+    use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Waiting};
+    use yuxi_operator::run::message::ToolCall;
+    let store = Store::memory();
+    running(&store, "r-9", "t-9", "alice").await;
+    let tool_call = ToolCall::new("call_0_0", "write_file", "{\"path\": \"/tmp/x\", \"content\": \"y\"}");
+    let pending = vec![ActionRequest::of(&tool_call)];
+    let checkpoint = Checkpoint {
+        added: vec![],
+        steps: 1,
+        usage: Default::default(),
+        remaining: vec![tool_call],
+        pending: pending.clone(),
+        remaining_seconds: 100,
+        decisions: vec![],
+        input: "write it".into(),
+    };
+    let waiting = Waiting {
+        reason: "ApprovalRequired".into(),
+        action_requests: pending,
+        expires_at: "2099-01-01T00:00:00Z".into(),
+    };
+    let paused = store
+        .pause_run(
+            "r-9",
+            "t-9",
+            &checkpoint,
+            &waiting,
+            json!({"type": "approval_required"}),
+            std::time::Duration::from_secs(600),
+        )
+        .await
+        .expect("paused");
+    assert!(paused);
+    let parent = agent("deep-research", json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global()}));
+    let run = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun",
+                     "metadata": {"name": "r-9", "namespace": "team-a", "uid": "run-uid-9",
+                                  "annotations": {"yuxi.dev/run-credentials": "r-9-credentials"}},
+                     "spec": {"agent": "deep-research", "input": "write it"}});
+    let (client, server) = crate::support::api_server::scripted::api_server_receiving(vec![
+        review("alice", &["yuxi:department:1"]),
+        Exchange::new(Method::GET, &format!("{AGENTS}/deep-research"), 200, parent),
+        Exchange::new(
+            Method::PATCH,
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns/r-9?&fieldManager=yuxi-operator",
+            200,
+            run,
+        ),
+        Exchange::new(
+            Method::PATCH,
+            "/api/v1/namespaces/team-a/secrets/r-9-credentials?&fieldManager=yuxi-operator",
+            200,
+            json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r-9-credentials"}}),
+        ),
+    ]);
+    let base = facade(client, store.clone()).await;
+    let resume =
+        json!({"resume": {"run_id": "r-9", "decisions": [{"tool_call_id": "call_0_0", "decision": "approve"}]}});
+    let (status, body) = call(&base, "POST", "/api/agent/runs", "alice-token", Some(resume)).await;
+    assert_eq!((status, body["run_id"].as_str()), (200, Some("r-9")), "{body}");
+    let received = tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .expect("the launcher patches both objects")
+        .expect("the whole script");
+    assert_eq!(received[2].content_type.as_deref(), Some("application/merge-patch+json"));
+    assert!(received[2].body["metadata"]["annotations"]["yuxi.dev/resumed-at"].is_string(), "{}", received[2].body);
+    let token = received[3].body["stringData"]["token"].as_str().expect("a fresh token");
+    let signed = token_key().verify(token, jiff::Timestamp::now().as_second()).expect("signed by the facade");
+    assert_eq!((signed.grant.run_id.as_str(), signed.grant.uid.as_str()), ("r-9", "alice"));
+    let record = store.run_record("r-9").await.expect("read").expect("the run");
+    assert_eq!((record.status, record.waiting), (yuxi_operator::run::RunStatus::Pending, None));
+    let (taken, decisions) = store.take_resumption("r-9").await.expect("read").expect("its resumption");
+    assert_eq!((taken.steps, decisions.len()), (1, 1));
 }

@@ -106,6 +106,7 @@ impl Facade {
             created_at: "2026-12-01T10:00:00Z".into(),
             request: Default::default(),
             max_tokens: None,
+            waiting: None,
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");
         if status != RunStatus::Pending {

@@ -43,6 +43,8 @@ async fn the_detail_describes_every_context_field_with_its_choices_for_the_calle
     assert_eq!(
         fields,
         [
+            "approval_required",
+            "approval_timeout_seconds",
             "knowledges",
             "max_execution_steps",
             "mcps",

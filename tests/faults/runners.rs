@@ -103,6 +103,7 @@ async fn a_model_that_never_answers_ends_the_run_at_its_deadline() {
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);
 

@@ -27,7 +27,7 @@ fn slugs(body: &serde_json::Value) -> Vec<&str> {
 async fn the_local_mode_serves_the_example_agents() {
     let local = start(TempDir::new().expect("dir")).await;
     let body = agents(&local).await;
-    assert_eq!(slugs(&body), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+    assert_eq!(slugs(&body), ["deep-research", "fact-verifier", "general-purpose", "note-taker", "research-explorer"]);
 }
 
 #[tokio::test]

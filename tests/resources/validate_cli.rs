@@ -27,7 +27,7 @@ fn the_examples_pass_and_the_invalid_ones_fail() {
     let root = Path::new(env!("CARGO_MANIFEST_DIR"));
     let output = validate(&[&root.join("examples")]);
     assert!(output.status.success(), "{}", stdout(&output));
-    assert_eq!(stdout(&output).lines().filter(|l| l.starts_with("ok ")).count(), 6, "{}", stdout(&output));
+    assert_eq!(stdout(&output).lines().filter(|l| l.starts_with("ok ")).count(), 7, "{}", stdout(&output));
     assert!(stdout(&output).contains("(KnowledgeBase default/research-notes)"), "{}", stdout(&output));
     let output = validate(&[&root.join("examples/invalid")]);
     assert_eq!(output.status.code(), Some(1));

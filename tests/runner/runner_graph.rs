@@ -60,6 +60,9 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         cancel_poll: Duration::from_millis(200),
         end_retry_for: Duration::from_secs(5),
         delegation: None,
+        approval: Default::default(),
+        tool_servers: Default::default(),
+        approval_timeout: Duration::from_secs(3600),
         usage: yuxi_operator::run::budget::UsageTarget {
             root_run_id: "run-1".into(),
             max_tokens: None,

@@ -29,6 +29,7 @@ pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     }
 }
 

@@ -32,6 +32,7 @@ fn pending(run_id: &str, thread_id: &str, uid: &str) -> yuxi_operator::run::RunR
         created_at: "2026-12-01T10:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     }
 }
 
@@ -360,6 +361,7 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
         created_at: "2026-11-30T00:00:00Z".into(),
         request: Default::default(),
         max_tokens: None,
+        waiting: None,
     };
     let (first, second) = (unique("run"), unique("run"));
     let key = unique("start");

@@ -46,7 +46,7 @@ fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
 
 fn decide_at(run: &AgentRun, pod: Option<ObservedPod>, outcome: Option<Outcome>, now: i64) -> Vec<Action> {
     let agent = agent();
-    let observed = Observed { run, pod, agent: Some(&agent), outcome, quota: None, now: at(now) };
+    let observed = Observed { run, pod, agent: Some(&agent), outcome, quota: None, recorded: None, now: at(now) };
     decide(&observed, &Settings::default())
 }
 
@@ -234,6 +234,7 @@ fn a_missing_agent_fails_the_run_and_stops_its_pod() {
         agent: None,
         outcome: None,
         quota: None,
+        recorded: None,
         now: at(5),
     };
     let actions = decide(&observed, &Settings::default());
@@ -358,8 +359,15 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
     let fresh = run(json!({}), json!(null));
     let agent = agent();
     let used_up = crate::run::budget::QuotaUsedUp { limit: "max_tokens_per_user_per_day", quota: 1000, used: 1200 };
-    let observed =
-        Observed { run: &fresh, pod: None, agent: Some(&agent), outcome: None, quota: Some(used_up), now: at(1) };
+    let observed = Observed {
+        run: &fresh,
+        pod: None,
+        agent: Some(&agent),
+        outcome: None,
+        quota: Some(used_up),
+        recorded: None,
+        now: at(1),
+    };
     let actions = decide(&observed, &Settings::default());
     assert!(!creates_pod(&actions));
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "QuotaExceeded".into()));
@@ -367,8 +375,15 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
     // A run whose pod was made already is not stopped by a quota used up since.
     let made = run(json!({}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
     let used_up = crate::run::budget::QuotaUsedUp { limit: "max_tokens_per_user_per_day", quota: 1000, used: 1200 };
-    let observed =
-        Observed { run: &made, pod: None, agent: Some(&agent), outcome: None, quota: Some(used_up), now: at(1) };
+    let observed = Observed {
+        run: &made,
+        pod: None,
+        agent: Some(&agent),
+        outcome: None,
+        quota: Some(used_up),
+        recorded: None,
+        now: at(1),
+    };
     assert!(creates_pod(&decide(&observed, &Settings::default())));
 }
 
@@ -381,4 +396,75 @@ fn a_run_stopped_by_its_budget_says_so_and_its_root_shows_the_trees_usage() {
     let actions = decide_at(&running, Some(pod(PodPhase::Succeeded)), Some(stopped), 5);
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "BudgetExceeded".into()));
     assert_eq!(status_of(&actions).tree_token_usage.map(|u| u.total_tokens), Some(120));
+}
+
+fn recorded(status: &str, waiting: bool) -> crate::run::RunRecord {
+    let waiting = waiting.then(|| {
+        json!({"reason": "ApprovalRequired", "expires_at": "2026-12-04T10:00:00Z", "action_requests": [
+            {"tool_call_id": "call_0_0", "name": "write_file", "arguments": {}, "allowed_decisions": ["approve"], "description": ""}]})
+    });
+    serde_json::from_value(json!({"run_id": "r1", "thread_id": "t1", "agent_slug": "research-explorer", "uid": "alice",
+        "parent": null, "status": status, "error": null, "created_at": T0, "waiting": waiting}))
+    .expect("a record")
+}
+
+fn decide_waiting(run: &AgentRun, pod: Option<ObservedPod>, record: crate::run::RunRecord, now: i64) -> Vec<Action> {
+    let agent = agent();
+    let observed =
+        Observed { run, pod, agent: Some(&agent), outcome: None, quota: None, recorded: Some(record), now: at(now) };
+    decide(&observed, &Settings::default())
+}
+
+#[test]
+fn a_run_paused_for_approval_waits_without_its_pod_or_its_deadline() {
+    // The runner paused the run and its pod ended: Waiting, ApprovalRequired, the calls named, the pod gone.
+    let running = started("Running", json!({"timeoutSeconds": 60}));
+    let actions = decide_waiting(&running, Some(pod(PodPhase::Succeeded)), recorded("waiting", true), 30);
+    assert_eq!(phase_reason(&actions), (AgentRunPhase::Waiting, "ApprovalRequired".into()));
+    assert!(deletes_pod(&actions));
+    let status = status_of(&actions);
+    let pending = status.pending_approval.expect("the calls waiting");
+    assert_eq!(
+        (pending.tool_calls[0].name.as_str(), pending.expires_at.as_str()),
+        ("write_file", "2026-12-04T10:00:00Z")
+    );
+    assert_eq!(condition(&status_of(&actions), "ApprovalRequired").status, "True");
+    // Long past its deadline it still waits, with no pod: nothing happens.
+    let waiting = run(json!({"timeoutSeconds": 60}), serde_json::to_value(status_of(&actions)).expect("status"));
+    let later = decide_waiting(&waiting, None, recorded("waiting", true), 100_000);
+    assert!(later.is_empty(), "{later:?}");
+}
+
+#[test]
+fn a_resumed_run_gets_a_new_pod_with_its_waiting_time_taken_off_its_clock() {
+    let running = started("Running", json!({"timeoutSeconds": 60}));
+    let paused = status_of(&decide_waiting(&running, Some(pod(PodPhase::Succeeded)), recorded("waiting", true), 30));
+    let waiting = run(json!({"timeoutSeconds": 60}), serde_json::to_value(&paused).expect("status"));
+    // Resumed 1000 s later: a new pod; it had run 30 s, so its deadline is 30 s away, not past.
+    let actions = decide_waiting(&waiting, None, recorded("pending", false), 1030);
+    assert!(creates_pod(&actions), "{actions:?}");
+    let status = status_of(&actions);
+    assert_eq!((status.phase, status.attempts), (Some(AgentRunPhase::Pending), Some(2)));
+    assert_eq!(status.start_time.clone().map(|t| t.0), Some(at(1000)));
+    assert_eq!(condition(&status, "ApprovalRequired").status, "False");
+    assert!(status.pending_approval.is_none());
+    // A run ended while it waited (a time-out) ends as the store says.
+    let mut timed_out = recorded("failed", false);
+    timed_out.error = Some("no decision came before the approval's time-out".into());
+    let agent = agent();
+    let mut outcome = outcome("failed", Some(""), timed_out.error.as_deref());
+    outcome.reason = Some("ApprovalTimeout".into());
+    let observed = Observed {
+        run: &waiting,
+        pod: None,
+        agent: Some(&agent),
+        outcome: Some(outcome),
+        quota: None,
+        recorded: Some(timed_out),
+        now: at(90_000),
+    };
+    assert_eq!(
+        phase_reason(&decide(&observed, &Settings::default())),
+        (AgentRunPhase::Failed, "ApprovalTimeout".into())
+    );
 }

@@ -230,6 +230,14 @@ fn validate_context(report: &mut Report, context: &AgentContext) {
             check_name_list(report, field, list, 256, 128);
         }
     }
+    if let Some(required) = &context.approval_required {
+        check_name_list(report, "spec.context.approvalRequired", required, 256, 130);
+    }
+    if let Some(seconds) = context.approval_timeout_seconds
+        && !(60..=604_800).contains(&seconds)
+    {
+        report.error("spec.context.approvalTimeoutSeconds", format!("must be within 60..604800 (is {seconds})"));
+    }
     if let Some(subagents) = &context.subagents {
         check_name_list(report, "spec.context.subagents", subagents, 256, MAX_LABEL_LEN);
         for (i, slug) in subagents.iter().enumerate() {

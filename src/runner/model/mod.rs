@@ -104,6 +104,14 @@ pub struct ModelSettings {
 }
 
 impl Model {
+    /// Says that `calls` model calls of this run were made before (a resumed run's): a script goes on
+    /// with its next turn; an endpoint has nothing to keep.
+    pub fn continue_after(&self, calls: u32) {
+        if let Model::Scripted(script) = self {
+            script.continue_after(calls as usize);
+        }
+    }
+
     /// Resolves a model id: `openai/<model>`, `scripted/echo` or `scripted/file:<name>`.
     ///
     /// Errors: an id not of the form `<provider>/<model>` ([`ResolveError::NotAModelId`]), an unknown

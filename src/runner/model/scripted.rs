@@ -232,6 +232,11 @@ impl ScriptedModel {
         Ok(Self { script: Some(turns), calls: AtomicUsize::new(0) })
     }
 
+    /// Goes on after `calls` turns answered before (a resumed run's).
+    pub fn continue_after(&self, calls: usize) {
+        self.calls.store(calls, Ordering::SeqCst);
+    }
+
     /// Answers the next turn.
     pub async fn complete(
         &self,

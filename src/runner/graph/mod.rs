@@ -108,6 +108,12 @@ pub struct Graph {
     pub delegation: Option<std::sync::Arc<super::tools::subagents::Facade>>,
     /// Where the run's tokens are counted: its tree (with the tree's budget) and its namespace and user.
     pub usage: UsageTarget,
+    /// Which calls wait for a person's approval ([`crate::run::approval`]).
+    pub approval: crate::run::approval::ApprovalRule,
+    /// The MCP server of each MCP tool, by tool name.
+    pub tool_servers: std::collections::HashMap<String, String>,
+    /// How long a paused run waits for decisions before it ends.
+    pub approval_timeout: Duration,
 }
 
 /// Writes the run's end in one step ([`RunnerStoreClient::finish_run`]: messages, result, `error` and
@@ -146,12 +152,19 @@ pub async fn record_end(
     }
 }
 
+mod approval;
+
 /// Why the loop stopped early.
 enum Stop {
     Failed(String),
     Cancelled,
     /// The run's tree used its budget.
     Budget(TreeUsage),
+    /// A call waits for a person: the turn's calls not yet run, and those among them that wait.
+    Pause {
+        remaining: Vec<ToolCall>,
+        pending: Vec<crate::run::approval::ActionRequest>,
+    },
 }
 
 impl From<StoreError> for Stop {
@@ -177,20 +190,59 @@ impl Conversation {
 }
 
 impl Graph {
-    /// Runs to a terminal state, with `metadata` already written by the caller. Never panics on bad input;
-    /// always persists what was said and writes one `end` event (a failure to write it is logged).
+    /// Runs to a terminal state, with `metadata` written first (or, with `resumed`, goes on from a paused
+    /// run's checkpoint with the person's decisions). Never panics on bad input; always persists what was
+    /// said and writes one `end` event (a failure to write it is logged), unless the run pauses for a
+    /// person: then it is `waiting`, its checkpoint saved, and the report says so.
     pub async fn run(&self, metadata: Value) -> RunReport {
+        self.drive(metadata, None).await
+    }
+
+    /// Goes on with a paused run: the turn's calls decided as `decisions` say, then the loop, within what
+    /// was left of the run's deadline.
+    pub async fn resume(
+        &self,
+        checkpoint: crate::run::approval::Checkpoint,
+        decisions: Vec<crate::run::approval::Decision>,
+    ) -> RunReport {
+        let note = json!({"type": "resumed", "decisions": decisions.iter()
+            .map(|d| json!({"tool_call_id": d.tool_call_id, "decision": d.decision})).collect::<Vec<_>>()});
+        self.drive(note, Some((checkpoint, decisions))).await
+    }
+
+    async fn drive(
+        &self,
+        first: Value,
+        resumed: Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>,
+    ) -> RunReport {
         let mut conversation = Conversation::default();
-        let outcome = match self.emit(EventKind::Metadata, metadata).await {
+        let timeout = resumed.as_ref().map_or(self.timeout, |(c, _)| Duration::from_secs(c.remaining_seconds.max(1)));
+        let started = Instant::now();
+        let first = match resumed {
+            None => self.emit(EventKind::Metadata, first).await,
+            Some(_) => self.emit(EventKind::Custom, first).await,
+        };
+        let outcome = match first {
             Err(err) => Err(Stop::from(err)),
             Ok(()) => {
-                let deadline = tokio::time::sleep(self.timeout);
+                let deadline = tokio::time::sleep(timeout);
                 tokio::select! {
-                    result = self.steps(&mut conversation) => result,
+                    result = self.steps(&mut conversation, resumed) => result,
                     () = self.store.cancelled(&self.identity.run_id, self.cancel_poll) => Ok(None),
                     () = deadline => Err(Stop::Failed(format!("the run exceeded its deadline of {} s", self.timeout.as_secs()))),
                 }
             }
+        };
+        let outcome = match outcome {
+            Err(Stop::Pause { remaining, pending }) => {
+                let left = timeout.saturating_sub(started.elapsed());
+                match self.pause(&conversation, remaining, pending, left).await {
+                    Ok(report) => return report,
+                    // Not running any more (cancelled meanwhile), or the store failed: it ends so.
+                    Err(stop) => Err(stop),
+                }
+            }
+            other => other,
         };
         // A run stopped from outside (its parent ended, or it was cancelled) whose tree has used its
         // budget stopped for the budget.
@@ -215,6 +267,7 @@ impl Graph {
             Ok(None) | Err(Stop::Cancelled) => ended(RunStatus::Cancelled, None, None),
             Err(Stop::Failed(error)) => ended(RunStatus::Failed, Some(error), None),
             Err(Stop::Budget(tree)) => ended(RunStatus::Failed, Some(tree.message()), Some(BUDGET_EXCEEDED)),
+            Err(Stop::Pause { .. }) => unreachable!("a pause is handled above"),
         };
         // The root of a tree reports what the whole tree used.
         if self.usage.root_run_id == self.identity.run_id {
@@ -229,11 +282,27 @@ impl Graph {
     }
 
     /// The loop. `Ok(Some(text))` is a final answer.
-    async fn steps(&self, conversation: &mut Conversation) -> Result<Option<String>, Stop> {
+    async fn steps(
+        &self,
+        conversation: &mut Conversation,
+        resumed: Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>,
+    ) -> Result<Option<String>, Stop> {
         let history = self.riding_through(|| self.store.thread_messages(&self.identity.thread_id)).await?;
         conversation.messages.push(Message::System { content: self.system_prompt.clone() });
         conversation.messages.extend(history);
-        conversation.push(Message::User { content: self.input.clone() });
+        match resumed {
+            None => conversation.push(Message::User { content: self.input.clone() }),
+            Some((checkpoint, decisions)) => {
+                for message in checkpoint.added {
+                    conversation.push(message);
+                }
+                conversation.steps = checkpoint.steps;
+                conversation.usage = checkpoint.usage;
+                self.model.continue_after(checkpoint.steps);
+                let message_id = format!("{}-{}", self.identity.run_id, conversation.steps);
+                self.run_calls(conversation, checkpoint.remaining, &message_id, &decisions).await?;
+            }
+        }
         let specs = self.tools.specs();
         loop {
             self.stop_if_cancelled().await?;
@@ -277,17 +346,16 @@ impl Graph {
             if turn.tool_calls.is_empty() {
                 return Ok(Some(turn.content));
             }
-            for (i, call) in turn.tool_calls.iter().enumerate() {
-                self.stop_if_cancelled().await?;
-                let result = if i < MAX_TOOL_CALLS_PER_TURN {
-                    self.call_tool(call, &message_id).await?
-                } else {
-                    format!(
-                        "Error: at most {MAX_TOOL_CALLS_PER_TURN} tool calls are run per turn; call the rest in the next turn"
-                    )
-                };
-                conversation.push(Message::Tool { tool_call_id: call.id.clone(), content: result });
+            // Calls past the most a turn may make are answered at once; the others run in order, each
+            // waiting for a person first when it must.
+            let (calls, overflow) = turn.tool_calls.split_at(turn.tool_calls.len().min(MAX_TOOL_CALLS_PER_TURN));
+            for call in overflow {
+                let content = format!(
+                    "Error: at most {MAX_TOOL_CALLS_PER_TURN} tool calls are run per turn; call the rest in the next turn"
+                );
+                conversation.push(Message::Tool { tool_call_id: call.id.clone(), content });
             }
+            self.run_calls(conversation, calls.to_vec(), &message_id, &[]).await?;
         }
     }
 
@@ -403,20 +471,27 @@ impl Graph {
 
     /// Runs one tool call, writing the call and its result as `messages` events. A tool's failure is
     /// fed back to the model as the result, prefixed `Error:`.
-    async fn call_tool(&self, call: &ToolCall, message_id: &str) -> Result<String, Stop> {
+    /// `arguments` are the model's, or a person's edit of them (`edited`, said in the event).
+    async fn call_tool(
+        &self,
+        call: &ToolCall,
+        arguments: &str,
+        edited: bool,
+        message_id: &str,
+    ) -> Result<String, Stop> {
         let name = &call.function.name;
-        self.emit(
-            EventKind::Messages,
-            json!({"type": "tool_call", "message_id": message_id, "tool_call_id": call.id, "name": name, "args": call.function.arguments}),
-        )
-        .await?;
+        let mut announced = json!({"type": "tool_call", "message_id": message_id, "tool_call_id": call.id, "name": name, "args": arguments});
+        if edited {
+            announced["edited_by_user"] = Value::Bool(true);
+        }
+        self.emit(EventKind::Messages, announced).await?;
         let context = crate::runner::tools::ToolContext::new(
             &call.id,
             &self.identity.run_id,
             &self.identity.thread_id,
             self.store.clone(),
         );
-        let (content, is_error) = match self.tools.call_in(name, &call.function.arguments, context.clone()).await {
+        let (content, is_error) = match self.tools.call_in(name, arguments, context.clone()).await {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
