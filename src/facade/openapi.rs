@@ -158,8 +158,10 @@ fn server_sent_events(operation: &mut Operation) {
                 "id",
                 ObjectBuilder::new()
                     .schema_type(Type::String)
-                    .pattern(Some("^[0-9]+-[0-9]+$"))
-                    .description(Some("the event's stream id, to resume after with `Last-Event-ID`")),
+                    .pattern(Some("^([0-9]+-[0-9]+|t1\\.[A-Za-z0-9_-]*)$"))
+                    .description(Some(
+                        "the event's stream id (a tree cursor `t1.…` for a run tree's stream), to resume after with `Last-Event-ID`",
+                    )),
             )
             .property("event", ObjectBuilder::new().schema_type(Type::String).description(Some("the event's name")))
             .property(
