@@ -76,10 +76,11 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
           next[at] = { ...item, text: item.text + (p.content ?? '') };
         } else next.push({ kind: 'assistant', key, text: p.content ?? '' });
       } else if (p.type === 'tool_call') {
-        const key = `t-${p.tool_call_id}`;
-        if (!next.some((i) => i.key === key)) next.push({ kind: 'tool', key, name: p.name, args: p.args });
+        // Tool call ids are only unique within a run (a scripted model numbers them from 0 each run).
+        const key = `t-${envelope.run_id}-${p.tool_call_id}`;
+        if (!next.some((i) => i.key === key)) next.push({ kind: 'tool', key, name: p.name, args: parseArgs(p.args) });
       } else if (p.type === 'tool_result') {
-        const key = `t-${p.tool_call_id}`;
+        const key = `t-${envelope.run_id}-${p.tool_call_id}`;
         const at = next.findIndex((i) => i.key === key);
         const result = {
           result: text(p.content),
@@ -154,22 +155,29 @@ function parseArgs(raw: unknown): unknown {
 /** The transcript of a thread's persisted messages; system prompts are left out. */
 export function fromMessages(messages: StoredMessage[], prefix = 'h'): Item[] {
   const items: Item[] = [];
+  // Where the latest call of each tool call id is: ids repeat across the runs of a thread.
+  const calls = new Map<string, number>();
   messages.forEach((message, n) => {
     const key = `${prefix}-${n}`;
-    if (message.role === 'user') items.push({ kind: 'user', key, text: contentText(message.content) });
-    else if (message.role === 'assistant') {
+    if (message.role === 'user') {
+      const said = contentText(message.content);
+      // The runner's wake-up notices are user messages of the history, but no one typed them.
+      if (said.startsWith('[notice]')) items.push({ kind: 'notice', key, text: said.slice('[notice]'.length).trim() });
+      else items.push({ kind: 'user', key, text: said });
+    } else if (message.role === 'assistant') {
       const said = contentText(message.content);
       if (said) items.push({ kind: 'assistant', key, text: said });
       for (const call of message.tool_calls ?? []) {
+        calls.set(call.id, items.length);
         items.push({
           kind: 'tool',
-          key: `t-${call.id}`,
+          key: `${key}-${call.id}`,
           name: call.function?.name ?? call.name ?? '?',
           args: parseArgs(call.function?.arguments ?? call.args),
         });
       }
     } else if (message.role === 'tool') {
-      const at = items.findIndex((i) => i.key === `t-${message.tool_call_id}`);
+      const at = calls.get(message.tool_call_id ?? '') ?? -1;
       const result = contentText(message.content);
       let childRunId: string | undefined;
       try {

@@ -370,11 +370,11 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
     }
   };
 
-  const title = !slug
+  const title = !slug && !agent
     ? t('form.createHeading')
     : readOnly
-      ? t('form.viewHeading', { name: agent?.name ?? slug })
-      : t('form.editHeading', { name: agent?.name ?? slug });
+      ? t('form.viewHeading', { name: agent?.name ?? slug ?? '' })
+      : t('form.editHeading', { name: agent?.name ?? slug ?? '' });
 
   if (loadError) {
     return (

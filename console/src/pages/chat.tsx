@@ -156,13 +156,26 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
         if (loaded.current !== threadId) return;
         const history = fromMessages(answer.messages);
         setItems(history);
-        const children = [...new Set(history.flatMap((i) => (i.kind === 'tool' && i.childRunId ? [i.childRunId] : [])))];
+        // The runs of this thread that started subagents: named by the subagent tools' results
+        // (`created_by_run_id`), else by the child run's record.
         const parents = new Set<string>();
+        const unknown = new Set<string>();
+        for (const item of history) {
+          if (item.kind !== 'tool' || !item.childRunId) continue;
+          let parent: unknown;
+          try {
+            parent = JSON.parse(item.result ?? '').created_by_run_id;
+          } catch {
+            parent = undefined;
+          }
+          if (typeof parent === 'string') parents.add(parent);
+          else unknown.add(item.childRunId);
+        }
         await Promise.all(
-          children.map(async (child) => {
+          [...unknown].map(async (child) => {
             try {
               const { run } = await api('GET', `/api/agent/runs/${encodeURIComponent(child)}`);
-              const parent = run?.parent?.run_id ?? run?.created_by_run_id;
+              const parent = run?.created_by_run_id ?? run?.parent?.runId;
               if (parent) parents.add(parent);
             } catch {
               // A child run the store no longer keeps: nothing to show.

@@ -11,6 +11,16 @@ function pretty(value: unknown): string {
   return JSON.stringify(value, null, 2);
 }
 
+/** The subagent a delegation tool's result names, if it is JSON naming one. */
+function childSlug(result: string | undefined): string | null {
+  try {
+    const slug = JSON.parse(result ?? '').subagent_slug;
+    return typeof slug === 'string' ? slug : null;
+  } catch {
+    return null;
+  }
+}
+
 type Decision = { decision: 'approve' | 'reject' | 'edit'; arguments?: string };
 
 /**
@@ -175,7 +185,7 @@ export function TranscriptView({ items, onOpenChild }: { items: Item[]; onOpenCh
                 </details>
                 {item.childRunId && onOpenChild && (
                   <button type="button" class="link-button" onClick={() => onOpenChild(item.childRunId!)}>
-                    {t('panel.open', { slug: item.childRunId.slice(0, 8) })}
+                    {t('panel.open', { slug: childSlug(item.result) ?? item.childRunId.slice(0, 8) })}
                   </button>
                 )}
               </li>
