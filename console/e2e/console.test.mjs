@@ -180,6 +180,30 @@ test('the agents page lists agents and subagents with backend, subagent flag, sh
   await shot('agents');
 });
 
+test("in a cluster the list shows each agent's Accepted and Ready conditions (the list mocked: the local mode writes no status)", async () => {
+  const answer = await fetch(`${base}/api/agent?include_subagents=true`, { headers: { Authorization: 'Bearer alice-token' } });
+  const { agents } = await answer.json();
+  assert.ok(agents.every((a) => a.conditions === undefined), 'the local mode has no conditions');
+  const explorer = agents.find((a) => a.slug === 'research-explorer');
+  explorer.conditions = [
+    { type: 'Accepted', status: 'True', reason: 'Valid', message: '' },
+    { type: 'Ready', status: 'False', reason: 'KnowledgeBaseNotReady', message: 'research-notes is indexing' },
+  ];
+  await page.route('**/api/agent?include_subagents=true', (route) => route.fulfill({ json: { agents } }));
+  try {
+    await page.reload();
+    const conditions = page.locator('tr[data-slug="research-explorer"] ul.conditions li');
+    await conditions.first().waitFor();
+    assert.deepEqual(await conditions.allInnerTexts(), [
+      'Accepted: True',
+      'Ready: False (KnowledgeBaseNotReady: research-notes is indexing)',
+    ]);
+    assert.equal(await page.locator('tr[data-slug="research-explorer"] ul.conditions li.bad').count(), 1);
+  } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+  }
+});
+
 test('a read-only agent opens with every control disabled and no save button', async () => {
   await page.getByRole('link', { name: 'View Deep research' }).click();
   await page.getByRole('heading', { name: 'Deep research (read-only)' }).waitFor();
@@ -194,7 +218,7 @@ test('a read-only agent opens with every control disabled and no save button', a
 
 test("the form shows each rule's error on its field, then creates a subagent", async () => {
   await page.goto(`${base}/console/#/agents/new/subagent`);
-  await page.getByRole('heading', { name: 'New agent' }).waitFor();
+  await page.getByRole('heading', { name: 'New subagent' }).waitFor();
   assert.equal(await page.getByLabel('Backend').inputValue(), 'SubAgentBackend');
   assert.equal(await page.getByRole('group', { name: 'Subagents it may delegate to' }).count(), 0, 'no subagents for a subagent');
   await page.getByLabel('Name', { exact: true }).fill('Console notes helper');
@@ -205,7 +229,7 @@ test("the form shows each rule's error on its field, then creates a subagent", a
   // The slug rule, on the slug field, which gets the focus.
   const slugError = page.locator('#agent-slug-error');
   await slugError.waitFor();
-  assert.match(await slugError.innerText(), /not a valid slug/);
+  assert.match(await slugError.innerText(), /^"Bad Slug" is not a valid slug/);
   assert.equal(await page.locator('#agent-slug').getAttribute('aria-invalid'), 'true');
   assert.match(await page.locator('#agent-slug').getAttribute('aria-describedby'), /agent-slug-error/);
   assert.equal(await page.evaluate(() => document.activeElement?.id), 'agent-slug');
@@ -216,7 +240,7 @@ test("the form shows each rule's error on its field, then creates a subagent", a
   await page.getByRole('button', { name: 'Create' }).click();
   const scopeError = page.locator('#agent-read_scope-error');
   await scopeError.waitFor();
-  assert.match(await scopeError.innerText(), /needs at least one user uid/);
+  assert.match(await scopeError.innerText(), /^a User scope needs at least one user uid/);
   assert.equal(await page.locator('#agent-slug-error').count(), 0, 'the slug error is gone');
   // Fixed: created.
   await page.locator('#agent-read_scope-uids').fill('alice, bob');
@@ -264,6 +288,8 @@ test('a deep-research run streams live; the panel shows both children, one follo
   assert.match(await explorer.locator('.badge').innerText(), /running|pending/);
   assert.equal(await panel.locator('section.run-group').count(), 1, 'one run, one group');
   assert.match(await verifier.locator('.progress').innerText(), /Both claims hold/);
+  // Before it says anything, a child's line is the task it was given.
+  await explorer.locator('.progress', { hasText: 'Explore this research question' }).waitFor();
   await shot('chat-running');
   // Opening the running explorer follows its own stream until it ends.
   await explorer.getByRole('button', { name: 'Open research-explorer' }).click();

@@ -122,15 +122,15 @@ mod tests {
         Assets::iter().filter(|p| p.starts_with("assets/") && p.ends_with(ext)).map(|p| p.into_owned()).collect()
     }
 
-    fn header<'a>(response: &'a Response, name: header::HeaderName) -> &'a str {
+    fn header(response: &Response, name: header::HeaderName) -> &str {
         response.headers().get(name).and_then(|v| v.to_str().ok()).unwrap_or("")
     }
 
     #[test]
-    fn the_build_is_embedded_with_its_script_and_style() {
+    fn the_build_is_embedded_with_its_scripts_and_styles() {
         assert!(is_built(), "console/dist/index.html is embedded");
-        assert_eq!(assets_with(".js").len(), 1, "one script: {:?}", assets_with(".js"));
-        assert_eq!(assets_with(".css").len(), 1, "one style sheet: {:?}", assets_with(".css"));
+        assert!(!assets_with(".js").is_empty(), "a script");
+        assert!(!assets_with(".css").is_empty(), "a style sheet");
     }
 
     #[test]

@@ -341,7 +341,9 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
       const error = err as ApiError;
       const field = fieldOf(error.field ?? null);
       if (field && FIELDS.has(field)) {
-        setErrors({ [field]: error.message });
+        // The message starts with the field's path, which the field's place already says.
+        const prefix = `${error.field}: `;
+        setErrors({ [field]: error.message.startsWith(prefix) ? error.message.slice(prefix.length) : error.message });
         focusFirstError([field]);
       } else {
         setErrors({});
@@ -371,7 +373,7 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
   };
 
   const title = !slug && !agent
-    ? t('form.createHeading')
+    ? t(subagent ? 'form.createSubHeading' : 'form.createHeading')
     : readOnly
       ? t('form.viewHeading', { name: agent?.name ?? slug ?? '' })
       : t('form.editHeading', { name: agent?.name ?? slug ?? '' });

@@ -24,7 +24,7 @@ export interface Agent {
   config_json: { context?: Record<string, any> } | null;
   share_config: { read_scope?: Scope | null; manage_scope?: Scope | null } | null;
   created_by: string | null;
-  status?: { conditions?: { type: string; status: string; reason?: string; message?: string }[] };
+  /** In a cluster: the Agent's `Accepted` and `Ready` conditions. */
   conditions?: { type: string; status: string; reason?: string; message?: string }[];
 }
 
@@ -42,14 +42,15 @@ export function scopeText(scope: Scope | null | undefined): string {
 
 /** The Kubernetes conditions of an agent, when the facade gives them (in a cluster). */
 function Conditions({ agent }: { agent: Agent }) {
-  const conditions = agent.conditions ?? agent.status?.conditions ?? [];
+  const conditions = agent.conditions ?? [];
   const shown = conditions.filter((c) => c.type === 'Accepted' || c.type === 'Ready');
   if (shown.length === 0) return null;
   return (
     <ul class="conditions">
       {shown.map((c) => (
-        <li class={c.status === 'True' ? 'ok' : 'bad'} title={c.message ?? ''}>
+        <li class={c.status === 'True' ? 'ok' : 'bad'}>
           {c.type}: {c.status}
+          {c.status !== 'True' && c.reason ? ` (${c.reason}${c.message ? `: ${c.message}` : ''})` : ''}
         </li>
       ))}
     </ul>

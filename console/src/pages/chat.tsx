@@ -39,6 +39,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
   const loaded = useRef<string | null>(null);
   const streams = useRef(new Map<string, AbortController>());
   const composer = useRef<HTMLTextAreaElement>(null);
+  const box = useRef<HTMLDivElement>(null);
+  const pinned = useRef(true);
 
   const refreshThreads = () =>
     api<{ threads?: Conversation[] } | Conversation[]>('GET', '/api/chat/threads?limit=50')
@@ -98,6 +100,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
               parentRunId: envelope.parent_run_id ?? node.parentRunId,
               threadId: node.threadId ?? envelope.thread_id,
               slug: node.slug ?? (envelope.event === 'metadata' ? envelope.payload?.agent_slug : undefined),
+              task: node.task ?? (envelope.event === 'metadata' && typeof envelope.payload?.input === 'string' ? envelope.payload.input : undefined),
               items: applyEvent(node.items, envelope),
               status:
                 envelope.event === 'end'
@@ -203,6 +206,11 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     if (conversation) setAgentSlug(conversation.agent_id);
   }, [threads, threadId]);
 
+  // The transcript follows what arrives while the reader is at its end.
+  useEffect(() => {
+    if (pinned.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [items]);
+
   const running = live !== null && !TERMINAL.has(live.status);
 
   const send = async (e: Event) => {
@@ -278,7 +286,18 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
           </select>
           {threadId && <span class="muted small">{t('chat.thread', { id: threadId })}</span>}
         </div>
-        <div class="transcript-box" role="log" aria-live="polite" aria-label={t('chat.transcript')} tabIndex={0}>
+        <div
+          class="transcript-box"
+          ref={box}
+          role="log"
+          aria-live="polite"
+          aria-label={t('chat.transcript')}
+          tabIndex={0}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+          }}
+        >
           <TranscriptView items={items} onOpenChild={setOpened} />
         </div>
         {live && (

@@ -14,6 +14,8 @@ export interface RunNode {
   parentRunId?: string;
   threadId?: string;
   slug?: string;
+  /** The task it was given (its `metadata` event's input). */
+  task?: string;
   status: string;
   items: Item[];
 }
@@ -24,7 +26,8 @@ function NodeList({ parent, nodes, onOpen }: { parent: string; nodes: RunNode[];
   return (
     <ul class="run-tree">
       {children.map((node) => {
-        const lines = progressLines(node.items);
+        const progress = progressLines(node.items);
+        const lines = progress.length > 0 ? progress : node.task ? [node.task.length > 160 ? `${node.task.slice(0, 157)}…` : node.task] : [];
         const name = node.slug ?? node.runId.slice(0, 8);
         return (
           <li class={`run-node status-${node.status}`} data-run={node.runId} data-slug={node.slug ?? ''}>
