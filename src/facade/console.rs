@@ -215,6 +215,7 @@ mod tests {
         let base = format!("http://{}", listener.local_addr().unwrap());
         let app: Router = routes();
         let server = tokio::spawn(async move { axum::serve(listener, app).await });
+        crate::tls::install_crypto_provider();
         let client = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none()).build().unwrap();
 
         let redirect = client.get(format!("{base}/console")).send().await.unwrap();
