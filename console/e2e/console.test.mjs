@@ -294,9 +294,8 @@ test('a deep-research run streams live; the panel shows both children, one follo
   // Opening the running explorer follows its own stream until it ends.
   await explorer.getByRole('button', { name: 'Open research-explorer' }).click();
   const dialog = page.getByRole('dialog', { name: 'Subagent research-explorer' });
-  await dialog.waitFor();
-  assert.equal(await dialog.getAttribute('data-mode'), 'live');
   await dialog.getByText('Following its events live.').waitFor();
+  assert.equal(await dialog.getAttribute('data-mode'), 'live');
   await dialog.getByText(EXPLORER_SAYS).waitFor();
   await dialog.getByRole('status').filter({ hasText: 'completed' }).waitFor();
   await shot('child-live');
