@@ -67,6 +67,13 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
     }
   }
   switch (envelope.event) {
+    case 'metadata':
+      // The run's input: the question of a chat run (already shown when this page sent it), the task
+      // of a subagent's.
+      if (typeof p.input === 'string' && p.input && !next.some((i) => i.key === `u-${envelope.run_id}`)) {
+        next.push({ kind: 'user', key: `u-${envelope.run_id}`, text: p.input });
+      }
+      break;
     case 'messages': {
       if (p.type === 'message_delta') {
         const key = `m-${p.message_id ?? 'x'}`;

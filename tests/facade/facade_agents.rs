@@ -229,7 +229,8 @@ async fn the_tools_of_an_agent_list_its_allowed_subagents() {
     let (status, tools) = api.get("/api/tools?agent=deep-research", "bob-token").await;
     assert_eq!(status, 200);
     assert_eq!(tools["subagents"], json!(["research-explorer", "fact-verifier"]));
-    assert_eq!(tools["tools"].as_array().expect("tools").len(), 6);
+    // The six delegation tools and subagent_wait_any.
+    assert_eq!(tools["tools"].as_array().expect("tools").len(), 7);
     let prompt = tools["prompt"].as_str().expect("prompt");
     assert!(prompt.contains("- research-explorer: Explores a research question"), "{prompt}");
     let (_, sub) = api.get("/api/tools?agent=research-explorer", "bob-token").await;
@@ -369,6 +370,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "POST /api/tools/subagent_events",
         "POST /api/tools/subagent_start",
         "POST /api/tools/subagent_status",
+        "POST /api/tools/subagent_wait_any",
         "POST /api/tools/task",
         "PUT /api/agent/{slug}",
         "PUT /api/chat/thread/{thread_id}",
