@@ -158,8 +158,11 @@ fn server_sent_events(operation: &mut Operation) {
                 "id",
                 ObjectBuilder::new()
                     .schema_type(Type::String)
-                    .pattern(Some("^[0-9]+-[0-9]+$"))
-                    .description(Some("the event's stream id, to resume after with `Last-Event-ID`")),
+                    .pattern(Some("^([0-9]+-[0-9]+|t1\\.[A-Za-z0-9_=-]+)$"))
+                    .description(Some(
+                        "the event's stream id, or with `tree=true` a tree cursor (`t1.` and base64url), to \
+                         resume after with `Last-Event-ID`",
+                    )),
             )
             .property("event", ObjectBuilder::new().schema_type(Type::String).description(Some("the event's name")))
             .property(
