@@ -14,6 +14,7 @@ WEBHOOK_LISTEN ?= 127.0.0.1:8443
 run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
+	@echo "Open the web console at http://$(LISTEN)/console/ (user alice, password alice-password)."
 	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' 'http://$(LISTEN)/api/agent?include_subagents=true'"
 	@echo "Or a research run (its report lands in $(RUN_DIR)/data/users/<uid>/threads/<thread_id>/outputs/report.md):"
 	@echo "  curl -s -H 'Authorization: Bearer alice-token' -H 'content-type: application/json' http://$(LISTEN)/api/agent/runs -d '{\"query\": \"Which solid electrolytes conduct lithium best?\", \"agent_slug\": \"deep-research\"}'"
@@ -126,6 +127,7 @@ $(RUN_DIR)/tls.crt:
 
 clean:
 	$(CARGO) clean
+	rm -rf console/node_modules
 	@# podman's run state of the image's storages, kept in /tmp (scripts/podman)
 	@for storage in storage test-storage; do \
 		YUXI_PODMAN_ROOT=$(CURDIR)/$(RUN_DIR)/image/$$storage scripts/podman --paths | tail -n 1 | xargs rm -rf; done
