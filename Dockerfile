@@ -42,6 +42,8 @@ RUN mkdir src \
         target/release/deps/yuxi_operator-* target/release/deps/libyuxi_operator-*
 
 COPY src src
+# The web console's built files, which the binary embeds (make console builds them; they are checked in).
+COPY console/dist console/dist
 RUN cargo build --release --locked --bin yuxi-operator \
     && install -D -m 0755 target/release/yuxi-operator /out/bin/yuxi-operator
 

@@ -7,12 +7,14 @@ LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
 .PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools image-tools clean
+.PHONY: console console-check console-e2e
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
 run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
+	@echo "Open the web console at http://$(LISTEN)/console/ (user alice, password alice-password)."
 	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' 'http://$(LISTEN)/api/agent?include_subagents=true'"
 	@echo "Or a research run (its report lands in $(RUN_DIR)/data/users/<uid>/threads/<thread_id>/outputs/report.md):"
 	@echo "  curl -s -H 'Authorization: Bearer alice-token' -H 'content-type: application/json' http://$(LISTEN)/api/agent/runs -d '{\"query\": \"Which solid electrolytes conduct lithium best?\", \"agent_slug\": \"deep-research\"}'"
@@ -22,9 +24,10 @@ run: build
 webhook: build $(RUN_DIR)/tls.crt
 	$(BIN) webhook --offline --listen $(WEBHOOK_LISTEN) --tls-cert $(RUN_DIR)/tls.crt --tls-key $(RUN_DIR)/tls.key
 
-## test: formatting, lints (warnings denied), the Helm chart's checks, every test, the contract test, and
-## the image built and tested (make image-test) where podman can run a container
-test: tools fmt chart-check lint unit contract image-check
+## test: formatting, lints (warnings denied), the Helm chart's checks, every test, the contract test, the
+## console's build check and its browser tests, and the image built and tested (make image-test) where
+## podman can run a container
+test: tools fmt chart-check lint unit contract console-check console-e2e image-check
 
 ## faults: the full fault suite (tests/faults: restarts, Redis killed, runners killed, bursts of 300),
 ## printing each scenario's numbers; `make test` runs its short form
@@ -62,6 +65,28 @@ unit:
 ## document at /api/openapi.json tells the truth (docs/operations/testing.md#the-contract-test)
 contract: build
 	@py=$$(scripts/contract-venv) && "$$py" scripts/contract-test $${CARGO_TARGET_DIR:-target}/debug/yuxi-operator
+
+## console: the web console's front end (console/src, Preact and TypeScript) built by the pinned Vite into
+## console/dist, which the binary embeds and serves at /console; commit console/dist with the sources
+console:
+	@scripts/console-npm
+	cd console && nice -n 10 node_modules/.bin/tsc --noEmit && nice -n 10 node_modules/.bin/vite build
+
+## console-check: console/dist is what console/src builds (type-checked, built into a temporary folder and
+## compared file by file), so that `cargo build` alone embeds the current console (scripts/console-check)
+console-check:
+	@scripts/console-npm
+	scripts/console-check
+
+## console-e2e: the console in Debian's Chromium (headless, driven by playwright-core) against the local
+## mode it starts: login, agents and the form, a deep-research run and its subagents, knowledge bases,
+## approvals, both languages, a phone's width; screenshots of each page in $(RUN_DIR)/console/
+console-e2e: build
+	@scripts/console-npm
+	@command -v chromium >/dev/null 2>&1 || scripts/apt-install chromium
+	@# A font with Chinese characters, so that the Chinese pages' screenshots show text, not boxes.
+	@fc-list :lang=zh 2>/dev/null | grep -q . || scripts/apt-install fonts-wqy-microhei
+	cd console && YUXI_BIN=$(CURDIR)/$${CARGO_TARGET_DIR:-target}/debug/yuxi-operator node --test --test-concurrency=1 e2e/
 
 ## chart-check: the checks of the Helm chart charts/yuxi-operator (scripts/chart-check), after the checker's
 ## own tests; fails when the chart is missing
@@ -102,6 +127,7 @@ $(RUN_DIR)/tls.crt:
 
 clean:
 	$(CARGO) clean
+	rm -rf console/node_modules
 	@# podman's run state of the image's storages, kept in /tmp (scripts/podman)
 	@for storage in storage test-storage; do \
 		YUXI_PODMAN_ROOT=$(CURDIR)/$(RUN_DIR)/image/$$storage scripts/podman --paths | tail -n 1 | xargs rm -rf; done

@@ -48,6 +48,40 @@ pub struct AgentView {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Object>)]
     configurable_items: Option<ConfigurableItems>,
+    /// The Agent's `Accepted` and `Ready` conditions, as the controller wrote them (in a cluster);
+    /// absent when it has none, as in the local mode.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    conditions: Vec<AgentCondition>,
+}
+
+/// One condition of an Agent's status, as the agent items show it.
+#[derive(Debug, PartialEq, Serialize, utoipa::ToSchema)]
+pub struct AgentCondition {
+    /// `Accepted` or `Ready`.
+    #[serde(rename = "type")]
+    pub kind: String,
+    /// `True`, `False` or `Unknown`.
+    pub status: String,
+    /// Why, in one word.
+    pub reason: String,
+    /// Why, in words.
+    pub message: String,
+}
+
+/// The `Accepted` and `Ready` conditions of `agent`'s status, in its order.
+fn conditions(agent: &Agent) -> Vec<AgentCondition> {
+    let Some(status) = &agent.status else { return Vec::new() };
+    status
+        .conditions
+        .iter()
+        .filter(|c| c.type_ == "Accepted" || c.type_ == "Ready")
+        .map(|c| AgentCondition {
+            kind: c.type_.clone(),
+            status: c.status.clone(),
+            reason: c.reason.clone(),
+            message: c.message.clone(),
+        })
+        .collect()
 }
 
 /// A detail answer (Yuxi's `GET`, `POST`, `PUT /api/agent[/{slug}]`, `GET /api/agent/default`,
@@ -73,6 +107,7 @@ pub fn view(agent: &Agent, who: &Identity, uploads: bool) -> AgentView {
         capabilities: if uploads && !agent.spec.is_subagent() { vec!["file_upload".into()] } else { Vec::new() },
         not_applied: not_applied(agent.spec.context().as_ref()),
         configurable_items: None,
+        conditions: conditions(agent),
     }
 }
 
@@ -154,6 +189,35 @@ pub fn stamp(meta: &mut ObjectMeta, who: &Identity, created: bool) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn items_show_the_accepted_and_ready_conditions_and_none_without_a_status() {
+        use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+        let who = Identity { uid: "alice".into(), role: crate::access::Role::User, department_id: None };
+        let mut agent = Agent::new("helper", Default::default());
+        let item = serde_json::to_value(view(&agent, &who, false)).expect("serializes");
+        assert!(item.get("conditions").is_none(), "{item}");
+        let condition = |kind: &str, status: &str| Condition {
+            type_: kind.into(),
+            status: status.into(),
+            reason: format!("{kind}Reason"),
+            message: format!("{kind} is {status}"),
+            last_transition_time: Time(Default::default()),
+            observed_generation: None,
+        };
+        agent.status = Some(crate::resources::agent::AgentStatus {
+            observed_generation: Some(1),
+            conditions: vec![condition("Accepted", "True"), condition("Other", "True"), condition("Ready", "False")],
+        });
+        let item = serde_json::to_value(view(&agent, &who, false)).expect("serializes");
+        assert_eq!(
+            item["conditions"],
+            serde_json::json!([
+                {"type": "Accepted", "status": "True", "reason": "AcceptedReason", "message": "Accepted is True"},
+                {"type": "Ready", "status": "False", "reason": "ReadyReason", "message": "Ready is False"}
+            ])
+        );
+    }
 
     #[test]
     fn pictures_past_their_bounds_name_the_field() {

@@ -11,6 +11,7 @@ pub mod body;
 pub mod catalog;
 pub mod chat;
 pub mod chat_call;
+pub mod console;
 pub mod default_agent;
 pub mod error;
 pub mod http_metrics;
@@ -243,7 +244,8 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
 pub const OPENAPI_PATH: &str = "/api/openapi.json";
 
 /// The facade's routes: the API, its OpenAPI document at [`OPENAPI_PATH`], the docs UI (Swagger UI, its
-/// assets built in) at `/api/docs`, `/healthz`, `/readyz` and `/metrics`.
+/// assets built in) at `/api/docs`, the web console at [`console::CONSOLE_PATH`] (its files built in),
+/// `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: FacadeState) -> Router {
     let (routes, document) = api();
     let mut document = serde_json::to_value(document).expect("the document serializes");
@@ -256,6 +258,7 @@ pub fn router(state: FacadeState) -> Router {
         .merge(Router::from(docs))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
         .merge(mcp::routes(state.clone()))
+        .merge(console::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
         .route("/metrics", get(crate::facade::http_metrics::serve))

@@ -81,9 +81,9 @@ async fn lists_hide_subagents_unless_asked() {
     let api = start().await;
     let (status, list) = api.get("/api/agent", "alice-token").await;
     assert_eq!(status, 200);
-    assert_eq!(slugs(&list), ["deep-research", "note-taker"]);
+    assert_eq!(slugs(&list), ["deep-research"]);
     let (_, all) = api.get("/api/agent?include_subagents=true", "alice-token").await;
-    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "note-taker", "research-explorer"]);
+    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
     let (_, explorer) = api.get("/api/agent/research-explorer", "alice-token").await;
     let explorer = &explorer["agent"];
     assert_eq!(explorer["backend_id"], "SubAgentBackend");
@@ -229,6 +229,7 @@ async fn the_tools_of_an_agent_list_its_allowed_subagents() {
     let (status, tools) = api.get("/api/tools?agent=deep-research", "bob-token").await;
     assert_eq!(status, 200);
     assert_eq!(tools["subagents"], json!(["research-explorer", "fact-verifier"]));
+    // The six delegation tools and subagent_wait_any.
     assert_eq!(tools["tools"].as_array().expect("tools").len(), 7);
     let prompt = tools["prompt"].as_str().expect("prompt");
     assert!(prompt.contains("- research-explorer: Explores a research question"), "{prompt}");

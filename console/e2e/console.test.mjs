@@ -1,0 +1,516 @@
+// The console in a real browser: Debian's Chromium, headless, driven by playwright-core, against the local
+// mode started here over examples/ (the in-process store, the examples' scripted models). The two
+// subagents of deep-research get scripts of their own that take a moment (research-explorer about 4 s,
+// fact-verifier about 0.3 s), so that one is still running while the other has ended. Screenshots of
+// each page go to .run/console/. Run by `make console-e2e` (YUXI_BIN names the binary).
+import { after, before, test } from 'node:test';
+import assert from 'node:assert/strict';
+import { spawn } from 'node:child_process';
+import fs from 'node:fs';
+import net from 'node:net';
+import os from 'node:os';
+import path from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { chromium } from 'playwright-core';
+
+const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
+const BIN = process.env.YUXI_BIN || path.join(ROOT, 'target', 'debug', 'yuxi-operator');
+const CHROMIUM = process.env.YUXI_CHROMIUM || '/usr/bin/chromium';
+const SHOTS = path.join(ROOT, '.run', 'console');
+const QUESTION = 'Which solid electrolytes conduct lithium best?';
+const EXPLORER_SAYS = 'Sulfide electrolytes lead at room temperature; oxides are steadier.';
+// Playwright's waits: long enough for a loaded machine, far shorter than the suite's budget.
+const WAIT = 15_000;
+
+let server;
+let serverLog;
+let base;
+let browser;
+let page;
+let work;
+const problems = [];
+
+function freePort() {
+  return new Promise((resolve, reject) => {
+    const probe = net.createServer();
+    probe.once('error', reject);
+    probe.listen(0, '127.0.0.1', () => {
+      const { port } = probe.address();
+      probe.close(() => resolve(port));
+    });
+  });
+}
+
+async function waitReady(url) {
+  const deadline = Date.now() + 30_000;
+  while (Date.now() < deadline) {
+    if (server.exitCode !== null) throw new Error(`the local mode exited with ${server.exitCode}: ${fs.readFileSync(serverLog, 'utf8')}`);
+    try {
+      const answer = await fetch(`${url}/readyz`);
+      if (answer.ok) return;
+    } catch {
+      // Not listening yet.
+    }
+    await new Promise((r) => setTimeout(r, 200));
+  }
+  throw new Error(`the local mode was not ready within 30 s: ${fs.readFileSync(serverLog, 'utf8')}`);
+}
+
+/** Watches a page for what must never happen: a CSP violation, an uncaught error, a failed asset. */
+function watch(p) {
+  p.on('console', (message) => {
+    if (/Content Security Policy|Refused to/i.test(message.text())) problems.push(`CSP: ${message.text()}`);
+  });
+  p.on('pageerror', (error) => problems.push(`page error: ${error.message}`));
+  p.on('response', (response) => {
+    if (response.url().includes('/console/') && response.status() >= 400) problems.push(`${response.status()} ${response.url()}`);
+  });
+}
+
+async function shot(name, p = page) {
+  await p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
+}
+
+before(async () => {
+  assert.ok(fs.existsSync(BIN), `the binary ${BIN} exists (make build)`);
+  assert.ok(fs.existsSync(CHROMIUM), `Chromium at ${CHROMIUM} (scripts/apt-install chromium)`);
+  fs.mkdirSync(SHOTS, { recursive: true });
+  for (const old of fs.readdirSync(SHOTS)) if (old.endsWith('.png')) fs.rmSync(path.join(SHOTS, old));
+  work = fs.mkdtempSync(path.join(os.tmpdir(), 'yuxi-console-e2e-'));
+  const scripts = path.join(work, 'scripts');
+  fs.mkdirSync(scripts);
+  fs.copyFileSync(path.join(ROOT, 'examples', 'scripts', 'deep-research.yaml'), path.join(scripts, 'deep-research.yaml'));
+  fs.writeFileSync(path.join(scripts, 'research-explorer.yaml'), `- delay_ms: 4000\n  content: "${EXPLORER_SAYS}"\n`);
+  fs.writeFileSync(path.join(scripts, 'fact-verifier.yaml'), '- delay_ms: 300\n  content: "Both claims hold: LGPS and argyrodites conduct best."\n');
+  const port = await freePort();
+  base = `http://127.0.0.1:${port}`;
+  serverLog = path.join(SHOTS, 'server.log');
+  const env = { ...process.env };
+  delete env.REDIS_URL;
+  const log = fs.openSync(serverLog, 'w');
+  server = spawn(
+    BIN,
+    [
+      'local', '--manifests', 'examples', '--users', 'examples/local-users.yaml', '--data-dir', path.join(work, 'data'),
+      '--listen', `127.0.0.1:${port}`, '--default-model', 'scripted/auto', '--scripts-dir', scripts,
+    ],
+    { cwd: ROOT, env, stdio: ['ignore', log, log] },
+  );
+  await waitReady(base);
+  browser = await chromium.launchPersistentContext(path.join(work, 'profile'), {
+    executablePath: CHROMIUM,
+    headless: true,
+    args: [
+      '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
+      '--disable-component-update', '--disable-sync', '--disable-quic',
+    ],
+    viewport: { width: 1280, height: 800 },
+    locale: 'en-US',
+  });
+  browser.setDefaultTimeout(WAIT);
+  page = browser.pages()[0] ?? (await browser.newPage());
+  watch(page);
+});
+
+after(async () => {
+  await browser?.close();
+  if (server && server.exitCode === null) {
+    server.kill('SIGTERM');
+    await new Promise((resolve) => {
+      const timer = setTimeout(() => (server.kill('SIGKILL'), resolve()), 5000);
+      server.once('exit', () => (clearTimeout(timer), resolve()));
+    });
+  }
+  if (work) fs.rmSync(work, { recursive: true, force: true });
+});
+
+test('the console is served at /console with a strict Content-Security-Policy', async () => {
+  const answer = await fetch(`${base}/console/`);
+  assert.equal(answer.status, 200);
+  const policy = answer.headers.get('content-security-policy');
+  assert.match(policy, /default-src 'self'/);
+  assert.match(policy, /script-src 'self'/);
+  assert.match(policy, /connect-src 'self'/);
+  assert.doesNotMatch(policy, /unsafe-inline/);
+});
+
+test('the login takes a username and password from the keyboard and keeps the token for the session', async () => {
+  await page.goto(`${base}/console`);
+  await page.getByRole('heading', { name: 'Sign in' }).waitFor();
+  await shot('login');
+  await page.getByLabel('Username').focus();
+  await page.keyboard.type('alice');
+  await page.keyboard.press('Tab');
+  await page.keyboard.type('alice-password');
+  await page.keyboard.press('Enter');
+  await page.getByRole('heading', { name: 'Agents' }).waitFor();
+  assert.equal(await page.evaluate(() => sessionStorage.getItem('yuxi.token')), 'alice-token');
+  await page.getByText('Signed in as alice').waitFor();
+  await page.reload();
+  await page.getByRole('heading', { name: 'Agents' }).waitFor();
+  assert.equal(await page.getByRole('heading', { name: 'Sign in' }).count(), 0, 'still signed in after a reload');
+});
+
+test('the first Tab reaches the skip link, which moves the focus to the content', async () => {
+  await page.evaluate(() => (document.activeElement instanceof HTMLElement ? document.activeElement.blur() : undefined));
+  await page.keyboard.press('Tab');
+  assert.equal(await page.evaluate(() => document.activeElement?.textContent), 'Skip to the content');
+  await page.keyboard.press('Enter');
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'main');
+});
+
+test('the agents page lists agents and subagents with backend, subagent flag, sharing, default and access', async () => {
+  await page.goto(`${base}/console/#/agents`);
+  const row = (slug) => page.locator(`tr[data-slug="${slug}"]`);
+  await row('deep-research').waitFor();
+  const cells = async (slug) => (await row(slug).locator('td').allInnerTexts()).map((s) => s.trim());
+  const deep = await cells('deep-research');
+  assert.match(deep[0], /Deep research/);
+  assert.equal(deep[1], 'ChatbotAgent');
+  assert.equal(deep[2], 'no');
+  assert.match(deep[3], /read: everyone/);
+  assert.equal(deep[4], 'yes');
+  assert.match(deep[5], /read-only/);
+  const explorer = await cells('research-explorer');
+  assert.equal(explorer[1], 'SubAgentBackend');
+  assert.equal(explorer[2], 'yes');
+  assert.equal(explorer[4], 'no');
+  assert.match(await row('general-purpose').innerText(), /built in/);
+  assert.ok(await row('fact-verifier').isVisible());
+  await shot('agents');
+});
+
+test("in a cluster the list shows each agent's Accepted and Ready conditions (the list mocked: the local mode writes no status)", async () => {
+  const answer = await fetch(`${base}/api/agent?include_subagents=true`, { headers: { Authorization: 'Bearer alice-token' } });
+  const { agents } = await answer.json();
+  assert.ok(agents.every((a) => a.conditions === undefined), 'the local mode has no conditions');
+  const explorer = agents.find((a) => a.slug === 'research-explorer');
+  explorer.conditions = [
+    { type: 'Accepted', status: 'True', reason: 'Valid', message: '' },
+    { type: 'Ready', status: 'False', reason: 'KnowledgeBaseNotReady', message: 'research-notes is indexing' },
+  ];
+  await page.route('**/api/agent?include_subagents=true', (route) => route.fulfill({ json: { agents } }));
+  try {
+    await page.reload();
+    const conditions = page.locator('tr[data-slug="research-explorer"] ul.conditions li');
+    await conditions.first().waitFor();
+    assert.deepEqual(await conditions.allInnerTexts(), [
+      'Accepted: True',
+      'Ready: False (KnowledgeBaseNotReady: research-notes is indexing)',
+    ]);
+    assert.equal(await page.locator('tr[data-slug="research-explorer"] ul.conditions li.bad').count(), 1);
+  } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+  }
+});
+
+test('a read-only agent opens with every control disabled and no save button', async () => {
+  await page.getByRole('link', { name: 'View Deep research' }).click();
+  await page.getByRole('heading', { name: 'Deep research (read-only)' }).waitFor();
+  await page.getByText('You may read this agent but not change it.').waitFor();
+  await page.locator('#agent-system_prompt').waitFor();
+  assert.ok(await page.getByLabel('Name', { exact: true }).isDisabled());
+  assert.ok(await page.getByLabel('System prompt').isDisabled());
+  assert.match(await page.getByLabel('System prompt').inputValue(), /well-sourced research reports/);
+  assert.equal(await page.getByRole('button', { name: 'Save' }).count(), 0);
+  await shot('agent-read-only');
+});
+
+test("the form shows each rule's error on its field, then creates a subagent", async () => {
+  await page.goto(`${base}/console/#/agents/new/subagent`);
+  await page.getByRole('heading', { name: 'New subagent' }).waitFor();
+  assert.equal(await page.getByLabel('Backend').inputValue(), 'SubAgentBackend');
+  assert.equal(await page.getByRole('group', { name: 'Subagents it may delegate to' }).count(), 0, 'no subagents for a subagent');
+  await page.getByLabel('Name', { exact: true }).fill('Console notes helper');
+  await page.getByLabel('Slug (optional; made from the name)').fill('Bad Slug');
+  await page.getByLabel('System prompt').fill('Keep short notes.');
+  await page.getByRole('group', { name: 'Tools' }).getByLabel('read_file').check();
+  await page.getByRole('button', { name: 'Create' }).click();
+  // The slug rule, on the slug field, which gets the focus.
+  const slugError = page.locator('#agent-slug-error');
+  await slugError.waitFor();
+  assert.match(await slugError.innerText(), /^"Bad Slug" is not a valid slug/);
+  assert.equal(await page.locator('#agent-slug').getAttribute('aria-invalid'), 'true');
+  assert.match(await page.locator('#agent-slug').getAttribute('aria-describedby'), /agent-slug-error/);
+  assert.equal(await page.evaluate(() => document.activeElement?.id), 'agent-slug');
+  await shot('agent-form-error');
+  // The share rule, on the read scope.
+  await page.getByLabel('Slug (optional; made from the name)').fill('');
+  await page.locator('#agent-read_scope-level').selectOption('user');
+  await page.getByRole('button', { name: 'Create' }).click();
+  const scopeError = page.locator('#agent-read_scope-error');
+  await scopeError.waitFor();
+  assert.match(await scopeError.innerText(), /^a User scope needs at least one user uid/);
+  assert.equal(await page.locator('#agent-slug-error').count(), 0, 'the slug error is gone');
+  // Fixed: created.
+  await page.locator('#agent-read_scope-uids').fill('alice, bob');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('heading', { name: 'Edit Console notes helper' }).waitFor();
+  await page.getByRole('status').filter({ hasText: 'Saved.' }).waitFor();
+  assert.match(page.url(), /#\/agents\/edit\/console-notes-helper$/);
+  await shot('agent-form');
+  // Listed as a subagent the user manages, shared with the users named.
+  await page.goto(`${base}/console/#/agents`);
+  const row = page.locator('tr[data-slug="console-notes-helper"]');
+  await row.waitFor();
+  const cells = (await row.locator('td').allInnerTexts()).map((s) => s.trim());
+  assert.equal(cells[1], 'SubAgentBackend');
+  assert.equal(cells[2], 'yes');
+  assert.match(cells[3], /users alice, bob/);
+  assert.match(cells[5], /can edit/);
+  // What was saved is what the facade answers.
+  const answer = await fetch(`${base}/api/agent/console-notes-helper`, { headers: { Authorization: 'Bearer alice-token' } });
+  const { agent } = await answer.json();
+  assert.deepEqual(agent.config_json.context.tools, ['read_file']);
+  assert.equal(agent.config_json.context.system_prompt, 'Keep short notes.');
+  assert.equal(agent.is_subagent, true);
+});
+
+let threadId;
+
+test('a deep-research run streams live; the panel shows both children, one followed live while it runs', async () => {
+  await page.goto(`${base}/console/#/chat`);
+  await page.getByLabel('Agent', { exact: true }).waitFor();
+  await page.locator('#chat-agent option[value="deep-research"]').waitFor({ state: 'attached' });
+  assert.equal(await page.getByLabel('Agent', { exact: true }).inputValue(), 'deep-research', 'the default agent is chosen');
+  await page.getByLabel('Message').fill(QUESTION);
+  await page.getByRole('button', { name: 'Send' }).click();
+  // Live: the first message and the folded tool calls, before the run ends.
+  const transcript = page.getByRole('log', { name: 'Conversation' });
+  await transcript.getByText('I will explore the question and check the claims in parallel').waitFor();
+  await page.waitForURL(/#\/chat\/t-/);
+  threadId = decodeURIComponent(page.url().split('#/chat/')[1]);
+  const panel = page.getByRole('complementary', { name: 'Subagents' });
+  const explorer = panel.locator('li.run-node[data-slug="research-explorer"]');
+  const verifier = panel.locator('li.run-node[data-slug="fact-verifier"]');
+  await verifier.locator('.badge', { hasText: 'completed' }).waitFor();
+  // The verifier has ended, the explorer still runs (its script waits 4 s).
+  assert.match(await explorer.locator('.badge').innerText(), /running|pending/);
+  assert.equal(await panel.locator('section.run-group').count(), 1, 'one run, one group');
+  assert.match(await verifier.locator('.progress').innerText(), /Both claims hold/);
+  // Before it says anything, a child's line is the task it was given.
+  await explorer.locator('.progress', { hasText: 'Explore this research question' }).waitFor();
+  await shot('chat-running');
+  // Opening the running explorer follows its own stream until it ends.
+  await explorer.getByRole('button', { name: 'Open research-explorer' }).click();
+  const dialog = page.getByRole('dialog', { name: 'Subagent research-explorer' });
+  await dialog.getByText('Following its events live.').waitFor();
+  assert.equal(await dialog.getAttribute('data-mode'), 'live');
+  await dialog.getByText(EXPLORER_SAYS).waitFor();
+  await dialog.getByRole('status').filter({ hasText: 'completed' }).waitFor();
+  await shot('child-live');
+  await page.keyboard.press('Escape');
+  await dialog.waitFor({ state: 'detached' });
+  // The run goes on to its end; the tool calls are folded, and open from the keyboard.
+  await transcript.locator('li.msg.end.status-completed').waitFor();
+  await transcript.getByText('The report is written to /home/gem/user-data/outputs/report.md').waitFor();
+  const start = transcript.locator('li.msg.tool[data-tool="subagent_start"]').first();
+  const summary = start.locator('summary');
+  assert.match(await summary.innerText(), /Called subagent_start ✓/);
+  assert.equal(await start.locator('details').getAttribute('open'), null, 'folded');
+  await summary.focus();
+  await page.keyboard.press('Enter');
+  await start.getByText('"subagent_slug": "research-explorer"').waitFor();
+  assert.match(await explorer.locator('.badge').innerText(), /completed/);
+  assert.equal(await page.getByRole('status').filter({ hasText: /^Run .*: completed$/ }).count(), 1);
+  await shot('chat');
+});
+
+test("a finished child's history is read from its persisted messages", async () => {
+  const panel = page.getByRole('complementary', { name: 'Subagents' });
+  const messages = page.waitForResponse((r) => /\/api\/threads\/[^/]+_sub_fact-verifier_[^/]+\/messages$/.test(r.url()));
+  await panel.getByRole('button', { name: 'Open fact-verifier' }).click();
+  assert.equal((await messages).status(), 200);
+  const dialog = page.getByRole('dialog', { name: 'Subagent fact-verifier' });
+  await dialog.getByText('Its persisted messages.').waitFor();
+  assert.equal(await dialog.getAttribute('data-mode'), 'history');
+  await dialog.getByText(`List the claims this question rests on and check each one: ${QUESTION}`).waitFor();
+  await dialog.getByText('Both claims hold: LGPS and argyrodites conduct best.').waitFor();
+  await shot('child-history');
+  await dialog.getByRole('button', { name: 'Close' }).click();
+  await dialog.waitFor({ state: 'detached' });
+});
+
+test('the thread continues with a second run, which can be cancelled', async () => {
+  await page.getByLabel('Continue the conversation').fill('And which is the most stable?');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const panel = page.getByRole('complementary', { name: 'Subagents' });
+  await panel.locator('section.run-group').nth(1).locator('li.run-node[data-slug="research-explorer"]').waitFor();
+  await page.getByRole('button', { name: 'Cancel the run' }).click();
+  const transcript = page.getByRole('log', { name: 'Conversation' });
+  await transcript.locator('li.msg.end.status-cancelled').waitFor();
+  await page.getByRole('status').filter({ hasText: /: cancelled$/ }).waitFor();
+  // Cancelling the parent cancels its unfinished children.
+  await panel.locator('section.run-group').nth(1).locator('li.run-node[data-slug="research-explorer"] .badge', { hasText: 'cancelled' }).waitFor();
+  assert.equal(await page.getByRole('button', { name: 'Cancel the run' }).count(), 0);
+  assert.equal(decodeURIComponent(page.url().split('#/chat/')[1]), threadId, 'the same thread');
+});
+
+test('reopening the conversation rebuilds it from what the facade persisted', async () => {
+  await page.reload();
+  const transcript = page.getByRole('log', { name: 'Conversation' });
+  await transcript.locator('li.msg.user', { hasText: QUESTION }).waitFor();
+  await transcript.locator('li.msg.user', { hasText: 'And which is the most stable?' }).waitFor();
+  await transcript.locator('li.msg.assistant', { hasText: 'The report is written to' }).waitFor();
+  const panel = page.getByRole('complementary', { name: 'Subagents' });
+  await panel.locator('li.run-node[data-slug="fact-verifier"] .badge', { hasText: 'completed' }).first().waitFor();
+  // The conversation is listed, titled after its first question, and marked as the one shown.
+  const current = page.getByRole('complementary', { name: 'Conversations' }).locator('a[aria-current="page"]');
+  assert.match(await current.innerText(), /^Which solid electrolytes/);
+  assert.equal(await panel.locator('section.run-group').count(), 2, 'both runs that started subagents');
+});
+
+test('knowledge bases: indexing status, search, a new base and an upload', async () => {
+  await page.goto(`${base}/console/#/knowledge`);
+  const notes = page.locator('.kb-list li[data-slug="research-notes"]');
+  await notes.waitFor();
+  assert.match(await notes.innerText(), /ready · \d+ documents, \d+ chunks/);
+  await notes.getByRole('link').click();
+  await page.getByRole('heading', { name: 'Documents' }).waitFor();
+  await page.getByText('This knowledge base takes no uploads').waitFor();
+  await page.getByRole('searchbox', { name: 'Query' }).fill('which electrolytes conduct lithium at room temperature');
+  await page.getByRole('search').getByRole('button', { name: 'Search' }).click();
+  await page.locator('ol.results li').first().waitFor();
+  assert.match(await page.locator('ol.results').innerText(), /solid-electrolytes\.md/);
+  await shot('knowledge');
+  await page.getByLabel('Name', { exact: true }).fill('Console uploads');
+  await page.getByRole('button', { name: 'Create' }).click();
+  await page.getByRole('heading', { name: 'Console uploads' }).waitFor();
+  await page.getByLabel('File').setInputFiles({
+    name: 'garnets.md',
+    mimeType: 'text/markdown',
+    buffer: Buffer.from('# Garnets\n\nLLZO is a garnet oxide electrolyte, stable against lithium metal.\n'),
+  });
+  await page.getByRole('button', { name: 'Upload' }).click();
+  await page.getByText('Uploaded garnets.md.').waitFor();
+  await page.locator('ul.documents').getByText('garnets.md').waitFor();
+  await page.locator('.kb-list li[data-slug="console-uploads"]').getByText(/ready · 1 documents/).waitFor();
+  await page.getByRole('searchbox', { name: 'Query' }).fill('garnet stable against lithium');
+  await page.getByRole('search').getByRole('button', { name: 'Search' }).click();
+  await page.locator('ol.results').getByText('garnets.md', { exact: false }).waitFor();
+  await shot('knowledge-upload');
+});
+
+test('the language switch shows the console in Chinese and back', async () => {
+  await page.goto(`${base}/console/#/agents`);
+  await page.getByRole('button', { name: '中文' }).click();
+  await page.getByRole('heading', { name: '智能体' }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'zh-CN');
+  assert.ok(await page.getByRole('navigation', { name: '栏目' }).getByRole('link', { name: '对话与运行' }).isVisible());
+  assert.match(await page.locator('tr[data-slug="deep-research"]').innerText(), /只读/);
+  await shot('agents-zh');
+  await page.goto(`${base}/console/#/chat/${encodeURIComponent(threadId)}`);
+  await page.getByRole('complementary', { name: '子智能体' }).locator('li.run-node').first().waitFor();
+  await shot('chat-zh');
+  await page.getByRole('button', { name: 'English' }).click();
+  await page.getByRole('complementary', { name: 'Subagents' }).waitFor();
+  assert.equal(await page.evaluate(() => document.documentElement.lang), 'en');
+});
+
+test('at a phone width a pasted token signs in and no page is wider than the screen', async () => {
+  const phone = await browser.newPage();
+  watch(phone);
+  await phone.setViewportSize({ width: 390, height: 844 });
+  await phone.goto(`${base}/console/`);
+  await phone.getByLabel('Bearer token').fill('alice-token');
+  await phone.getByRole('button', { name: 'Use this token' }).click();
+  await phone.getByRole('heading', { name: 'Agents' }).waitFor();
+  const overflow = () => phone.evaluate(() => document.documentElement.scrollWidth - document.documentElement.clientWidth);
+  for (const [name, hash, ready] of [
+    ['agents-phone', '#/agents', 'tr[data-slug="deep-research"]'],
+    ['chat-phone', `#/chat/${encodeURIComponent(threadId)}`, 'li.run-node'],
+    ['knowledge-phone', '#/knowledge/research-notes', 'ul.documents li'],
+    ['agent-form-phone', '#/agents/edit/console-notes-helper', '#agent-system_prompt'],
+  ]) {
+    await phone.goto(`${base}/console/${hash}`);
+    await phone.locator(ready).first().waitFor();
+    assert.ok((await overflow()) <= 0, `${name}: the page is ${await overflow()} px wider than the screen`);
+    await shot(name, phone);
+  }
+  await phone.close();
+});
+
+test("approval buttons answer an interrupt with the contract's resume body (the API mocked: approvals are not served yet)", async () => {
+  const resumed = [];
+  let decided;
+  const decision = new Promise((resolve) => (decided = resolve));
+  const envelope = (event, payload) =>
+    `event: ${event}\ndata: ${JSON.stringify({ run_id: 'run-approval', thread_id: 'thread-approval', event, payload, parent_run_id: null, parent_tool_call_id: null })}\n\n`;
+  await page.route('**/api/agent/runs', async (route) => {
+    const body = route.request().postDataJSON();
+    if (body.resume) {
+      resumed.push(body);
+      decided();
+      return route.fulfill({ json: { run_id: 'run-approval', thread_id: 'thread-approval', status: 'running' } });
+    }
+    return route.fulfill({ json: { run_id: 'run-approval', thread_id: 'thread-approval', status: 'pending' } });
+  });
+  let streams = 0;
+  await page.route('**/api/agent/runs/run-approval/events**', async (route) => {
+    streams += 1;
+    const headers = { 'content-type': 'text/event-stream' };
+    if (streams === 1) {
+      return route.fulfill({
+        headers,
+        body:
+          `id: 1\n${envelope('messages', { type: 'message_delta', message_id: 'm1', content: 'I need to write two files.' })}` +
+          `id: 2\n${envelope('interrupt', {
+            type: 'approval_required',
+            expires_at: '2030-01-01T00:00:00Z',
+            action_requests: [
+              { tool_call_id: 'call_a', name: 'write_file', arguments: { path: '/tmp/a.md', content: 'a' }, allowed_decisions: ['approve', 'edit', 'reject'], description: 'Writes a.md' },
+              { tool_call_id: 'call_b', name: 'execute', arguments: { command: 'rm -rf /tmp/b' }, allowed_decisions: ['approve', 'reject'], description: 'Runs a command' },
+            ],
+          })}`,
+      });
+    }
+    // The reconnection after the first stream closed waits for the decision, as the run does.
+    assert.equal(route.request().headers()['last-event-id'], '2');
+    await decision;
+    return route.fulfill({
+      headers,
+      body: `id: 3\n${envelope('messages', { type: 'message_delta', message_id: 'm2', content: 'Wrote a.md; did not run the command.' })}id: 4\n${envelope('end', { status: 'completed', error: null })}`,
+    });
+  });
+  try {
+    await page.goto(`${base}/console/#/chat`);
+    await page.locator('#chat-agent option[value="deep-research"]').waitFor({ state: 'attached' });
+    await page.getByLabel('Message').fill('Write the files.');
+    await page.getByRole('button', { name: 'Send' }).click();
+    const card = page.getByRole('form', { name: 'Approval needed' });
+    await card.waitFor();
+    await page.getByRole('status').filter({ hasText: 'waiting for you' }).waitFor();
+    const send = card.getByRole('button', { name: 'Send the decisions' });
+    assert.ok(await send.isDisabled(), 'not until every request has a decision');
+    const first = card.getByRole('group', { name: 'Decision for write_file' });
+    const second = card.getByRole('group', { name: 'Decision for execute' });
+    assert.equal(await second.getByRole('button', { name: 'Edit and approve' }).count(), 0, 'only the allowed decisions');
+    await first.getByRole('button', { name: 'Edit and approve' }).click();
+    await card.getByLabel('Arguments of write_file (JSON)').fill('{"path": "/tmp/a.md", "content": "edited"}');
+    await second.getByRole('button', { name: 'Reject' }).click();
+    assert.equal(await second.getByRole('button', { name: 'Reject' }).getAttribute('aria-pressed'), 'true');
+    await card.getByLabel('Message to the agent (optional)').fill('Do not delete anything.');
+    await shot('approval');
+    await send.click();
+    await card.getByText('Decisions sent.').waitFor();
+    await page.getByRole('log', { name: 'Conversation' }).getByText('Wrote a.md; did not run the command.').waitFor();
+    await page.getByRole('status').filter({ hasText: /: completed$/ }).waitFor();
+    assert.deepEqual(resumed, [
+      {
+        resume: {
+          run_id: 'run-approval',
+          decisions: [
+            { tool_call_id: 'call_a', decision: 'edit', arguments: { path: '/tmp/a.md', content: 'edited' }, message: 'Do not delete anything.' },
+            { tool_call_id: 'call_b', decision: 'reject', message: 'Do not delete anything.' },
+          ],
+        },
+      },
+    ]);
+  } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+  }
+});
+
+test('no page broke the Content-Security-Policy, threw, or missed a file', () => {
+  assert.deepEqual(problems, []);
+});

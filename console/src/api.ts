@@ -1,0 +1,197 @@
+// The facade's public API, as the console uses it: every call carries the user's bearer token, kept in the
+// browser session (sessionStorage) from the login on. Nothing here talks to anything but the facade.
+
+const TOKEN_KEY = 'yuxi.token';
+
+/** The bearer token of this browser session, or null before a login. */
+export function getToken(): string | null {
+  return sessionStorage.getItem(TOKEN_KEY);
+}
+
+/** Keeps (or, with null, forgets) the bearer token for this browser session. */
+export function setToken(token: string | null): void {
+  if (token === null) sessionStorage.removeItem(TOKEN_KEY);
+  else sessionStorage.setItem(TOKEN_KEY, token);
+}
+
+/** An answer that is not a success: the facade's `{code, message, field?}` and the HTTP status. */
+export class ApiError extends Error {
+  constructor(
+    public status: number,
+    public code: string,
+    message: string,
+    public field: string | null,
+  ) {
+    super(message);
+  }
+}
+
+/** Listeners told when a call answers 401, so the console can go back to its login. */
+const unauthorizedListeners = new Set<() => void>();
+export function onUnauthorized(listener: () => void): () => void {
+  unauthorizedListeners.add(listener);
+  return () => unauthorizedListeners.delete(listener);
+}
+
+async function errorOf(response: Response): Promise<ApiError> {
+  let code = `http_${response.status}`;
+  let message = response.statusText || `HTTP ${response.status}`;
+  let field: string | null = null;
+  try {
+    const body = await response.json();
+    if (body && typeof body === 'object') {
+      if (typeof body.code === 'string') code = body.code;
+      if (typeof body.message === 'string') message = body.message;
+      else if (typeof body.detail === 'string') message = body.detail;
+      if (typeof body.field === 'string') field = body.field;
+    }
+  } catch {
+    // Not JSON: the status says enough.
+  }
+  if (response.status === 401) unauthorizedListeners.forEach((l) => l());
+  return new ApiError(response.status, code, message, field);
+}
+
+function headers(extra: Record<string, string> = {}, token = getToken()): Record<string, string> {
+  const h: Record<string, string> = { ...extra };
+  if (token) h['Authorization'] = `Bearer ${token}`;
+  return h;
+}
+
+/** Calls the facade: JSON in and out. A 204 answers null. Errors are thrown as ApiError. */
+export async function api<T = any>(method: string, path: string, body?: unknown, token?: string): Promise<T> {
+  const init: RequestInit = { method, headers: headers({ Accept: 'application/json' }, token ?? getToken()) };
+  if (body instanceof FormData || body instanceof URLSearchParams) {
+    init.body = body;
+  } else if (body !== undefined) {
+    (init.headers as Record<string, string>)['Content-Type'] = 'application/json';
+    init.body = JSON.stringify(body);
+  }
+  const response = await fetch(path, init);
+  if (!response.ok) throw await errorOf(response);
+  if (response.status === 204) return null as T;
+  return (await response.json()) as T;
+}
+
+/** The local mode's password login (`POST /api/auth/token`): the user's bearer token. */
+export async function login(username: string, password: string): Promise<string> {
+  const form = new URLSearchParams({ username, password });
+  const answer = await api<{ access_token: string }>('POST', '/api/auth/token', form, '');
+  return answer.access_token;
+}
+
+/** One server-sent event. */
+export interface SseEvent {
+  id: string | null;
+  event: string;
+  data: string;
+}
+
+/**
+ * Reads server-sent events from a byte stream: `id`, `event` and `data` fields (several `data` lines
+ * joined by newlines), comments (`:`) skipped, an event dispatched at each blank line. Lines may end in
+ * `\n`, `\r\n` or `\r`.
+ */
+export class SseParser {
+  private buffer = '';
+  private id: string | null = null;
+  private event = '';
+  private data: string[] = [];
+  private sawData = false;
+  private pendingCr = false;
+
+  constructor(private dispatch: (event: SseEvent) => void) {}
+
+  /** Feeds decoded text; calls dispatch for each complete event. */
+  push(text: string): void {
+    if (this.pendingCr && text.startsWith('\n')) text = text.slice(1);
+    this.pendingCr = false;
+    this.buffer += text;
+    for (;;) {
+      const match = /\r\n|\r|\n/.exec(this.buffer);
+      if (!match) break;
+      // A lone \r at the end of the buffer may be the first half of \r\n.
+      if (match[0] === '\r' && match.index === this.buffer.length - 1) {
+        this.pendingCr = true;
+      }
+      const line = this.buffer.slice(0, match.index);
+      this.buffer = this.buffer.slice(match.index + match[0].length);
+      this.line(line);
+    }
+  }
+
+  private line(line: string): void {
+    if (line === '') {
+      if (this.sawData) this.dispatch({ id: this.id, event: this.event || 'message', data: this.data.join('\n') });
+      this.event = '';
+      this.data = [];
+      this.sawData = false;
+      return;
+    }
+    if (line.startsWith(':')) return;
+    const colon = line.indexOf(':');
+    const name = colon < 0 ? line : line.slice(0, colon);
+    let value = colon < 0 ? '' : line.slice(colon + 1);
+    if (value.startsWith(' ')) value = value.slice(1);
+    if (name === 'data') {
+      this.data.push(value);
+      this.sawData = true;
+    } else if (name === 'event') this.event = value;
+    else if (name === 'id' && !value.includes('\0')) this.id = value;
+  }
+}
+
+/** How a stream reader ended. */
+export type StreamEnd = 'ended' | 'aborted' | 'failed';
+
+/**
+ * Follows a server-sent event stream of the facade with fetch (EventSource cannot send the bearer token),
+ * reconnecting with `Last-Event-ID` after a dropped connection until `done()` says the stream is complete
+ * or `signal` aborts. Resolves with how it ended.
+ */
+export async function followEvents(
+  path: string,
+  onEvent: (event: SseEvent) => void,
+  options: { signal: AbortSignal; done: () => boolean; onError?: (error: Error) => void },
+): Promise<StreamEnd> {
+  let lastId: string | null = null;
+  let failures = 0;
+  while (!options.signal.aborted) {
+    try {
+      const extra: Record<string, string> = { Accept: 'text/event-stream' };
+      if (lastId) extra['Last-Event-ID'] = lastId;
+      const response = await fetch(path, { headers: headers(extra), signal: options.signal });
+      if (!response.ok) {
+        const error = await errorOf(response);
+        // A client error will not mend by retrying.
+        if (response.status < 500) {
+          options.onError?.(error);
+          return 'failed';
+        }
+        throw error;
+      }
+      const reader = response.body!.pipeThrough(new TextDecoderStream()).getReader();
+      const parser = new SseParser((event) => {
+        if (event.id) lastId = event.id;
+        failures = 0;
+        onEvent(event);
+      });
+      for (;;) {
+        const { value, done } = await reader.read();
+        if (done) break;
+        parser.push(value);
+      }
+      if (options.done()) return 'ended';
+    } catch (error) {
+      if (options.signal.aborted) return 'aborted';
+      failures += 1;
+      if (failures > 5) {
+        options.onError?.(error as Error);
+        return 'failed';
+      }
+    }
+    if (options.done()) return 'ended';
+    await new Promise((resolve) => setTimeout(resolve, Math.min(4000, 250 * 2 ** failures)));
+  }
+  return 'aborted';
+}

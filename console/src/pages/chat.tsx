@@ -1,0 +1,341 @@
+// Chat and runs: a main agent's conversations. Sending starts a run on the thread (`POST /api/agent/runs`)
+// and follows its whole run tree in one stream (`GET /api/agent/runs/{id}/events?tree=true`, flat
+// payloads): the root's events make the transcript, its descendants' the subagent panel. A run can be
+// cancelled; sending again continues the thread. Opening a conversation reads its persisted messages,
+// finds the subagent runs its tool results name, and replays their trees into the panel.
+import { useEffect, useRef, useState } from 'preact/hooks';
+import { api, ApiError, followEvents } from '../api';
+import { statusText, t } from '../i18n';
+import { applyEvent, fromMessages, TERMINAL, type Envelope, type Item } from '../transcript';
+import { TranscriptView } from './transcript-view';
+import { ChildDialog, SubagentPanel, type RunNode } from './subagents';
+import type { Agent } from './agents';
+
+interface Conversation {
+  thread_id: string;
+  title: string | null;
+  agent_id: string;
+  updated_at: string | null;
+  thread_status?: string;
+}
+
+interface Live {
+  runId: string;
+  status: string;
+}
+
+export function ChatPage({ threadId }: { threadId: string | null }) {
+  const [agents, setAgents] = useState<Agent[]>([]);
+  const [agentSlug, setAgentSlug] = useState('');
+  const [threads, setThreads] = useState<Conversation[]>([]);
+  const [items, setItems] = useState<Item[]>([]);
+  const [nodes, setNodes] = useState<Record<string, RunNode>>({});
+  const [roots, setRoots] = useState<string[]>([]);
+  const [live, setLive] = useState<Live | null>(null);
+  const [query, setQuery] = useState('');
+  const [error, setError] = useState<string | null>(null);
+  const [opened, setOpened] = useState<string | null>(null);
+  const [busy, setBusy] = useState(false);
+  const loaded = useRef<string | null>(null);
+  const streams = useRef(new Map<string, AbortController>());
+  const composer = useRef<HTMLTextAreaElement>(null);
+  const box = useRef<HTMLDivElement>(null);
+  const pinned = useRef(true);
+
+  const refreshThreads = () =>
+    api<{ threads?: Conversation[] } | Conversation[]>('GET', '/api/chat/threads?limit=50')
+      .then((answer) => setThreads(Array.isArray(answer) ? answer : (answer.threads ?? [])))
+      .catch(() => undefined);
+
+  useEffect(() => {
+    api<{ agents: Agent[] }>('GET', '/api/agent')
+      .then(({ agents }) => {
+        setAgents(agents);
+        setAgentSlug((current) => current || (agents.find((a) => a.is_default) ?? agents[0])?.slug || '');
+      })
+      .catch((err) => setError(err.message));
+    refreshThreads();
+    return () => streams.current.forEach((c) => c.abort());
+  }, []);
+
+  /** Follows the run tree of `rootId`: its own events into the transcript when `transcript`. */
+  const followTree = (rootId: string, transcript: boolean) => {
+    if (streams.current.has(rootId)) return;
+    const controller = new AbortController();
+    streams.current.set(rootId, controller);
+    setRoots((prev) => (prev.includes(rootId) ? prev : [...prev, rootId]));
+    let rootEnded = false;
+    followEvents(
+      `/api/agent/runs/${encodeURIComponent(rootId)}/events?tree=true&event_format=flat`,
+      (sse) => {
+        let envelope: Envelope;
+        try {
+          envelope = JSON.parse(sse.data);
+        } catch {
+          return;
+        }
+        const runId = envelope.run_id ?? rootId;
+        if (runId === rootId) {
+          if (envelope.event === 'end') rootEnded = true;
+          if (transcript) {
+            setItems((prev) => applyEvent(prev, envelope));
+            setLive((prev) => {
+              if (!prev || prev.runId !== rootId) return prev;
+              if (envelope.event === 'end') return { runId: rootId, status: envelope.payload?.status ?? 'completed' };
+              if (envelope.event === 'interrupt') return { runId: rootId, status: 'waiting' };
+              return prev.status === 'pending' || prev.status === 'waiting' ? { runId: rootId, status: 'running' } : prev;
+            });
+          }
+        } else {
+          setNodes((prev) => {
+            const node = prev[runId] ?? {
+              runId,
+              rootRunId: rootId,
+              parentRunId: envelope.parent_run_id ?? rootId,
+              status: 'pending',
+              items: [],
+            };
+            const updated: RunNode = {
+              ...node,
+              parentRunId: envelope.parent_run_id ?? node.parentRunId,
+              threadId: node.threadId ?? envelope.thread_id,
+              slug: node.slug ?? (envelope.event === 'metadata' ? envelope.payload?.agent_slug : undefined),
+              task: node.task ?? (envelope.event === 'metadata' && typeof envelope.payload?.input === 'string' ? envelope.payload.input : undefined),
+              items: applyEvent(node.items, envelope),
+              status:
+                envelope.event === 'end'
+                  ? (envelope.payload?.status ?? 'completed')
+                  : envelope.event === 'interrupt'
+                    ? 'waiting'
+                    : TERMINAL.has(node.status)
+                      ? node.status
+                      : 'running',
+            };
+            return { ...prev, [runId]: updated };
+          });
+        }
+        // A child started: known before its own first event.
+        if (envelope.event === 'custom' && envelope.payload?.type === 'subagent_run') {
+          const p = envelope.payload;
+          setNodes((prev) => {
+            const node = prev[p.run_id];
+            const base: RunNode = node ?? { runId: p.run_id, rootRunId: rootId, status: 'pending', items: [] };
+            return {
+              ...prev,
+              [p.run_id]: {
+                ...base,
+                parentRunId: base.parentRunId ?? runId,
+                threadId: base.threadId ?? p.thread_id,
+                slug: p.subagent_slug ?? base.slug,
+              },
+            };
+          });
+        }
+      },
+      {
+        signal: controller.signal,
+        done: () => rootEnded,
+        onError: (err) => setError(err.message),
+      },
+    ).finally(() => streams.current.delete(rootId));
+  };
+
+  // Opening a conversation (or a fresh page): its messages, its subagents' trees, its unfinished run.
+  useEffect(() => {
+    if (threadId === loaded.current) return;
+    streams.current.forEach((c) => c.abort());
+    streams.current.clear();
+    loaded.current = threadId;
+    setItems([]);
+    setNodes({});
+    setRoots([]);
+    setLive(null);
+    setError(null);
+    setOpened(null);
+    if (!threadId) return;
+    (async () => {
+      try {
+        const answer = await api<{ messages: any[] }>('GET', `/api/threads/${encodeURIComponent(threadId)}/messages`);
+        if (loaded.current !== threadId) return;
+        const history = fromMessages(answer.messages);
+        setItems(history);
+        // The runs of this thread that started subagents: named by the subagent tools' results
+        // (`created_by_run_id`), else by the child run's record.
+        const parents = new Set<string>();
+        const unknown = new Set<string>();
+        for (const item of history) {
+          if (item.kind !== 'tool' || !item.childRunId) continue;
+          let parent: unknown;
+          try {
+            parent = JSON.parse(item.result ?? '').created_by_run_id;
+          } catch {
+            parent = undefined;
+          }
+          if (typeof parent === 'string') parents.add(parent);
+          else unknown.add(item.childRunId);
+        }
+        await Promise.all(
+          [...unknown].map(async (child) => {
+            try {
+              const { run } = await api('GET', `/api/agent/runs/${encodeURIComponent(child)}`);
+              const parent = run?.created_by_run_id ?? run?.parent?.runId;
+              if (parent) parents.add(parent);
+            } catch {
+              // A child run the store no longer keeps: nothing to show.
+            }
+          }),
+        );
+        const active = await api<{ run: { run_id: string; status: string } | null }>(
+          'GET',
+          `/api/agent/thread/${encodeURIComponent(threadId)}/active_run`,
+        );
+        if (loaded.current !== threadId) return;
+        for (const parent of parents) if (parent !== active.run?.run_id) followTree(parent, false);
+        if (active.run && !TERMINAL.has(active.run.status)) {
+          setLive({ runId: active.run.run_id, status: active.run.status });
+          followTree(active.run.run_id, true);
+        }
+      } catch (err) {
+        setError((err as Error).message);
+      }
+    })();
+  }, [threadId]);
+
+  useEffect(() => {
+    const conversation = threads.find((c) => c.thread_id === threadId);
+    if (conversation) setAgentSlug(conversation.agent_id);
+  }, [threads, threadId]);
+
+  // The transcript follows what arrives while the reader is at its end.
+  useEffect(() => {
+    if (pinned.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+  }, [items]);
+
+  const running = live !== null && !TERMINAL.has(live.status);
+
+  const send = async (e: Event) => {
+    e.preventDefault();
+    const text = query.trim();
+    if (!text || !agentSlug || running) return;
+    setBusy(true);
+    setError(null);
+    try {
+      const body: Record<string, unknown> = { query: text, agent_slug: agentSlug };
+      if (threadId) body.thread_id = threadId;
+      const answer = await api<{ run_id: string; thread_id: string }>('POST', '/api/agent/runs', body);
+      setQuery('');
+      setItems((prev) => [...prev, { kind: 'user', key: `u-${answer.run_id}`, text }]);
+      setLive({ runId: answer.run_id, status: 'pending' });
+      if (!threadId) {
+        loaded.current = answer.thread_id;
+        location.hash = `#/chat/${encodeURIComponent(answer.thread_id)}`;
+      }
+      followTree(answer.run_id, true);
+      refreshThreads();
+    } catch (err) {
+      const error = err as ApiError;
+      setError(error.code === 'run_busy' ? t('chat.busy', { status: error.message }) : error.message);
+    } finally {
+      setBusy(false);
+    }
+  };
+
+  const cancel = async () => {
+    if (!live) return;
+    try {
+      const answer = await api<{ status: string }>('POST', `/api/agent/runs/${encodeURIComponent(live.runId)}/cancel`);
+      setLive((prev) => (prev && !TERMINAL.has(prev.status) ? { ...prev, status: answer.status } : prev));
+    } catch (err) {
+      setError((err as Error).message);
+    }
+  };
+
+  const mainAgents = agents.filter((a) => !a.is_subagent);
+  return (
+    <section class="chat" aria-labelledby="chat-heading">
+      <h1 id="chat-heading" class="visually-hidden">
+        {t('chat.heading')}
+      </h1>
+      <aside class="threads" aria-labelledby="threads-heading">
+        <h2 id="threads-heading">{t('chat.threads')}</h2>
+        <a class="button" href="#/chat" onClick={() => composer.current?.focus()}>
+          {t('chat.newThread')}
+        </a>
+        {threads.length === 0 ? (
+          <p class="muted">{t('chat.noThreads')}</p>
+        ) : (
+          <ul>
+            {threads.map((c) => (
+              <li>
+                <a href={`#/chat/${encodeURIComponent(c.thread_id)}`} aria-current={c.thread_id === threadId ? 'page' : undefined}>
+                  {c.title || c.thread_id}
+                </a>
+                <span class="muted small"> {c.agent_id}</span>
+              </li>
+            ))}
+          </ul>
+        )}
+      </aside>
+      <div class="conversation">
+        <div class="conversation-head">
+          <label for="chat-agent">{t('chat.agent')}</label>
+          <select id="chat-agent" value={agentSlug} disabled={Boolean(threadId)} onChange={(e) => setAgentSlug(e.currentTarget.value)}>
+            {mainAgents.map((a) => (
+              <option value={a.slug}>{a.name}</option>
+            ))}
+          </select>
+          {threadId && <span class="muted small">{t('chat.thread', { id: threadId })}</span>}
+        </div>
+        <div
+          class="transcript-box"
+          ref={box}
+          role="log"
+          aria-live="polite"
+          aria-label={t('chat.transcript')}
+          tabIndex={0}
+          onScroll={(e) => {
+            const el = e.currentTarget;
+            pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+          }}
+        >
+          <TranscriptView items={items} onOpenChild={setOpened} />
+        </div>
+        {live && (
+          <p class={`run-status status-${live.status}`} role="status">
+            {t('chat.runStatus', { id: live.runId.slice(0, 8), status: statusText(live.status) })}
+          </p>
+        )}
+        {error && (
+          <p class="error" role="alert">
+            {t('common.error', { message: error })}
+          </p>
+        )}
+        <form class="composer" onSubmit={send}>
+          <label for="chat-message">{threadId ? t('chat.continue') : t('chat.message')}</label>
+          <textarea
+            id="chat-message"
+            ref={composer}
+            rows={3}
+            value={query}
+            onInput={(e) => setQuery(e.currentTarget.value)}
+            onKeyDown={(e) => {
+              if (e.key === 'Enter' && (e.ctrlKey || e.metaKey)) send(e);
+            }}
+          />
+          <div class="actions">
+            <button type="submit" disabled={busy || running || !query.trim() || !agentSlug}>
+              {t('chat.send')}
+            </button>
+            {running && (
+              <button type="button" class="danger" onClick={cancel}>
+                {t('chat.cancelRun')}
+              </button>
+            )}
+          </div>
+        </form>
+      </div>
+      <SubagentPanel roots={roots} nodes={nodes} onOpen={setOpened} />
+      {opened && <ChildDialog node={nodes[opened] ?? { runId: opened, rootRunId: '', status: 'unknown', items: [] }} onClose={() => setOpened(null)} />}
+    </section>
+  );
+}
