@@ -79,7 +79,9 @@ before(async () => {
   work = fs.mkdtempSync(path.join(os.tmpdir(), 'yuxi-console-e2e-'));
   const scripts = path.join(work, 'scripts');
   fs.mkdirSync(scripts);
-  fs.copyFileSync(path.join(ROOT, 'examples', 'scripts', 'deep-research.yaml'), path.join(scripts, 'deep-research.yaml'));
+  for (const script of ['deep-research.yaml', 'note-taker.yaml']) {
+    fs.copyFileSync(path.join(ROOT, 'examples', 'scripts', script), path.join(scripts, script));
+  }
   fs.writeFileSync(path.join(scripts, 'research-explorer.yaml'), `- delay_ms: 4000\n  content: "${EXPLORER_SAYS}"\n`);
   fs.writeFileSync(path.join(scripts, 'fact-verifier.yaml'), '- delay_ms: 300\n  content: "Both claims hold: LGPS and argyrodites conduct best."\n');
   const port = await freePort();
@@ -430,7 +432,7 @@ test('at a phone width a pasted token signs in and no page is wider than the scr
   await phone.close();
 });
 
-test("approval buttons answer an interrupt with the contract's resume body (the API mocked: approvals are not served yet)", async () => {
+test("approval buttons answer an interrupt of two calls with the contract's resume body (the API mocked, to script the stream)", async () => {
   const resumed = [];
   let decided;
   const decision = new Promise((resolve) => (decided = resolve));
@@ -509,6 +511,27 @@ test("approval buttons answer an interrupt with the contract's resume body (the 
   } finally {
     await page.unrouteAll({ behavior: 'ignoreErrors' });
   }
+});
+
+test("a real run of note-taker waits for approval, and the person's Approve lets it write its note", async () => {
+  await page.goto(`${base}/console/#/chat`);
+  await page.locator('#chat-agent option[value="note-taker"]').waitFor({ state: 'attached' });
+  await page.getByLabel('Agent', { exact: true }).selectOption('note-taker');
+  await page.getByLabel('Message').fill('Order more LLZO.');
+  await page.getByRole('button', { name: 'Send' }).click();
+  const card = page.getByRole('form', { name: 'Approval needed' });
+  await card.waitFor();
+  await page.getByRole('status').filter({ hasText: 'waiting for you' }).waitFor();
+  const group = card.getByRole('group', { name: 'Decision for write_file' });
+  await group.getByRole('button', { name: 'Approve', exact: true }).click();
+  await shot('approval-real');
+  await card.getByRole('button', { name: 'Send the decisions' }).click();
+  const transcript = page.getByRole('log', { name: 'Conversation' });
+  await transcript.getByText(/^Done: /).waitFor();
+  await page.getByRole('status').filter({ hasText: /: completed$/ }).waitFor();
+  const threadOf = decodeURIComponent(page.url().split('#/chat/')[1]);
+  const note = path.join(work, 'data', 'users', 'alice', 'threads', threadOf, 'outputs', 'note.md');
+  assert.match(fs.readFileSync(note, 'utf8'), /Order more LLZO\./);
 });
 
 test('no page broke the Content-Security-Policy, threw, or missed a file', () => {
