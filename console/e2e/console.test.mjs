@@ -218,6 +218,24 @@ test('a read-only agent opens with every control disabled and no save button', a
   await shot('agent-read-only');
 });
 
+test("an admin sees a manifest file's agent read-only, told to change its file", async () => {
+  const admin = await browser.newPage();
+  watch(admin);
+  try {
+    await admin.goto(`${base}/console/`);
+    await admin.getByLabel('Bearer token').fill('admin-token');
+    await admin.getByRole('button', { name: 'Use this token' }).click();
+    await admin.locator('tr[data-slug="research-explorer"]').waitFor();
+    assert.match(await admin.locator('tr[data-slug="research-explorer"]').innerText(), /read-only/);
+    await admin.getByRole('link', { name: 'View Research explorer' }).click();
+    await admin.getByText('This agent is defined by a file of the manifests folder: change it there.').waitFor();
+    assert.ok(await admin.getByLabel('System prompt').isDisabled());
+    assert.equal(await admin.getByRole('button', { name: 'Save' }).count(), 0);
+  } finally {
+    await admin.close();
+  }
+});
+
 test("the form shows each rule's error on its field, then creates a subagent", async () => {
   await page.goto(`${base}/console/#/agents/new/subagent`);
   await page.getByRole('heading', { name: 'New subagent' }).waitFor();

@@ -8,6 +8,7 @@ use serde::Serialize;
 
 use super::ApiError;
 use super::agent_config::{ConfigurableItems, configurable_items, not_applied};
+use super::catalog::Fixed;
 use super::system_lists::resource_options;
 use crate::access::{Identity, Permission, permission};
 use crate::resources::names::{
@@ -28,8 +29,14 @@ pub const MAX_PIC_CHARS: usize = 2048;
 pub struct AgentView {
     #[serde(flatten)]
     agent: YuxiAgent,
-    /// Whether the caller may edit and delete it.
+    /// Whether the caller may edit and delete it: the caller manages it and it is not fixed
+    /// (`read_only_because`).
     can_manage: bool,
+    /// Why nobody may change it through the API, whatever their rights: `built_in` or `manifest_file`
+    /// (the local mode's; [`super::catalog::Catalog::fixed`]); absent when only the caller's rights
+    /// matter.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    read_only_because: Option<Fixed>,
     /// `read` or `manage`.
     effective_permission: Permission,
     /// Whether it is the built-in `general-purpose`.
@@ -94,13 +101,14 @@ pub struct AgentAnswer {
 }
 
 /// The list item of `agent` for `who` (no `configurable_items`); `uploads` when this facade keeps
-/// attachments.
-pub fn view(agent: &Agent, who: &Identity, uploads: bool) -> AgentView {
+/// attachments; `fixed` when the catalog allows no change of it ([`super::catalog::Catalog::fixed`]).
+pub fn view(agent: &Agent, who: &Identity, uploads: bool, fixed: Option<Fixed>) -> AgentView {
     let effective = permission(who, agent);
     let builtin = agent.name_any() == GENERAL_PURPOSE;
     AgentView {
         agent: YuxiAgent::from_agent(agent),
-        can_manage: effective == Permission::Manage,
+        can_manage: effective == Permission::Manage && fixed.is_none(),
+        read_only_because: fixed,
         effective_permission: effective,
         is_builtin: builtin,
         permission_locked: builtin,
@@ -114,7 +122,7 @@ pub fn view(agent: &Agent, who: &Identity, uploads: bool) -> AgentView {
 /// The detail answer of `agent` for `who`, the list options from the agents `all` that `who` may see;
 /// `uploads` when this facade keeps attachments.
 pub async fn detail(state: &super::FacadeState, agent: &Agent, who: &Identity, all: &[Agent]) -> AgentAnswer {
-    let mut shown = view(agent, who, state.keeps_files());
+    let mut shown = view(agent, who, state.keeps_files(), state.agents.fixed(&agent.name_any()));
     let mut options = resource_options(all, who);
     options.knowledges = super::system_lists::knowledge_options(state, who).await;
     shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), options));
@@ -195,7 +203,7 @@ mod tests {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
         let who = Identity { uid: "alice".into(), role: crate::access::Role::User, department_id: None };
         let mut agent = Agent::new("helper", Default::default());
-        let item = serde_json::to_value(view(&agent, &who, false)).expect("serializes");
+        let item = serde_json::to_value(view(&agent, &who, false, None)).expect("serializes");
         assert!(item.get("conditions").is_none(), "{item}");
         let condition = |kind: &str, status: &str| Condition {
             type_: kind.into(),
@@ -209,7 +217,7 @@ mod tests {
             observed_generation: Some(1),
             conditions: vec![condition("Accepted", "True"), condition("Other", "True"), condition("Ready", "False")],
         });
-        let item = serde_json::to_value(view(&agent, &who, false)).expect("serializes");
+        let item = serde_json::to_value(view(&agent, &who, false, None)).expect("serializes");
         assert_eq!(
             item["conditions"],
             serde_json::json!([

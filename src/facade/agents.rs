@@ -65,7 +65,7 @@ pub async fn list(
         .iter()
         .filter(|a| permission(&who, a) >= Permission::Read)
         .filter(|a| query.include_subagents || !a.spec.is_subagent())
-        .map(|a| view(a, &who, state.keeps_files()))
+        .map(|a| view(a, &who, state.keeps_files(), state.agents.fixed(&a.name_any())))
         .collect();
     Ok(Json(AgentList { agents }))
 }

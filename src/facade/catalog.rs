@@ -144,6 +144,31 @@ impl<K: CatalogItem> Catalog<K> {
             Catalog::Cluster(cluster) => cluster.delete(slug).await,
         }
     }
+
+    /// Why the object `slug` cannot be changed or deleted through the API whatever the caller's rights,
+    /// or `None` when nothing but the caller's rights stands in the way: in the local mode a built-in and
+    /// a manifest file's object are fixed ([`LocalCatalog::replace`] answers them with
+    /// [`CatalogError::Conflict`]); in a cluster nothing is (the API server judges each write).
+    pub fn fixed(&self, slug: &str) -> Option<Fixed> {
+        match self {
+            Catalog::Local(local) => match local.read().get(slug).map(|(_, origin)| origin) {
+                Some(Origin::Builtin) => Some(Fixed::BuiltIn),
+                Some(Origin::Manifest) => Some(Fixed::ManifestFile),
+                Some(Origin::Api) | None => None,
+            },
+            Catalog::Cluster(_) => None,
+        }
+    }
+}
+
+/// Why an object cannot be changed through the API ([`Catalog::fixed`]); in answers as snake_case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fixed {
+    /// A built-in object (the `general-purpose` subagent) of the local mode.
+    BuiltIn,
+    /// An object of the local mode's manifests folder: it is changed by editing its file.
+    ManifestFile,
 }
 
 /// Where a local object came from.
@@ -363,5 +388,30 @@ fn kube_error(err: kube::Error) -> CatalogError {
             CatalogError::Unavailable(format!("the Kubernetes API answered {}: {}", status.code, status.message))
         }
         other => CatalogError::Unavailable(format!("the Kubernetes API cannot be reached: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(slug: &str) -> Agent {
+        Agent::new(slug, Default::default())
+    }
+
+    #[tokio::test]
+    async fn built_ins_and_manifest_files_are_fixed_and_what_the_api_saved_is_not() {
+        let catalog = Catalog::Local(LocalCatalog::new(vec![agent("from-file")], vec![agent("from-api")], None));
+        assert_eq!(catalog.fixed("general-purpose"), Some(Fixed::BuiltIn));
+        assert_eq!(catalog.fixed("from-file"), Some(Fixed::ManifestFile));
+        assert_eq!(catalog.fixed("from-api"), None);
+        assert_eq!(catalog.fixed("missing"), None);
+        for slug in ["general-purpose", "from-file"] {
+            let item = catalog.get(slug).await.expect("read").expect("held");
+            let refused = catalog.replace(item).await.expect_err("fixed");
+            assert!(matches!(refused, CatalogError::Conflict(_)), "{slug}: {refused:?}");
+        }
+        let item = catalog.get("from-api").await.expect("read").expect("held");
+        catalog.replace(item).await.expect("not fixed");
     }
 }

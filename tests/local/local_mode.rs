@@ -34,6 +34,14 @@ async fn the_local_mode_serves_the_example_agents() {
 async fn agents_created_through_the_api_outlive_a_restart_and_manifest_agents_stay_read_only() {
     let first = start(TempDir::new().expect("dir")).await;
     let base = format!("{}/api/agent", first.base);
+    let shown = first.client.get(format!("{base}?include_subagents=true")).bearer_auth("admin-token").send().await;
+    let shown: serde_json::Value = shown.expect("list").json().await.expect("JSON");
+    let item = |slug: &str| shown["agents"].as_array().expect("agents").iter().find(|a| a["slug"] == slug).cloned();
+    let explorer = item("research-explorer").expect("research-explorer listed");
+    assert_eq!((&explorer["can_manage"], &explorer["read_only_because"]), (&false.into(), &"manifest_file".into()));
+    // The examples define general-purpose in a file; built-in only when no manifest does.
+    let general = item("general-purpose").expect("general-purpose listed");
+    assert_eq!((&general["can_manage"], &general["read_only_because"]), (&false.into(), &"manifest_file".into()));
     let created = first
         .client
         .post(&base)
@@ -59,6 +67,8 @@ async fn agents_created_through_the_api_outlive_a_restart_and_manifest_agents_st
     let second = start(data).await;
     let body = agents(&second).await;
     assert!(slugs(&body).contains(&"bob-notes"), "{body}");
+    let notes = body["agents"].as_array().expect("agents").iter().find(|a| a["slug"] == "bob-notes").expect("listed");
+    assert_eq!((&notes["can_manage"], notes.get("read_only_because")), (&true.into(), None), "{notes}");
     let deleted = second
         .client
         .delete(format!("{}/api/agent/bob-notes", second.base))

@@ -392,7 +392,13 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
       </h1>
       {readOnly && (
         <p class="notice" role="note">
-          {t('form.readOnlyNotice')}
+          {t(
+            agent?.effective_permission !== 'manage'
+              ? 'form.readOnlyNotice'
+              : agent.read_only_because === 'manifest_file'
+                ? 'form.readOnlyManifest'
+                : 'form.readOnlyBuiltin',
+          )}
         </p>
       )}
       {slug && !agent && <p aria-live="polite">{t('common.loading')}</p>}

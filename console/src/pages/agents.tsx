@@ -21,6 +21,10 @@ export interface Agent {
   is_default: boolean;
   is_builtin: boolean;
   can_manage: boolean;
+  /** `read` or `manage`: the caller's rights, whether or not the agent can be changed. */
+  effective_permission: 'read' | 'manage';
+  /** Why nobody may change it through the API (the local mode's manifest files and built-ins). */
+  read_only_because?: 'built_in' | 'manifest_file';
   config_json: { context?: Record<string, any> } | null;
   share_config: { read_scope?: Scope | null; manage_scope?: Scope | null } | null;
   created_by: string | null;
