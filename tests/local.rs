@@ -18,6 +18,8 @@ mod local_parents;
 mod local_tools;
 #[path = "local/mcp.rs"]
 mod mcp;
+#[path = "local/readme_tour.rs"]
+mod readme_tour;
 #[path = "local/run_queues.rs"]
 mod run_queues;
 #[path = "local/run_trees.rs"]
