@@ -81,9 +81,9 @@ async fn lists_hide_subagents_unless_asked() {
     let api = start().await;
     let (status, list) = api.get("/api/agent", "alice-token").await;
     assert_eq!(status, 200);
-    assert_eq!(slugs(&list), ["deep-research"]);
+    assert_eq!(slugs(&list), ["deep-research", "note-taker"]);
     let (_, all) = api.get("/api/agent?include_subagents=true", "alice-token").await;
-    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "research-explorer"]);
+    assert_eq!(slugs(&all), ["deep-research", "fact-verifier", "general-purpose", "note-taker", "research-explorer"]);
     let (_, explorer) = api.get("/api/agent/research-explorer", "alice-token").await;
     let explorer = &explorer["agent"];
     assert_eq!(explorer["backend_id"], "SubAgentBackend");
