@@ -111,6 +111,13 @@ pub struct LimitArgs {
     /// Knowledge bases one user may own (429 `max_knowledge_bases_per_user` beyond).
     #[arg(long, env = "YUXI_MAX_KNOWLEDGE_BASES_PER_USER", default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..))]
     max_knowledge_bases_per_user: u32,
+    /// MCP sessions one user (with their runs) may hold open on this facade (429
+    /// `max_mcp_sessions_per_user` beyond).
+    #[arg(long, env = "YUXI_MAX_MCP_SESSIONS_PER_USER", default_value_t = 8, value_parser = clap::value_parser!(u32).range(1..))]
+    max_mcp_sessions_per_user: u32,
+    /// MCP sessions open on this facade (429 `max_mcp_sessions` beyond).
+    #[arg(long, env = "YUXI_MAX_MCP_SESSIONS", default_value_t = 512, value_parser = clap::value_parser!(u32).range(1..))]
+    max_mcp_sessions: u32,
     /// Seconds a client may take to send a request's whole body (408 beyond).
     #[arg(long, env = "YUXI_BODY_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_timeout_seconds: u64,
@@ -139,6 +146,8 @@ impl LimitArgs {
             streams_per_run: self.max_streams_per_run as usize,
             agents_per_user: self.max_agents_per_user as usize,
             knowledge_bases_per_user: self.max_knowledge_bases_per_user as usize,
+            mcp_sessions_per_user: self.max_mcp_sessions_per_user as usize,
+            mcp_sessions: self.max_mcp_sessions as usize,
             body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
             quotas: self.quotas(),
             namespace: yuxi_operator::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),

@@ -26,6 +26,11 @@ pub struct Limits {
     pub agents_per_user: usize,
     /// Knowledge bases one user owns (`--max-knowledge-bases-per-user`; default 20).
     pub knowledge_bases_per_user: usize,
+    /// MCP sessions one user (or their runs) holds open on one facade replica
+    /// (`--max-mcp-sessions-per-user`; default 8).
+    pub mcp_sessions_per_user: usize,
+    /// MCP sessions open on one facade replica (`--max-mcp-sessions`; default 512).
+    pub mcp_sessions: usize,
     /// How long a client may take to send a request's whole body (`--body-timeout-seconds`; default
     /// [`BODY_READ_TIMEOUT`](super::BODY_READ_TIMEOUT), 30 s); 408 after.
     pub body_timeout: std::time::Duration,
@@ -44,6 +49,8 @@ impl Default for Limits {
             streams_per_run: 8,
             agents_per_user: 100,
             knowledge_bases_per_user: 20,
+            mcp_sessions_per_user: 8,
+            mcp_sessions: 512,
             body_timeout: super::BODY_READ_TIMEOUT,
             quotas: Default::default(),
             namespace: crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),

@@ -255,7 +255,7 @@ pub fn router(state: FacadeState) -> Router {
     let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));
     routes
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
-        .merge(Router::from(docs))
+        .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
         .merge(mcp::routes(state.clone()))
         .merge(console::routes())
@@ -269,6 +269,16 @@ pub fn router(state: FacadeState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
         .with_state(state)
+}
+
+/// The docs UI's answers may not be framed, sniffed or sent on as a referrer (as the console's).
+async fn docs_headers(mut response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
 }
 
 /// Reads the whole request body within `deadline` ([`limits::Limits::body_timeout`]) and at most

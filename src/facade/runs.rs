@@ -76,6 +76,20 @@ pub async fn start(
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = super::tools::runs(&state)?;
     if let Some(resume) = body.resume {
+        // The run goes on as it started: a field that would start it otherwise is refused, not
+        // ignored. (`query`, `agent_slug`, `thread_id` and `meta`, which Yuxi's client repeats, are
+        // ignored.)
+        let starts_otherwise = [
+            ("tool_approval_mode", body.tool_approval_mode.is_some()),
+            ("budget", body.budget.is_some()),
+            ("model_spec", body.model_spec.as_deref().is_some_and(|m| !m.is_empty())),
+            ("queue_policy", body.queue_policy.is_some()),
+            ("created_by_run_id", body.created_by_run_id.is_some()),
+            ("image_content", body.image_content.as_deref().is_some_and(|i| !i.is_empty())),
+        ];
+        if let Some((field, _)) = starts_otherwise.iter().find(|(_, given)| *given) {
+            return Err(ApiError::invalid(*field, "does not apply to a resume: the run goes on as it started"));
+        }
         return super::approvals::resume(&state, &who, resume).await.map(Json);
     }
     if body.query.trim().is_empty() {

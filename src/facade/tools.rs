@@ -144,8 +144,14 @@ pub(crate) async fn start(
         ));
     };
     let slug = subagent.name_any();
-    // The tree's budget; a parent outside the system starts a tree, with the subagent's own budget.
-    let max_tokens = inherited_budget.unwrap_or_else(|| subagent.spec.budget.as_ref().and_then(|b| b.max_tokens));
+    // The tree's budget. A parent outside the system starts a tree, with the smaller of the subagent's
+    // own budget and the parent agent's: the parent agent's budget bounds what its delegations spend
+    // whether or not its parent run is one of this system's.
+    let own = |agent: &crate::resources::Agent| agent.spec.budget.as_ref().and_then(|b| b.max_tokens);
+    let max_tokens = inherited_budget.unwrap_or_else(|| match (own(&subagent), own(parent_agent)) {
+        (Some(a), Some(b)) => Some(a.min(b)),
+        (a, b) => a.or(b),
+    });
     super::limits::check_quotas(state, &who.uid).await?;
     let (thread_id, continuing) = match &body.thread_id {
         Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {

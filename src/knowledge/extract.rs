@@ -2,6 +2,8 @@
 
 use std::fmt;
 
+use super::pdf::PdfError;
+
 /// The largest document read, in bytes (8 MiB): a bigger one is refused before it is parsed.
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
 
@@ -35,6 +37,12 @@ impl DocumentKind {
     }
 }
 
+/// The most text read from one document, in bytes (8 MiB, as [`MAX_DOCUMENT_BYTES`]): a PDF's
+/// compressed text can be far larger than its file.
+pub const MAX_DOCUMENT_TEXT_BYTES: usize = MAX_DOCUMENT_BYTES;
+
+pub use super::pdf::MAX_PDF_EXPANDED_BYTES;
+
 /// Why a document could not be read. Each names what the person uploading it can change.
 #[derive(Debug, PartialEq, Eq)]
 pub enum ExtractError {
@@ -48,12 +56,29 @@ pub enum ExtractError {
         /// Its size, in bytes.
         bytes: usize,
     },
+    /// Its text is larger than [`MAX_DOCUMENT_TEXT_BYTES`].
+    TooMuchText,
+    /// A PDF whose compressed streams expand to more than [`MAX_PDF_EXPANDED_BYTES`].
+    Expands,
     /// A text kind whose bytes are not UTF-8.
     NotUtf8,
-    /// The HTML or PDF could not be parsed.
+    /// The PDF could not be parsed.
     Unreadable(String),
     /// Nothing but white space once read (an empty file, a PDF without a text layer).
     Empty,
+}
+
+impl ExtractError {
+    /// The limit a document passed, by its name in the limits reference (`max_document_bytes`,
+    /// `max_document_text_bytes`, `max_pdf_expanded_bytes`); `None` for the other errors.
+    pub fn limit(&self) -> Option<&'static str> {
+        match self {
+            Self::TooLarge { .. } => Some("max_document_bytes"),
+            Self::TooMuchText => Some("max_document_text_bytes"),
+            Self::Expands => Some("max_pdf_expanded_bytes"),
+            _ => None,
+        }
+    }
 }
 
 impl fmt::Display for ExtractError {
@@ -65,6 +90,14 @@ impl fmt::Display for ExtractError {
             Self::TooLarge { bytes } => {
                 write!(f, "the document has {bytes} bytes, more than max_document_bytes ({MAX_DOCUMENT_BYTES})")
             }
+            Self::TooMuchText => write!(
+                f,
+                "the document's text is longer than max_document_text_bytes ({MAX_DOCUMENT_TEXT_BYTES} bytes)"
+            ),
+            Self::Expands => write!(
+                f,
+                "the PDF's compressed streams expand to more than max_pdf_expanded_bytes ({MAX_PDF_EXPANDED_BYTES} bytes)"
+            ),
             Self::NotUtf8 => f.write_str("the document is not UTF-8 text"),
             Self::Unreadable(why) => write!(f, "the document cannot be read: {why}"),
             Self::Empty => f.write_str("the document has no text"),
@@ -76,7 +109,8 @@ impl std::error::Error for ExtractError {}
 
 /// The text of the document `name` with contents `bytes`.
 ///
-/// Errors: [`ExtractError`]: an unknown kind, too large, not UTF-8, an unreadable PDF, or no text.
+/// Errors: [`ExtractError`]: an unknown kind, too large (as a file, as text, or as a PDF's expanded
+/// streams), not UTF-8, an unreadable PDF, or no text.
 pub fn extract(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), ExtractError> {
     let kind = DocumentKind::of(name).ok_or_else(|| ExtractError::UnknownKind { name: name.to_string() })?;
     if bytes.len() > MAX_DOCUMENT_BYTES {
@@ -88,74 +122,19 @@ pub fn extract(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), Extra
         }
         DocumentKind::Html => {
             let source = std::str::from_utf8(bytes).map_err(|_| ExtractError::NotUtf8)?;
-            check_html_shape(source)?;
-            // A very wide rendering keeps paragraphs on one line, so the chunker sees them whole.
-            html2text::config::plain_no_decorate()
-                .string_from_read(source.as_bytes(), 10_000)
-                .map_err(|err| ExtractError::Unreadable(err.to_string()))?
+            super::html::text(source, MAX_DOCUMENT_TEXT_BYTES).map_err(|_| ExtractError::TooMuchText)?
         }
-        DocumentKind::Pdf => pdf_text(bytes)?,
+        DocumentKind::Pdf => super::pdf::text(bytes, MAX_DOCUMENT_TEXT_BYTES).map_err(|err| match err {
+            PdfError::Expands => ExtractError::Expands,
+            PdfError::TooMuchText => ExtractError::TooMuchText,
+            PdfError::Unreadable(why) => ExtractError::Unreadable(why),
+        })?,
     };
     let text = text.replace("\r\n", "\n");
     if text.trim().is_empty() {
         return Err(ExtractError::Empty);
     }
     Ok((kind, text))
-}
-
-/// The most elements an HTML document may have, and how deep they may nest: the renderer's time and
-/// memory grow faster than the document past these (a page of text has a few thousand elements).
-pub const MAX_HTML_ELEMENTS: usize = 20_000;
-/// See [`MAX_HTML_ELEMENTS`].
-pub const MAX_HTML_DEPTH: usize = 256;
-
-/// Refuses HTML with more than [`MAX_HTML_ELEMENTS`] tags or nested deeper than [`MAX_HTML_DEPTH`],
-/// judged by a linear scan of its tags before it is parsed.
-fn check_html_shape(source: &str) -> Result<(), ExtractError> {
-    const VOID: [&str; 14] =
-        ["area", "base", "br", "col", "embed", "hr", "img", "input", "link", "meta", "source", "track", "wbr", "param"];
-    let (mut elements, mut depth, mut deepest) = (0usize, 0usize, 0usize);
-    let mut rest = source;
-    while let Some(at) = rest.find('<') {
-        rest = &rest[at + 1..];
-        let closing = rest.starts_with('/');
-        let name: String = rest
-            .trim_start_matches('/')
-            .chars()
-            .take_while(|c| c.is_ascii_alphanumeric())
-            .map(|c| c.to_ascii_lowercase())
-            .collect();
-        if name.is_empty() {
-            continue;
-        }
-        let self_closing = rest.find('>').is_some_and(|end| rest[..end].ends_with('/'));
-        if closing {
-            depth = depth.saturating_sub(1);
-        } else {
-            elements += 1;
-            if !VOID.contains(&name.as_str()) && !self_closing {
-                depth += 1;
-                deepest = deepest.max(depth);
-            }
-        }
-    }
-    if elements > MAX_HTML_ELEMENTS || deepest > MAX_HTML_DEPTH {
-        return Err(ExtractError::Unreadable(format!(
-            "the HTML has {elements} elements nested {deepest} deep; at most {MAX_HTML_ELEMENTS} elements nested {MAX_HTML_DEPTH} deep are read"
-        )));
-    }
-    Ok(())
-}
-
-/// The text layer of a PDF. The parser panics on some malformed files, so a panic is caught and
-/// answered as an unreadable PDF.
-fn pdf_text(bytes: &[u8]) -> Result<String, ExtractError> {
-    let owned = bytes.to_vec();
-    match std::panic::catch_unwind(move || pdf_extract::extract_text_from_mem(&owned)) {
-        Ok(Ok(text)) => Ok(text),
-        Ok(Err(err)) => Err(ExtractError::Unreadable(err.to_string())),
-        Err(_) => Err(ExtractError::Unreadable("the PDF is malformed".to_string())),
-    }
 }
 
 #[cfg(test)]
@@ -192,14 +171,14 @@ mod tests {
     }
 
     #[test]
-    fn html_too_large_in_elements_or_depth_is_refused_before_it_is_rendered() {
-        let deep = format!("{}hi{}", "<div>".repeat(MAX_HTML_DEPTH + 1), "</div>".repeat(MAX_HTML_DEPTH + 1));
-        assert!(matches!(extract("d.html", deep.as_bytes()), Err(ExtractError::Unreadable(m)) if m.contains("nested")));
-        let wide = format!("<table><tr>{}</tr></table>", "<td>x</td>".repeat(MAX_HTML_ELEMENTS));
-        assert!(matches!(extract("w.html", wide.as_bytes()), Err(ExtractError::Unreadable(_))));
-        // Siblings and void elements do not add depth.
-        let long = format!("<body>{}</body>", "<p>a<br>b</p>".repeat(1000));
-        assert!(extract("l.html", long.as_bytes()).is_ok());
+    fn limits_are_named_by_the_errors_that_pass_them() {
+        assert_eq!(ExtractError::TooLarge { bytes: 9 }.limit(), Some("max_document_bytes"));
+        assert_eq!(ExtractError::TooMuchText.limit(), Some("max_document_text_bytes"));
+        assert_eq!(ExtractError::Expands.limit(), Some("max_pdf_expanded_bytes"));
+        assert_eq!(ExtractError::Empty.limit(), None);
+        for err in [ExtractError::TooMuchText, ExtractError::Expands] {
+            assert!(err.to_string().contains(err.limit().unwrap()), "{err}");
+        }
     }
 
     #[test]

@@ -11,9 +11,11 @@
 pub mod chunk;
 pub mod embeddings;
 pub mod extract;
+mod html;
 pub mod hybrid;
 pub mod index;
 pub mod mcp;
+mod pdf;
 
 use sha2::Digest;
 

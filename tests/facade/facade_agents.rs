@@ -413,3 +413,19 @@ async fn the_bearer_scheme_is_case_insensitive() {
         api.client.get(format!("{}/api/agent", api.base)).header("authorization", "Basic alice-token").send().await;
     assert_eq!(response.expect("reaches").status(), 401);
 }
+
+#[tokio::test]
+async fn a_request_with_two_authorization_headers_is_401() {
+    let api = start().await;
+    let response = api
+        .client
+        .get(format!("{}/api/agent", api.base))
+        .header("authorization", "Bearer alice-token")
+        .header("authorization", "Bearer bob-token")
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 401);
+    let body: serde_json::Value = response.json().await.expect("the error body");
+    assert!(body["message"].as_str().unwrap_or_default().contains("one Authorization header"), "{body}");
+}

@@ -46,6 +46,13 @@ async fn the_docs_ui_is_served_from_the_binary_and_reads_the_served_document() {
     }
     let (_, _, initializer) = text(&format!("{base}/api/docs/swagger-initializer.js")).await;
     assert!(initializer.contains("\"/api/openapi.json\""), "{initializer}");
+    // The page may not be framed, sniffed or sent on as a referrer.
+    let page = reqwest12::get(format!("{base}/api/docs/")).await.expect("reaches the facade");
+    for (name, value) in
+        [("x-frame-options", "DENY"), ("x-content-type-options", "nosniff"), ("referrer-policy", "no-referrer")]
+    {
+        assert_eq!(page.headers().get(name).and_then(|v| v.to_str().ok()), Some(value), "{name}");
+    }
 }
 
 #[tokio::test]

@@ -273,6 +273,14 @@ async fn a_bad_upload_is_refused_naming_why_and_leaves_the_knowledge_base_as_it_
     let (status, body) = served.upload("docs", "alice-token", "huge.txt", &huge).await;
     assert_eq!(status, 413, "{body}");
     assert!(body["message"].as_str().unwrap_or_default().contains("max_document_bytes"), "{body}");
+    // A PDF of a few kilobytes whose stream expands past the bound is refused before it is parsed.
+    let (status, bomb) = served.upload("docs", "alice-token", "bomb.pdf", &pdf_bomb()).await;
+    assert_eq!(status, 413, "{bomb}");
+    assert!(bomb["message"].as_str().unwrap_or_default().contains("max_pdf_expanded_bytes"), "{bomb}");
+    let long_name = format!("{}.md", "n".repeat(300));
+    let (status, long) = served.upload("docs", "alice-token", &long_name, b"text").await;
+    assert_eq!((status, long["field"].as_str()), (422, Some("file")), "{long}");
+    assert!(long["message"].as_str().unwrap_or_default().contains("longer than"), "{long}");
     // A replacement that cannot be read keeps the document that was there.
     let (status, _) = served.upload("docs", "alice-token", "ops.md", &[0xff, 0xfe, 0x00]).await;
     assert_eq!(status, 422);
@@ -288,6 +296,21 @@ async fn a_bad_upload_is_refused_naming_why_and_leaves_the_knowledge_base_as_it_
     assert_eq!(served.call("DELETE", "/api/knowledge/docs/documents/ops.md", "alice-token", None).await.0, 204);
     assert!(served.documents("docs", "alice-token").await.is_empty());
     assert_eq!(served.search("docs", "alice-token", "lease").await.1["results"], json!([]));
+}
+
+/// A PDF with one Flate stream that expands to just past `MAX_PDF_EXPANDED_BYTES`.
+fn pdf_bomb() -> Vec<u8> {
+    use flate2::{Compression, write::ZlibEncoder};
+    use std::io::Write;
+    let mut encoder = ZlibEncoder::new(Vec::new(), Compression::best());
+    let block = vec![b'A'; 1 << 20];
+    for _ in 0..=yuxi_operator::knowledge::extract::MAX_PDF_EXPANDED_BYTES >> 20 {
+        encoder.write_all(&block).expect("compresses");
+    }
+    let mut pdf = b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode >>\nstream\n".to_vec();
+    pdf.extend(encoder.finish().expect("compresses"));
+    pdf.extend(b"\nendstream\nendobj\ntrailer << >>\n%%EOF\n");
+    pdf
 }
 
 fn folder_base(name: &str, folder: &str, share: &str) -> KnowledgeBase {

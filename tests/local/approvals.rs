@@ -190,6 +190,11 @@ async fn decisions_that_do_not_fit_are_refused_and_a_cancel_ends_a_waiting_run(s
     let (status, other) =
         post(&local, "alice-token", resume(json!([{"tool_call_id": "call_9_9", "decision": "approve"}]))).await;
     assert_eq!(status, 409, "a call that is not waiting: {other}");
+    // A field that would start the run otherwise is refused, not ignored.
+    let mut trusting = resume(json!([{"tool_call_id": call, "decision": "approve"}]));
+    trusting["tool_approval_mode"] = json!("always_trust");
+    let (status, refused) = post(&local, "alice-token", trusting).await;
+    assert_eq!((status, refused["field"].as_str()), (422, Some("tool_approval_mode")), "{refused}");
     let (status, none) = post(&local, "alice-token", resume(json!([]))).await;
     assert_eq!((status, none["field"].as_str()), (422, Some("resume.decisions")), "{none}");
     let (status, bare) = post(&local, "alice-token", resume(json!([{"tool_call_id": call, "decision": "edit"}]))).await;

@@ -156,6 +156,20 @@ async fn a_tree_stops_at_its_budget_with_the_reason_on_each_run(store: LocalStor
         "{child}"
     );
 
+    // A parent outside the system that acts for the spender starts a tree bounded by the spender's
+    // budget: the budget cannot be escaped by delegating from outside.
+    let outside = json!({"agent": "spender", "run_id": "outside-parent-1", "thread_id": "outside-thread-1"});
+    let (status, started) = local
+        .tool(
+            "subagent_start",
+            "alice-token",
+            json!({"subagent_slug": "burner", "description": "burn", "parent": outside}),
+        )
+        .await;
+    assert_eq!(status, 200, "{started}");
+    let child = result(&local, started["run_id"].as_str().expect("run_id")).await;
+    assert_eq!(child["max_tokens"], 100, "{child}");
+
     // A budget is bounded, and more than the agent allows is for administrators.
     let (status, bad) = start(&local, "spender", Some(0)).await;
     assert_eq!((status, bad["field"].as_str()), (422, Some("budget.max_tokens")), "{bad}");

@@ -1,7 +1,8 @@
 //! The delegation tools over MCP (`/mcp`) in the local mode, driven by the official MCP Python SDK
 //! (`tests/mcp/client.py`): the tools listed for the session's agent, `task` with progress, a run
 //! started, awaited and cancelled, a stranger refused exactly as `/api/tools` refuses, `subagent_start`
-//! as an MCP task, and a cancelled call cancelling its run.
+//! as an MCP task, a cancelled call cancelling its run; a session kept to its owner and the sessions
+//! one user holds limited.
 
 use tempfile::TempDir;
 
@@ -74,4 +75,98 @@ async fn subagent_start_answers_as_an_mcp_task_for_clients_of_the_tasks_extensio
 async fn a_task_call_cancelled_by_its_client_cancels_its_run() {
     let (local, _manifests) = system().await;
     scenario("cancel_call", &local.base, &[]).await;
+}
+
+/// One JSON-RPC request to `/mcp` with `token` (and `session`, when given): its status, the session
+/// id it answers with, and its body.
+async fn mcp_post(
+    local: &Local,
+    token: &str,
+    session: Option<&str>,
+    body: serde_json::Value,
+) -> (u16, Option<String>, String) {
+    let mut request = local
+        .client
+        .post(format!("{}/mcp", local.base))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("mcp answers");
+    let status = response.status().as_u16();
+    let id = response.headers().get("mcp-session-id").map(|v| v.to_str().expect("ascii").to_string());
+    (status, id, response.text().await.expect("body"))
+}
+
+/// Opens a session for `token`: its status and id.
+async fn open_session(local: &Local, token: &str) -> (u16, Option<String>, String) {
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let opened = mcp_post(local, token, None, initialize).await;
+    if let (200, Some(id), _) = &opened {
+        let initialized = serde_json::json!({"jsonrpc": "2.0", "method": "notifications/initialized"});
+        assert_eq!(mcp_post(local, token, Some(id), initialized).await.0, 202);
+    }
+    opened
+}
+
+async fn session_request(local: &Local, method: reqwest12::Method, token: &str, session: &str) -> (u16, String) {
+    let response = local
+        .client
+        .request(method, format!("{}/mcp", local.base))
+        .bearer_auth(token)
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .header("mcp-session-id", session)
+        .send()
+        .await
+        .expect("mcp answers");
+    (response.status().as_u16(), response.text().await.unwrap_or_default())
+}
+
+#[tokio::test]
+async fn a_strangers_request_on_a_session_is_answered_as_for_a_session_that_does_not_exist() {
+    let (local, _manifests) = system().await;
+    let (status, id, body) = open_session(&local, "alice-token").await;
+    assert_eq!(status, 200, "{body}");
+    let alice = id.expect("a session id");
+    let list = serde_json::json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list"});
+    let (status, _, missing) = mcp_post(&local, "bob-token", Some("made-up-session"), list.clone()).await;
+    assert_eq!(status, 404, "{missing}");
+    let (status, _, strangers) = mcp_post(&local, "bob-token", Some(&alice), list.clone()).await;
+    assert_eq!((status, strangers.as_str()), (404, missing.as_str()));
+    for method in [reqwest12::Method::GET, reqwest12::Method::DELETE] {
+        let answer = session_request(&local, method.clone(), "bob-token", "made-up-session").await;
+        assert_eq!(session_request(&local, method.clone(), "bob-token", &alice).await, answer, "{method}");
+    }
+    // Bob's DELETE ended nothing: the session is still Alice's to use, and then to end.
+    let (status, _, tools) = mcp_post(&local, "alice-token", Some(&alice), list.clone()).await;
+    assert_eq!(status, 200, "{tools}");
+    assert!(tools.contains("subagent_start"), "{tools}");
+    assert_eq!(session_request(&local, reqwest12::Method::DELETE, "alice-token", &alice).await.0, 204);
+    assert_eq!(mcp_post(&local, "alice-token", Some(&alice), list).await.0, 404);
+}
+
+#[tokio::test]
+async fn sessions_past_a_users_limit_are_refused_with_429_naming_it_until_one_ends() {
+    let (local, _manifests) = system().await;
+    let limit = yuxi_operator::facade::limits::Limits::default().mcp_sessions_per_user;
+    let mut open = Vec::new();
+    for _ in 0..limit {
+        let (status, id, body) = open_session(&local, "bob-token").await;
+        assert_eq!(status, 200, "{body}");
+        open.push(id.expect("a session id"));
+    }
+    let (status, id, body) = open_session(&local, "bob-token").await;
+    assert_eq!((status, id), (429, None), "{body}");
+    let refused: serde_json::Value = serde_json::from_str(&body).expect("the facade's error body");
+    assert_eq!(refused["field"], "max_mcp_sessions_per_user", "{refused}");
+    // Another user is not held back by Bob's sessions.
+    assert_eq!(open_session(&local, "alice-token").await.0, 200);
+    // An ended session gives its place back.
+    assert_eq!(session_request(&local, reqwest12::Method::DELETE, "bob-token", &open[0]).await.0, 204);
+    assert_eq!(open_session(&local, "bob-token").await.0, 200);
 }

@@ -128,6 +128,10 @@ where
             .headers
             .get(axum::http::header::AUTHORIZATION)
             .ok_or_else(|| ApiError::Unauthorized("an Authorization: Bearer <token> header is required".into()))?;
+        // Two credentials are one too many: which one a proxy on the way believed is unknown.
+        if parts.headers.get_all(axum::http::header::AUTHORIZATION).iter().nth(1).is_some() {
+            return Err(ApiError::Unauthorized("one Authorization header is expected; the request has more".into()));
+        }
         let token = header
             .to_str()
             .ok()

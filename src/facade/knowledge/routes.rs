@@ -620,7 +620,11 @@ pub async fn upload(
         }
         None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
     };
-    let Some(name) = crate::facade::attachments::safe_name(field.file_name().unwrap_or_default()) else {
+    let given = field.file_name().unwrap_or_default();
+    if given.len() > MAX_NAME_BYTES {
+        return Err(ApiError::invalid("file", format!("the file name is longer than {MAX_NAME_BYTES} bytes")));
+    }
+    let Some(name) = crate::facade::attachments::safe_name(given) else {
         return Err(ApiError::invalid("file", "has no file name"));
     };
     if name.len() > MAX_NAME_BYTES {
@@ -633,6 +637,9 @@ pub async fn upload(
     let document = knowledge.upload(&kb, &name, bytes.to_vec()).await.map_err(|err| match err {
         ChangeError::Unreadable(ExtractError::TooLarge { bytes }) => {
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))
+        }
+        ChangeError::Unreadable(ref too_big @ (ExtractError::TooMuchText | ExtractError::Expands)) => {
+            ApiError::TooLarge(format!("file: {too_big}"))
         }
         ChangeError::Unreadable(ExtractError::UnknownKind { name }) => {
             ApiError::invalid("file", format!("{name:?} is not a document it can index: one of {KNOWN_EXTENSIONS}"))

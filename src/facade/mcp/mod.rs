@@ -10,7 +10,9 @@
 //! - The parent of a user's calls is its MCP session: one session, one parent run and thread (made at
 //!   `initialize`, shown in its result), unless a call names a `parent` the user owns. A client of the
 //!   stateless protocol (no session) gets one parent per user and agent. A run token's parent is its run.
-//!   A session belongs to the user who opened it: another user's calls on it are refused.
+//!   A session belongs to the caller who opened it (the user, or the run for a run token): every
+//!   request naming it is checked, and another caller's is answered as for a session that does not
+//!   exist. Sessions are counted per user and per replica, 429 beyond ([`sessions`]).
 //! - Each tool call is the `/api/tools` handler of the same name, so the answers, and the refusals (a
 //!   stranger's run answers exactly as a missing one), are the same JSON; a refusal is a tool result
 //!   with `isError`.
@@ -22,6 +24,7 @@
 //!   `tasks/cancel` cancels it ([`tasks`]).
 
 mod calls;
+pub mod sessions;
 mod tasks;
 
 use std::sync::{Arc, Mutex};
@@ -40,6 +43,7 @@ use rmcp::transport::streamable_http_server::session::local::LocalSessionManager
 use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
 use rmcp::{RoleServer, ServerHandler};
 
+use self::sessions::{Owner, Sessions};
 use super::FacadeState;
 use super::auth::ParentCaller;
 use super::error::ApiError;
@@ -77,20 +81,29 @@ pub fn routes(state: FacadeState) -> axum::Router<FacadeState> {
         // Service or an Ingress by name.
         .disable_allowed_hosts()
         .with_max_request_body_bytes(super::MAX_BODY_BYTES);
+    let manager = Arc::new(LocalSessionManager::default());
+    let sessions = Arc::new(Sessions::new(manager.clone()));
     let service = StreamableHttpService::new(
         move || Ok(McpServer { state: made_with.clone(), session: Arc::new(Mutex::new(None)) }),
-        Arc::new(LocalSessionManager::default()),
+        manager,
         config,
     );
     axum::Router::new()
         .route_service(MCP_PATH, service)
-        .layer(axum::middleware::from_fn_with_state(state, authenticate))
+        .layer(axum::middleware::from_fn_with_state((state, sessions), authenticate))
 }
 
 /// Checks the request's bearer token as every facade route does (401 with the facade's error body),
-/// and hands the caller to the MCP server in the request's extensions.
-async fn authenticate(State(state): State<FacadeState>, request: Request, next: Next) -> Response {
+/// hands the caller to the MCP server in the request's extensions, keeps a session to its owner and
+/// counts the sessions opened ([`sessions`]).
+async fn authenticate(
+    State((state, sessions)): State<(FacadeState, Arc<Sessions>)>,
+    request: Request,
+    next: Next,
+) -> Response {
     use axum::extract::FromRequestParts;
+    // The server library's `Mcp-Session-Id`, spelled as an HTTP/2 header name must be.
+    const HEADER_SESSION_ID: axum::http::HeaderName = axum::http::HeaderName::from_static("mcp-session-id");
     let (mut parts, body) = request.into_parts();
     let caller = match ParentCaller::from_request_parts(&mut parts, &state).await {
         Ok(caller) => caller,
@@ -101,12 +114,37 @@ async fn authenticate(State(state): State<FacadeState>, request: Request, next: 
         .query()
         .and_then(|q| serde_urlencoded::from_str::<Vec<(String, String)>>(q).ok())
         .and_then(|pairs| pairs.into_iter().find(|(k, _)| k == "agent").map(|(_, v)| v));
+    let owner = Owner::of(&caller);
+    let named = parts.headers.get(HEADER_SESSION_ID).map(|v| v.to_str().map(str::to_string));
+    let mut place = None;
+    match &named {
+        // Another caller's session is handed on as one that does not exist, to be answered as one.
+        Some(Ok(id)) if !sessions.may_use(id, &owner) => {
+            parts.headers.insert(HEADER_SESSION_ID, axum::http::HeaderValue::from_static(sessions::NO_SESSION));
+        }
+        Some(_) => {}
+        // A POST without a session may open one (`initialize`).
+        None if parts.method == axum::http::Method::POST => match sessions.take_place(&owner, &state.limits).await {
+            Ok(taken) => place = Some(taken),
+            Err(err) => return err.into_response(),
+        },
+        None => {}
+    }
     let ending_session = parts.method == axum::http::Method::DELETE;
     parts.extensions.insert(McpCaller { caller, agent });
     let mut response = next.run(Request::from_parts(parts, body)).await;
+    if let Some(place) = place {
+        let opened = response.headers().get(HEADER_SESSION_ID).and_then(|v| v.to_str().ok());
+        place.settle(opened.filter(|_| response.status().is_success()));
+    }
     // A session's end is answered 202 by the server library; clients (the Python SDK among them) take
     // 200 or 204 as done, and 204 is what it is: nothing to say.
     if ending_session && response.status() == axum::http::StatusCode::ACCEPTED {
+        if let Some(Ok(id)) = &named
+            && sessions.may_use(id, &owner)
+        {
+            sessions.forget(id);
+        }
         *response.status_mut() = axum::http::StatusCode::NO_CONTENT;
     }
     response
