@@ -41,7 +41,7 @@ impl DocumentKind {
 /// compressed text can be far larger than its file.
 pub const MAX_DOCUMENT_TEXT_BYTES: usize = MAX_DOCUMENT_BYTES;
 
-pub use super::pdf::MAX_PDF_EXPANDED_BYTES;
+pub use super::pdf::{MAX_PDF_EXPANDED_BYTES, MAX_PDF_PAGE_CONTENT_BYTES};
 
 /// Why a document could not be read. Each names what the person uploading it can change.
 #[derive(Debug, PartialEq, Eq)]
@@ -60,6 +60,9 @@ pub enum ExtractError {
     TooMuchText,
     /// A PDF whose compressed streams expand to more than [`MAX_PDF_EXPANDED_BYTES`].
     Expands,
+    /// A PDF one of whose pages has content streams expanding to more than
+    /// [`MAX_PDF_PAGE_CONTENT_BYTES`].
+    PageExpands,
     /// A text kind whose bytes are not UTF-8.
     NotUtf8,
     /// The PDF could not be parsed.
@@ -70,12 +73,14 @@ pub enum ExtractError {
 
 impl ExtractError {
     /// The limit a document passed, by its name in the limits reference (`max_document_bytes`,
-    /// `max_document_text_bytes`, `max_pdf_expanded_bytes`); `None` for the other errors.
+    /// `max_document_text_bytes`, `max_pdf_expanded_bytes`, `max_pdf_page_content_bytes`); `None` for
+    /// the other errors.
     pub fn limit(&self) -> Option<&'static str> {
         match self {
             Self::TooLarge { .. } => Some("max_document_bytes"),
             Self::TooMuchText => Some("max_document_text_bytes"),
             Self::Expands => Some("max_pdf_expanded_bytes"),
+            Self::PageExpands => Some("max_pdf_page_content_bytes"),
             _ => None,
         }
     }
@@ -97,6 +102,10 @@ impl fmt::Display for ExtractError {
             Self::Expands => write!(
                 f,
                 "the PDF's compressed streams expand to more than max_pdf_expanded_bytes ({MAX_PDF_EXPANDED_BYTES} bytes)"
+            ),
+            Self::PageExpands => write!(
+                f,
+                "a page of the PDF has content expanding to more than max_pdf_page_content_bytes ({MAX_PDF_PAGE_CONTENT_BYTES} bytes)"
             ),
             Self::NotUtf8 => f.write_str("the document is not UTF-8 text"),
             Self::Unreadable(why) => write!(f, "the document cannot be read: {why}"),
@@ -126,6 +135,7 @@ pub fn extract(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), Extra
         }
         DocumentKind::Pdf => super::pdf::text(bytes, MAX_DOCUMENT_TEXT_BYTES).map_err(|err| match err {
             PdfError::Expands => ExtractError::Expands,
+            PdfError::PageExpands => ExtractError::PageExpands,
             PdfError::TooMuchText => ExtractError::TooMuchText,
             PdfError::Unreadable(why) => ExtractError::Unreadable(why),
         })?,
@@ -176,7 +186,8 @@ mod tests {
         assert_eq!(ExtractError::TooMuchText.limit(), Some("max_document_text_bytes"));
         assert_eq!(ExtractError::Expands.limit(), Some("max_pdf_expanded_bytes"));
         assert_eq!(ExtractError::Empty.limit(), None);
-        for err in [ExtractError::TooMuchText, ExtractError::Expands] {
+        assert_eq!(ExtractError::PageExpands.limit(), Some("max_pdf_page_content_bytes"));
+        for err in [ExtractError::TooMuchText, ExtractError::Expands, ExtractError::PageExpands] {
             assert!(err.to_string().contains(err.limit().unwrap()), "{err}");
         }
     }

@@ -18,6 +18,8 @@ pub const MAX_PDF_EXPANDED_BYTES: u64 = 64 * 1024 * 1024;
 pub(super) enum PdfError {
     /// Its streams expand to more than [`MAX_PDF_EXPANDED_BYTES`].
     Expands,
+    /// A page's content streams expand to more than [`MAX_PDF_PAGE_CONTENT_BYTES`].
+    PageExpands,
     /// Its text passes the caller's limit.
     TooMuchText,
     /// The parser could not read it (the message says why).
@@ -87,61 +89,78 @@ fn names_lzw(bytes: &[u8]) -> bool {
     find(&unescaped, b"/LZW").is_some()
 }
 
+/// The most that one page's content streams may expand to, in bytes (2 MiB): the parser holds a
+/// page's operations in memory, at about thirty times their size, while it reads the page.
+pub const MAX_PDF_PAGE_CONTENT_BYTES: u64 = 2 * 1024 * 1024;
+
 /// What the streams of the loaded `doc` expand to as its parser decodes them, in all. Errors:
-/// [`PdfError::Expands`] past `bound`; [`PdfError::Unreadable`] for LZW, or ASCII85 after Flate (a
-/// coding that cannot be measured without expanding it first).
+/// [`PdfError::Expands`] past `bound`, [`PdfError::PageExpands`] when a page's content streams pass
+/// [`MAX_PDF_PAGE_CONTENT_BYTES`]; [`PdfError::Unreadable`] for LZW, or ASCII85 after Flate (a coding
+/// that cannot be measured without expanding it first).
 fn loaded_size(doc: &pdf_extract::Document, bound: u64) -> Result<u64, PdfError> {
     let mut total = 0u64;
-    let mut sink = [0u8; 64 * 1024];
     for object in doc.objects.values() {
         let pdf_extract::Object::Stream(stream) = object else { continue };
-        let Ok(filters) = stream.filters() else {
-            total += stream.content.len() as u64;
-            continue;
-        };
-        // Leading ASCII85 steps shrink the data (5 characters to 4 bytes): decoded as they are.
-        let ascii = filters.iter().take_while(|f| *f == b"ASCII85Decode").count();
-        let mut input = stream.content.clone();
-        if ascii > 0 {
-            let mut first = stream.clone();
-            first.dict.set("Filter", pdf_extract::Object::Name(b"ASCII85Decode".to_vec()));
-            for _ in 0..ascii {
-                first.content = input;
-                input = first.decompressed_content().map_err(|err| PdfError::Unreadable(err.to_string()))?;
-            }
+        total += stream_size(stream, bound - total)?;
+    }
+    for page in doc.get_pages().into_values() {
+        let mut page_total = 0u64;
+        for id in doc.get_page_contents(page) {
+            let Ok(pdf_extract::Object::Stream(stream)) = doc.get_object(id) else { continue };
+            page_total += stream_size(stream, MAX_PDF_PAGE_CONTENT_BYTES - page_total)
+                .map_err(|err| if err == PdfError::Expands { PdfError::PageExpands } else { err })?;
         }
-        let rest = &filters[ascii..];
-        if rest.contains(&&b"LZWDecode"[..]) {
-            return Err(PdfError::Unreadable(LZW.into()));
+    }
+    Ok(total)
+}
+
+/// What `stream` expands to as the parser decodes it. Errors: as [`loaded_size`]'s, `Expands` past
+/// `bound`.
+fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u64, PdfError> {
+    let Ok(filters) = stream.filters() else {
+        return Ok(stream.content.len() as u64);
+    };
+    // Leading ASCII85 steps shrink the data (5 characters to 4 bytes): decoded as they are.
+    let ascii = filters.iter().take_while(|f| *f == b"ASCII85Decode").count();
+    let mut input = stream.content.clone();
+    if ascii > 0 {
+        let mut first = stream.clone();
+        first.dict.set("Filter", pdf_extract::Object::Name(b"ASCII85Decode".to_vec()));
+        for _ in 0..ascii {
+            first.content = input;
+            input = first.decompressed_content().map_err(|err| PdfError::Unreadable(err.to_string()))?;
         }
-        let flate = rest.iter().take_while(|f| *f == b"FlateDecode").count();
-        if flate == 0 {
-            // Nothing the parser expands (an image's own coding, or none).
-            total += input.len() as u64;
-            continue;
-        }
-        if flate < rest.len() && rest[flate..].iter().any(|f| *f == b"ASCII85Decode") {
-            return Err(PdfError::Unreadable(
-                "the PDF codes a stream as Flate, then ASCII85, which is not read here".into(),
-            ));
-        }
-        let mut reader: Box<dyn Read> = Box::new(io::Cursor::new(input));
-        for _ in 0..flate {
-            reader = Box::new(ZlibDecoder::new(reader));
-        }
-        loop {
-            match reader.read(&mut sink) {
-                Ok(0) | Err(_) => break,
-                Ok(n) => {
-                    total += n as u64;
-                    if total > bound {
-                        return Err(PdfError::Expands);
-                    }
+    }
+    let rest = &filters[ascii..];
+    if rest.contains(&&b"LZWDecode"[..]) {
+        return Err(PdfError::Unreadable(LZW.into()));
+    }
+    let flate = rest.iter().take_while(|f| *f == b"FlateDecode").count();
+    if flate == 0 {
+        // Nothing the parser expands (an image's own coding, or none).
+        return Ok(input.len() as u64);
+    }
+    if rest[flate..].contains(&&b"ASCII85Decode"[..]) {
+        return Err(PdfError::Unreadable(
+            "the PDF codes a stream as Flate, then ASCII85, which is not read here".into(),
+        ));
+    }
+    let mut reader: Box<dyn Read> = Box::new(io::Cursor::new(input));
+    for _ in 0..flate {
+        reader = Box::new(ZlibDecoder::new(reader));
+    }
+    let (mut total, mut sink) = (0u64, [0u8; 64 * 1024]);
+    loop {
+        match reader.read(&mut sink) {
+            Ok(0) | Err(_) => return Ok(total),
+            Ok(n) => {
+                total += n as u64;
+                if total > bound {
+                    return Err(PdfError::Expands);
                 }
             }
         }
     }
-    Ok(total)
 }
 
 /// A writer that keeps at most `limit` bytes and fails the write that would pass it.
@@ -273,6 +292,39 @@ mod tests {
         doc.add_object(pdf_extract::Object::Stream(pdf_extract::Stream::new(dict, twice)));
         assert_eq!(loaded_size(&doc, u64::MAX), Ok(4 * 1024 * 1024));
         assert_eq!(loaded_size(&doc, 1024 * 1024), Err(PdfError::Expands));
+    }
+
+    #[test]
+    fn a_page_whose_content_expands_past_its_bound_is_refused() {
+        use pdf_extract::{Dictionary, Document, Object, Stream};
+        let page_with = |content: &[u8]| {
+            let mut doc = Document::with_version("1.5");
+            let mut dict = Dictionary::new();
+            dict.set("Filter", Object::Name(b"FlateDecode".to_vec()));
+            let contents = doc.add_object(Object::Stream(Stream::new(dict, zlib(content))));
+            let pages = doc.new_object_id();
+            let mut page = Dictionary::new();
+            page.set("Type", Object::Name(b"Page".to_vec()));
+            page.set("Parent", Object::Reference(pages));
+            page.set("Contents", Object::Reference(contents));
+            let page = doc.add_object(Object::Dictionary(page));
+            let mut tree = Dictionary::new();
+            tree.set("Type", Object::Name(b"Pages".to_vec()));
+            tree.set("Kids", Object::Array(vec![Object::Reference(page)]));
+            tree.set("Count", Object::Integer(1));
+            doc.objects.insert(pages, Object::Dictionary(tree));
+            let mut catalog = Dictionary::new();
+            catalog.set("Type", Object::Name(b"Catalog".to_vec()));
+            catalog.set("Pages", Object::Reference(pages));
+            let catalog = doc.add_object(Object::Dictionary(catalog));
+            doc.trailer.set("Root", Object::Reference(catalog));
+            doc
+        };
+        let small = page_with(b"BT (hello) Tj ET");
+        assert_eq!(small.get_pages().len(), 1);
+        assert!(loaded_size(&small, u64::MAX).is_ok());
+        let large = page_with(&vec![b' '; MAX_PDF_PAGE_CONTENT_BYTES as usize + 1]);
+        assert_eq!(loaded_size(&large, u64::MAX), Err(PdfError::PageExpands));
     }
 
     #[test]

@@ -638,9 +638,9 @@ pub async fn upload(
         ChangeError::Unreadable(ExtractError::TooLarge { bytes }) => {
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))
         }
-        ChangeError::Unreadable(ref too_big @ (ExtractError::TooMuchText | ExtractError::Expands)) => {
-            ApiError::TooLarge(format!("file: {too_big}"))
-        }
+        ChangeError::Unreadable(
+            ref too_big @ (ExtractError::TooMuchText | ExtractError::Expands | ExtractError::PageExpands),
+        ) => ApiError::TooLarge(format!("file: {too_big}")),
         ChangeError::Unreadable(ExtractError::UnknownKind { name }) => {
             ApiError::invalid("file", format!("{name:?} is not a document it can index: one of {KNOWN_EXTENSIONS}"))
         }
