@@ -16,6 +16,7 @@ pub mod hybrid;
 pub mod index;
 pub mod mcp;
 mod pdf;
+mod pdf_forms;
 
 use sha2::Digest;
 

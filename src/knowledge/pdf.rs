@@ -50,6 +50,8 @@ pub(super) fn text(bytes: &[u8], limit: usize) -> Result<String, PdfError> {
             }
             // Loaded (and decrypted), every stream is measured again as the parser will decode it.
             loaded_size(&doc, MAX_PDF_EXPANDED_BYTES)?;
+            // And the content the parser will interpret, each form once per drawing.
+            super::pdf_forms::interpreted_size(&doc, MAX_PDF_EXPANDED_BYTES)?;
             let writer: &mut dyn Write = &mut out;
             let mut output = pdf_extract::PlainTextOutput::new(writer);
             pdf_extract::output_doc(&doc, &mut output).map_err(|err| PdfError::Unreadable(err.to_string()))
@@ -116,7 +118,7 @@ fn loaded_size(doc: &pdf_extract::Document, bound: u64) -> Result<u64, PdfError>
 
 /// What `stream` expands to as the parser decodes it. Errors: as [`loaded_size`]'s, `Expands` past
 /// `bound`.
-fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u64, PdfError> {
+pub(super) fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u64, PdfError> {
     let Ok(filters) = stream.filters() else {
         return Ok(stream.content.len() as u64);
     };
