@@ -48,6 +48,7 @@ pub(super) fn text(bytes: &[u8], limit: usize) -> Result<String, PdfError> {
                 // Readable without a password, as a viewer opens it, or not at all.
                 doc.decrypt("").map_err(|err| PdfError::Unreadable(err.to_string()))?;
             }
+            super::pdf_forms::check_page_tree(&doc)?;
             // Loaded (and decrypted), every stream is measured again as the parser will decode it.
             loaded_size(&doc, MAX_PDF_EXPANDED_BYTES)?;
             // And the content the parser will interpret, each form once per drawing.

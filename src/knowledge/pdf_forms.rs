@@ -1,4 +1,5 @@
-//! The content a PDF's parser will interpret, forms included, measured before it does.
+//! The structure a PDF's parser walks, checked before it does: the page tree (a tree, not too deep)
+//! and the content it will interpret, forms included.
 //!
 //! A page draws a form (a Form XObject) with `Do`, and the parser reads the form's content again at
 //! every `Do`, forms within forms too. So a form drawn a million times, forms drawing each other ten
@@ -106,6 +107,45 @@ impl<'a> Walk<'a> {
     }
 }
 
+/// How deep the page tree may be, 64 (a page's chain of `Parent`s).
+pub const MAX_PAGE_TREE_DEPTH: usize = 64;
+
+/// Refuses a page tree that is not a tree: a node reached twice from the root (the parser would
+/// enumerate its pages again at every path, exponentially many), or a page whose chain of `Parent`s
+/// loops or passes [`MAX_PAGE_TREE_DEPTH`] (the parser follows it by recursion for inherited
+/// attributes, until the stack overflows). Errors: [`PdfError::Unreadable`] naming which.
+pub(super) fn check_page_tree(doc: &Document) -> Result<(), PdfError> {
+    let bad = |why: &str| PdfError::Unreadable(format!("the PDF's page tree {why}"));
+    let Ok(root) = doc.catalog().and_then(|catalog| catalog.get(b"Pages")).and_then(Object::as_reference) else {
+        return Ok(());
+    };
+    let (mut seen, mut stack, mut pages) = (HashSet::new(), vec![root], Vec::new());
+    while let Some(id) = stack.pop() {
+        if !seen.insert(id) {
+            return Err(bad("reaches a node twice"));
+        }
+        let Ok(node) = doc.get_dictionary(id) else { continue };
+        match node.get(b"Kids").and_then(Object::as_array) {
+            Ok(kids) => stack.extend(kids.iter().filter_map(|kid| kid.as_reference().ok())),
+            Err(_) => pages.push(node),
+        }
+    }
+    for page in pages {
+        let (mut node, mut chain) = (page, HashSet::new());
+        while let Ok(parent) = node.get(b"Parent").and_then(Object::as_reference) {
+            if !chain.insert(parent) {
+                return Err(bad("has a page whose parents loop"));
+            }
+            if chain.len() > MAX_PAGE_TREE_DEPTH {
+                return Err(bad(&format!("is deeper than {MAX_PAGE_TREE_DEPTH}")));
+            }
+            let Ok(next) = doc.get_dictionary(parent) else { break };
+            node = next;
+        }
+    }
+    Ok(())
+}
+
 /// A page's resources: its own, or the nearest of its ancestors' in the page tree.
 fn inherited_resources<'a>(doc: &'a Document, page: &'a Dictionary) -> Option<&'a Dictionary> {
     let mut node = page;
@@ -201,6 +241,26 @@ mod tests {
         doc.save_to(&mut file).expect("saves");
         let read = super::super::pdf::text(&file, usize::MAX);
         assert!(matches!(&read, Err(PdfError::Unreadable(m)) if m.contains("draws itself")), "{read:?}");
+    }
+
+    #[test]
+    fn a_page_tree_that_is_not_a_tree_is_refused() {
+        let doc = document("BT (hello) Tj ET", &[]);
+        assert_eq!(check_page_tree(&doc), Ok(()));
+        let pages = doc.catalog().unwrap().get(b"Pages").unwrap().as_reference().unwrap();
+        let page = doc.get_pages()[&1];
+        // The pages node lists itself among its kids: reached twice.
+        let mut twice = doc.clone();
+        let mut tree = twice.get_dictionary(pages).unwrap().clone();
+        tree.set("Kids", Object::Array(vec![Object::Reference(page), Object::Reference(pages)]));
+        twice.objects.insert(pages, Object::Dictionary(tree));
+        assert!(matches!(check_page_tree(&twice), Err(PdfError::Unreadable(m)) if m.contains("twice")));
+        // The pages node's parent is the page's parent again: the chain loops.
+        let mut looping = doc.clone();
+        let mut tree = looping.get_dictionary(pages).unwrap().clone();
+        tree.set("Parent", Object::Reference(pages));
+        looping.objects.insert(pages, Object::Dictionary(tree));
+        assert!(matches!(check_page_tree(&looping), Err(PdfError::Unreadable(m)) if m.contains("loop")));
     }
 
     #[test]
