@@ -48,6 +48,10 @@ enum Command {
     SandboxPod(cli::sandbox_pod::SandboxPodArgs),
     /// Serve the `execute` tool's commands on a Unix socket (a sandbox pod's `sandbox` container).
     SandboxExec(cli::sandbox_exec::SandboxExecArgs),
+    /// Read one document from stdin into text, under limits (started by the facade for each HTML or
+    /// PDF document it indexes).
+    #[command(hide = true)]
+    ExtractText(cli::extract_text::ExtractTextArgs),
 }
 
 fn main() -> ExitCode {
@@ -71,5 +75,6 @@ fn main() -> ExitCode {
         Command::Runner(args) => cli::runner::run(args),
         Command::SandboxPod(args) => cli::sandbox_pod::run(args),
         Command::SandboxExec(args) => cli::sandbox_exec::run(args),
+        Command::ExtractText(args) => cli::extract_text::run(args),
     }
 }

@@ -86,6 +86,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let metrics = facade::http_metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
+    super::extract_text::read_documents_in_subprocesses()?;
     let knowledge = facade::knowledge::Knowledge::new(
         facade::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
             client.clone(),

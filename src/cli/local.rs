@@ -295,6 +295,7 @@ fn local_knowledge(
     } else {
         manifests_dir.parent().unwrap_or(manifests_dir).to_path_buf()
     };
+    super::extract_text::read_documents_in_subprocesses()?;
     let knowledge = facade::knowledge::Knowledge::new(
         facade::catalog::KnowledgeCatalog::Local(facade::catalog::LocalCatalog::new(manifests, saved, Some(saved_in))),
         facade::knowledge::KnowledgeSettings {

@@ -8,6 +8,7 @@ pub mod api;
 pub mod connections;
 pub mod controller;
 pub mod crd;
+pub mod extract_text;
 pub mod hash_password;
 pub mod in_process;
 pub mod leader;

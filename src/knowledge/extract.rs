@@ -8,7 +8,7 @@ use super::pdf::PdfError;
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
 
 /// The kinds of document a knowledge base indexes, known by the name's extension (case-insensitive).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum DocumentKind {
     /// `.md`, `.markdown`: kept as written; headings name the passages under them.
     Markdown,
@@ -44,7 +44,7 @@ pub const MAX_DOCUMENT_TEXT_BYTES: usize = MAX_DOCUMENT_BYTES;
 pub use super::pdf::{MAX_PDF_EXPANDED_BYTES, MAX_PDF_PAGE_CONTENT_BYTES};
 
 /// Why a document could not be read. Each names what the person uploading it can change.
-#[derive(Debug, PartialEq, Eq)]
+#[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
 pub enum ExtractError {
     /// The name has no extension of a known kind.
     UnknownKind {

@@ -14,6 +14,7 @@ pub mod extract;
 mod html;
 pub mod hybrid;
 pub mod index;
+pub mod isolated;
 pub mod mcp;
 mod pdf;
 mod pdf_forms;
@@ -37,7 +38,7 @@ pub struct Prepared {
 /// Errors: [`extract::ExtractError`]: an unknown kind, more than [`extract::MAX_DOCUMENT_BYTES`], not
 /// UTF-8, an unreadable HTML or PDF, or no text.
 pub fn prepare(name: &str, bytes: &[u8]) -> Result<Prepared, extract::ExtractError> {
-    let (kind, text) = extract::extract(name, bytes)?;
+    let (kind, text) = isolated::read(name, bytes)?;
     let passages = chunk::passages(&text, kind == extract::DocumentKind::Markdown);
     if passages.is_empty() {
         return Err(extract::ExtractError::Empty);

@@ -60,6 +60,8 @@ async fn serve_with(
     config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
     embeddings: Option<Embeddings>,
 ) -> Served {
+    // HTML and PDF are read as the roles read them: in limited subprocesses of the binary.
+    yuxi_operator::knowledge::isolated::read_in_subprocesses(env!("CARGO_BIN_EXE_yuxi-operator").into());
     let users = Users::new(vec![
         user("alice-token", "alice", Role::User, Some(1)),
         user("bob-token", "bob", Role::User, Some(2)),
@@ -296,6 +298,57 @@ async fn a_bad_upload_is_refused_naming_why_and_leaves_the_knowledge_base_as_it_
     assert_eq!(served.call("DELETE", "/api/knowledge/docs/documents/ops.md", "alice-token", None).await.0, 204);
     assert!(served.documents("docs", "alice-token").await.is_empty());
     assert_eq!(served.search("docs", "alice-token", "lease").await.1["results"], json!([]));
+}
+
+/// A PDF of one page whose content is `content`, Flate-compressed.
+fn one_page_pdf(content: &[u8]) -> Vec<u8> {
+    use flate2::{Compression, write::ZlibEncoder};
+    use pdf_extract::{Dictionary, Document, Object, Stream};
+    use std::io::Write;
+    let mut encoder = ZlibEncoder::new(Vec::new(), Compression::best());
+    encoder.write_all(content).expect("compresses");
+    let mut doc = Document::with_version("1.5");
+    let mut dict = Dictionary::new();
+    dict.set("Filter", Object::Name(b"FlateDecode".to_vec()));
+    let contents = doc.add_object(Object::Stream(Stream::new(dict, encoder.finish().expect("compresses"))));
+    let pages = doc.new_object_id();
+    let mut page = Dictionary::new();
+    page.set("Type", Object::Name(b"Page".to_vec()));
+    page.set("Parent", Object::Reference(pages));
+    page.set("Contents", Object::Reference(contents));
+    page.set("MediaBox", Object::Array([0, 0, 612, 792].map(Object::Integer).to_vec()));
+    let page = doc.add_object(Object::Dictionary(page));
+    let mut tree = Dictionary::new();
+    tree.set("Type", Object::Name(b"Pages".to_vec()));
+    tree.set("Kids", Object::Array(vec![Object::Reference(page)]));
+    tree.set("Count", Object::Integer(1));
+    doc.objects.insert(pages, Object::Dictionary(tree));
+    let mut catalog = Dictionary::new();
+    catalog.set("Type", Object::Name(b"Catalog".to_vec()));
+    catalog.set("Pages", Object::Reference(pages));
+    let catalog = doc.add_object(Object::Dictionary(catalog));
+    doc.trailer.set("Root", Object::Reference(catalog));
+    let mut file = Vec::new();
+    doc.save_to(&mut file).expect("saves");
+    file
+}
+
+#[tokio::test]
+async fn a_document_whose_reading_passes_the_readers_limits_is_refused_and_the_facade_goes_on() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Docs", "slug": "docs"}))).await;
+    // A page of half a million `q` (save the graphics state), under every size bound: the parser
+    // keeps a copy of its state for each, about 1.5 GB, past the reader's 1 GiB.
+    let pdf = one_page_pdf(&b"q\n".repeat(1000 * 512));
+    let (status, refused) = served.upload("docs", "alice-token", "states.pdf", &pdf).await;
+    assert_eq!((status, refused["field"].as_str()), (422, Some("file")), "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().contains("passed a limit"), "{refused}");
+    // The facade, and the next reading, go on.
+    let pdf = std::fs::read(root().join("tests/fixtures/knowledge/lease-renewal.pdf")).expect("the fixture");
+    let (status, read) = served.upload("docs", "alice-token", "lease-renewal.pdf", &pdf).await;
+    assert_eq!(status, 201, "{read}");
+    let (_, found) = served.search("docs", "alice-token", "renews its lease").await;
+    assert_eq!(first_document(&found), "lease-renewal.pdf");
 }
 
 /// A PDF with one Flate stream that expands to just past `MAX_PDF_EXPANDED_BYTES`.

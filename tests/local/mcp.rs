@@ -164,6 +164,20 @@ async fn sessions_past_a_users_limit_are_refused_with_429_naming_it_until_one_en
     assert_eq!((status, id), (429, None), "{body}");
     let refused: serde_json::Value = serde_json::from_str(&body).expect("the facade's error body");
     assert_eq!(refused["field"], "max_mcp_sessions_per_user", "{refused}");
+    // A session id that is not text opens no session around the count.
+    let initialize = serde_json::json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let unreadable = local
+        .client
+        .post(format!("{}/mcp", local.base))
+        .bearer_auth("bob-token")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-session-id", reqwest12::header::HeaderValue::from_bytes(b"\xff").expect("a header value"))
+        .json(&initialize)
+        .send()
+        .await
+        .expect("mcp answers");
+    assert_eq!((unreadable.status().as_u16(), unreadable.headers().contains_key("mcp-session-id")), (400, false));
     // Another user is not held back by Bob's sessions.
     assert_eq!(open_session(&local, "alice-token").await.0, 200);
     // An ended session gives its place back.

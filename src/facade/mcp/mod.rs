@@ -122,7 +122,12 @@ async fn authenticate(
         Some(Ok(id)) if !sessions.may_use(id, &owner) => {
             parts.headers.insert(HEADER_SESSION_ID, axum::http::HeaderValue::from_static(sessions::NO_SESSION));
         }
-        Some(_) => {}
+        Some(Ok(_)) => {}
+        // The server library reads a session id it cannot read as none, and would open a session
+        // uncounted and unowned.
+        Some(Err(_)) => {
+            return ApiError::BadRequest("the Mcp-Session-Id header is not visible ASCII".into()).into_response();
+        }
         // A POST without a session may open one (`initialize`).
         None if parts.method == axum::http::Method::POST => match sessions.take_place(&owner, &state.limits).await {
             Ok(taken) => place = Some(taken),
