@@ -18,6 +18,8 @@ pub mod isolated;
 pub mod mcp;
 mod pdf;
 mod pdf_forms;
+#[cfg(test)]
+mod test_pdf;
 
 use sha2::Digest;
 

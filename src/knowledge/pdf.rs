@@ -120,8 +120,9 @@ fn loaded_size(doc: &pdf_extract::Document, bound: u64) -> Result<u64, PdfError>
 /// What `stream` expands to as the parser decodes it. Errors: as [`loaded_size`]'s, `Expands` past
 /// `bound`.
 pub(super) fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u64, PdfError> {
+    let within = |size: u64| if size > bound { Err(PdfError::Expands) } else { Ok(size) };
     let Ok(filters) = stream.filters() else {
-        return Ok(stream.content.len() as u64);
+        return within(stream.content.len() as u64);
     };
     // Leading ASCII85 steps shrink the data (5 characters to 4 bytes): decoded as they are.
     let ascii = filters.iter().take_while(|f| *f == b"ASCII85Decode").count();
@@ -140,8 +141,8 @@ pub(super) fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u6
     }
     let flate = rest.iter().take_while(|f| *f == b"FlateDecode").count();
     if flate == 0 {
-        // Nothing the parser expands (an image's own coding, or none).
-        return Ok(input.len() as u64);
+        // Nothing the parser expands (an image's own coding, or none), counted as it is.
+        return within(input.len() as u64);
     }
     if rest[flate..].contains(&&b"ASCII85Decode"[..]) {
         return Err(PdfError::Unreadable(
@@ -232,13 +233,7 @@ fn find(haystack: &[u8], needle: &[u8]) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use flate2::{Compression, write::ZlibEncoder};
-
-    fn zlib(data: &[u8]) -> Vec<u8> {
-        let mut encoder = ZlibEncoder::new(Vec::new(), Compression::best());
-        encoder.write_all(data).unwrap();
-        encoder.finish().unwrap()
-    }
+    use crate::knowledge::test_pdf::{flate_stream, one_page, zlib};
 
     fn with_stream(data: &[u8]) -> Vec<u8> {
         let mut pdf = b"%PDF-1.4\n1 0 obj\n<< /Filter /FlateDecode >>\nstream\r\n".to_vec();
@@ -299,35 +294,23 @@ mod tests {
 
     #[test]
     fn a_page_whose_content_expands_past_its_bound_is_refused() {
-        use pdf_extract::{Dictionary, Document, Object, Stream};
-        let page_with = |content: &[u8]| {
-            let mut doc = Document::with_version("1.5");
-            let mut dict = Dictionary::new();
-            dict.set("Filter", Object::Name(b"FlateDecode".to_vec()));
-            let contents = doc.add_object(Object::Stream(Stream::new(dict, zlib(content))));
-            let pages = doc.new_object_id();
-            let mut page = Dictionary::new();
-            page.set("Type", Object::Name(b"Page".to_vec()));
-            page.set("Parent", Object::Reference(pages));
-            page.set("Contents", Object::Reference(contents));
-            let page = doc.add_object(Object::Dictionary(page));
-            let mut tree = Dictionary::new();
-            tree.set("Type", Object::Name(b"Pages".to_vec()));
-            tree.set("Kids", Object::Array(vec![Object::Reference(page)]));
-            tree.set("Count", Object::Integer(1));
-            doc.objects.insert(pages, Object::Dictionary(tree));
-            let mut catalog = Dictionary::new();
-            catalog.set("Type", Object::Name(b"Catalog".to_vec()));
-            catalog.set("Pages", Object::Reference(pages));
-            let catalog = doc.add_object(Object::Dictionary(catalog));
-            doc.trailer.set("Root", Object::Reference(catalog));
-            doc
-        };
+        let page_with = |content: &[u8]| one_page(flate_stream(content), &[]);
         let small = page_with(b"BT (hello) Tj ET");
         assert_eq!(small.get_pages().len(), 1);
         assert!(loaded_size(&small, u64::MAX).is_ok());
         let large = page_with(&vec![b' '; MAX_PDF_PAGE_CONTENT_BYTES as usize + 1]);
         assert_eq!(loaded_size(&large, u64::MAX), Err(PdfError::PageExpands));
+    }
+
+    #[test]
+    fn streams_without_compression_count_against_the_bound_too() {
+        let mut doc = pdf_extract::Document::with_version("1.5");
+        for _ in 0..3 {
+            let plain = pdf_extract::Stream::new(pdf_extract::Dictionary::new(), vec![b' '; 10]);
+            doc.add_object(pdf_extract::Object::Stream(plain));
+        }
+        assert_eq!(loaded_size(&doc, 30), Ok(30));
+        assert_eq!(loaded_size(&doc, 25), Err(PdfError::Expands));
     }
 
     #[test]

@@ -166,42 +166,9 @@ mod tests {
     use super::*;
     use pdf_extract::{Stream, content::Operation};
 
-    /// A document of one page whose content is `page`, with the forms `forms` (name, content, the
-    /// names of the forms it may draw) in one resources dictionary shared by the page and the forms.
+    /// A document of one page whose content is `page`, with the forms `forms` (name, content).
     fn document(page: &str, forms: &[(&str, &str)]) -> Document {
-        let mut doc = Document::with_version("1.5");
-        let resources_id = doc.new_object_id();
-        let mut xobjects = Dictionary::new();
-        for (name, content) in forms {
-            let mut dict = Dictionary::new();
-            dict.set("Subtype", Object::Name(b"Form".to_vec()));
-            let id = doc.add_object(Object::Stream(Stream::new(dict, content.as_bytes().to_vec())));
-            xobjects.set(*name, Object::Reference(id));
-        }
-        let mut resources = Dictionary::new();
-        resources.set("XObject", Object::Dictionary(xobjects));
-        doc.objects.insert(resources_id, Object::Dictionary(resources));
-        let contents = doc.add_object(Object::Stream(Stream::new(Dictionary::new(), page.as_bytes().to_vec())));
-        let pages = doc.new_object_id();
-        let mut page_dict = Dictionary::new();
-        page_dict.set("Type", Object::Name(b"Page".to_vec()));
-        page_dict.set("Parent", Object::Reference(pages));
-        page_dict.set("Contents", Object::Reference(contents));
-        page_dict.set("MediaBox", Object::Array([0, 0, 612, 792].map(Object::Integer).to_vec()));
-        let page_id = doc.add_object(Object::Dictionary(page_dict));
-        let mut tree = Dictionary::new();
-        tree.set("Type", Object::Name(b"Pages".to_vec()));
-        tree.set("Kids", Object::Array(vec![Object::Reference(page_id)]));
-        tree.set("Count", Object::Integer(1));
-        // Resources inherited from the page tree, as many writers put them.
-        tree.set("Resources", Object::Reference(resources_id));
-        doc.objects.insert(pages, Object::Dictionary(tree));
-        let mut catalog = Dictionary::new();
-        catalog.set("Type", Object::Name(b"Catalog".to_vec()));
-        catalog.set("Pages", Object::Reference(pages));
-        let catalog = doc.add_object(Object::Dictionary(catalog));
-        doc.trailer.set("Root", Object::Reference(catalog));
-        doc
+        super::super::test_pdf::one_page(Stream::new(Dictionary::new(), page.as_bytes().to_vec()), forms)
     }
 
     fn draws(name: &str, times: usize) -> String {

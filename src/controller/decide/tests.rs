@@ -374,16 +374,7 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
     assert!(status_of(&actions).message.expect("message").contains("max_tokens_per_user_per_day 1000"));
     // A run whose pod was made already is not stopped by a quota used up since.
     let made = run(json!({}), json!({"phase": "Pending", "podName": "r1", "attempts": 1}));
-    let used_up = crate::run::budget::QuotaUsedUp { limit: "max_tokens_per_user_per_day", quota: 1000, used: 1200 };
-    let observed = Observed {
-        run: &made,
-        pod: None,
-        agent: Some(&agent),
-        outcome: None,
-        quota: Some(used_up),
-        recorded: None,
-        now: at(1),
-    };
+    let observed = Observed { run: &made, ..observed };
     assert!(creates_pod(&decide(&observed, &Settings::default())));
 }
 
