@@ -63,8 +63,9 @@ pub fn read(name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), ExtractE
         (Some(DocumentKind::Html | DocumentKind::Pdf), Some(program)) => program,
         _ => return extract(name, bytes),
     };
-    let _place = Place::take(Instant::now() + Duration::from_secs(READ_WALL_SECONDS))?;
-    in_subprocess(program, name, bytes)
+    let deadline = Instant::now() + Duration::from_secs(READ_WALL_SECONDS);
+    let _place = Place::take(deadline)?;
+    in_subprocess(program, name, bytes, deadline)
 }
 
 fn beyond_limits(what: &str) -> ExtractError {
@@ -74,7 +75,12 @@ fn beyond_limits(what: &str) -> ExtractError {
     ))
 }
 
-fn in_subprocess(program: &PathBuf, name: &str, bytes: &[u8]) -> Result<(DocumentKind, String), ExtractError> {
+fn in_subprocess(
+    program: &PathBuf,
+    name: &str,
+    bytes: &[u8],
+    deadline: Instant,
+) -> Result<(DocumentKind, String), ExtractError> {
     let mut child = Command::new(program)
         .args([SUBCOMMAND, "--name", name])
         .env_clear()
@@ -83,7 +89,6 @@ fn in_subprocess(program: &PathBuf, name: &str, bytes: &[u8]) -> Result<(Documen
         .stderr(Stdio::null())
         .spawn()
         .map_err(|err| ExtractError::Unreadable(format!("the document reader cannot start: {err}")))?;
-    let deadline = Instant::now() + Duration::from_secs(READ_WALL_SECONDS);
     let mut stdin = child.stdin.take().expect("piped");
     let input = bytes.to_vec();
     let writer = std::thread::spawn(move || {
