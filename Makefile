@@ -7,7 +7,7 @@ LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
 
 .PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools image-tools clean
-.PHONY: console console-check console-e2e
+.PHONY: console console-check console-e2e kube-bin kube-test
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
 ## runner subprocesses, a private Redis (or the one REDIS_URL names)
@@ -27,7 +27,7 @@ webhook: build $(RUN_DIR)/tls.crt
 ## test: formatting, lints (warnings denied), the Helm chart's checks, every test, the contract test, the
 ## console's build check and its browser tests, and the image built and tested (make image-test) where
 ## podman can run a container
-test: tools fmt chart-check lint unit contract console-check console-e2e image-check
+test: tools fmt chart-check lint unit kube-test contract console-check console-e2e image-check
 
 ## faults: the full fault suite (tests/faults: restarts, Redis killed, runners killed, bursts of 300),
 ## printing each scenario's numbers; `make test` runs its short form
@@ -54,7 +54,7 @@ fmt:
 	$(CARGO) fmt --all -- --check
 
 lint:
-	$(CARGO) clippy --all-targets --locked -- -D warnings
+	$(CARGO) clippy --all-targets --test kube --locked -- -D warnings
 
 unit:
 	@scripts/k8s-venv >/dev/null
@@ -65,6 +65,21 @@ unit:
 ## document at /api/openapi.json tells the truth (docs/operations/testing.md#the-contract-test)
 contract: build
 	@py=$$(scripts/contract-venv) && "$$py" scripts/contract-test $${CARGO_TARGET_DIR:-target}/debug/yuxi-operator
+
+## kube-bin: the pinned Kubernetes binaries (etcd, kube-apiserver, kube-controller-manager,
+## kube-scheduler, kubelet, kubectl) and Helm, built from source through the Go module proxy into
+## ~/.cache/yuxi-operator/kube/<versions>/bin, or reused from there (scripts/kube-bin, scripts/kube-versions)
+kube-bin:
+	@scripts/kube-bin
+
+## kube-test: the operator against a real API server (tests/kube): etcd, kube-apiserver and
+## kube-controller-manager on this machine in namespaces of their own (scripts/kube-netns, as root), the
+## chart installed by Helm, the roles run from its Deployments (docs/operations/testing.md)
+kube-test: tools
+	@{ command -v curl && command -v redis-server; } >/dev/null 2>&1 || scripts/apt-install curl redis-server
+	@bin=$$(scripts/kube-bin | tail -n 1) && $(CARGO) test --locked --test kube --no-run && \
+		YUXI_KUBE_BIN=$$bin CARGO_NET_OFFLINE=true scripts/kube-netns scripts/with-redis \
+		$(CARGO) test --locked --test kube
 
 ## console: the web console's front end (console/src, Preact and TypeScript) built by the pinned Vite into
 ## console/dist, which the binary embeds and serves at /console; commit console/dist with the sources

@@ -1,0 +1,160 @@
+//! Admission as the real API server runs it with the chart installed: the webhook, called by the server
+//! over TLS as the chart's configurations say, stamping and checking `spec.uid` and deriving
+//! `isSubagent`; the CRD's rules before it; the chart's ValidatingAdmissionPolicy keeping the facade's
+//! account to run-credentials Secrets.
+
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use kube::core::ApiResource;
+use serde_json::{Value, json};
+
+use crate::chart_pods::service_account_token;
+use crate::install::{RELEASE, RELEASE_NAMESPACE, SERVED, installed};
+use crate::resources::grant_edit;
+
+fn agent_runs(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "AgentRun")))
+}
+
+fn agents(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
+    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Agent")))
+}
+
+fn object(value: Value) -> DynamicObject {
+    serde_json::from_value(value).expect("an object")
+}
+
+fn params() -> PostParams {
+    PostParams { dry_run: false, field_manager: Some("yuxi-tests".into()) }
+}
+
+fn refusal_message(err: kube::Error) -> String {
+    match err {
+        kube::Error::Api(status) => status.message,
+        other => panic!("not an API refusal: {other}"),
+    }
+}
+
+/// An AgentRun of `agent` in `name`, for `uid` when given.
+fn run(name: &str, uid: Option<&str>) -> DynamicObject {
+    let mut spec = json!({"agent": "general-purpose", "input": "Look around."});
+    if let Some(uid) = uid {
+        spec["uid"] = json!(uid);
+    }
+    object(json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "metadata": {"name": name}, "spec": spec}))
+}
+
+#[test]
+fn the_installed_webhook_configurations_call_the_chart_service_with_its_ca_and_fail_closed() {
+    let installed = installed();
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    runtime.block_on(async {
+        let admin = installed.plane.admin().await;
+        let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
+        let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
+        let secret: Secret = Api::namespaced(admin.clone(), RELEASE_NAMESPACE).get(&format!("{RELEASE}-webhook-tls")).await.expect("tls Secret");
+        let ca = secret.data.expect("data").remove("ca.crt").expect("ca.crt").0;
+        let validating = serde_json::to_value(validating.get(&format!("{RELEASE}-validating")).await.expect("validating")).expect("json");
+        let mutating = serde_json::to_value(mutating.get(&format!("{RELEASE}-mutating")).await.expect("mutating")).expect("json");
+        for (config, path) in [(validating, "/validate"), (mutating, "/mutate")] {
+            let hooks = config["webhooks"].as_array().expect("webhooks");
+            assert_eq!(hooks.len(), 3, "agents, agentruns, knowledgebases: {config}");
+            for hook in hooks {
+                assert_eq!(hook["failurePolicy"], "Fail", "{hook}");
+                assert_eq!(hook["sideEffects"], "None", "{hook}");
+                assert_eq!(hook["clientConfig"]["service"]["name"], format!("{RELEASE}-webhook"));
+                assert_eq!(hook["clientConfig"]["service"]["path"], path);
+                use base64::Engine;
+                let bundle = base64::engine::general_purpose::STANDARD.decode(hook["clientConfig"]["caBundle"].as_str().expect("caBundle")).expect("base64");
+                assert_eq!(bundle, ca, "the caBundle is the CA of the webhook's certificate");
+            }
+        }
+    });
+    let log = installed.webhook.lock().expect("webhook").log();
+    assert!(log.contains("serving") || log.contains("listen"), "the webhook started: {log}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_run_without_a_uid_gets_its_creators_uid_stamped_by_the_webhook() {
+    let plane = installed().plane;
+    grant_edit(plane, SERVED[0], "alice");
+    let alice = plane.client("alice-token").await;
+    let name = crate::unique("stamped");
+    let created = agent_runs(&alice, SERVED[0]).create(&params(), &run(&name, None)).await.expect("created");
+    assert_eq!(created.data["spec"]["uid"], "alice", "{:?}", created.data);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_run_for_another_users_uid_is_refused_by_the_webhook_and_a_run_creators_is_not() {
+    let plane = installed().plane;
+    grant_edit(plane, SERVED[0], "alice");
+    grant_edit(plane, SERVED[0], "carol");
+    let alice = plane.client("alice-token").await;
+    let err = agent_runs(&alice, SERVED[0]).create(&params(), &run(&crate::unique("forged"), Some("bob"))).await.expect_err("refused");
+    let message = refusal_message(err);
+    assert!(message.contains("admission webhook") && message.contains("spec.uid"), "{message}");
+    let carol = plane.client("carol-token").await;
+    let created = agent_runs(&carol, SERVED[0]).create(&params(), &run(&crate::unique("for-bob"), Some("bob"))).await.expect("a run creator names the user");
+    assert_eq!(created.data["spec"]["uid"], "bob");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_subagent_gets_is_subagent_derived_and_a_contradiction_is_refused_naming_it() {
+    let plane = installed().plane;
+    let admin = plane.admin().await;
+    let api = agents(&admin, SERVED[1]);
+    let derived = api
+        .create(&params(), &object(json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": crate::unique("helper")}, "spec": {"backend": "SubAgentBackend", "description": "Helps."}})))
+        .await
+        .expect("created");
+    assert_eq!(derived.data["spec"]["isSubagent"], true, "the mutating webhook derives it: {:?}", derived.data);
+    let err = api
+        .create(&params(), &object(json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": crate::unique("poser")}, "spec": {"backend": "SubAgentBackend", "isSubagent": false, "description": "Poses."}})))
+        .await
+        .expect_err("refused");
+    let message = refusal_message(err);
+    assert!(message.contains("spec.isSubagent"), "{message}");
+}
+
+/// A run-credentials Secret for the AgentRun `run` (its uid `uid`), as the facade makes one.
+fn credentials(run: &str, uid: &str, secret_type: &str) -> Secret {
+    serde_json::from_value(json!({
+        "apiVersion": "v1", "kind": "Secret", "type": secret_type,
+        "metadata": {"name": format!("{run}-credentials"), "labels": {"yuxi.dev/run": run},
+            "ownerReferences": [{"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "name": run, "uid": uid}]},
+        "stringData": {"token": "t"},
+    }))
+    .expect("a Secret")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_admission_policy_lets_the_facade_create_run_credentials_and_no_other_secret() {
+    let plane = installed().plane;
+    let admin = plane.admin().await;
+    let token = service_account_token(&admin, RELEASE_NAMESPACE, &format!("{RELEASE}-api"), &[]).await;
+    let facade = plane.client(&token).await;
+    let run_name = crate::unique("credentialed");
+    let owner = agent_runs(&admin, SERVED[0]).create(&params(), &run(&run_name, Some("alice"))).await.expect("run");
+    let uid = owner.metadata.uid.clone().expect("uid");
+    let secrets: Api<Secret> = Api::namespaced(facade.clone(), SERVED[0]);
+
+    let err = secrets.create(&params(), &credentials(&run_name, &uid, "Opaque")).await.expect_err("refused");
+    let message = refusal_message(err);
+    assert!(message.contains(&format!("{RELEASE}-api-secrets")) && message.contains("yuxi.dev/run-credentials"), "{message}");
+
+    let mut unowned = credentials(&run_name, &uid, "yuxi.dev/run-credentials");
+    unowned.metadata.owner_references = None;
+    let message = refusal_message(secrets.create(&params(), &unowned).await.expect_err("refused"));
+    assert!(message.contains("owned by its AgentRun"), "{message}");
+
+    secrets.create(&params(), &credentials(&run_name, &uid, "yuxi.dev/run-credentials")).await.expect("admitted");
+    // The policy binds the facade only: an administrator's Secret of any type is admitted.
+    let admins: Api<Secret> = Api::namespaced(admin, SERVED[0]);
+    let mut other = credentials(&crate::unique("admins"), &uid, "Opaque");
+    other.metadata.owner_references = None;
+    admins.create(&params(), &other).await.expect("an administrator's Secret");
+}

@@ -1,0 +1,123 @@
+//! The facade in cluster mode against the real API server, started from the chart's Deployment with its
+//! service account: a user's service-account token minted for the audience `yuxi-operator` is
+//! authenticated through TokenReview and sees the namespace's agents; a token minted for another
+//! audience, or the API server's own, is refused; an agent created through the facade is an Agent its
+//! account was allowed to write.
+
+use std::sync::OnceLock;
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::ServiceAccount;
+use kube::Api;
+use kube::api::PostParams;
+use serde_json::{Value, json};
+
+use crate::chart_pods::{Overrides, chart_pod, service_account_token};
+use crate::controller::redis_url;
+use crate::install::{RELEASE, RELEASE_NAMESPACE, SERVED, installed, kubectl_ok};
+use crate::processes::{Process, free_port, wait_until};
+
+/// The facade, started once from the chart's Deployment: its base URL and process.
+fn facade() -> &'static (String, std::sync::Mutex<Process>) {
+    static FACADE: OnceLock<(String, std::sync::Mutex<Process>)> = OnceLock::new();
+    FACADE.get_or_init(|| {
+        std::thread::spawn(|| {
+            let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+            let plane = installed().plane;
+            let port = free_port("127.0.0.1");
+            let pod = runtime.block_on(chart_pod(
+                plane,
+                RELEASE_NAMESPACE,
+                &format!("{RELEASE}-api"),
+                Overrides {
+                    args: vec![("--listen=".into(), format!("--listen=127.0.0.1:{port}"))],
+                    env: vec![("REDIS_URL".into(), redis_url())],
+                    pod_name: "api-0".into(),
+                },
+            ));
+            let process = pod.start("api");
+            let base = format!("http://127.0.0.1:{port}");
+            let ready = format!("{base}/readyz");
+            wait_until(
+                "the facade is ready",
+                Duration::from_secs(60),
+                || std::process::Command::new("curl").args(["-sf", &ready]).output().is_ok_and(|o| o.status.success()),
+                || process.log_tail(30),
+            );
+            (base, std::sync::Mutex::new(process))
+        })
+        .join()
+        .unwrap_or_else(|e| std::panic::resume_unwind(e))
+    })
+}
+
+/// A service account `name` in the served namespace, standing for a person, and a token of it for
+/// `audiences`.
+async fn person_token(name: &str, audiences: &[&str]) -> String {
+    let admin = installed().plane.admin().await;
+    let accounts: Api<ServiceAccount> = Api::namespaced(admin.clone(), SERVED[0]);
+    let account: ServiceAccount = serde_json::from_value(json!({"metadata": {"name": name}})).expect("account");
+    match accounts.create(&PostParams::default(), &account).await {
+        Ok(_) => {}
+        Err(kube::Error::Api(status)) if status.code == 409 => {}
+        Err(err) => panic!("service account {name}: {err}"),
+    }
+    service_account_token(&admin, SERVED[0], name, audiences).await
+}
+
+async fn call(method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    let (base, _) = facade();
+    let client = reqwest::Client::new();
+    let mut request = client.request(method, format!("{base}{path}")).bearer_auth(token);
+    if let Some(body) = body {
+        request = request.json(&body);
+    }
+    let response = request.send().await.expect("the facade answers");
+    let status = response.status().as_u16();
+    let text = response.text().await.expect("body");
+    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_minted_for_the_facades_audience_is_authenticated_by_token_review() {
+    let token = person_token("dana", &["yuxi-operator"]).await;
+    let (status, body) = call(reqwest::Method::GET, "/api/agent?include_subagents=true", &token, None).await;
+    assert_eq!(status, 200, "{body}");
+    let slugs: Vec<&str> = body["agents"].as_array().expect("agents").iter().filter_map(|a| a["slug"].as_str()).collect();
+    assert!(slugs.contains(&"general-purpose"), "{slugs:?}");
+    let (status, body) = call(reqwest::Method::GET, "/api/auth/me", &token, None).await;
+    assert_eq!(status, 200, "{body}");
+    assert!(body.to_string().contains("dana"), "the reviewed identity is the service account: {body}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_token_for_another_audience_or_the_api_servers_own_is_refused() {
+    for audiences in [vec!["another-service"], vec![]] {
+        let token = person_token("erin", &audiences).await;
+        let (status, body) = call(reqwest::Method::GET, "/api/agent", &token, None).await;
+        assert_eq!(status, 401, "audiences {audiences:?}: {body}");
+    }
+    let (status, _) = call(reqwest::Method::GET, "/api/agent", "not-a-token", None).await;
+    assert_eq!(status, 401);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_created_through_the_facade_is_written_with_its_account() {
+    let token = person_token("frank", &["yuxi-operator"]).await;
+    let (status, body) = call(
+        reqwest::Method::POST,
+        "/api/agent",
+        &token,
+        Some(json!({"name": "Frank's helper", "backend_id": "SubAgentBackend", "description": "Helps Frank."})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    let slug = body["agent"]["slug"].as_str().expect("slug").to_string();
+    let plane = installed().plane;
+    let managers = kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
+    assert!(managers.contains("yuxi-operator"), "{managers}");
+    let subagent = kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.spec.isSubagent}"]);
+    assert_eq!(subagent, "true");
+    let (status, _) = call(reqwest::Method::DELETE, &format!("/api/agent/{slug}"), &token, None).await;
+    assert!(status == 200 || status == 204, "{status}");
+}
