@@ -242,6 +242,8 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
         return actions;
     }
 
+    // Kubernetes' convention: the status says which generation of the spec it was computed for.
+    let status = AgentRunStatus { observed_generation: run.metadata.generation, ..status };
     let mut next = Transition { status, now, actions: Vec::new() };
     if pod_alive && observed.agent.is_none() {
         next.actions.push(Action::DeletePod);
@@ -610,8 +612,10 @@ impl Transition {
         }
     }
 
-    /// The status as computed, then the actions.
-    fn set(self) -> Vec<Action> {
+    /// The status as computed (its conditions stamped with its `observedGeneration`), then the actions.
+    fn set(mut self) -> Vec<Action> {
+        let generation = self.status.observed_generation;
+        self.status.conditions.iter_mut().for_each(|c| c.observed_generation = generation);
         let mut actions = vec![Action::SetStatus(Box::new(self.status))];
         actions.extend(self.actions);
         actions

@@ -8,14 +8,23 @@ use serde_json::Value;
 
 use super::{Agent, AgentRun, KnowledgeBase};
 
-/// A CRD as served: the derived definition, with `nullable` taken out of every field.
+/// A CRD as served: the derived definition, with `nullable` taken out of every field and `metadata.name`
+/// declared.
 ///
 /// Without `nullable`, the API server prunes an explicit `null` before validation, so `field: null` means
 /// the same as an absent field, as it does for the validation module (serde reads both as `None`). With
 /// `nullable: true`, a null would reach the CEL rules and fail them with "no such overload".
+///
+/// A rule's `fieldPath` must name a field of the schema, and the derived schema does not declare
+/// `metadata`: the API server refuses the slug rule's `.metadata.name` ("must be a valid path") unless
+/// the schema declares it. `name` (and `generateName`) are the only metadata fields a CRD may describe.
 fn served(crd: impl serde::Serialize) -> Value {
     let mut value = serde_json::to_value(crd).expect("a CRD serializes");
     strip_nullable(&mut value);
+    for version in value["spec"]["versions"].as_array_mut().into_iter().flatten() {
+        let root = &mut version["schema"]["openAPIV3Schema"];
+        root["properties"]["metadata"] = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
+    }
     value
 }
 

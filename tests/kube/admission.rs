@@ -138,7 +138,9 @@ async fn the_admission_policy_lets_the_facade_create_run_credentials_and_no_othe
     let token = service_account_token(&admin, RELEASE_NAMESPACE, &format!("{RELEASE}-api"), &[]).await;
     let facade = plane.client(&token).await;
     let run_name = crate::unique("credentialed");
-    let owner = agent_runs(&admin, SERVED[0]).create(&params(), &run(&run_name, Some("alice"))).await.expect("run");
+    grant_edit(plane, SERVED[0], "carol");
+    let carol = plane.client("carol-token").await;
+    let owner = agent_runs(&carol, SERVED[0]).create(&params(), &run(&run_name, Some("alice"))).await.expect("run");
     let uid = owner.metadata.uid.clone().expect("uid");
     let secrets: Api<Secret> = Api::namespaced(facade.clone(), SERVED[0]);
 

@@ -111,7 +111,7 @@ async fn an_agent_created_through_the_facade_is_written_with_its_account() {
         Some(json!({"name": "Frank's helper", "backend_id": "SubAgentBackend", "description": "Helps Frank."})),
     )
     .await;
-    assert_eq!(status, 200, "{body}");
+    assert_eq!(status, 201, "{body}");
     let slug = body["agent"]["slug"].as_str().expect("slug").to_string();
     let plane = installed().plane;
     let managers = kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.metadata.managedFields[*].manager}"]);

@@ -62,11 +62,13 @@ fn expected(account: &str, namespace: Option<&str>) -> BTreeSet<Permission> {
     found
 }
 
-/// Rules every authenticated account has, which the chart does not grant: reviewing its own access.
+/// Rules every authenticated account has, which the chart does not grant: reviewing its own access
+/// (`system:basic-user`), and reading cluster trust bundles (`system:cluster-trust-bundle-discovery`).
 fn built_in(permission: &Permission) -> bool {
-    let (_, group, resource, _) = permission;
+    let (verb, group, resource, _) = permission;
     (group == "authorization.k8s.io" && resource.starts_with("selfsubject"))
         || (group == "authentication.k8s.io" && resource == "selfsubjectreviews")
+        || (group == "certificates.k8s.io" && resource == "clustertrustbundles" && ["get", "list", "watch"].contains(&verb.as_str()))
 }
 
 /// What `namespace` lets the account of `client` do, by its own SelfSubjectRulesReview.

@@ -111,6 +111,21 @@ fn a_new_run_gets_its_pod_once_and_is_pending() {
 }
 
 #[test]
+fn the_status_and_its_conditions_carry_the_generation_they_were_computed_for() {
+    let mut fresh = run(json!({}), json!(null));
+    fresh.metadata.generation = Some(1);
+    let status = status_of(&decide_at(&fresh, None, None, 1));
+    assert_eq!(status.observed_generation, Some(1));
+    assert_eq!(condition(&status, SUCCEEDED).observed_generation, Some(1));
+    // A cancel is a change of the spec: the next status is for the new generation.
+    let mut cancelled = run(json!({"cancel": true}), serde_json::to_value(&status).expect("json"));
+    cancelled.metadata.generation = Some(2);
+    let status = status_of(&decide_at(&cancelled, None, None, 2));
+    assert_eq!(status.observed_generation, Some(2));
+    assert_eq!(condition(&status, SUCCEEDED).observed_generation, Some(2));
+}
+
+#[test]
 fn reconciling_again_before_the_pod_is_seen_asks_for_the_same_pod_without_a_second_attempt() {
     let first = decide_at(&run(json!({}), json!(null)), None, None, 1);
     let after = run(json!({}), serde_json::to_value(status_of(&first)).expect("json"));
