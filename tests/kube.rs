@@ -18,6 +18,8 @@ mod processes;
 
 #[path = "kube/admission.rs"]
 mod admission;
+#[path = "kube/chart.rs"]
+mod chart;
 #[path = "kube/controller.rs"]
 mod controller;
 #[path = "kube/facade.rs"]

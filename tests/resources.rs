@@ -10,7 +10,6 @@ mod validate_cli;
 /// The fixtures of `tests/support/` this binary uses, and only those (the others would go unused here).
 #[path = "support"]
 mod support {
-    pub mod cel;
     pub mod examples;
     pub mod repository;
 }

@@ -23,7 +23,8 @@ fn served(crd: impl serde::Serialize) -> Value {
     strip_nullable(&mut value);
     for version in value["spec"]["versions"].as_array_mut().into_iter().flatten() {
         let root = &mut version["schema"]["openAPIV3Schema"];
-        root["properties"]["metadata"] = serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
+        root["properties"]["metadata"] =
+            serde_json::json!({"type": "object", "properties": {"name": {"type": "string"}}});
     }
     value
 }

@@ -3,8 +3,8 @@
 //! `isSubagent`; the CRD's rules before it; the chart's ValidatingAdmissionPolicy keeping the facade's
 //! account to run-credentials Secrets.
 
-use k8s_openapi::api::core::v1::Secret;
 use k8s_openapi::api::admissionregistration::v1::{MutatingWebhookConfiguration, ValidatingWebhookConfiguration};
+use k8s_openapi::api::core::v1::Secret;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::ApiResource;
@@ -15,11 +15,19 @@ use crate::install::{RELEASE, RELEASE_NAMESPACE, SERVED, installed};
 use crate::resources::grant_edit;
 
 fn agent_runs(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "AgentRun")))
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "AgentRun")),
+    )
 }
 
 fn agents(client: &kube::Client, namespace: &str) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), namespace, &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Agent")))
+    Api::namespaced_with(
+        client.clone(),
+        namespace,
+        &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Agent")),
+    )
 }
 
 fn object(value: Value) -> DynamicObject {
@@ -54,10 +62,16 @@ fn the_installed_webhook_configurations_call_the_chart_service_with_its_ca_and_f
         let admin = installed.plane.admin().await;
         let validating: Api<ValidatingWebhookConfiguration> = Api::all(admin.clone());
         let mutating: Api<MutatingWebhookConfiguration> = Api::all(admin.clone());
-        let secret: Secret = Api::namespaced(admin.clone(), RELEASE_NAMESPACE).get(&format!("{RELEASE}-webhook-tls")).await.expect("tls Secret");
+        let secret: Secret = Api::namespaced(admin.clone(), RELEASE_NAMESPACE)
+            .get(&format!("{RELEASE}-webhook-tls"))
+            .await
+            .expect("tls Secret");
         let ca = secret.data.expect("data").remove("ca.crt").expect("ca.crt").0;
-        let validating = serde_json::to_value(validating.get(&format!("{RELEASE}-validating")).await.expect("validating")).expect("json");
-        let mutating = serde_json::to_value(mutating.get(&format!("{RELEASE}-mutating")).await.expect("mutating")).expect("json");
+        let validating =
+            serde_json::to_value(validating.get(&format!("{RELEASE}-validating")).await.expect("validating"))
+                .expect("json");
+        let mutating =
+            serde_json::to_value(mutating.get(&format!("{RELEASE}-mutating")).await.expect("mutating")).expect("json");
         for (config, path) in [(validating, "/validate"), (mutating, "/mutate")] {
             let hooks = config["webhooks"].as_array().expect("webhooks");
             assert_eq!(hooks.len(), 3, "agents, agentruns, knowledgebases: {config}");
@@ -67,7 +81,9 @@ fn the_installed_webhook_configurations_call_the_chart_service_with_its_ca_and_f
                 assert_eq!(hook["clientConfig"]["service"]["name"], format!("{RELEASE}-webhook"));
                 assert_eq!(hook["clientConfig"]["service"]["path"], path);
                 use base64::Engine;
-                let bundle = base64::engine::general_purpose::STANDARD.decode(hook["clientConfig"]["caBundle"].as_str().expect("caBundle")).expect("base64");
+                let bundle = base64::engine::general_purpose::STANDARD
+                    .decode(hook["clientConfig"]["caBundle"].as_str().expect("caBundle"))
+                    .expect("base64");
                 assert_eq!(bundle, ca, "the caBundle is the CA of the webhook's certificate");
             }
         }
@@ -92,11 +108,17 @@ async fn an_agent_run_for_another_users_uid_is_refused_by_the_webhook_and_a_run_
     grant_edit(plane, SERVED[0], "alice");
     grant_edit(plane, SERVED[0], "carol");
     let alice = plane.client("alice-token").await;
-    let err = agent_runs(&alice, SERVED[0]).create(&params(), &run(&crate::unique("forged"), Some("bob"))).await.expect_err("refused");
+    let err = agent_runs(&alice, SERVED[0])
+        .create(&params(), &run(&crate::unique("forged"), Some("bob")))
+        .await
+        .expect_err("refused");
     let message = refusal_message(err);
     assert!(message.contains("admission webhook") && message.contains("spec.uid"), "{message}");
     let carol = plane.client("carol-token").await;
-    let created = agent_runs(&carol, SERVED[0]).create(&params(), &run(&crate::unique("for-bob"), Some("bob"))).await.expect("a run creator names the user");
+    let created = agent_runs(&carol, SERVED[0])
+        .create(&params(), &run(&crate::unique("for-bob"), Some("bob")))
+        .await
+        .expect("a run creator names the user");
     assert_eq!(created.data["spec"]["uid"], "bob");
 }
 
@@ -146,7 +168,10 @@ async fn the_admission_policy_lets_the_facade_create_run_credentials_and_no_othe
 
     let err = secrets.create(&params(), &credentials(&run_name, &uid, "Opaque")).await.expect_err("refused");
     let message = refusal_message(err);
-    assert!(message.contains(&format!("{RELEASE}-api-secrets")) && message.contains("yuxi.dev/run-credentials"), "{message}");
+    assert!(
+        message.contains(&format!("{RELEASE}-api-secrets")) && message.contains("yuxi.dev/run-credentials"),
+        "{message}"
+    );
 
     let mut unowned = credentials(&run_name, &uid, "yuxi.dev/run-credentials");
     unowned.metadata.owner_references = None;

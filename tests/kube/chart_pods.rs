@@ -25,12 +25,8 @@ use super::processes::Process;
 pub struct ChartPod {
     /// The process's command: the binary under test, the container's arguments and environment.
     pub command: Command,
-    /// The container's arguments, as the process gets them.
-    pub args: Vec<String>,
     /// The folder holding the pod's volumes and kubeconfig.
     pub dir: PathBuf,
-    /// The pod's service account, `system:serviceaccount:<ns>:<name>`.
-    pub username: String,
 }
 
 /// Changes to the container for the test machine: an argument prefix (such as `--listen=`) and its new
@@ -47,7 +43,12 @@ pub struct Overrides {
 
 /// A token for `namespace`/`account`, from the TokenRequest API, valid for an hour, for `audiences`
 /// (empty: the API server's own).
-pub async fn service_account_token(client: &kube::Client, namespace: &str, account: &str, audiences: &[&str]) -> String {
+pub async fn service_account_token(
+    client: &kube::Client,
+    namespace: &str,
+    account: &str,
+    audiences: &[&str],
+) -> String {
     let accounts: Api<ServiceAccount> = Api::namespaced(client.clone(), namespace);
     let request = TokenRequest {
         spec: TokenRequestSpec {
@@ -68,7 +69,8 @@ pub async fn service_account_token(client: &kube::Client, namespace: &str, accou
 pub async fn chart_pod(plane: &ControlPlane, namespace: &str, deployment: &str, overrides: Overrides) -> ChartPod {
     let admin = plane.admin().await;
     let deployments: Api<Deployment> = Api::namespaced(admin.clone(), namespace);
-    let found = deployments.get(deployment).await.unwrap_or_else(|e| panic!("Deployment {namespace}/{deployment}: {e}"));
+    let found =
+        deployments.get(deployment).await.unwrap_or_else(|e| panic!("Deployment {namespace}/{deployment}: {e}"));
     let pod: PodSpec = found.spec.and_then(|s| s.template.spec).expect("a pod template");
     let container: Container = pod.containers.first().cloned().expect("a container");
     let account = pod.service_account_name.clone().unwrap_or_else(|| "default".into());
@@ -87,7 +89,8 @@ pub async fn chart_pod(plane: &ControlPlane, namespace: &str, deployment: &str, 
         let files: BTreeMap<String, Vec<u8>> = if let Some(source) = &volume.secret {
             let name = source.secret_name.clone().expect("secretName");
             let secret = secrets.get(&name).await.unwrap_or_else(|e| panic!("Secret {namespace}/{name}: {e}"));
-            let data: BTreeMap<String, Vec<u8>> = secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
+            let data: BTreeMap<String, Vec<u8>> =
+                secret.data.unwrap_or_default().into_iter().map(|(k, v)| (k, v.0)).collect();
             project(data, source.items.as_deref())
         } else if let Some(source) = &volume.config_map {
             let name = source.name.clone();
@@ -130,7 +133,11 @@ pub async fn chart_pod(plane: &ControlPlane, namespace: &str, deployment: &str, 
     let token = service_account_token(&admin, namespace, &account, &[]).await;
     let kubeconfig = plane.kubeconfig(&format!("{deployment}-{}", overrides.pod_name), &token, Some(namespace));
     let mut command = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"));
-    command.args(&args).env_clear().env("PATH", std::env::var("PATH").unwrap_or_default()).env("KUBECONFIG", &kubeconfig);
+    command
+        .args(&args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("KUBECONFIG", &kubeconfig);
     for var in container.env.iter().flatten() {
         let value = match (&var.value, &var.value_from) {
             (Some(value), _) => relocate(value),
@@ -156,7 +163,7 @@ pub async fn chart_pod(plane: &ControlPlane, namespace: &str, deployment: &str, 
     for (name, value) in &overrides.env {
         command.env(name, value);
     }
-    ChartPod { command, args, dir, username: format!("system:serviceaccount:{namespace}:{account}") }
+    ChartPod { command, dir }
 }
 
 /// The files a Secret or ConfigMap volume holds: every key, or only `items` (key to path).
@@ -166,9 +173,10 @@ fn project(
 ) -> BTreeMap<String, Vec<u8>> {
     match items {
         None => data,
-        Some(items) => {
-            items.iter().filter_map(|item| data.get(&item.key).map(|bytes| (item.path.clone(), bytes.clone()))).collect()
-        }
+        Some(items) => items
+            .iter()
+            .filter_map(|item| data.get(&item.key).map(|bytes| (item.path.clone(), bytes.clone())))
+            .collect(),
     }
 }
 

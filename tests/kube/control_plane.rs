@@ -56,7 +56,8 @@ impl Authority {
         let mut params = CertificateParams::new(Vec::<String>::new()).expect("CA params");
         params.is_ca = IsCa::Ca(BasicConstraints::Unconstrained);
         params.distinguished_name.push(DnType::CommonName, name);
-        params.key_usages = vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
+        params.key_usages =
+            vec![KeyUsagePurpose::KeyCertSign, KeyUsagePurpose::CrlSign, KeyUsagePurpose::DigitalSignature];
         let ca = params.self_signed(&key).expect("CA certificate");
         Authority { ca_pem: ca.pem(), issuer: Issuer::new(params, key) }
     }
@@ -99,7 +100,7 @@ impl ControlPlane {
     pub fn start(name: &str) -> ControlPlane {
         let bin = kube_bin();
         let node = node_ip();
-        let dir = std::env::temp_dir().join(format!("yuxi-kube-{name}-{}", std::process::id()));
+        let dir = planes_dir().join(format!("{name}-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         std::fs::create_dir_all(&dir).expect("control plane folder");
         let write = |file: &str, text: &str| {
@@ -110,7 +111,13 @@ impl ControlPlane {
 
         let authority = Authority::new(&format!("yuxi-test-{name}-ca"));
         let ips: Vec<IpAddr> = vec!["127.0.0.1".parse().unwrap(), node.parse().unwrap(), "10.96.0.1".parse().unwrap()];
-        let dns = ["localhost", "kubernetes", "kubernetes.default", "kubernetes.default.svc", "kubernetes.default.svc.cluster.local"];
+        let dns = [
+            "localhost",
+            "kubernetes",
+            "kubernetes.default",
+            "kubernetes.default.svc",
+            "kubernetes.default.svc.cluster.local",
+        ];
         let (cert, key) = authority.serving(&dns, &ips);
         let ca_file = write("ca.crt", &authority.ca_pem);
         let cert_file = write("apiserver.crt", &cert);
@@ -177,7 +184,10 @@ impl ControlPlane {
                 Duration::from_secs(90),
                 || {
                     if let Some(status) = apiserver.lock().expect("apiserver").exited() {
-                        panic!("the API server exited ({status}):\n{}", apiserver.lock().expect("apiserver").log_tail(30));
+                        panic!(
+                            "the API server exited ({status}):\n{}",
+                            apiserver.lock().expect("apiserver").log_tail(30)
+                        );
                     }
                     kubectl_at(&dir, &server, &authority.ca_pem, &["get", "--raw=/readyz"]).status.success()
                 },
@@ -239,11 +249,6 @@ impl ControlPlane {
         [tail(&self.etcd), tail(&self.apiserver), tail(&self.manager)].join("\n")
     }
 
-    /// The API server's log so far.
-    pub fn apiserver_log(&self) -> String {
-        self.apiserver.lock().expect("apiserver").log()
-    }
-
     /// Writes a kubeconfig for `token` (default namespace `namespace`) named `<name>.kubeconfig`; its path.
     pub fn kubeconfig(&self, name: &str, token: &str, namespace: Option<&str>) -> PathBuf {
         write_kubeconfig(&self.dir, &self.server, &self.ca_pem, name, token, namespace)
@@ -251,7 +256,14 @@ impl ControlPlane {
 
     /// A client acting as the static user whose token is `token`.
     pub async fn client(&self, token: &str) -> kube::Client {
-        let path = self.kubeconfig(&format!("client-{}", token.replace(|c: char| !c.is_ascii_alphanumeric(), "-").chars().take(40).collect::<String>()), token, None);
+        let path = self.kubeconfig(
+            &format!(
+                "client-{}",
+                token.replace(|c: char| !c.is_ascii_alphanumeric(), "-").chars().take(40).collect::<String>()
+            ),
+            token,
+            None,
+        );
         client_from(&path).await
     }
 
@@ -277,7 +289,8 @@ impl ControlPlane {
 
     /// Starts the API server again on the same port and etcd, and waits until it is ready.
     pub fn start_apiserver(&self) {
-        *self.apiserver.lock().expect("apiserver") = Process::start("kube-apiserver", (self.apiserver_command)(), &self.dir);
+        *self.apiserver.lock().expect("apiserver") =
+            Process::start("kube-apiserver", (self.apiserver_command)(), &self.dir);
         self.wait_ready();
     }
 
@@ -289,9 +302,27 @@ impl ControlPlane {
     }
 }
 
+/// The folder of the control planes' folders (`target/tmp/kube`), those of earlier runs removed when
+/// this run first asks for it. A failed run's logs stay there until the next.
+fn planes_dir() -> PathBuf {
+    static CLEARED: std::sync::Once = std::sync::Once::new();
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR")).join("kube");
+    CLEARED.call_once(|| {
+        let _ = std::fs::remove_dir_all(&dir);
+    });
+    dir
+}
+
 /// Writes `<dir>/<name>.kubeconfig` for the API server at `server` (CA `ca_pem`) and `token`, with
 /// `namespace` as its default; its path.
-pub fn write_kubeconfig(dir: &Path, server: &str, ca_pem: &str, name: &str, token: &str, namespace: Option<&str>) -> PathBuf {
+pub fn write_kubeconfig(
+    dir: &Path,
+    server: &str,
+    ca_pem: &str,
+    name: &str,
+    token: &str,
+    namespace: Option<&str>,
+) -> PathBuf {
     use base64::Engine;
     let ca = base64::engine::general_purpose::STANDARD.encode(ca_pem);
     let namespace = namespace.map(|ns| format!("\n    namespace: {ns}")).unwrap_or_default();
@@ -309,7 +340,11 @@ fn kubectl_at(dir: &Path, server: &str, ca_pem: &str, args: &[&str]) -> Output {
     if !admin.exists() {
         write_kubeconfig(dir, server, ca_pem, "admin", "admin-token", None);
     }
-    Command::new(kube_bin().join("kubectl")).arg(format!("--kubeconfig={}", admin.display())).args(args).output().expect("kubectl")
+    Command::new(kube_bin().join("kubectl"))
+        .arg(format!("--kubeconfig={}", admin.display()))
+        .args(args)
+        .output()
+        .expect("kubectl")
 }
 
 /// A client from the kubeconfig at `path`.

@@ -54,7 +54,11 @@ pub fn redis_url() -> String {
 }
 
 fn runs(client: &kube::Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), NS, &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "AgentRun")))
+    Api::namespaced_with(
+        client.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "AgentRun")),
+    )
 }
 
 fn params() -> PostParams {
@@ -115,7 +119,9 @@ async fn an_agent_run_gets_an_owned_restricted_pod_an_inputs_secret_and_its_stat
     let run_uid = run.metadata.uid.clone().expect("uid");
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
-    let pod = eventually("the run's pod", Duration::from_secs(60), || async { pods.get_opt(&name).await.ok().flatten() }).await;
+    let pod =
+        eventually("the run's pod", Duration::from_secs(60), || async { pods.get_opt(&name).await.ok().flatten() })
+            .await;
 
     let owner = pod.metadata.owner_references.clone().unwrap_or_default();
     assert!(owner.iter().any(|r| r.uid == run_uid && r.kind == "AgentRun" && r.controller == Some(true)), "{owner:?}");
@@ -139,8 +145,9 @@ async fn an_agent_run_gets_an_owned_restricted_pod_an_inputs_secret_and_its_stat
         // Shown with the failure, if it comes to that (the test harness keeps a passing test's output).
         println!("status: {} generation {:?}", run.data["status"], run.metadata.generation);
         let status = run.data.get("status")?.clone();
-        (status["observedGeneration"] == json!(run.metadata.generation.expect("generation")) && status["conditions"].is_array())
-            .then_some(status)
+        (status["observedGeneration"] == json!(run.metadata.generation.expect("generation"))
+            && status["conditions"].is_array())
+        .then_some(status)
     })
     .await;
     assert!(status["phase"].as_str().is_some(), "{status}");
@@ -179,7 +186,11 @@ fn credentials(run: &str, owner: &str, owner_uid: &str) -> Secret {
 }
 
 fn mounts_credentials(pod: &Pod) -> bool {
-    pod.spec.iter().flat_map(|s| s.containers.iter()).flat_map(|c| c.env.iter().flatten()).any(|e| e.name == "YUXI_RUN_TOKEN")
+    pod.spec
+        .iter()
+        .flat_map(|s| s.containers.iter())
+        .flat_map(|c| c.env.iter().flatten())
+        .any(|e| e.name == "YUXI_RUN_TOKEN")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -191,20 +202,49 @@ async fn a_runs_credentials_are_mounted_only_when_the_secret_is_its_own() {
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
 
     let own = crate::unique("credentialed");
-    let run = create_run(&creator, &own, json!({"annotations": {"yuxi.dev/run-credentials": format!("{own}-credentials")}}), json!({})).await;
+    let run = create_run(
+        &creator,
+        &own,
+        json!({"annotations": {"yuxi.dev/run-credentials": format!("{own}-credentials")}}),
+        json!({}),
+    )
+    .await;
     secrets.create(&params(), &credentials(&own, &own, &run.metadata.uid.expect("uid"))).await.expect("Secret");
-    let pod = eventually("the credentialed run's pod", Duration::from_secs(60), || async { pods.get_opt(&own).await.ok().flatten() }).await;
+    let pod = eventually("the credentialed run's pod", Duration::from_secs(60), || async {
+        pods.get_opt(&own).await.ok().flatten()
+    })
+    .await;
     assert!(mounts_credentials(&pod), "its own Secret is mounted");
 
     // A run announcing a Secret that another run owns gets no token, and a Warning says why.
     let other = crate::unique("bystander");
     let bystander = create_run(&creator, &other, json!({}), json!({})).await;
     let thief = crate::unique("thief");
-    secrets.create(&params(), &credentials(&thief, &other, &bystander.metadata.uid.expect("uid"))).await.expect("Secret");
-    create_run(&creator, &thief, json!({"annotations": {"yuxi.dev/run-credentials": format!("{thief}-credentials")}}), json!({})).await;
-    let pod = eventually("the thief's pod", Duration::from_secs(60), || async { pods.get_opt(&thief).await.ok().flatten() }).await;
+    secrets
+        .create(&params(), &credentials(&thief, &other, &bystander.metadata.uid.expect("uid")))
+        .await
+        .expect("Secret");
+    create_run(
+        &creator,
+        &thief,
+        json!({"annotations": {"yuxi.dev/run-credentials": format!("{thief}-credentials")}}),
+        json!({}),
+    )
+    .await;
+    let pod =
+        eventually("the thief's pod", Duration::from_secs(60), || async { pods.get_opt(&thief).await.ok().flatten() })
+            .await;
     assert!(!mounts_credentials(&pod), "another run's Secret is not mounted");
-    let events = installed().plane.kubectl(&["get", "events.events.k8s.io", "-n", NS, "--field-selector", &format!("regarding.name={thief}"), "-o", "jsonpath={.items[*].reason}"]);
+    let events = installed().plane.kubectl(&[
+        "get",
+        "events.events.k8s.io",
+        "-n",
+        NS,
+        "--field-selector",
+        &format!("regarding.name={thief}"),
+        "-o",
+        "jsonpath={.items[*].reason}",
+    ]);
     assert!(String::from_utf8_lossy(&events.stdout).contains("UntrustedCredentials"), "{events:?}");
 }
 

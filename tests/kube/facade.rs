@@ -83,7 +83,8 @@ async fn a_token_minted_for_the_facades_audience_is_authenticated_by_token_revie
     let token = person_token("dana", &["yuxi-operator"]).await;
     let (status, body) = call(reqwest::Method::GET, "/api/agent?include_subagents=true", &token, None).await;
     assert_eq!(status, 200, "{body}");
-    let slugs: Vec<&str> = body["agents"].as_array().expect("agents").iter().filter_map(|a| a["slug"].as_str()).collect();
+    let slugs: Vec<&str> =
+        body["agents"].as_array().expect("agents").iter().filter_map(|a| a["slug"].as_str()).collect();
     assert!(slugs.contains(&"general-purpose"), "{slugs:?}");
     let (status, body) = call(reqwest::Method::GET, "/api/auth/me", &token, None).await;
     assert_eq!(status, 200, "{body}");
@@ -114,7 +115,10 @@ async fn an_agent_created_through_the_facade_is_written_with_its_account() {
     assert_eq!(status, 201, "{body}");
     let slug = body["agent"]["slug"].as_str().expect("slug").to_string();
     let plane = installed().plane;
-    let managers = kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.metadata.managedFields[*].manager}"]);
+    let managers = kubectl_ok(
+        plane,
+        &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.metadata.managedFields[*].manager}"],
+    );
     assert!(managers.contains("yuxi-operator"), "{managers}");
     let subagent = kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.spec.isSubagent}"]);
     assert_eq!(subagent, "true");

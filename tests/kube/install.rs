@@ -29,8 +29,6 @@ pub struct Installed {
     pub plane: &'static ControlPlane,
     /// The webhook, started from the chart's Deployment.
     pub webhook: Mutex<Process>,
-    /// What `helm install` printed.
-    pub helm_output: String,
 }
 
 /// The repository root.
@@ -104,7 +102,7 @@ fn install() -> Installed {
         restricted_namespace(plane, ns);
     }
     let watch = format!("watchNamespaces={{{}}}", SERVED.join(","));
-    let helm_output = helm(
+    helm(
         plane,
         &[
             "install",
@@ -121,7 +119,7 @@ fn install() -> Installed {
     );
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
     let webhook = runtime.block_on(start_webhook(plane));
-    Installed { plane, webhook: Mutex::new(webhook), helm_output }
+    Installed { plane, webhook: Mutex::new(webhook) }
 }
 
 /// Starts the webhook from the chart's Deployment on the node address with the chart's certificate, and

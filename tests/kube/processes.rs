@@ -54,11 +54,6 @@ impl Process {
         Process { name: name.to_string(), child, log }
     }
 
-    /// The process id.
-    pub fn pid(&self) -> u32 {
-        self.child.id()
-    }
-
     /// The last `lines` lines of its log, for a failure message.
     pub fn log_tail(&self, lines: usize) -> String {
         let text = std::fs::read_to_string(&self.log).unwrap_or_default();

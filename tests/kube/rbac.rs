@@ -7,7 +7,8 @@
 use std::collections::BTreeSet;
 
 use k8s_openapi::api::authorization::v1::{
-    ResourceAttributes, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec, SubjectAccessReview, SubjectAccessReviewSpec,
+    ResourceAttributes, SelfSubjectRulesReview, SelfSubjectRulesReviewSpec, SubjectAccessReview,
+    SubjectAccessReviewSpec,
 };
 use kube::Api;
 use kube::api::PostParams;
@@ -44,7 +45,9 @@ fn expected(account: &str, namespace: Option<&str>) -> BTreeSet<Permission> {
         }
         for rule in rules.as_array().expect("rules") {
             let names: Vec<String> = match rule.get("names") {
-                Some(Value::Array(names)) => names.iter().map(|n| n.as_str().expect("name").replace("{release}", RELEASE)).collect(),
+                Some(Value::Array(names)) => {
+                    names.iter().map(|n| n.as_str().expect("name").replace("{release}", RELEASE)).collect()
+                }
                 _ => vec![String::new()],
             };
             for verb in rule["verbs"].as_array().expect("verbs") {
@@ -68,7 +71,9 @@ fn built_in(permission: &Permission) -> bool {
     let (verb, group, resource, _) = permission;
     (group == "authorization.k8s.io" && resource.starts_with("selfsubject"))
         || (group == "authentication.k8s.io" && resource == "selfsubjectreviews")
-        || (group == "certificates.k8s.io" && resource == "clustertrustbundles" && ["get", "list", "watch"].contains(&verb.as_str()))
+        || (group == "certificates.k8s.io"
+            && resource == "clustertrustbundles"
+            && ["get", "list", "watch"].contains(&verb.as_str()))
 }
 
 /// What `namespace` lets the account of `client` do, by its own SelfSubjectRulesReview.
@@ -150,7 +155,8 @@ async fn every_service_account_may_make_exactly_the_calls_its_code_makes() {
             for permission in &wanted {
                 let scope = if cluster_scoped(permission) { None } else { Some(namespace) };
                 if !allowed(&admin, &user, permission, scope).await {
-                    problems.push(format!("{account} in {namespace}: the code calls {permission:?}, which is not allowed"));
+                    problems
+                        .push(format!("{account} in {namespace}: the code calls {permission:?}, which is not allowed"));
                 }
             }
             let has = granted(&client, namespace).await;

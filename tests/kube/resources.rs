@@ -3,12 +3,12 @@
 //! `examples/` is admitted; every manifest of `examples/invalid/` is refused, by the layer its header
 //! names, with the same field `yuxi-operator validate` names.
 
-use std::path::Path;
 use k8s_openapi::apiextensions_apiserver::pkg::apis::apiextensions::v1::CustomResourceDefinition;
 use kube::Api;
 use kube::api::{DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
+use std::path::Path;
 
 use crate::install::{apply_json, installed, kubectl_ok, restricted_namespace, root};
 
@@ -50,28 +50,35 @@ fn dynamic(object: &Value) -> DynamicObject {
 /// Binds `user` to edit the yuxi.dev resources of `namespace` (and read ConfigMaps, create them).
 pub fn grant_edit(plane: &crate::control_plane::ControlPlane, namespace: &str, user: &str) {
     let name = format!("yuxi-edit-{user}");
-    apply_json(plane, &json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
-        "metadata": {"name": name, "namespace": namespace},
-        "rules": [
-            {"apiGroups": ["yuxi.dev"], "resources": ["agents", "agentruns", "knowledgebases"],
-             "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
-            {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
-        ],
-    }));
-    apply_json(plane, &json!({
-        "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
-        "metadata": {"name": name, "namespace": namespace},
-        "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
-        "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
-    }));
+    apply_json(
+        plane,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
+            "metadata": {"name": name, "namespace": namespace},
+            "rules": [
+                {"apiGroups": ["yuxi.dev"], "resources": ["agents", "agentruns", "knowledgebases"],
+                 "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
+                {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
+            ],
+        }),
+    );
+    apply_json(
+        plane,
+        &json!({
+            "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
+            "metadata": {"name": name, "namespace": namespace},
+            "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "Role", "name": name},
+            "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "User", "name": user}],
+        }),
+    );
 }
 
 #[test]
 fn the_generated_crds_are_accepted_by_server_side_apply_and_established() {
     let plane = installed().plane;
     let crds = root().join("crds");
-    let out = kubectl_ok(plane, &["apply", "--server-side", "--field-manager=yuxi-tests", "-f", &crds.display().to_string()]);
+    let out =
+        kubectl_ok(plane, &["apply", "--server-side", "--field-manager=yuxi-tests", "-f", &crds.display().to_string()]);
     for crd in ["agents.yuxi.dev", "agentruns.yuxi.dev", "knowledgebases.yuxi.dev"] {
         assert!(out.contains(crd), "{crd} applied: {out}");
         let conditions = kubectl_ok(
@@ -173,7 +180,8 @@ fn validate_field(file: &Path) -> String {
     let file_name = file.file_name().expect("name").to_string_lossy().into_owned();
     let mut lines = text.lines().skip_while(|l| !(l.starts_with("rejected") && l.contains(&file_name)));
     lines.next().unwrap_or_else(|| panic!("validate rejects {file_name}:\n{text}"));
-    let error = lines.next().and_then(|l| l.trim().strip_prefix("error:")).unwrap_or_else(|| panic!("an error line:\n{text}"));
+    let error =
+        lines.next().and_then(|l| l.trim().strip_prefix("error:")).unwrap_or_else(|| panic!("an error line:\n{text}"));
     error.trim().split(':').next().expect("a field").trim().to_string()
 }
 
@@ -197,7 +205,8 @@ async fn every_invalid_example_is_refused_naming_the_field_validate_names() {
     let mut checked = 0;
     for file in yaml_files("examples/invalid") {
         let text = std::fs::read_to_string(&file).expect("readable");
-        let expected = text.lines().find_map(|l| l.strip_prefix("# expect-field:")).expect("expect-field").trim().to_string();
+        let expected =
+            text.lines().find_map(|l| l.strip_prefix("# expect-field:")).expect("expect-field").trim().to_string();
         let enforced_by = text.lines().find_map(|l| l.strip_prefix("# enforced-by:")).expect("enforced-by").to_string();
         let by_validate = validate_field(&file);
         assert_eq!(by_validate, expected, "{}: validate names the header's field", file.display());
@@ -207,7 +216,9 @@ async fn every_invalid_example_is_refused_naming_the_field_validate_names() {
             [object] => api.create(&params, &dynamic(object)).await.map(|_| ()),
             [before, after] => {
                 let name = before["metadata"]["name"].as_str().expect("name");
-                api.create(&params, &dynamic(before)).await.unwrap_or_else(|e| panic!("{}: the first document: {e}", file.display()));
+                api.create(&params, &dynamic(before))
+                    .await
+                    .unwrap_or_else(|e| panic!("{}: the first document: {e}", file.display()));
                 let mut update = dynamic(after);
                 update.metadata.resource_version = api.get(name).await.expect("created").metadata.resource_version;
                 let outcome = api.replace(name, &params, &update).await.map(|_| ());
@@ -222,14 +233,51 @@ async fn every_invalid_example_is_refused_naming_the_field_validate_names() {
         };
         let (fields, message) = refusal(err);
         let by_webhook = message.contains("admission webhook");
-        let named = fields.iter().any(|f| *f == expected) || message.contains(&format!("{expected}:"));
-        assert!(named, "{}: the server's refusal names {expected} as validate does; it said {message} (fields {fields:?})", file.display());
+        let named = fields.contains(&expected) || message.contains(&format!("{expected}:"));
+        assert!(
+            named,
+            "{}: the server's refusal names {expected} as validate does; it said {message} (fields {fields:?})",
+            file.display()
+        );
         if enforced_by.trim() == "webhook" {
             assert!(by_webhook, "{}: refused by the webhook: {message}", file.display());
         } else {
-            assert!(!by_webhook, "{}: refused by the CRD's own rules ({enforced_by}) before the webhook: {message}", file.display());
+            assert!(
+                !by_webhook,
+                "{}: refused by the CRD's own rules ({enforced_by}) before the webhook: {message}",
+                file.display()
+            );
         }
         checked += 1;
     }
     assert!(checked >= 20, "{checked} invalid examples");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn explicit_nulls_are_admitted_as_absent_fields() {
+    examples_applied().await;
+    let carol = installed().plane.client("carol-token").await;
+    let params = PostParams { dry_run: false, field_manager: Some("yuxi-tests".into()) };
+    let agents = [
+        json!({"backend": "SubAgentBackend", "default": null, "isSubagent": null}),
+        json!({"backend": "SubAgentBackend", "context": {"subagents": null, "tools": null}}),
+        json!({"backend": "ChatbotAgent", "share": {"readScope": {"accessLevel": "User", "userUids": ["u"]}, "manageScope": null}}),
+        json!({"backend": "ChatbotAgent", "context": null, "share": null}),
+    ];
+    for spec in agents {
+        let object = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent",
+            "metadata": {"name": crate::unique("nulls")}, "spec": spec});
+        let api = api_for(&carol, &object, EXAMPLES);
+        api.create(&params, &dynamic(&object)).await.unwrap_or_else(|e| panic!("{spec}: {e}"));
+    }
+    let name = crate::unique("null-run");
+    let run = |spec: Value| json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "metadata": {"name": name}, "spec": spec});
+    let created = run(json!({"agent": "research-explorer", "input": "x", "uid": null, "cancel": null}));
+    let api = api_for(&carol, &created, EXAMPLES);
+    let stored = api.create(&params, &dynamic(&created)).await.expect("a run with nulls");
+    let mut updated = dynamic(&run(
+        json!({"agent": "research-explorer", "input": "x", "model": null, "parent": null, "cancel": false}),
+    ));
+    updated.metadata.resource_version = stored.metadata.resource_version;
+    api.replace(&name, &params, &updated).await.expect("an update with nulls");
 }

@@ -1,7 +1,8 @@
-//! The CRDs: the checked-in `crds/` is what `yuxi-operator crd` prints, the schemas are structural, and
-//! every CEL rule compiles and fits the API server's cost budget.
+//! The CRDs: the checked-in `crds/` is what `yuxi-operator crd` prints, the schemas are structural and
+//! described for `kubectl explain`, and every CEL rule says in one line what it wants. Whether a real API
+//! server accepts them (its structural checks, CEL compilation and cost budget) is tested against one, in
+//! `tests/kube/resources.rs`.
 
-use kube::core::cel::{CompiledSchema, compile_schema, estimate_rule_cost};
 use serde_json::Value;
 use yuxi_operator::resources::crd::{crd_files, crds_yaml};
 
@@ -77,21 +78,16 @@ fn schemas_are_structural() {
 }
 
 #[test]
-fn every_cel_rule_compiles_and_fits_the_cost_budget() {
+fn every_cel_rule_has_a_one_line_message() {
     let mut rules = 0;
     for (name, schema) in schemas() {
-        let compiled: CompiledSchema = compile_schema(&schema);
-        assert!(!compiled.has_errors(), "{name}: {:?}", compiled.compilation_errors());
         walk(&name, &schema, &mut |path, node| {
             for rule in node.get("x-kubernetes-validations").and_then(Value::as_array).into_iter().flatten() {
                 rules += 1;
-                let text = rule["rule"].as_str().expect("rule text");
-                let node_schema = compile_schema(node);
-                let warnings = estimate_rule_cost(text, &node_schema);
-                assert!(warnings.is_empty(), "{path}: {text}: {warnings:?}");
                 assert!(
                     rule["message"].as_str().is_some_and(|m| !m.is_empty() && !m.contains('\n')),
-                    "{path}: a rule needs a one-line message"
+                    "{path}: {}: a rule needs a one-line message",
+                    rule["rule"]
                 );
             }
         });
