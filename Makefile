@@ -55,7 +55,7 @@ fmt:
 
 lint:
 	$(CARGO) clippy --all-targets --locked -- -D warnings
-	$(CARGO) clippy --test kube --locked -- -D warnings
+	$(CARGO) clippy --test kube --test e2e_local --locked -- -D warnings
 
 unit:
 	@scripts/k8s-venv >/dev/null
@@ -162,7 +162,7 @@ RELEASE_BIN = $${CARGO_TARGET_DIR:-target}/release/yuxi-operator
 IMAGE_ARGS = --image $(IMAGE) --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --source $(IMAGE_SOURCE) \
 	--binary $(RELEASE_BIN)
 
-.PHONY: image image-test image-check e2e
+.PHONY: image image-test image-check e2e e2e-local
 
 ## image: the one image of every role, without a container daemon or a pulled image: the release binary
 ## built here, a runtime root of Debian packages (mmdebstrap), the Dockerfile's last stage built by podman;
@@ -183,6 +183,18 @@ image-check: image-tools
 	if [ $$status -eq 0 ]; then $(MAKE) --no-print-directory image-test; \
 	elif [ $$status -eq 2 ]; then echo "make test: SKIPPED make image-test: podman cannot run containers here (above)" >&2; \
 	else exit $$status; fi
+
+## e2e-local: the README's deep-research flow in real pods on this machine (tests/e2e_local.rs): a control
+## plane and a node (containerd, kubelet, kube-proxy, CoreDNS) built from pinned sources, the image of
+## `make image` imported, the chart installed by Helm (as root; docs/operations/testing.md#runs-in-real-pods)
+e2e-local: image-tools
+	@{ command -v containerd && command -v ctr && command -v runc && command -v iptables && command -v catatonit \
+		&& command -v redis-server && command -v curl && [ -x /usr/lib/cni/bridge ]; } >/dev/null 2>&1 \
+		|| scripts/apt-install containerd runc containernetworking-plugins iptables catatonit redis-server curl
+	$(MAKE) --no-print-directory image
+	@bin=$$(scripts/kube-bin | tail -n 1) && $(CARGO) test --locked --test e2e_local --no-run && \
+		YUXI_KUBE_BIN=$$bin YUXI_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator.oci.tar CARGO_NET_OFFLINE=true \
+		scripts/kube-netns $(CARGO) test --locked --test e2e_local -- --nocapture
 
 ## e2e: the image, loaded into the current kind or k3d cluster and installed with the chart, driven through
 ## the facade, then uninstalled (scripts/e2e says what it needs and checks). Not run where it was written:

@@ -19,12 +19,14 @@ use rcgen::{BasicConstraints, CertificateParams, DnType, IsCa, Issuer, KeyPair, 
 
 use super::processes::{Process, free_port, wait_until};
 
-/// The static users of the API server: (token, name, uid, groups).
-pub const USERS: [(&str, &str, &str, &str); 4] = [
+/// The static users of the API server: (token, name, uid, groups). The kubelet of `make e2e-local` is
+/// the node `yuxi-node`.
+pub const USERS: [(&str, &str, &str, &str); 5] = [
     ("admin-token", "admin", "admin-uid", "system:masters"),
     ("alice-token", "alice", "alice-uid", "team-a"),
     ("bob-token", "bob", "bob-uid", "team-a"),
     ("carol-token", "carol", "carol-uid", "yuxi:run-creators"),
+    ("kubelet-token", "system:node:yuxi-node", "kubelet-uid", "system:nodes"),
 ];
 
 /// The service-account token issuer, as a cluster's.
@@ -71,6 +73,17 @@ impl Authority {
         let cert = params.signed_by(&key, &self.issuer).expect("certificate");
         (cert.pem(), key.serialize_pem())
     }
+
+    /// A client certificate for the user `name` in group `group`: (certificate PEM, key PEM).
+    pub fn client(&self, name: &str, group: &str) -> (String, String) {
+        let key = KeyPair::generate().expect("key");
+        let mut params = CertificateParams::new(Vec::<String>::new()).expect("params");
+        params.distinguished_name.push(DnType::CommonName, name);
+        params.distinguished_name.push(DnType::OrganizationName, group);
+        params.extended_key_usages = vec![rcgen::ExtendedKeyUsagePurpose::ClientAuth];
+        let cert = params.signed_by(&key, &self.issuer).expect("certificate");
+        (cert.pem(), key.serialize_pem())
+    }
 }
 
 /// A running control plane.
@@ -81,6 +94,9 @@ pub struct ControlPlane {
     pub server: String,
     /// The CA of the API server's certificate, PEM.
     pub ca_pem: String,
+    /// The CA, which signs the node's certificates too.
+    #[allow(dead_code)] // read by the node (tests/kube/node.rs), which the kube test binary does not start
+    pub authority: Authority,
     etcd_url: String,
     etcd: Mutex<Process>,
     apiserver: Mutex<Process>,
@@ -127,6 +143,10 @@ impl ControlPlane {
         let sa_public = write("service-account.pub", &signing.public_key_pem());
         let tokens = USERS.iter().map(|(t, n, u, g)| format!("{t},{n},{u},\"{g}\"\n")).collect::<String>();
         let token_file = write("tokens.csv", &tokens);
+        // The API server's client certificate for kubelets (logs, exec).
+        let (kubelet_client, kubelet_client_key) = authority.client("kube-apiserver-kubelet-client", "system:masters");
+        let kubelet_client = write("apiserver-kubelet-client.crt", &kubelet_client);
+        let kubelet_client_key = write("apiserver-kubelet-client.key", &kubelet_client_key);
 
         let etcd_port = free_port("127.0.0.1");
         let peer_port = free_port("127.0.0.1");
@@ -161,7 +181,9 @@ impl ControlPlane {
             format!("--service-account-key-file={}", sa_public.display()),
             format!("--service-account-signing-key-file={}", sa_key.display()),
             "--authorization-mode=Node,RBAC".into(),
-            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,PodSecurity,DefaultStorageClass,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota".into(),
+            "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,PodSecurity,DefaultStorageClass,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota".into(),
+            format!("--kubelet-client-certificate={}", kubelet_client.display()),
+            format!("--kubelet-client-key={}", kubelet_client_key.display()),
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             // Webhooks are called at their Services' endpoints (the test's processes on the node address),
             // not at a cluster IP, which nothing routes here.
@@ -219,6 +241,7 @@ impl ControlPlane {
             dir: dir.clone(),
             server,
             ca_pem: authority.ca_pem.clone(),
+            authority,
             etcd_url,
             etcd,
             apiserver,

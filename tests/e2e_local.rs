@@ -1,0 +1,301 @@
+//! The README's deep-research flow in real pods (`make e2e-local`): a control plane and a node built from
+//! pinned sources (`scripts/kube-bin`) on this machine, in namespaces of the test's own
+//! (`scripts/kube-netns`), the image `make image` built imported into the node's containerd, the chart
+//! installed by Helm as a platform team installs it on a one-node cluster, and a deep-research run asked
+//! of the facade through its Service: the chart's roles and every AgentRun's sandbox pod run in pods,
+//! the runner reaches the facade with its run token, the events stream, the report lands in the outputs
+//! volume and the AgentRuns end `Completed`.
+//!
+//! What differs from a cloud cluster, each named: storage is hostPath PersistentVolumes bound to the
+//! chart's claims (there is no provisioner); Redis is a server on the node address named by
+//! `redis.existingSecret` (no Redis image can be pulled); the pods' network is the CNI bridge plugin,
+//! which does not enforce NetworkPolicies.
+
+// Shared with tests/kube.rs, which uses the parts this test does not.
+#[allow(dead_code)]
+#[path = "kube/control_plane.rs"]
+mod control_plane;
+#[path = "kube/node.rs"]
+mod node;
+#[allow(dead_code)]
+#[path = "kube/processes.rs"]
+mod processes;
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use control_plane::{ControlPlane, node_ip};
+use node::Node;
+use processes::{Process, free_port, wait_until};
+
+const NS: &str = "yuxi-e2e";
+const RELEASE: &str = "yuxi";
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+/// `kubectl` as admin; its stdout, or a panic with its output.
+fn kubectl(plane: &ControlPlane, args: &[&str]) -> String {
+    let output = plane.kubectl(args);
+    assert!(
+        output.status.success(),
+        "kubectl {args:?}: {}{}",
+        String::from_utf8_lossy(&output.stdout),
+        String::from_utf8_lossy(&output.stderr)
+    );
+    String::from_utf8_lossy(&output.stdout).into_owned()
+}
+
+fn apply(plane: &ControlPlane, object: Value) {
+    let file = plane.dir.join(format!("object-{}.json", object["metadata"]["name"].as_str().unwrap_or("x")));
+    std::fs::write(&file, object.to_string()).expect("write");
+    kubectl(plane, &["apply", "--server-side", "-f", &file.display().to_string()]);
+}
+
+/// A hostPath PersistentVolume at `path`, bound to the claim `claim` of [`NS`].
+fn volume(plane: &ControlPlane, name: &str, path: &Path, claim: &str, mode: &str) {
+    apply(
+        plane,
+        json!({"apiVersion": "v1", "kind": "PersistentVolume", "metadata": {"name": name},
+            "spec": {"capacity": {"storage": "20Gi"}, "accessModes": [mode], "persistentVolumeReclaimPolicy": "Retain",
+                "storageClassName": "", "claimRef": {"namespace": NS, "name": claim},
+                "hostPath": {"path": path.display().to_string(), "type": "Directory"}}}),
+    );
+}
+
+/// Copies the folder `from` into `to`, owned by the sandbox's user.
+fn copy_tree(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).expect("folder");
+    let status = Command::new("cp").arg("-a").arg(format!("{}/.", from.display())).arg(to).status().expect("cp");
+    assert!(status.success());
+}
+
+fn chown(path: &Path) {
+    let status = Command::new("chown").args(["-R", "65532:65532"]).arg(path).status().expect("chown");
+    assert!(status.success());
+}
+
+/// What the cluster looks like, for a failure message.
+fn diagnose(plane: &ControlPlane, node: &Node) -> String {
+    let show = |args: &[&str]| {
+        let output = plane.kubectl(args);
+        format!(
+            "$ kubectl {}\n{}{}",
+            args.join(" "),
+            String::from_utf8_lossy(&output.stdout),
+            String::from_utf8_lossy(&output.stderr)
+        )
+    };
+    [
+        show(&["get", "pods,agentruns,agents,pvc", "-A", "-o", "wide"]),
+        show(&["get", "events", "-A", "--sort-by=.lastTimestamp"]),
+        show(&["logs", "-n", NS, "-l", "app.kubernetes.io/instance=yuxi", "--all-containers", "--prefix", "--tail=40"]),
+        show(&[
+            "logs",
+            "-n",
+            NS,
+            "-l",
+            "app.kubernetes.io/name=yuxi-sandbox",
+            "--all-containers",
+            "--prefix",
+            "--tail=40",
+        ]),
+        node.logs(),
+    ]
+    .join("\n")
+}
+
+#[test]
+fn the_readme_deep_research_flow_runs_in_real_pods() {
+    let archive =
+        PathBuf::from(std::env::var("YUXI_IMAGE_ARCHIVE").expect("YUXI_IMAGE_ARCHIVE: run with `make e2e-local`"));
+    let plane = ControlPlane::start("e2e");
+    let pause = plane.dir.join("pause.oci.tar");
+    let made = Command::new(root().join("scripts/pause-image"))
+        .arg(&pause)
+        .arg(node::PAUSE_IMAGE)
+        .output()
+        .expect("pause-image");
+    assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
+    let node = Node::start(&plane, &[pause, archive]);
+    let node_ip = node_ip();
+
+    // Redis on the node address, with a password, for the chart's `redis.existingSecret`.
+    let redis_dir = plane.dir.join("redis");
+    std::fs::create_dir_all(&redis_dir).expect("redis folder");
+    let password = format!("{:032x}", rand_u128());
+    let redis_port = free_port(&node_ip);
+    std::fs::write(redis_dir.join("redis.conf"), format!("requirepass {password}\n")).expect("redis.conf");
+    let mut redis = Command::new("redis-server");
+    redis
+        .arg(redis_dir.join("redis.conf"))
+        .args(["--bind", &node_ip, "--port", &redis_port.to_string(), "--save", "", "--appendonly", "no", "--dir"])
+        .arg(&redis_dir);
+    let _redis = Process::start("redis", redis, &plane.dir);
+
+    // The namespace, as a platform team prepares it, with the release's Redis URL and storage.
+    apply(
+        &plane,
+        json!({"apiVersion": "v1", "kind": "Namespace", "metadata": {"name": NS, "labels": {
+        "pod-security.kubernetes.io/enforce": "restricted", "pod-security.kubernetes.io/warn": "restricted"}}}),
+    );
+    apply(
+        &plane,
+        json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "yuxi-redis", "namespace": NS},
+        "stringData": {"url": format!("redis://:{password}@{node_ip}:{redis_port}")}}),
+    );
+    let data = plane.dir.join("volumes/data");
+    let skills = plane.dir.join("volumes/skills");
+    let sources = plane.dir.join("volumes/knowledge-sources");
+    std::fs::create_dir_all(&data).expect("data");
+    copy_tree(&root().join("examples/skills"), &skills);
+    copy_tree(&root().join("examples/knowledge"), &sources.join("knowledge"));
+    for path in [&data, &skills, &sources] {
+        chown(path);
+    }
+    volume(&plane, "yuxi-e2e-data", &data, "yuxi-data", "ReadWriteMany");
+    volume(&plane, "yuxi-e2e-skills", &skills, "yuxi-skills-library", "ReadOnlyMany");
+    volume(&plane, "yuxi-e2e-sources", &sources, "knowledge-sources", "ReadOnlyMany");
+    apply(
+        &plane,
+        json!({"apiVersion": "v1", "kind": "PersistentVolumeClaim", "metadata": {"name": "knowledge-sources", "namespace": NS},
+        "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}}),
+    );
+
+    // The chart, one replica of each role, the image as `make image` names it and never pulled.
+    let kubeconfig = plane.dir.join("admin.kubeconfig");
+    let helm = Command::new(control_plane::kube_bin().join("helm"))
+        .args(["install", RELEASE, "charts/yuxi-operator", "--namespace", NS, "--server-side=true", "--timeout", "5m"])
+        .args([
+            "--set",
+            "image.pullPolicy=Never",
+            "--set",
+            "redis.internal.enabled=false",
+            "--set",
+            "redis.existingSecret=yuxi-redis",
+        ])
+        .args(["--set", "controller.replicas=1", "--set", "webhook.replicas=1", "--set", "api.replicas=1"])
+        .args(["--set", "knowledge.sourcesClaim=knowledge-sources"])
+        .env("KUBECONFIG", &kubeconfig)
+        .env("HELM_CACHE_HOME", plane.dir.join("helm/cache"))
+        .env("HELM_CONFIG_HOME", plane.dir.join("helm/config"))
+        .env("HELM_DATA_HOME", plane.dir.join("helm/data"))
+        .current_dir(root())
+        .output()
+        .expect("helm");
+    assert!(
+        helm.status.success(),
+        "helm install: {}{}",
+        String::from_utf8_lossy(&helm.stdout),
+        String::from_utf8_lossy(&helm.stderr)
+    );
+    let available = plane.kubectl(&[
+        "wait",
+        "-n",
+        NS,
+        "--for=condition=Available",
+        "deployment",
+        "-l",
+        "app.kubernetes.io/instance=yuxi",
+        "--timeout=300s",
+    ]);
+    assert!(available.status.success(), "the release's Deployments are available\n{}", diagnose(&plane, &node));
+
+    // The examples, applied once the webhook answers.
+    let manifests: Vec<String> =
+        ["general-purpose", "research-explorer", "fact-verifier", "deep-research", "research-notes"]
+            .iter()
+            .map(|f| root().join(format!("examples/{f}.yaml")).display().to_string())
+            .collect();
+    let mut args = vec!["apply", "-n", NS];
+    for file in &manifests {
+        args.extend(["-f", file.as_str()]);
+    }
+    wait_until(
+        "the examples are admitted",
+        Duration::from_secs(60),
+        || plane.kubectl(&args).status.success(),
+        || diagnose(&plane, &node),
+    );
+    for agent in ["general-purpose", "research-explorer", "fact-verifier", "deep-research"] {
+        let ready =
+            plane.kubectl(&["wait", "-n", NS, "--for=condition=Ready", &format!("agent/{agent}"), "--timeout=120s"]);
+        assert!(ready.status.success(), "agent {agent} is Ready\n{}", diagnose(&plane, &node));
+    }
+
+    // A person: a service account's token for the facade's audience.
+    kubectl(&plane, &["create", "serviceaccount", "alice", "-n", NS]);
+    let token =
+        kubectl(&plane, &["create", "token", "alice", "-n", NS, "--audience", "yuxi-operator", "--duration", "1h"])
+            .trim()
+            .to_string();
+    let uid = yuxi_operator::access::uid_of(&format!("system:serviceaccount:{NS}:alice"));
+    let address = kubectl(&plane, &["get", "service", "yuxi-api", "-n", NS, "-o", "jsonpath={.spec.clusterIP}"]);
+    let api = format!("http://{address}:8080");
+
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
+    let (status, events, thread_id) = runtime.block_on(async {
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(300)).build().expect("client");
+        let started: Value = client
+            .post(format!("{api}/api/agent/runs"))
+            .bearer_auth(&token)
+            .json(&json!({"query": "Which solid electrolytes conduct lithium best?", "agent_slug": "deep-research"}))
+            .send()
+            .await
+            .expect("the facade answers through its Service")
+            .json()
+            .await
+            .expect("json");
+        let run_id = started["run_id"].as_str().unwrap_or_else(|| panic!("a run: {started}")).to_string();
+        let thread_id = started["thread_id"].as_str().expect("thread_id").to_string();
+        let events = client
+            .get(format!("{api}/api/agent/runs/{run_id}/events"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("events")
+            .text()
+            .await
+            .expect("the stream ends after `end`");
+        let run: Value = client
+            .get(format!("{api}/api/agent/runs/{run_id}"))
+            .bearer_auth(&token)
+            .send()
+            .await
+            .expect("run")
+            .json()
+            .await
+            .expect("json");
+        (run["run"]["status"].as_str().unwrap_or_default().to_string(), events, thread_id)
+    });
+    assert_eq!(status, "completed", "the run completes\n{events}\n{}", diagnose(&plane, &node));
+    for wanted in ["subagent_start", "subagent_await", "knowledge_search", "event: end"] {
+        assert!(events.contains(wanted), "the events show {wanted}:\n{events}");
+    }
+    let phases = kubectl(
+        &plane,
+        &["get", "agentruns", "-n", NS, "-o", "jsonpath={range .items[*]}{.metadata.name}={.status.phase} {end}"],
+    );
+    let runs: Vec<&str> = phases.split_whitespace().collect();
+    assert!(runs.len() >= 3, "the parent and its two children are AgentRuns: {phases}");
+    assert!(
+        runs.iter().all(|r| r.ends_with("=Completed")),
+        "every AgentRun Completed: {phases}\n{}",
+        diagnose(&plane, &node)
+    );
+    let report = data.join(format!("users/{uid}/threads/{thread_id}/outputs/report.md"));
+    let text = std::fs::read_to_string(&report)
+        .unwrap_or_else(|e| panic!("{}: {e}\n{}", report.display(), diagnose(&plane, &node)));
+    assert!(text.contains("research-explorer") || text.len() > 200, "the report: {text}");
+    println!("e2e-local: {} AgentRuns Completed; the report is {} bytes", runs.len(), text.len());
+    println!("{}", kubectl(&plane, &["get", "agentruns", "-n", NS]));
+}
+
+/// A random number, for the Redis password.
+fn rand_u128() -> u128 {
+    u128::from_le_bytes(*uuid::Uuid::new_v4().as_bytes())
+}
