@@ -14,7 +14,7 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
-use crate::resources::names::FIELD_MANAGER;
+use crate::resources::names::FACADE_FIELD_MANAGER;
 use crate::resources::{Agent, KnowledgeBase, builtin_general_purpose};
 
 /// A kind of object a catalog holds: a namespaced resource of this operator.
@@ -332,7 +332,7 @@ impl<K: CatalogItem> ClusterCatalog<K> {
     }
 
     fn params() -> PostParams {
-        PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.to_string()) }
+        PostParams { dry_run: false, field_manager: Some(FACADE_FIELD_MANAGER.to_string()) }
     }
 
     async fn create(&self, item: K) -> Result<K, CatalogError> {

@@ -494,7 +494,8 @@ impl ClusterLauncher {
     ) -> Result<(), LaunchError> {
         use crate::resources::names;
         let run_id = || record.run_id.clone();
-        let params = kube::api::PostParams { dry_run: false, field_manager: Some(names::FIELD_MANAGER.to_string()) };
+        let params =
+            kube::api::PostParams { dry_run: false, field_manager: Some(names::FACADE_FIELD_MANAGER.to_string()) };
         let mut wanted = agent_run(record, input);
         if credentials.is_some() {
             // The controller waits for this Secret, checks that it is the run's own, and mounts nothing else.
@@ -551,8 +552,10 @@ impl ClusterLauncher {
     pub async fn resume(&self, record: &RunRecord, token: &str) -> Result<(), LaunchError> {
         use crate::resources::names;
         let run_id = || record.run_id.clone();
-        let params =
-            kube::api::PatchParams { field_manager: Some(names::FIELD_MANAGER.to_string()), ..Default::default() };
+        let params = kube::api::PatchParams {
+            field_manager: Some(names::FACADE_FIELD_MANAGER.to_string()),
+            ..Default::default()
+        };
         let annotation = serde_json::json!({"metadata": {"annotations": {
             names::RESUMED_ANNOTATION: jiff::Timestamp::now().to_string()}}});
         let run = self

@@ -6,9 +6,13 @@ use sha2::{Digest, Sha256};
 
 use super::AgentRun;
 
-/// The field manager of every write this system makes through the Kubernetes API (server-side apply
-/// and ordinary writes alike).
+/// The field manager of the controller's writes through the Kubernetes API (its server-side applies of
+/// status, its pods, Secrets and children's cancels, its Lease).
 pub const FIELD_MANAGER: &str = "yuxi-operator";
+/// The field manager of the facade's writes (the Agents and KnowledgeBases of `/api`, the AgentRuns and
+/// credentials Secrets of runs): its own, so that `managedFields` and audit logs tell the two roles
+/// apart, and a GitOps tool's server-side apply names which one owns a field it conflicts on.
+pub const FACADE_FIELD_MANAGER: &str = "yuxi-operator-api";
 /// The label naming the parent run of a subagent's AgentRun, as [`label_value`] makes it.
 pub const PARENT_RUN_LABEL: &str = "yuxi.dev/parent-run";
 

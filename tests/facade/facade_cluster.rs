@@ -210,10 +210,15 @@ async fn set_default_clears_the_old_default_before_setting_the_new_one() {
     let (client, server) = api_server(vec![
         review("ops", &["yuxi:admins"]),
         listing(vec![agent("main", main), agent("helpdesk", helpdesk)]),
-        Exchange::new(Method::PUT, &format!("{AGENTS}/main?&fieldManager=yuxi-operator"), 200, agent("main", cleared)),
         Exchange::new(
             Method::PUT,
-            &format!("{AGENTS}/helpdesk?&fieldManager=yuxi-operator"),
+            &format!("{AGENTS}/main?&fieldManager=yuxi-operator-api"),
+            200,
+            agent("main", cleared),
+        ),
+        Exchange::new(
+            Method::PUT,
+            &format!("{AGENTS}/helpdesk?&fieldManager=yuxi-operator-api"),
             200,
             agent("helpdesk", made),
         ),
@@ -250,14 +255,14 @@ async fn a_create_that_loses_the_slug_to_another_takes_the_next_one() {
         listing(vec![]),
         Exchange::new(
             Method::POST,
-            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            &format!("{AGENTS}?&fieldManager=yuxi-operator-api"),
             409,
             failure(409, "AlreadyExists", "agents.yuxi.dev \"notes\" already exists"),
         ),
         listing(vec![agent("notes", json!({"backend": "ChatbotAgent", "owner": "carol"}))]),
         Exchange::new(
             Method::POST,
-            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            &format!("{AGENTS}?&fieldManager=yuxi-operator-api"),
             201,
             agent(
                 "notes-2",
@@ -284,7 +289,7 @@ async fn a_webhook_denial_is_422_naming_the_yuxi_field() {
         listing(vec![]),
         Exchange::new(
             Method::POST,
-            &format!("{AGENTS}?&fieldManager=yuxi-operator"),
+            &format!("{AGENTS}?&fieldManager=yuxi-operator-api"),
             403,
             failure(403, "Forbidden", message),
         ),
@@ -306,7 +311,7 @@ async fn an_update_over_a_newer_version_is_409_and_sends_the_version_it_read() {
         listing(vec![mine]),
         Exchange::new(
             Method::PUT,
-            &format!("{AGENTS}/notes?&fieldManager=yuxi-operator"),
+            &format!("{AGENTS}/notes?&fieldManager=yuxi-operator-api"),
             409,
             failure(
                 409,
@@ -341,14 +346,14 @@ async fn a_subagent_start_creates_an_agent_run_labelled_with_its_agent_and_paren
         listing(vec![parent, explorer]),
         Exchange::new(
             Method::POST,
-            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator-api",
             201,
             created,
         ),
         // The child's own credentials, for its knowledge bases (it delegates to nobody).
         Exchange::new(
             Method::POST,
-            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator-api",
             201,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "x-credentials"}}),
         ),
@@ -388,7 +393,7 @@ async fn a_run_whose_agent_run_cannot_be_created_is_recorded_failed_with_the_rea
         listing(vec![parent, explorer]),
         Exchange::new(
             Method::POST,
-            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator-api",
             403,
             failure(
                 403,
@@ -439,7 +444,7 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
         Exchange::new(Method::GET, &format!("{AGENTS}/deep-research"), 200, parent),
         Exchange::new(
             Method::POST,
-            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator",
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns?&fieldManager=yuxi-operator-api",
             201,
             json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun",
                    "metadata": {"name": "r-7", "namespace": "team-a", "uid": "run-uid-1"},
@@ -447,7 +452,7 @@ async fn a_parent_run_gets_an_agent_run_and_a_credentials_secret_owned_by_it() {
         ),
         Exchange::new(
             Method::POST,
-            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator",
+            "/api/v1/namespaces/team-a/secrets?&fieldManager=yuxi-operator-api",
             201,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r-7-credentials"}}),
         ),
@@ -556,7 +561,12 @@ async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written
             200,
             json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBaseList", "metadata": {"resourceVersion": "12"}, "items": [kb.clone()]}),
         ),
-        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/notes/status?&fieldManager=yuxi-operator"), 200, kb),
+        Exchange::new(
+            Method::PATCH,
+            &format!("{KNOWLEDGE_BASES}/notes/status?&fieldManager=yuxi-operator-api"),
+            200,
+            kb,
+        ),
     ]);
     let dir = tempfile::TempDir::new().expect("dir");
     let knowledge = Knowledge::new(
@@ -614,11 +624,16 @@ async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_
             json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBaseList", "metadata": {"resourceVersion": "12"}, "items": [faq.clone(), other.clone()]}),
         ),
         Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/team-faq"), 200, config_map),
-        Exchange::new(Method::PATCH, &format!("{KNOWLEDGE_BASES}/faq/status?&fieldManager=yuxi-operator"), 200, faq),
+        Exchange::new(
+            Method::PATCH,
+            &format!("{KNOWLEDGE_BASES}/faq/status?&fieldManager=yuxi-operator-api"),
+            200,
+            faq,
+        ),
         Exchange::new(Method::GET, &format!("{CONFIG_MAPS}/payments-config"), 403, forbidden),
         Exchange::new(
             Method::PATCH,
-            &format!("{KNOWLEDGE_BASES}/other/status?&fieldManager=yuxi-operator"),
+            &format!("{KNOWLEDGE_BASES}/other/status?&fieldManager=yuxi-operator-api"),
             200,
             other,
         ),
@@ -694,13 +709,13 @@ async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
         Exchange::new(Method::GET, &format!("{AGENTS}/deep-research"), 200, parent),
         Exchange::new(
             Method::PATCH,
-            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns/r-9?&fieldManager=yuxi-operator",
+            "/apis/yuxi.dev/v1alpha1/namespaces/team-a/agentruns/r-9?&fieldManager=yuxi-operator-api",
             200,
             run,
         ),
         Exchange::new(
             Method::PATCH,
-            "/api/v1/namespaces/team-a/secrets/r-9-credentials?&fieldManager=yuxi-operator",
+            "/api/v1/namespaces/team-a/secrets/r-9-credentials?&fieldManager=yuxi-operator-api",
             200,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r-9-credentials"}}),
         ),

@@ -179,9 +179,21 @@ async fn the_admission_policy_lets_the_facade_create_run_credentials_and_no_othe
     assert!(message.contains("owned by its AgentRun"), "{message}");
 
     secrets.create(&params(), &credentials(&run_name, &uid, "yuxi.dev/run-credentials")).await.expect("admitted");
-    // The policy binds the facade only: an administrator's Secret of any type is admitted.
+    // A resume renews the token of the run's own Secret: the facade may patch that one.
+    let fresh = json!({"stringData": {"token": "renewed"}});
+    let patch = kube::api::PatchParams { field_manager: Some("yuxi-tests".into()), ..Default::default() };
+    secrets.patch(&format!("{run_name}-credentials"), &patch, &kube::api::Patch::Merge(&fresh)).await.expect("renewed");
+
+    // The policy binds the facade only: an administrator's Secret of any type is admitted...
     let admins: Api<Secret> = Api::namespaced(admin, SERVED[0]);
-    let mut other = credentials(&crate::unique("admins"), &uid, "Opaque");
+    let other_name = crate::unique("model-key");
+    let mut other = credentials(&other_name, &uid, "Opaque");
+    other.metadata.name = Some(other_name.clone());
     other.metadata.owner_references = None;
     admins.create(&params(), &other).await.expect("an administrator's Secret");
+    // ...and the facade, which may patch Secrets for resumes, may not change it.
+    let message = refusal_message(
+        secrets.patch(&other_name, &patch, &kube::api::Patch::Merge(&fresh)).await.expect_err("refused"),
+    );
+    assert!(message.contains(&format!("{RELEASE}-api-secrets")), "{message}");
 }

@@ -125,3 +125,92 @@ async fn an_agent_created_through_the_facade_is_written_with_its_account() {
     let (status, _) = call(reqwest::Method::DELETE, &format!("/api/agent/{slug}"), &token, None).await;
     assert!(status == 200 || status == 204, "{status}");
 }
+
+/// The `managedFields` entries of Agent `slug`: (manager, operation, subresource, the top-level fields it
+/// owns).
+fn owners(slug: &str) -> Vec<(String, String, String, Vec<String>)> {
+    let plane = installed().plane;
+    let text = kubectl_ok(plane, &["get", "agent", slug, "-n", SERVED[0], "-o", "json", "--show-managed-fields"]);
+    let agent: Value = serde_json::from_str(&text).expect("json");
+    agent["metadata"]["managedFields"]
+        .as_array()
+        .expect("managedFields")
+        .iter()
+        .map(|entry| {
+            let fields = entry["fieldsV1"].as_object().map(|f| f.keys().cloned().collect()).unwrap_or_default();
+            (
+                entry["manager"].as_str().unwrap_or_default().to_string(),
+                entry["operation"].as_str().unwrap_or_default().to_string(),
+                entry["subresource"].as_str().unwrap_or_default().to_string(),
+                fields,
+            )
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_facade_owns_an_agents_spec_the_controller_its_status_and_git_conflicts_with_the_facade() {
+    crate::controller::controller();
+    let token = person_token("grace", &["yuxi-operator"]).await;
+    let (status, body) = call(
+        reqwest::Method::POST,
+        "/api/agent",
+        &token,
+        Some(json!({"name": "Grace notes", "backend_id": "ChatbotAgent", "description": "First words."})),
+    )
+    .await;
+    assert_eq!(status, 201, "{body}");
+    let slug = body["agent"]["slug"].as_str().expect("slug").to_string();
+    let plane = installed().plane;
+    let conditions =
+        || kubectl_ok(plane, &["get", "agent", &slug, "-n", SERVED[0], "-o", "jsonpath={.status.conditions[*].type}"]);
+    wait_until(
+        "the controller writes the Agent's status",
+        Duration::from_secs(30),
+        || conditions().contains("Accepted"),
+        String::new,
+    );
+
+    let (status, body) = call(
+        reqwest::Method::PUT,
+        &format!("/api/agent/{slug}"),
+        &token,
+        Some(json!({"description": "Second words."})),
+    )
+    .await;
+    assert_eq!(status, 200, "{body}");
+    assert!(conditions().contains("Accepted"), "the facade's update keeps the controller's status");
+    let entries = owners(&slug);
+    let facade: Vec<_> = entries.iter().filter(|(m, _, _, _)| m == "yuxi-operator-api").collect();
+    assert!(!facade.is_empty() && facade.iter().all(|(_, op, sub, _)| op == "Update" && sub.is_empty()), "{entries:?}");
+    assert!(
+        facade.iter().any(|(_, _, _, fields)| fields.contains(&"f:spec".to_string())),
+        "the facade owns the spec: {entries:?}"
+    );
+    let controller: Vec<_> = entries.iter().filter(|(m, _, _, _)| m == "yuxi-operator").collect();
+    assert!(!controller.is_empty(), "{entries:?}");
+    for (_, op, sub, fields) in &controller {
+        assert_eq!(
+            (op.as_str(), sub.as_str()),
+            ("Apply", "status"),
+            "the controller applies the status only: {entries:?}"
+        );
+        assert_eq!(fields, &vec!["f:status".to_string()], "{entries:?}");
+    }
+
+    // Git, applying the same Agent server-side with another description, meets the facade's ownership.
+    let manifest = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": slug, "namespace": SERVED[0]},
+        "spec": {"backend": "ChatbotAgent", "description": "Words from Git."}});
+    let file = plane.dir.join(format!("gitops-{slug}.json"));
+    std::fs::write(&file, manifest.to_string()).expect("write");
+    let output =
+        plane.kubectl(&["apply", "--server-side", "--field-manager=gitops", "-f", &file.display().to_string()]);
+    let said = String::from_utf8_lossy(&output.stderr).into_owned();
+    assert!(
+        !output.status.success()
+            && said.contains("conflict")
+            && said.contains("yuxi-operator-api")
+            && said.contains(".spec.description"),
+        "{said}"
+    );
+}

@@ -90,23 +90,42 @@ async fn holder(client: &kube::Client) -> Option<String> {
     leases.get_opt(LEASE).await.ok().flatten().and_then(|l| l.spec).and_then(|s| s.holder_identity)
 }
 
+/// Both controllers' `/readyz` answers, sorted.
+fn states(first: &str, second: &str) -> [String; 2] {
+    let mut states = [readyz(first), readyz(second)];
+    states.sort();
+    states
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn two_controllers_elect_one_leader_and_the_second_takes_over_when_the_first_stops() {
     let plane = private_plane("election");
     let client = plane.admin().await;
+    // The Lease as an earlier version left it when its leader died: held under the field manager all
+    // its replicas shared, long expired.
+    let stale = json!({"apiVersion": "coordination.k8s.io/v1", "kind": "Lease", "metadata": {"name": LEASE, "namespace": NS},
+        "spec": {"holderIdentity": "controller-of-an-earlier-version", "leaseDurationSeconds": 15,
+                 "acquireTime": "2026-01-01T00:00:00.000000Z", "renewTime": "2026-01-01T00:00:00.000000Z"}});
+    let leases: Api<Lease> = Api::namespaced(client.clone(), NS);
+    leases.patch(LEASE, &PatchParams::apply("yuxi-operator"), &Patch::Apply(&stale)).await.expect("a stale Lease");
+
     let (mut first, first_ready) = start_controller(&plane, "controller-a");
     let (mut second, second_ready) = start_controller(&plane, "controller-b");
     let logs = |a: &Process, b: &Process| format!("{}\n{}", a.log_tail(20), b.log_tail(20));
     wait_until(
         "one controller leads and the other stands by",
         Duration::from_secs(60),
-        || {
-            let mut states = [readyz(&first_ready), readyz(&second_ready)];
-            states.sort();
-            states == ["leader", "standby"]
-        },
+        || states(&first_ready, &second_ready) == ["leader", "standby"],
         || logs(&first, &second),
     );
+    // Never two leaders: watched for a Lease's whole duration and more.
+    for _ in 0..100 {
+        let now = states(&first_ready, &second_ready);
+        assert_ne!(now, ["leader", "leader"], "two controllers lead at once\n{}", logs(&first, &second));
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let led = |p: &Process| p.log().matches("leading: reconciling").count();
+    assert_eq!(led(&first) + led(&second), 1, "one replica ever led\n{}", logs(&first, &second));
     let leader = holder(&client).await.expect("the Lease has a holder");
     let (leading, leading_ready, standing, standing_ready) = if leader == "controller-a" {
         (&mut first, first_ready.clone(), &mut second, second_ready.clone())

@@ -14,7 +14,7 @@ use crate::knowledge::extract::{DocumentKind, MAX_DOCUMENT_BYTES};
 use crate::knowledge::index::IndexedDocument;
 use crate::knowledge::{Prepared, content_hash, prepare};
 use crate::resources::KnowledgeBase;
-use crate::resources::names::FIELD_MANAGER;
+use crate::resources::names::FACADE_FIELD_MANAGER;
 
 /// Why an upload or a deletion was refused.
 #[derive(Debug, thiserror::Error)]
@@ -292,7 +292,7 @@ impl Knowledge {
         let Some(api) = &self.status_api else { return };
         let status = status_of(kb, state);
         let patch = Patch::Merge(json!({ "status": status }));
-        let params = PatchParams { field_manager: Some(FIELD_MANAGER.to_string()), ..PatchParams::default() };
+        let params = PatchParams { field_manager: Some(FACADE_FIELD_MANAGER.to_string()), ..PatchParams::default() };
         if let Err(err) = api.patch_status(&kb.name_any(), &params, &patch).await {
             tracing::warn!(knowledge_base = %kb.name_any(), error = %err, "cannot write the knowledge base's status");
         }
