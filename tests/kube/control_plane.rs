@@ -184,6 +184,8 @@ impl ControlPlane {
             "--enable-admission-plugins=NamespaceLifecycle,LimitRanger,ServiceAccount,NodeRestriction,PodSecurity,DefaultStorageClass,DefaultTolerationSeconds,MutatingAdmissionWebhook,ValidatingAdmissionPolicy,ValidatingAdmissionWebhook,ResourceQuota".into(),
             format!("--kubelet-client-certificate={}", kubelet_client.display()),
             format!("--kubelet-client-key={}", kubelet_client_key.display()),
+            // The node's name resolves nowhere here: the API server reaches kubelets at their addresses.
+            "--kubelet-preferred-address-types=InternalIP".into(),
             "--service-cluster-ip-range=10.96.0.0/16".into(),
             // Webhooks are called at their Services' endpoints (the test's processes on the node address),
             // not at a cluster IP, which nothing routes here.

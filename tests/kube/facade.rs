@@ -66,6 +66,7 @@ async fn person_token(name: &str, audiences: &[&str]) -> String {
 }
 
 async fn call(method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
+    yuxi_operator::tls::install_crypto_provider();
     let (base, _) = facade();
     let client = reqwest::Client::new();
     let mut request = client.request(method, format!("{base}{path}")).bearer_auth(token);

@@ -139,6 +139,10 @@ state = "{state}"
 [plugins."io.containerd.grpc.v1.cri"]
   sandbox_image = "{PAUSE_IMAGE}"
   enable_selinux = false
+  # This machine lets no process lower its OOM score, root included (the kubelet asks -998 for every
+  # pod's sandbox, and runc fails to start a container it cannot give one): containers get at least
+  # containerd's own.
+  restrict_oom_score_adj = true
   [plugins."io.containerd.grpc.v1.cri".containerd]
     snapshotter = "overlayfs"
     default_runtime_name = "runc"
