@@ -307,7 +307,10 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
     let text = std::fs::read_to_string(&report)
         .unwrap_or_else(|e| panic!("{}: {e}\n{}", report.display(), diagnose(&plane, &node)));
     for part in ["(research-explorer)", "(fact-verifier)", "research-notes: solid-electrolytes.md", "Li10GeP2S12"] {
-        assert!(text.contains(part), "the report holds both children's parts and cites the knowledge base ({part}): {text}");
+        assert!(
+            text.contains(part),
+            "the report holds both children's parts and cites the knowledge base ({part}): {text}"
+        );
     }
     println!("e2e-local: {runs} AgentRuns Completed; the report is {} bytes", text.len());
     println!("{}", kubectl(&plane, &["get", "agentruns", "-n", NS]));
