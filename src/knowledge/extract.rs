@@ -2,7 +2,7 @@
 
 use std::fmt;
 
-use super::pdf::PdfError;
+use super::pdf_streams::PdfError;
 
 /// The largest document read, in bytes (8 MiB): a bigger one is refused before it is parsed.
 pub const MAX_DOCUMENT_BYTES: usize = 8 * 1024 * 1024;
@@ -41,7 +41,8 @@ impl DocumentKind {
 /// compressed text can be far larger than its file.
 pub const MAX_DOCUMENT_TEXT_BYTES: usize = MAX_DOCUMENT_BYTES;
 
-pub use super::pdf::{MAX_PDF_EXPANDED_BYTES, MAX_PDF_PAGE_CONTENT_BYTES};
+pub use super::pdf::MAX_PDF_EXPANDED_BYTES;
+pub use super::pdf_streams::MAX_PDF_PAGE_CONTENT_BYTES;
 
 /// Why a document could not be read. Each names what the person uploading it can change.
 #[derive(Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]

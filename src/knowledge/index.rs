@@ -134,7 +134,7 @@ impl KnowledgeIndex {
                     f.text => passage.text.as_str(),
                 );
                 if let Some(vector) = vectors.and_then(|v| v.get(i)) {
-                    document.add_bytes(f.vector, &super::hybrid::encode(vector));
+                    document.add_bytes(f.vector, &super::vectors::encode(vector));
                 }
                 writer.add_document(document)?;
             }
@@ -154,7 +154,7 @@ impl KnowledgeIndex {
                 for address in searcher.search(&AllQuery, &DocSetCollector)? {
                     let stored: TantivyDocument = searcher.doc(address)?;
                     let Some(vector) =
-                        stored.get_first(self.fields.vector).and_then(|v| v.as_bytes()).and_then(super::hybrid::decode)
+                        stored.get_first(self.fields.vector).and_then(|v| v.as_bytes()).and_then(super::vectors::decode)
                     else {
                         continue;
                     };
@@ -166,7 +166,7 @@ impl KnowledgeIndex {
             }
         };
         let mut scored: Vec<Hit> =
-            entries.iter().map(|(hit, v)| Hit { score: super::hybrid::cosine(vector, v), ..hit.clone() }).collect();
+            entries.iter().map(|(hit, v)| Hit { score: super::vectors::cosine(vector, v), ..hit.clone() }).collect();
         scored.sort_by(|a, b| b.score.total_cmp(&a.score));
         scored.truncate(top_k);
         Ok(scored)

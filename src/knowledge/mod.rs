@@ -18,8 +18,10 @@ pub mod isolated;
 pub mod mcp;
 mod pdf;
 mod pdf_forms;
+mod pdf_streams;
 #[cfg(test)]
 mod test_pdf;
+pub mod vectors;
 
 use sha2::Digest;
 

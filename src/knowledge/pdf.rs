@@ -10,21 +10,10 @@ use std::io::{self, Read, Write};
 
 use flate2::read::ZlibDecoder;
 
+use super::pdf_streams::{LZW, MAX_PDF_PAGE_CONTENT_BYTES, PdfError, stream_size};
+
 /// The most that a PDF's Flate-compressed streams may expand to in all, in bytes (64 MiB).
 pub const MAX_PDF_EXPANDED_BYTES: u64 = 64 * 1024 * 1024;
-
-/// Why a PDF was not read.
-#[derive(Debug, PartialEq, Eq)]
-pub(super) enum PdfError {
-    /// Its streams expand to more than [`MAX_PDF_EXPANDED_BYTES`].
-    Expands,
-    /// A page's content streams expand to more than [`MAX_PDF_PAGE_CONTENT_BYTES`].
-    PageExpands,
-    /// Its text passes the caller's limit.
-    TooMuchText,
-    /// The parser could not read it (the message says why).
-    Unreadable(String),
-}
 
 /// The text layer of the PDF `bytes`, at most `limit` bytes of it.
 ///
@@ -69,8 +58,6 @@ pub(super) fn text(bytes: &[u8], limit: usize) -> Result<String, PdfError> {
     }
 }
 
-const LZW: &str = "the PDF uses LZW coding (PDF before 1.2), which is not read here";
-
 /// Whether a PDF name in `bytes` spells LZW (`/LZWDecode`, or `/LZW` of an inline image), with its
 /// `#xx` escapes read.
 fn names_lzw(bytes: &[u8]) -> bool {
@@ -92,10 +79,6 @@ fn names_lzw(bytes: &[u8]) -> bool {
     find(&unescaped, b"/LZW").is_some()
 }
 
-/// The most that one page's content streams may expand to, in bytes (2 MiB): the parser holds a
-/// page's operations in memory, at about thirty times their size, while it reads the page.
-pub const MAX_PDF_PAGE_CONTENT_BYTES: u64 = 2 * 1024 * 1024;
-
 /// What the streams of the loaded `doc` expand to as its parser decodes them, in all. Errors:
 /// [`PdfError::Expands`] past `bound`, [`PdfError::PageExpands`] when a page's content streams pass
 /// [`MAX_PDF_PAGE_CONTENT_BYTES`]; [`PdfError::Unreadable`] for LZW, or ASCII85 after Flate (a coding
@@ -115,56 +98,6 @@ fn loaded_size(doc: &pdf_extract::Document, bound: u64) -> Result<u64, PdfError>
         }
     }
     Ok(total)
-}
-
-/// What `stream` expands to as the parser decodes it. Errors: as [`loaded_size`]'s, `Expands` past
-/// `bound`.
-pub(super) fn stream_size(stream: &pdf_extract::Stream, bound: u64) -> Result<u64, PdfError> {
-    let within = |size: u64| if size > bound { Err(PdfError::Expands) } else { Ok(size) };
-    let Ok(filters) = stream.filters() else {
-        return within(stream.content.len() as u64);
-    };
-    // Leading ASCII85 steps shrink the data (5 characters to 4 bytes): decoded as they are.
-    let ascii = filters.iter().take_while(|f| *f == b"ASCII85Decode").count();
-    let mut input = stream.content.clone();
-    if ascii > 0 {
-        let mut first = stream.clone();
-        first.dict.set("Filter", pdf_extract::Object::Name(b"ASCII85Decode".to_vec()));
-        for _ in 0..ascii {
-            first.content = input;
-            input = first.decompressed_content().map_err(|err| PdfError::Unreadable(err.to_string()))?;
-        }
-    }
-    let rest = &filters[ascii..];
-    if rest.contains(&&b"LZWDecode"[..]) {
-        return Err(PdfError::Unreadable(LZW.into()));
-    }
-    let flate = rest.iter().take_while(|f| *f == b"FlateDecode").count();
-    if flate == 0 {
-        // Nothing the parser expands (an image's own coding, or none), counted as it is.
-        return within(input.len() as u64);
-    }
-    if rest[flate..].contains(&&b"ASCII85Decode"[..]) {
-        return Err(PdfError::Unreadable(
-            "the PDF codes a stream as Flate, then ASCII85, which is not read here".into(),
-        ));
-    }
-    let mut reader: Box<dyn Read> = Box::new(io::Cursor::new(input));
-    for _ in 0..flate {
-        reader = Box::new(ZlibDecoder::new(reader));
-    }
-    let (mut total, mut sink) = (0u64, [0u8; 64 * 1024]);
-    loop {
-        match reader.read(&mut sink) {
-            Ok(0) | Err(_) => return Ok(total),
-            Ok(n) => {
-                total += n as u64;
-                if total > bound {
-                    return Err(PdfError::Expands);
-                }
-            }
-        }
-    }
 }
 
 /// A writer that keeps at most `limit` bytes and fails the write that would pass it.
@@ -320,5 +253,21 @@ mod tests {
         assert!(whole.contains("renews its lease every ten seconds"), "{whole}");
         assert_eq!(text(pdf, whole.len()), Ok(whole.clone()));
         assert_eq!(text(pdf, whole.len() / 2), Err(PdfError::TooMuchText));
+    }
+
+    #[test]
+    fn a_pdf_whose_form_draws_itself_is_refused_before_the_parser_recurses() {
+        use pdf_extract::content::{Content, Operation};
+        use pdf_extract::{Dictionary, Object, Stream};
+        let draws = |name: &str| {
+            let op = Operation::new("Do", vec![Object::Name(name.as_bytes().to_vec())]);
+            String::from_utf8(Content { operations: vec![op] }.encode().expect("encodes")).expect("ASCII")
+        };
+        let page = Stream::new(Dictionary::new(), draws("A").into_bytes());
+        let mut doc = one_page(page, &[("A", &draws("B")), ("B", &draws("A"))]);
+        let mut file = Vec::new();
+        doc.save_to(&mut file).expect("saves");
+        let read = text(&file, usize::MAX);
+        assert!(matches!(&read, Err(PdfError::Unreadable(m)) if m.contains("draws itself")), "{read:?}");
     }
 }

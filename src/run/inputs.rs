@@ -87,3 +87,60 @@ pub struct McpServer {
 
 /// The configured MCP servers, by name.
 pub type McpServers = BTreeMap<String, McpServer>;
+
+/// A Secret key the runner container gets as the variable `env`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SecretVariable {
+    /// The variable.
+    pub env: String,
+    /// The Secret's key.
+    pub secret: super::mcp_headers::SecretKey,
+}
+
+/// The prefix of the variables [`for_pod`] makes.
+pub const HEADER_VARIABLE_PREFIX: &str = "YUXI_MCP_HEADER_";
+
+/// For a sandbox pod: each `secretKeyRef` header of `servers` becomes the runner container's variable
+/// `YUXI_MCP_HEADER_<n>` (numbered in order of server and header name), read back with `env`. Returns the
+/// servers as the runner reads them, and the variables to set from Secrets.
+pub fn for_pod(
+    servers: &BTreeMap<String, McpServer>,
+) -> (BTreeMap<String, McpServer>, Vec<SecretVariable>) {
+    let mut variables = Vec::new();
+    let mut rewritten = servers.clone();
+    for server in rewritten.values_mut() {
+        for source in server.headers.values_mut() {
+            if let Some(secret) = source.secret_key_ref.take() {
+                let env = format!("{HEADER_VARIABLE_PREFIX}{}", variables.len());
+                source.env = Some(env.clone());
+                variables.push(SecretVariable { env, secret });
+            }
+        }
+    }
+    (rewritten, variables)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::mcp_headers::SecretKey;
+    use super::*;
+
+    #[test]
+    fn secrets_become_runner_variables_for_a_pod() {
+        let server: McpServer = serde_norway::from_str(
+            "url: http://docs:8080/mcp\nheaders:\n  Authorization: {secretKeyRef: {name: docs-token, key: token}, prefix: 'Bearer '}\n  X-Team: {value: research}\n",
+        )
+        .expect("a server");
+        let (servers, variables) = for_pod(&BTreeMap::from([("docs".to_string(), server)]));
+        let auth = &servers["docs"].headers["Authorization"];
+        assert_eq!((auth.env.as_deref(), auth.secret_key_ref.as_ref()), (Some("YUXI_MCP_HEADER_0"), None));
+        assert_eq!(
+            variables,
+            vec![SecretVariable {
+                env: "YUXI_MCP_HEADER_0".into(),
+                secret: SecretKey { name: "docs-token".into(), key: "token".into() }
+            }]
+        );
+        assert_eq!(servers["docs"].headers["X-Team"].value.as_deref(), Some("research"));
+    }
+}

@@ -10,7 +10,7 @@ use k8s_openapi::apimachinery::pkg::apis::meta::v1::{ObjectMeta, OwnerReference}
 use kube::Resource;
 use serde::Serialize;
 
-use super::PodError;
+use super::error::PodError;
 use super::settings::SandboxSettings;
 use crate::resources::names::inputs_name;
 use crate::resources::{Agent, AgentRun};

@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{ResourceRequirements, Toleration};
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use serde::{Deserialize, Serialize};
 
-use super::PodError;
+use super::error::PodError;
 use crate::resources::validation::is_dns1123_subdomain;
 use crate::run::inputs::McpServers;
 
@@ -109,12 +109,12 @@ pub struct SandboxSettings {
 impl SandboxSettings {
     /// The MCP servers as a runner of a pod reads them, and the variables its runner container gets
     /// from Secrets: each `secretKeyRef` header becomes a variable of the runner only
-    /// ([`crate::run::mcp_headers::for_pod`]). Servers that are not valid are none (the settings'
+    /// ([`crate::run::inputs::for_pod`]). Servers that are not valid are none (the settings'
     /// validation refuses them first).
-    pub fn mcp_for_pod(&self) -> (McpServers, Vec<crate::run::mcp_headers::SecretVariable>) {
+    pub fn mcp_for_pod(&self) -> (McpServers, Vec<crate::run::inputs::SecretVariable>) {
         let servers = serde_json::Value::Object(self.mcp_servers.clone().into_iter().collect());
         let servers: McpServers = serde_json::from_value(servers).unwrap_or_default();
-        crate::run::mcp_headers::for_pod(&servers)
+        crate::run::inputs::for_pod(&servers)
     }
 }
 

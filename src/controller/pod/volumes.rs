@@ -8,7 +8,7 @@ use k8s_openapi::api::core::v1::{
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 
-use super::PodError;
+use super::error::PodError;
 use super::settings::{SandboxSettings, settings_error};
 use crate::resources::AgentRun;
 use crate::resources::names::inputs_name;

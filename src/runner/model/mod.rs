@@ -5,55 +5,16 @@
 
 pub mod openai;
 pub mod scripted;
+mod turn;
 
-use serde::Serialize;
 use tokio::sync::mpsc::UnboundedSender;
 
 use super::tools::ToolSpec;
-use crate::resources::TokenUsage;
-use crate::run::message::{Message, ToolCall};
+use crate::run::message::Message;
 
 pub use openai::{OpenAiEndpoint, OpenAiModel, OpenAiSetupError};
 pub use scripted::{ScriptError, ScriptedModel};
-
-/// A piece of a model turn, as it streams.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ModelDelta {
-    /// Answer text.
-    Content(String),
-    /// Reasoning text, from models that expose it (`reasoning_content`).
-    Reasoning(String),
-}
-
-/// One complete model turn.
-#[derive(Clone, Debug, Default, PartialEq, Eq)]
-pub struct ModelTurn {
-    /// The answer text (empty when the turn only calls tools).
-    pub content: String,
-    /// The tools the model asked to call, in order.
-    pub tool_calls: Vec<ToolCall>,
-    /// Tokens used by this call, when the endpoint reports them.
-    pub usage: Option<TokenUsage>,
-}
-
-/// Why a model call failed. Transient failures (rate limits, server errors, time-outs, broken
-/// connections) are retried; the others end the run.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
-pub enum ModelError {
-    /// Worth retrying: HTTP 408, 429 or 5xx, a time-out, a refused or broken connection.
-    #[error("{0}")]
-    Transient(String),
-    /// Not worth retrying: a bad request, a refused key, an unknown model, a malformed answer.
-    #[error("{0}")]
-    Fatal(String),
-}
-
-impl ModelError {
-    /// Whether the call may succeed if tried again.
-    pub fn is_transient(&self) -> bool {
-        matches!(self, ModelError::Transient(_))
-    }
-}
+pub use turn::{ModelDelta, ModelError, ModelTurn};
 
 /// A model id cannot be resolved to a model.
 #[derive(Debug, thiserror::Error)]

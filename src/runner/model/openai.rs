@@ -15,7 +15,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{ModelDelta, ModelError, ModelTurn};
+use super::turn::{ModelDelta, ModelError, ModelTurn};
 use crate::resources::TokenUsage;
 use crate::run::message::{Message, ToolCall};
 use crate::runner::tools::ToolSpec;

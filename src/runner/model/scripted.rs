@@ -29,7 +29,7 @@ use serde::Deserialize;
 use serde_json::Value;
 use tokio::sync::mpsc::UnboundedSender;
 
-use super::{ModelDelta, ModelError, ModelTurn};
+use super::turn::{ModelDelta, ModelError, ModelTurn};
 use crate::resources::TokenUsage;
 use crate::run::message::{Message, ToolCall};
 
