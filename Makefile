@@ -1,7 +1,7 @@
 # The two commands a newcomer needs: `make run` and `make test`. Both install what they need.
 
 CARGO ?= cargo
-BIN := target/debug/yuxi-operator
+BIN := $${CARGO_TARGET_DIR:-target}/debug/yuxi-operator
 RUN_DIR := .run
 LISTEN ?= 127.0.0.1:8080
 WEBHOOK_LISTEN ?= 127.0.0.1:8443
@@ -9,8 +9,8 @@ WEBHOOK_LISTEN ?= 127.0.0.1:8443
 .PHONY: run webhook test faults bench fmt lint unit contract chart-check crds build tools image-tools clean
 .PHONY: console console-check console-e2e kube-bin kube-test
 
-## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), runs as
-## runner subprocesses, a private Redis (or the one REDIS_URL names)
+## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), its runs
+## in its process, a private Redis (or the one REDIS_URL names)
 run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."

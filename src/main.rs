@@ -26,11 +26,11 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Print the CustomResourceDefinitions of Agent and AgentRun as YAML.
+    /// Print the CustomResourceDefinitions of Agent, AgentRun and KnowledgeBase as YAML.
     Crd(cli::crd::CrdArgs),
     /// Read a password from stdin and print its argon2 hash, for a local users file's `password_hash`.
     HashPassword(cli::hash_password::HashPasswordArgs),
-    /// Check Agent and AgentRun manifests (files, or folders of .yaml files) by the admission rules.
+    /// Check Agent, AgentRun and KnowledgeBase manifests (files, or folders of .yaml files) by the admission rules.
     Validate(cli::validate::ValidateArgs),
     /// Serve the admission webhook (AdmissionReview v1 over TLS).
     Webhook(cli::webhook::WebhookArgs),

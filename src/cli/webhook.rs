@@ -1,4 +1,4 @@
-//! `yuxi-operator webhook`: the admission server (AdmissionReview v1 over TLS) for Agent and AgentRun.
+//! `yuxi-operator webhook`: the admission server (AdmissionReview v1 over TLS) for Agent, AgentRun and KnowledgeBase.
 //!
 //! The TLS server itself, with its certificate reload, is the `webhook` role's; this file connects to the
 //! cluster for the cross-object checks and stops the server on a shutdown signal.

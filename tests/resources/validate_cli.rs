@@ -133,7 +133,7 @@ fn nothing_to_check_is_a_failure() {
     let dir = TempDir::new().expect("dir");
     let output = validate(&[dir.path()]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no Agent or AgentRun manifests found"));
+    assert!(String::from_utf8_lossy(&output.stderr).contains("no Agent, AgentRun or KnowledgeBase manifests found"));
     let file = write(&dir, "empty.yaml", "# nothing here\n");
     assert_eq!(validate(&[&file]).status.code(), Some(1));
 }
