@@ -1,6 +1,7 @@
 //! Each rule both ways: an object it admits and one it rejects, with the field it names.
 
 use super::*;
+use crate::resources::AgentRun;
 
 fn agent(yaml: &str) -> Agent {
     serde_norway::from_str(yaml).expect("test manifest is an Agent")

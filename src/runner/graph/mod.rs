@@ -8,75 +8,25 @@
 
 use std::time::Duration;
 
-use serde::Serialize;
 use serde_json::{Value, json};
 use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::model::{Model, ModelDelta, ModelError, ModelTurn};
+use super::model::{Model, ModelError, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
 use crate::run::budget::{BUDGET_EXCEEDED, TreeUsage, UsageTarget};
 use crate::run::message::{Message, ToolCall};
-use crate::run::{EventKind, RunResult, RunStatus};
+use crate::run::{EventKind, RunStatus};
 use crate::store::{RunnerStoreClient, StoreError};
 
 /// The most tool calls one model turn may make; the rest are answered with an error, so one turn cannot
 /// flood the event stream.
 pub const MAX_TOOL_CALLS_PER_TURN: usize = 64;
 
-/// Text deltas are sent at most this often...
-const BATCH_INTERVAL: Duration = Duration::from_millis(100);
-/// ...or when this many characters are waiting.
-const BATCH_CHARS: usize = 512;
 /// The first retry waits this long; each further one twice as long, up to [`MAX_BACKOFF`].
 const FIRST_BACKOFF: Duration = Duration::from_millis(500);
 const MAX_BACKOFF: Duration = Duration::from_secs(8);
-
-/// What a run produced.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct RunReport {
-    /// How it ended: `completed`, `failed` or `cancelled`.
-    pub status: RunStatus,
-    /// The final assistant text (empty unless completed).
-    pub output: String,
-    /// Why it failed.
-    pub error: Option<String>,
-    /// Tokens used, summed over the model calls.
-    pub token_usage: TokenUsage,
-    /// Why a rule ended it (`BudgetExceeded`).
-    pub reason: Option<String>,
-    /// On a tree's root: the tokens the whole tree used.
-    pub tree_token_usage: Option<TokenUsage>,
-}
-
-impl RunReport {
-    /// The result stored for the run `identity`.
-    pub fn result(&self, identity: &RunIdentity) -> RunResult {
-        RunResult {
-            status: self.status,
-            output: self.output.clone(),
-            error: self.error.clone(),
-            agent_slug: identity.agent_slug.clone(),
-            run_id: identity.run_id.clone(),
-            thread_id: identity.thread_id.clone(),
-            token_usage: self.token_usage.clone(),
-            reason: self.reason.clone(),
-            tree_token_usage: self.tree_token_usage.clone(),
-        }
-    }
-}
-
-/// Who and what one run is.
-#[derive(Clone, Debug)]
-pub struct RunIdentity {
-    /// The run id.
-    pub run_id: String,
-    /// The run's thread.
-    pub thread_id: String,
-    /// The agent's slug.
-    pub agent_slug: String,
-}
 
 /// Everything the loop works with.
 pub struct Graph {
@@ -116,43 +66,12 @@ pub struct Graph {
     pub approval_timeout: Duration,
 }
 
-/// Writes the run's end in one step ([`RunnerStoreClient::finish_run`]: messages, result, `error` and
-/// `end`, record), trying again with backoff and jitter while the store fails, for `retry_for` at most
-/// (the lease: past it the run is the sweeper's to end). A run ended already (cancelled while nobody
-/// executed it, or swept) keeps that end.
-pub async fn record_end(
-    store: &RunnerStoreClient,
-    identity: &RunIdentity,
-    new_messages: &[Message],
-    result: &crate::run::RunResult,
-    retry_for: Duration,
-) {
-    use backon::Retryable;
-    let (run_id, thread_id) = (&identity.run_id, &identity.thread_id);
-    let backoff = backon::ExponentialBuilder::new()
-        .with_min_delay(Duration::from_millis(100))
-        .with_max_delay(Duration::from_secs(2))
-        .with_jitter()
-        .without_max_times()
-        .with_total_delay(Some(retry_for));
-    let write = || store.finish_run(run_id, thread_id, new_messages, result);
-    let notify = |err: &StoreError, after: Duration| {
-        tracing::warn!(run_id = %run_id, error = %err, retry_in_ms = after.as_millis() as u64, "cannot record the run's end yet");
-    };
-    match write.retry(backoff).notify(notify).await {
-        Ok(true) => {}
-        Ok(false) => {
-            tracing::info!(run_id = %run_id, "the run had been ended already; this runner's end is not recorded")
-        }
-        Err(err) => tracing::error!(
-            run_id = %run_id,
-            error = %err,
-            "cannot record the run's end; once the lease lapses the sweeper ends the run interrupted"
-        ),
-    }
-}
-
 mod approval;
+mod batch;
+mod report;
+
+use batch::{BATCH_CHARS, Batch};
+pub use report::{RunIdentity, RunReport, record_end};
 
 /// Why the loop stopped early.
 enum Stop {
@@ -557,44 +476,5 @@ impl Graph {
         }
         let result = report.result(&self.identity);
         record_end(&self.store, &self.identity, &conversation.added, &result, self.end_retry_for).await;
-    }
-}
-
-/// Deltas waiting to be sent.
-#[derive(Default)]
-struct Batch {
-    content: String,
-    reasoning: String,
-    since: Option<Instant>,
-}
-
-impl Batch {
-    fn push(&mut self, delta: ModelDelta) {
-        match delta {
-            ModelDelta::Content(text) => self.content.push_str(&text),
-            ModelDelta::Reasoning(text) => self.reasoning.push_str(&text),
-        }
-        self.since.get_or_insert_with(Instant::now);
-    }
-
-    fn chars(&self) -> usize {
-        self.content.chars().count() + self.reasoning.chars().count()
-    }
-
-    fn flush_at(&self) -> Option<Instant> {
-        self.since.map(|since| since + BATCH_INTERVAL)
-    }
-
-    fn take(&mut self, message_id: &str) -> Option<Value> {
-        self.since = None;
-        if self.content.is_empty() && self.reasoning.is_empty() {
-            return None;
-        }
-        let mut payload =
-            json!({"type": "message_delta", "message_id": message_id, "content": std::mem::take(&mut self.content)});
-        if !self.reasoning.is_empty() {
-            payload["reasoning_content"] = Value::String(std::mem::take(&mut self.reasoning));
-        }
-        Some(payload)
     }
 }

@@ -1,124 +1,20 @@
-//! The `execute` tool: a shell command in the sandbox, with a time-out and bounded output.
-//!
-//! Commands run through an [`Executor`]: in a pod, the `sandbox` container over a Unix socket (the
-//! `sandbox-exec` role, which holds no secret); in the local mode, a subprocess inside bubblewrap, with an
-//! emptied environment, a minimal read-only system (`/usr`, `/bin`, `/lib*` and a few files of `/etc`),
-//! the run's four volumes, a private `/tmp`, no network, its own process namespace (every process ends
-//! with the command) and resource limits. When bubblewrap cannot confine a command, `execute` is refused
-//! ([`Confinement::Required`], the default) unless the operator said that commands may run unconfined.
-//! Either way the command sees neither the model API key nor the run's credentials.
+//! Running commands on this machine: a subprocess in the workspace with an emptied environment, inside
+//! bubblewrap (the run's volumes at the paths the model sees, a minimal read-only system, no network, its
+//! own process tree, resource limits) when it works, and refused otherwise unless the operator allowed
+//! commands to run unconfined.
 
 use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::time::Duration;
 
-use futures::future::BoxFuture;
-use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
-use tokio::net::UnixStream;
+use tokio::io::AsyncReadExt;
 use tokio::process::Command;
 
-use super::files::{Scope, VolumePaths};
-use super::{Tool, ToolError, ToolSpec, names, opt_u64, req_str};
+use super::request::{ExecError, ExecOutcome, ExecRequest};
+use crate::runner::tools::files::{Scope, VolumePaths};
 
 /// The `PATH` commands get; nothing else of the runner's environment is passed on.
 const SAFE_PATH: &str = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin";
-/// The default time-out of a command, in seconds.
-pub const DEFAULT_TIMEOUT_SECONDS: u64 = 120;
-/// The longest time-out a call may ask for, in seconds.
-pub const MAX_TIMEOUT_SECONDS: u64 = 600;
-/// The most output a command returns to the model, in bytes (stdout and stderr together).
-pub const MAX_OUTPUT_BYTES: usize = 64 * 1024;
-/// The largest request line the sandbox accepts, in bytes.
-const MAX_REQUEST_BYTES: u64 = 1024 * 1024;
-
-/// One command to run.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecRequest {
-    /// A shell command line, run by `/bin/sh -c`.
-    pub command: String,
-    /// How long it may run, in seconds; then its whole process group is killed.
-    pub timeout_seconds: u64,
-    /// The most output bytes to return; the rest is counted, not kept.
-    pub max_output_bytes: usize,
-}
-
-/// What a command did.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
-pub struct ExecOutcome {
-    /// The exit code; `None` when it was killed by a signal or timed out.
-    pub exit_code: Option<i32>,
-    /// Its stdout and stderr, interleaved, cut to `max_output_bytes` (lossy UTF-8).
-    pub output: String,
-    /// Output bytes left out.
-    pub truncated_bytes: u64,
-    /// Whether the time-out killed it.
-    pub timed_out: bool,
-}
-
-/// A command cannot be run.
-#[derive(Debug, thiserror::Error)]
-pub enum ExecError {
-    /// The command's process cannot be started.
-    #[error("cannot start the command: {source}")]
-    Start {
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The sandbox's socket cannot be connected to, written or read.
-    #[error("cannot reach the sandbox at {}: {source}", socket.display())]
-    Unreachable {
-        /// The sandbox's socket.
-        socket: PathBuf,
-        /// Why.
-        source: std::io::Error,
-    },
-    /// The request cannot be written as JSON.
-    #[error("{source}")]
-    Request {
-        /// Why.
-        source: serde_json::Error,
-    },
-    /// Commands cannot be confined here, and running them unconfined was not allowed.
-    #[error("execute is refused: {reason}")]
-    Unconfined {
-        /// Why the sandbox cannot confine commands, and how an operator may allow them anyway.
-        reason: String,
-    },
-    /// The sandbox answered a line that is not an [`ExecOutcome`].
-    #[error("the sandbox answered something that is not an outcome ({source})")]
-    NotAnOutcome {
-        /// The sandbox's socket.
-        socket: PathBuf,
-        /// Why.
-        source: serde_json::Error,
-    },
-}
-
-/// Where commands run.
-#[derive(Clone, Debug)]
-pub enum Executor {
-    /// A subprocess of this process (the local mode).
-    Local(LocalExecutor),
-    /// The sandbox container, reached over the Unix socket at this path (a pod).
-    Socket(PathBuf),
-}
-
-impl Executor {
-    /// Runs one command.
-    ///
-    /// Errors: the command cannot be started ([`ExecError::Start`]), or the sandbox cannot be reached
-    /// ([`ExecError::Unreachable`]) or answers something else ([`ExecError::NotAnOutcome`]). A command
-    /// that fails or times out is an outcome, not an error.
-    pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
-        match self {
-            Executor::Local(local) => local.execute(request).await,
-            Executor::Socket(path) => execute_over_socket(path, request).await,
-        }
-    }
-}
-
 /// Whether commands may run when bubblewrap cannot confine them.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub enum Confinement {
@@ -387,122 +283,4 @@ fn bwrap_args(volumes: &VolumePaths, hidden: &[PathBuf]) -> Vec<String> {
     }
     args.extend(["--chdir".to_string(), Scope::Workspace.virtual_root().to_string()]);
     args
-}
-
-/// Sends `request` to the sandbox at the socket `path` and reads its outcome. Errors:
-/// [`ExecError::Unreachable`], [`ExecError::Request`], [`ExecError::NotAnOutcome`].
-async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
-    let unreachable = |source: std::io::Error| ExecError::Unreachable { socket: path.to_path_buf(), source };
-    let mut stream = UnixStream::connect(path).await.map_err(unreachable)?;
-    let mut line = serde_json::to_vec(request).map_err(|source| ExecError::Request { source })?;
-    line.push(b'\n');
-    stream.write_all(&line).await.map_err(unreachable)?;
-    let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer).await.map_err(unreachable)?;
-    serde_json::from_str(&answer).map_err(|source| ExecError::NotAnOutcome { socket: path.to_path_buf(), source })
-}
-
-/// Serves `execute` requests on the Unix socket at `socket` (the `sandbox-exec` role), one JSON request
-/// line and one JSON outcome line per connection, running each command with `executor`. Runs until the
-/// listener fails.
-pub async fn serve_socket(socket: &Path, executor: LocalExecutor) -> std::io::Result<()> {
-    let _ = std::fs::remove_file(socket);
-    let listener = tokio::net::UnixListener::bind(socket)
-        .map_err(|e| std::io::Error::new(e.kind(), format!("cannot listen on {}: {e}", socket.display())))?;
-    tracing::info!(socket = %socket.display(), "serving execute requests");
-    loop {
-        let (stream, _) = listener.accept().await?;
-        let executor = executor.clone();
-        tokio::spawn(async move {
-            let (read, mut write) = stream.into_split();
-            let mut reader = BufReader::new(read.take(MAX_REQUEST_BYTES));
-            let mut line = String::new();
-            let answer = match reader.read_line(&mut line).await {
-                Ok(_) => match serde_json::from_str::<ExecRequest>(&line) {
-                    Ok(request) => {
-                        // The runner hangs up when its run is cancelled or times out: the command stops
-                        // with it (dropping the execution kills its process group).
-                        let mut rest = Vec::new();
-                        let request = bounded(request);
-                        tokio::select! {
-                            outcome = executor.execute(&request) => match outcome {
-                                Ok(outcome) => outcome,
-                                Err(err) => ExecOutcome { output: err.to_string(), ..ExecOutcome::default() },
-                            },
-                            _ = reader.read_to_end(&mut rest) => return,
-                        }
-                    }
-                    Err(err) => {
-                        ExecOutcome { output: format!("not an execute request: {err}"), ..ExecOutcome::default() }
-                    }
-                },
-                Err(err) => ExecOutcome { output: format!("cannot read the request: {err}"), ..ExecOutcome::default() },
-            };
-            let mut bytes = serde_json::to_vec(&answer).unwrap_or_default();
-            bytes.push(b'\n');
-            let _ = write.write_all(&bytes).await;
-        });
-    }
-}
-
-/// Clamps a request to the limits, whoever sent it.
-fn bounded(mut request: ExecRequest) -> ExecRequest {
-    request.timeout_seconds = request.timeout_seconds.clamp(1, MAX_TIMEOUT_SECONDS);
-    request.max_output_bytes = request.max_output_bytes.min(MAX_OUTPUT_BYTES);
-    request
-}
-
-/// The `execute` tool.
-pub struct ExecuteTool {
-    executor: Executor,
-}
-
-impl ExecuteTool {
-    /// The tool, running commands with `executor`.
-    pub fn new(executor: Executor) -> Self {
-        Self { executor }
-    }
-}
-
-impl Tool for ExecuteTool {
-    fn spec(&self) -> ToolSpec {
-        ToolSpec {
-            name: names::EXECUTE.to_string(),
-            description: format!(
-                "Run a shell command in the sandbox, in /home/gem/user-data/workspace. Output (stdout and stderr) is cut to {MAX_OUTPUT_BYTES} bytes. Default time-out {DEFAULT_TIMEOUT_SECONDS} s, at most {MAX_TIMEOUT_SECONDS} s."
-            ),
-            parameters: json!({"type": "object", "required": ["command"], "properties": {
-                "command": {"type": "string", "description": "A /bin/sh command line"},
-                "timeout_seconds": {"type": "integer", "minimum": 1, "maximum": MAX_TIMEOUT_SECONDS}}}),
-        }
-    }
-
-    fn call(&self, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
-        Box::pin(async move {
-            let command = req_str(&arguments, "command")?.to_string();
-            if command.trim().is_empty() {
-                return Err(ToolError::new("argument command is empty"));
-            }
-            let timeout_seconds = opt_u64(&arguments, "timeout_seconds")?.unwrap_or(DEFAULT_TIMEOUT_SECONDS);
-            let request = bounded(ExecRequest { command, timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES });
-            let outcome = self.executor.execute(&request).await.map_err(|e| ToolError::new(e.to_string()))?;
-            Ok(describe(&request, &outcome))
-        })
-    }
-}
-
-fn describe(request: &ExecRequest, outcome: &ExecOutcome) -> String {
-    let mut text = outcome.output.clone();
-    if outcome.truncated_bytes > 0 {
-        text.push_str(&format!("\n[output cut: {} more bytes]", outcome.truncated_bytes));
-    }
-    if !text.is_empty() && !text.ends_with('\n') {
-        text.push('\n');
-    }
-    match (outcome.timed_out, outcome.exit_code) {
-        (true, _) => text.push_str(&format!("[timed out after {} s; the command was killed]", request.timeout_seconds)),
-        (false, Some(code)) => text.push_str(&format!("[exit code {code}]")),
-        (false, None) => text.push_str("[killed by a signal]"),
-    }
-    text
 }
