@@ -153,8 +153,10 @@ impl KnowledgeIndex {
                 let mut entries = Vec::new();
                 for address in searcher.search(&AllQuery, &DocSetCollector)? {
                     let stored: TantivyDocument = searcher.doc(address)?;
-                    let Some(vector) =
-                        stored.get_first(self.fields.vector).and_then(|v| v.as_bytes()).and_then(super::vectors::decode)
+                    let Some(vector) = stored
+                        .get_first(self.fields.vector)
+                        .and_then(|v| v.as_bytes())
+                        .and_then(super::vectors::decode)
                     else {
                         continue;
                     };

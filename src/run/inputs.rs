@@ -103,9 +103,7 @@ pub const HEADER_VARIABLE_PREFIX: &str = "YUXI_MCP_HEADER_";
 /// For a sandbox pod: each `secretKeyRef` header of `servers` becomes the runner container's variable
 /// `YUXI_MCP_HEADER_<n>` (numbered in order of server and header name), read back with `env`. Returns the
 /// servers as the runner reads them, and the variables to set from Secrets.
-pub fn for_pod(
-    servers: &BTreeMap<String, McpServer>,
-) -> (BTreeMap<String, McpServer>, Vec<SecretVariable>) {
+pub fn for_pod(servers: &BTreeMap<String, McpServer>) -> (BTreeMap<String, McpServer>, Vec<SecretVariable>) {
     let mut variables = Vec::new();
     let mut rewritten = servers.clone();
     for server in rewritten.values_mut() {
