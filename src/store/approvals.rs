@@ -6,9 +6,10 @@
 
 use std::time::Duration;
 
-use super::{Store, StoreError, keys};
 use crate::run::approval::{Checkpoint, Decision, Waiting};
 use crate::run::{Envelope, EventKind};
+use crate::store::types::StoreError;
+use crate::store::{Store, keys};
 
 fn checkpoint_key(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:checkpoint")

@@ -144,3 +144,21 @@ pub fn request_claim(uid: &str, request_id: &str) -> String {
 /// The threads whose queue has requests: a set of thread ids, which every facade looks through to
 /// start what waits (after a restart too).
 pub const QUEUED_THREADS: &str = "yuxi:queued_threads";
+
+/// A run tree's token usage ([`crate::run::budget`]): a hash of `prompt`, `completion`, `total` and
+/// `max`, by the tree's root run.
+pub fn tree_usage(root: &str) -> String {
+    format!("yuxi:tree:{root}:usage")
+}
+
+/// The tokens all of a namespace used on a day (`YYYY-MM-DD`, UTC): a counter (the in-process store
+/// counts under the same name).
+pub fn namespace_day_usage(day: &str, namespace: &str) -> String {
+    format!("yuxi:usage:{day}:ns:{namespace}")
+}
+
+/// The tokens a user of a namespace used on a day (`YYYY-MM-DD`, UTC): a counter (the in-process store
+/// counts under the same name).
+pub fn user_day_usage(day: &str, namespace: &str, uid: &str) -> String {
+    format!("yuxi:usage:{day}:user:{namespace}:{uid}")
+}

@@ -7,8 +7,15 @@
 //! runner reaches the store through the narrower [`RunnerStoreClient`] ([`runner`]): the same Redis, or,
 //! for a runner subprocess of the local mode without Redis, that process's in-process store over a Unix
 //! socket ([`socket`]).
+//!
+//! This file holds the contract's core, a run's life: its events, lease, creation, end, cancel and the
+//! sweep. The other concerns add their operations to [`Store`] in files of their own, each with the Redis
+//! scripts it needs: `conversations.rs`, [`queues`], `approvals.rs`, [`usage`] and `children.rs`. Each
+//! backend is a folder split the same way. The types every file names ([`StoreError`], [`RunView`],
+//! [`StoreAuth`], [`queues::Enqueued`]) are in `types.rs`, which names nothing else of the store.
 
 mod approvals;
+mod children;
 mod conversations;
 pub mod keys;
 pub mod memory;
@@ -17,9 +24,9 @@ pub mod queues;
 pub mod redis;
 pub mod runner;
 pub mod socket;
+mod types;
 pub mod usage;
 
-use std::path::PathBuf;
 use std::time::Duration;
 
 use serde_json::Value;
@@ -31,89 +38,11 @@ pub use memory::{MemoryStore, Retention};
 pub use redis::RedisStore;
 pub use runner::RunnerStoreClient;
 pub use socket::SocketStore;
-
-/// A store operation failed.
-#[derive(Debug, thiserror::Error)]
-pub enum StoreError {
-    /// Redis answered with an error or could not be reached.
-    #[error("redis: {0}")]
-    Redis(#[from] ::redis::RedisError),
-    /// Stored data could not be read back.
-    #[error("stored data for {key} is not valid: {source}")]
-    Corrupt {
-        /// The key.
-        key: String,
-        /// The decoding error.
-        source: serde_json::Error,
-    },
-    /// The store socket could not be reached, broke off, or answered with an error.
-    #[error("store socket {path}: {message}")]
-    Socket {
-        /// The socket's path.
-        path: PathBuf,
-        /// What went wrong, or the error the serving store answered.
-        message: String,
-    },
-    /// The run has ended (its result and `end` are written), so nothing more is added to its stream.
-    #[error("run {run_id} has ended; its stream takes no more events")]
-    RunEnded {
-        /// The run.
-        run_id: String,
-    },
-    /// The Redis answers clients that give no credentials, so anything that reaches it on the network
-    /// (code a model wrote, in a sandbox) could read and write every run.
-    #[error(
-        "the Redis at {addr} answers clients without a password: anything that reaches it could read every conversation and forge run state; give it a password (requirepass or ACL users) and put it in the URL (redis://:<password>@host:port), or pass --allow-unauthenticated-store to accept the risk"
-    )]
-    Unauthenticated {
-        /// The server's address, without credentials.
-        addr: String,
-    },
-}
-
-/// A run as a status read sees it ([`Store::run_view`]).
-#[derive(Clone, Debug)]
-pub struct RunView {
-    /// Its record.
-    pub record: RunRecord,
-    /// Its result, once it has one.
-    pub result: Option<RunResult>,
-    /// Its last events, oldest first.
-    pub recent: Vec<StoredEvent>,
-}
+pub use types::{RunView, StoreAuth, StoreError};
 
 /// The error of a run ended because it was abandoned.
 pub const ABANDONED: &str =
     "the run's runner is gone (its lease lapsed with nobody keeping the run): it was ended by the sweeper";
-
-impl StoreError {
-    /// Whether the operation certainly never reached the store (the connection was refused), so sending it again cannot do it twice: what a runner retries its event writes on while the
-    /// store is briefly away.
-    pub fn is_unsent(&self) -> bool {
-        match self {
-            StoreError::Redis(err) => err.is_connection_refusal(),
-            _ => false,
-        }
-    }
-}
-
-/// Whether a Redis that answers clients without credentials may be used as the run store.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub enum StoreAuth {
-    /// Refuse one ([`StoreError::Unauthenticated`]): the default of every role.
-    #[default]
-    Required,
-    /// Use it, with a warning naming the risk (`--allow-unauthenticated-store`, for a Redis nothing
-    /// untrusted can reach).
-    AllowAnonymous,
-}
-
-impl StoreAuth {
-    /// [`StoreAuth::AllowAnonymous`] when `allow` (the `--allow-unauthenticated-store` flag).
-    pub fn from_flag(allow: bool) -> Self {
-        if allow { Self::AllowAnonymous } else { Self::Required }
-    }
-}
 
 /// The run state store, as the facade, the controller and the local mode use it: every operation, on
 /// either backend. The in-process store never fails; Redis fails with [`StoreError::Redis`] when it
@@ -546,31 +475,5 @@ impl Store {
             Store::Redis(redis) => redis.cancelled(run_id, poll).await,
             Store::Memory(memory) => memory.cancelled(run_id, poll).await,
         }
-    }
-}
-
-/// Parents and credentials: what the facade keeps for the runs it starts.
-impl Store {
-    /// The runs `parent_run_id` started, in no particular order.
-    pub async fn children(&self, parent_run_id: &str) -> Result<Vec<String>, StoreError> {
-        match self {
-            Store::Redis(redis) => redis.children(parent_run_id).await,
-            Store::Memory(memory) => Ok(memory.children(parent_run_id)),
-        }
-    }
-
-    /// Cancels every unfinished run `parent_run_id` started (see [`Store::cancel_run`]); returns how many
-    /// were unfinished.
-    pub async fn cancel_children(&self, parent_run_id: &str) -> Result<usize, StoreError> {
-        let mut cancelled = 0;
-        for child in self.children(parent_run_id).await? {
-            if let Some(record) = self.run_record(&child).await?
-                && !record.status.is_terminal()
-            {
-                self.cancel_run(&child).await?;
-                cancelled += 1;
-            }
-        }
-        Ok(cancelled)
     }
 }

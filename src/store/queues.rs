@@ -4,21 +4,10 @@
 //! that reads and changes a queue is one Redis script (or one hold of the in-process lock), so two
 //! facades never start the same request.
 
-use std::collections::VecDeque;
-
-use super::{Store, StoreError, keys};
+pub use super::types::Enqueued;
 use crate::run::queue::{QueuedRequest, REQUEST_TTL_SECONDS};
-
-/// What [`Store::enqueue_request`] did.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Enqueued {
-    /// Queued at this place, from 1.
-    At(usize),
-    /// The queue holds its most already.
-    Full,
-    /// The user has a request of this id already.
-    Taken,
-}
+use crate::store::types::StoreError;
+use crate::store::{Store, keys};
 
 /// Queues: KEYS = queue, request, queued threads; ARGV = request JSON, most, TTL, front (0/1), thread.
 const ENQUEUE: &str = r"
@@ -224,68 +213,5 @@ impl Store {
                 .lock_queues(|q| q.queues.iter().filter(|(_, q)| !q.is_empty()).map(|(t, _)| t.clone()).collect())),
             Store::Redis(redis) => redis.read(redis::cmd("SMEMBERS").arg(keys::QUEUED_THREADS)).await,
         }
-    }
-}
-
-/// The in-process queues: each thread's ids, and the requests by owner and id (the most recent
-/// [`Queues::KEPT`] that are no longer waiting are kept for their status).
-#[derive(Default)]
-pub(super) struct Queues {
-    queues: std::collections::HashMap<String, VecDeque<String>>,
-    requests: std::collections::HashMap<(String, String), QueuedRequest>,
-    order: VecDeque<(String, String)>,
-    claims: std::collections::HashSet<(String, String)>,
-}
-
-impl Queues {
-    /// How many requests are kept at most (waiting ones are never dropped).
-    const KEPT: usize = 1000;
-
-    fn enqueue(&mut self, request: &QueuedRequest, max: usize) -> Enqueued {
-        let key = (request.identity.uid.clone(), request.request_id.clone());
-        if self.requests.contains_key(&key) {
-            return Enqueued::Taken;
-        }
-        let queue = self.queues.entry(request.record.thread_id.clone()).or_default();
-        if queue.len() >= max {
-            return Enqueued::Full;
-        }
-        let at = if request.steer {
-            queue.push_front(request.request_id.clone());
-            1
-        } else {
-            queue.push_back(request.request_id.clone());
-            queue.len()
-        };
-        self.keep(request.clone());
-        Enqueued::At(at)
-    }
-
-    fn keep(&mut self, request: QueuedRequest) {
-        let key = (request.identity.uid.clone(), request.request_id.clone());
-        if self.requests.insert(key.clone(), request).is_none() {
-            self.order.push_back(key);
-        }
-        let mut spared = 0;
-        while self.order.len() > Self::KEPT + spared {
-            let Some(oldest) = self.order.pop_front() else { break };
-            if self.requests.get(&oldest).is_some_and(|r| r.status == crate::run::queue::RequestStatus::Queued) {
-                self.order.push_back(oldest);
-                spared += 1;
-                continue;
-            }
-            self.requests.remove(&oldest);
-        }
-    }
-
-    fn remove(&mut self, thread_id: &str, request_id: &str) -> bool {
-        let Some(queue) = self.queues.get_mut(thread_id) else { return false };
-        let before = queue.len();
-        queue.retain(|id| id != request_id);
-        let removed = queue.len() < before;
-        if queue.is_empty() {
-            self.queues.remove(thread_id);
-        }
-        removed
     }
 }

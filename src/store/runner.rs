@@ -32,9 +32,11 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::{SocketStore, Store, StoreError};
 use crate::run::message::Message;
 use crate::run::{EventKind, RunResult};
+use crate::store::Store;
+use crate::store::socket::SocketStore;
+use crate::store::types::{StoreAuth, StoreError};
 
 /// The run store as a runner reaches it. Each operation is the [`Store`] method of the same name, and
 /// returns what it returns; over the socket, it can also fail with [`StoreError::Socket`].
@@ -59,7 +61,7 @@ impl RunnerStoreClient {
     ///
     /// Errors: [`StoreError::Redis`] when Redis cannot be reached or does not answer;
     /// [`StoreError::Unauthenticated`] as [`Store::connect_redis`] says.
-    pub async fn connect_redis(url: &str, auth: super::StoreAuth) -> Result<RunnerStoreClient, StoreError> {
+    pub async fn connect_redis(url: &str, auth: StoreAuth) -> Result<RunnerStoreClient, StoreError> {
         Ok(RunnerStoreClient::Direct(Store::connect_redis_for_runner(url, auth).await?))
     }
 

@@ -1,3 +1,4 @@
+//! (Over 500 lines: one wire protocol, its client and its server, kept together so each request reads beside the answer it gets; its tests are in `tests/store/store_socket.rs`.)
 //! The run store over a Unix socket. The local mode without Redis keeps its runs in this process
 //! ([`Store::Memory`]); its runners are subprocesses, which reach that store through a socket the local
 //! mode serves ([`serve_store_socket`]) with a [`SocketStore`] client (`runner --store-socket PATH`),
@@ -46,11 +47,12 @@ use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::unix::{OwnedReadHalf, OwnedWriteHalf};
 use tokio::net::{UnixListener, UnixStream};
 
-use super::{Store, StoreError};
 use crate::run::budget::{TreeUsage, UsageTarget};
 use crate::run::message::Message;
 use crate::run::thread_id::is_valid_id;
 use crate::run::{EventKind, RunResult};
+use crate::store::Store;
+use crate::store::types::StoreError;
 
 /// The longest request or answer line, newline included, in bytes (64 MiB). A run's `finish_run`
 /// carries its whole new conversation (up to `maxExecutionSteps` tool results of up to 64 KiB each), and

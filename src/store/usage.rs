@@ -6,93 +6,18 @@
 //! With Redis: the tree's count is the hash `yuxi:tree:{root}:usage` (`prompt`, `completion`, `total`,
 //! `max`), kept seven days after its last write; the day's counts are `yuxi:usage:{day}:ns:{ns}` and
 //! `yuxi:usage:{day}:user:{ns}:{uid}`, kept two days. One model call's tokens go into all three in one
-//! atomic step. In process: the same counts in memory, at most [`MAX_TREES`] trees and the days of
-//! the last two days.
+//! atomic step. In process: the same counts in memory, at most `MAX_TREES` trees and the days of
+//! the last two days (`memory/usage.rs`). The keys are those of [`keys`].
 
-use std::collections::{HashMap, VecDeque};
-use std::sync::{Arc, Mutex};
-
-use super::{Store, StoreError};
 use crate::resources::TokenUsage;
 use crate::run::budget::{TreeUsage, UsageTarget};
+use crate::store::types::StoreError;
+use crate::store::{Store, keys};
 
 /// How long a tree's count is kept after its last write, in seconds (the result's seven days).
-const TREE_TTL_SECONDS: i64 = super::keys::RESULT_TTL_SECONDS;
+const TREE_TTL_SECONDS: i64 = keys::RESULT_TTL_SECONDS;
 /// How long a day's counts are kept, in seconds (two days: today's, and yesterday's for a while).
 const DAY_TTL_SECONDS: i64 = 2 * 24 * 3600;
-/// The most trees the in-process store counts; the oldest is forgotten first.
-pub const MAX_TREES: usize = 100_000;
-
-fn tree_key(root: &str) -> String {
-    format!("yuxi:tree:{root}:usage")
-}
-
-fn namespace_day_key(day: &str, namespace: &str) -> String {
-    format!("yuxi:usage:{day}:ns:{namespace}")
-}
-
-fn user_day_key(day: &str, namespace: &str, uid: &str) -> String {
-    format!("yuxi:usage:{day}:user:{namespace}:{uid}")
-}
-
-/// The in-process counts.
-#[derive(Clone, Default)]
-pub struct MemoryUsage(Arc<Mutex<Counts>>);
-
-#[derive(Default)]
-struct Counts {
-    trees: HashMap<String, TreeUsage>,
-    /// The trees in the order they were first counted.
-    order: VecDeque<String>,
-    /// The day's counts by key, for the days in `days`.
-    days: HashMap<String, i64>,
-    /// The days counted, latest last.
-    counted_days: VecDeque<String>,
-}
-
-impl MemoryUsage {
-    fn counts(&self) -> std::sync::MutexGuard<'_, Counts> {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn record(&self, target: &UsageTarget, usage: &TokenUsage, day: &str) -> TreeUsage {
-        let mut counts = self.counts();
-        if !counts.counted_days.iter().any(|d| d == day) {
-            counts.counted_days.push_back(day.to_string());
-            while counts.counted_days.len() > 2 {
-                let old = counts.counted_days.pop_front().expect("a day");
-                counts.days.retain(|key, _| !key.starts_with(&format!("yuxi:usage:{old}:")));
-            }
-        }
-        *counts.days.entry(namespace_day_key(day, &target.namespace)).or_default() += usage.total_tokens;
-        *counts.days.entry(user_day_key(day, &target.namespace, &target.uid)).or_default() += usage.total_tokens;
-        if !counts.trees.contains_key(&target.root_run_id) {
-            counts.order.push_back(target.root_run_id.clone());
-            while counts.order.len() > MAX_TREES {
-                let oldest = counts.order.pop_front().expect("a tree");
-                counts.trees.remove(&oldest);
-            }
-        }
-        let tree = counts.trees.entry(target.root_run_id.clone()).or_default();
-        tree.usage.prompt_tokens += usage.prompt_tokens;
-        tree.usage.completion_tokens += usage.completion_tokens;
-        tree.usage.total_tokens += usage.total_tokens;
-        if target.max_tokens.is_some() {
-            tree.max_tokens = target.max_tokens;
-        }
-        tree.clone()
-    }
-
-    fn tree(&self, root: &str) -> TreeUsage {
-        self.counts().trees.get(root).cloned().unwrap_or_default()
-    }
-
-    fn today(&self, day: &str, namespace: &str, uid: &str) -> (i64, i64) {
-        let counts = self.counts();
-        let get = |key: String| counts.days.get(&key).copied().unwrap_or(0);
-        (get(user_day_key(day, namespace, uid)), get(namespace_day_key(day, namespace)))
-    }
-}
 
 /// Token usage.
 impl Store {
@@ -107,7 +32,7 @@ impl Store {
         match self {
             Store::Memory(memory) => Ok(memory.usage().record(target, usage, day)),
             Store::Redis(redis) => {
-                let tree = tree_key(&target.root_run_id);
+                let tree = keys::tree_usage(&target.root_run_id);
                 let mut pipe = ::redis::pipe();
                 pipe.atomic()
                     .hincr(&tree, "prompt", usage.prompt_tokens)
@@ -120,9 +45,10 @@ impl Store {
                     pipe.hset(&tree, "max", max).ignore();
                 }
                 pipe.expire(&tree, TREE_TTL_SECONDS).ignore();
-                for key in
-                    [namespace_day_key(day, &target.namespace), user_day_key(day, &target.namespace, &target.uid)]
-                {
+                for key in [
+                    keys::namespace_day_usage(day, &target.namespace),
+                    keys::user_day_usage(day, &target.namespace, &target.uid),
+                ] {
                     pipe.incr(&key, usage.total_tokens).ignore().expire(&key, DAY_TTL_SECONDS).ignore();
                 }
                 pipe.cmd("HMGET").arg(&tree).arg(&["prompt", "completion", "total", "max"]);
@@ -138,7 +64,12 @@ impl Store {
             Store::Memory(memory) => Ok(memory.usage().tree(root)),
             Store::Redis(redis) => {
                 let counts: Vec<Option<i64>> = redis
-                    .read(::redis::cmd("HMGET").arg(tree_key(root)).arg(&["prompt", "completion", "total", "max"]))
+                    .read(::redis::cmd("HMGET").arg(keys::tree_usage(root)).arg(&[
+                        "prompt",
+                        "completion",
+                        "total",
+                        "max",
+                    ]))
                     .await?;
                 Ok(tree_usage_of(&counts))
             }
@@ -150,7 +81,7 @@ impl Store {
         match self {
             Store::Memory(memory) => Ok(memory.usage().today(day, namespace, uid)),
             Store::Redis(redis) => {
-                let keys = [user_day_key(day, namespace, uid), namespace_day_key(day, namespace)];
+                let keys = [keys::user_day_usage(day, namespace, uid), keys::namespace_day_usage(day, namespace)];
                 let counts: Vec<Option<i64>> = redis.read(::redis::cmd("MGET").arg(&keys)).await?;
                 Ok((counts.first().copied().flatten().unwrap_or(0), counts.get(1).copied().flatten().unwrap_or(0)))
             }
