@@ -41,8 +41,9 @@ const PAUSE_RUN: &str = r"
     ";
 
 /// Resumes a waiting run. `KEYS`: the record, the decisions, the keeper, the checkpoint. `ARGV`: the
-/// decisions' JSON, how long they are kept (seconds). Returns 1 when it resumed the run, 0 when the run
-/// is not waiting (or its checkpoint is gone).
+/// decisions' JSON, how long they are kept (seconds), how long the keeper keeps the resumed run for its
+/// next runner (seconds). Returns 1 when it resumed the run, 0 when the run is not waiting (or its
+/// checkpoint is gone).
 const RESUME_RUN: &str = r"
     local raw = redis.call('GET', KEYS[1])
     if not raw then return 0 end
@@ -52,7 +53,7 @@ const RESUME_RUN: &str = r"
     record.waiting = nil
     redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
     redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
-    redis.call('DEL', KEYS[3])
+    redis.call('SET', KEYS[3], 'resumed', 'EX', ARGV[3])
     redis.call('PUBLISH', (string.gsub(KEYS[1], ':record$', ':notice')), '1')
     return 1
     ";
@@ -133,8 +134,10 @@ impl Store {
         }
     }
 
-    /// Resumes the waiting run `run_id` with `decisions`: it becomes `pending` for its next runner, its
-    /// waiting keeper gone. Returns `false`, having written nothing, when it is not waiting.
+    /// Resumes the waiting run `run_id` with `decisions`: it becomes `pending` for its next runner, and
+    /// its keeper keeps it for [`keys::START_GRACE_SECONDS`], as a new run is kept, until the launcher
+    /// that starts it again keeps it (without that, a sweep between the resume and the launch would end
+    /// the run as abandoned). Returns `false`, having written nothing, when it is not waiting.
     pub async fn resume_run(&self, run_id: &str, decisions: &[Decision]) -> Result<bool, StoreError> {
         match self {
             Store::Memory(memory) => Ok(memory.resume_run(run_id, decisions.to_vec())),
@@ -146,6 +149,7 @@ impl Store {
                     .key(checkpoint_key(run_id))
                     .arg(serde_json::to_string(decisions).expect("decisions serialize"))
                     .arg(keys::STATE_TTL_SECONDS)
+                    .arg(keys::START_GRACE_SECONDS)
                     .invoke_async(&mut redis.connection())
                     .await?;
                 Ok(resumed == 1)

@@ -83,6 +83,30 @@ async fn a_paused_run_is_kept_resumed_once_and_its_decisions_taken_once() {
 }
 
 #[tokio::test]
+async fn a_resumed_run_is_kept_for_its_next_runner_and_not_swept_before_it_starts() {
+    for store in both_stores().await {
+        let (run, thread) = running(&store).await;
+        let (checkpoint, waiting) = paused_parts("2099-01-01T00:00:00Z");
+        store
+            .pause_run(&run, &thread, &checkpoint, &waiting, json!({}), Duration::from_secs(600))
+            .await
+            .expect("paused");
+        let decisions = vec![Decision {
+            tool_call_id: "call_0_0".into(),
+            decision: DecisionKind::Approve,
+            arguments: None,
+            message: None,
+        }];
+        assert!(store.resume_run(&run, &decisions).await.expect("resumed"));
+        // A sweep between the resume and its runner's start: nobody holds a lease yet, and the run is
+        // kept all the same (a sweep here once ended an approved run as abandoned).
+        assert!(!store.end_abandoned(&run).await.expect("read"), "a resumed run waits for its runner");
+        let record = store.run_record(&run).await.expect("read").expect("the run");
+        assert_eq!(record.status, RunStatus::Pending);
+    }
+}
+
+#[tokio::test]
 async fn a_run_without_decisions_in_time_ends_failed_with_the_reason_and_one_end() {
     for store in both_stores().await {
         let (run, thread) = running(&store).await;

@@ -51,7 +51,9 @@ impl MemoryStore {
         record.waiting = None;
         let Some(entry) = state.checkpoints.get_mut(run_id) else { return false };
         entry.1 = Some(decisions);
-        state.keepers.remove(run_id);
+        // Kept for its next runner, as a new run is, until its launcher keeps it.
+        let grace = Duration::from_secs(crate::store::keys::START_GRACE_SECONDS as u64);
+        state.keepers.insert(run_id.to_string(), Instant::now() + grace);
         drop(state);
         self.notices.wake(run_id);
         true
