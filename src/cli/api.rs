@@ -5,7 +5,9 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::{self, auth, catalog, launch};
+use yuxi_operator::facade::http::auth;
+use yuxi_operator::facade::services::catalog;
+use yuxi_operator::facade::{self, launch};
 use yuxi_operator::store::Store;
 
 use super::serve::{bind, serve, shutdown_signal};
@@ -83,12 +85,12 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         superadmin_group: args.superadmin_group,
         department_prefix: args.department_group_prefix,
     };
-    let metrics = facade::http_metrics::FacadeMetrics::default();
+    let metrics = facade::http::metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     super::extract_text::read_documents_in_subprocesses()?;
     let knowledge = facade::knowledge::Knowledge::new(
-        facade::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
+        facade::services::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
             client.clone(),
             &args.namespace,
         ))),
@@ -114,7 +116,10 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         }),
         metrics,
         run_tokens,
-        limits: yuxi_operator::facade::limits::Limits { namespace: args.namespace.clone(), ..args.limits.limits() },
+        limits: yuxi_operator::facade::http::limits::Limits {
+            namespace: args.namespace.clone(),
+            ..args.limits.limits()
+        },
         streams: Default::default(),
         queues: Default::default(),
         quick_model: None,

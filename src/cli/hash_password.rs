@@ -4,7 +4,7 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::auth::hash_password;
+use yuxi_operator::facade::http::auth::hash_password;
 
 /// The shortest password accepted, in characters (Yuxi's own minimum).
 const MIN_PASSWORD_CHARS: usize = 8;

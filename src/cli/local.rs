@@ -231,7 +231,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
     let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
@@ -297,7 +297,11 @@ fn local_knowledge(
     };
     super::extract_text::read_documents_in_subprocesses()?;
     let knowledge = facade::knowledge::Knowledge::new(
-        facade::catalog::KnowledgeCatalog::Local(facade::catalog::LocalCatalog::new(manifests, saved, Some(saved_in))),
+        facade::services::catalog::KnowledgeCatalog::Local(facade::services::catalog::LocalCatalog::new(
+            manifests,
+            saved,
+            Some(saved_in),
+        )),
         facade::knowledge::KnowledgeSettings {
             documents_dir: data_dir.join("knowledge").join("documents"),
             index_dir: Some(data_dir.join("knowledge").join("index")),

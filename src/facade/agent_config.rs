@@ -12,8 +12,8 @@ use serde::Serialize;
 use serde::ser::SerializeMap;
 use serde_json::{Map, Value};
 
-use super::ApiError;
 use crate::access::{Identity, Role};
+use crate::facade::http::error::ApiError;
 use crate::resources::AgentContext;
 use crate::resources::yuxi::YuxiContext;
 use crate::run::inputs::{DEFAULT_MAX_STEPS, DEFAULT_MODEL_RETRIES};

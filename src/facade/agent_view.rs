@@ -6,11 +6,11 @@ use kube::ResourceExt;
 use kube::core::ObjectMeta;
 use serde::Serialize;
 
-use super::ApiError;
 use super::agent_config::{ConfigurableItems, configurable_items, not_applied};
-use super::catalog::Fixed;
 use super::system_lists::resource_options;
 use crate::access::{Identity, Permission, permission};
+use crate::facade::http::error::ApiError;
+use crate::facade::services::catalog::Fixed;
 use crate::resources::names::{
     CREATED_AT_ANNOTATION, ICON_ANNOTATION, PICS_ANNOTATION, UPDATED_AT_ANNOTATION, UPDATED_BY_ANNOTATION,
 };
@@ -101,7 +101,8 @@ pub struct AgentAnswer {
 }
 
 /// The list item of `agent` for `who` (no `configurable_items`); `uploads` when this facade keeps
-/// attachments; `fixed` when the catalog allows no change of it ([`super::catalog::Catalog::fixed`]).
+/// attachments; `fixed` when the catalog allows no change of it
+/// ([`crate::facade::services::catalog::Catalog::fixed`]).
 pub fn view(agent: &Agent, who: &Identity, uploads: bool, fixed: Option<Fixed>) -> AgentView {
     let effective = permission(who, agent);
     let builtin = agent.name_any() == GENERAL_PURPOSE;

@@ -14,12 +14,13 @@ use serde::{Deserialize, Deserializer, Serialize};
 use super::FacadeState;
 use super::agent_config::guard_admin_fields;
 use super::agent_view::{AgentAnswer, AgentView, detail, set_pictures, stamp, view, visible};
-use super::auth::Caller;
-use super::body::{JsonBody, QueryParams};
-use super::catalog::CatalogError;
-use super::error::ApiError;
 use super::slug::{slugify, unique_slug};
 use crate::access::{Identity, Permission, Role, may_save_scope, permission};
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::{JsonBody, QueryParams};
+use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::catalog::CatalogError;
+use crate::facade::services::catalog::fields::yuxi_field;
 use crate::resources::validation::{validate_agent, validate_agent_among};
 use crate::resources::yuxi::{YuxiConfig, YuxiShare};
 use crate::resources::{
@@ -47,9 +48,9 @@ pub struct ListQuery {
     params(ListQuery),
     responses(
         (status = 200, description = "the agents the caller may see", body = AgentList),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -78,7 +79,7 @@ pub async fn list(
     tag = "agents",
     responses(
         (status = 200, description = "the known backends", body = Backends),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -137,9 +138,9 @@ pub struct Backend {
     params(("slug" = String, Path, description = "the agent's slug")),
     responses(
         (status = 200, description = "the agent, with its configurable_items", body = AgentAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -224,14 +225,14 @@ fn present<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Option<Option<S
     request_body = CreateAgent,
     responses(
         (status = 201, description = "the new agent, with its configurable_items", body = AgentAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "not allowed", body = super::error::ErrorBody),
-        (status = 409, description = "conflict", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 429, description = "the caller owns the most agents allowed (`max_agents_per_user`)", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "not allowed", body = ErrorBody),
+        (status = 409, description = "conflict", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 429, description = "the caller owns the most agents allowed (`max_agents_per_user`)", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -317,7 +318,7 @@ async fn create_unique(
             return Err(ApiError::Limited {
                 limit: "max_agents_per_user".into(),
                 message: format!("you own {owned} agents, the most allowed; delete one first"),
-                retry_after: super::limits::RETRY_AFTER_SECONDS,
+                retry_after: crate::facade::http::limits::RETRY_AFTER_SECONDS,
             });
         }
         let slug = unique_slug(base, &others);
@@ -350,14 +351,14 @@ const CREATE_ATTEMPTS: usize = 5;
     request_body = UpdateAgent,
     responses(
         (status = 200, description = "the changed agent, with its configurable_items", body = AgentAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "not allowed", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 409, description = "conflict", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "not allowed", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 409, description = "conflict", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -414,11 +415,11 @@ pub async fn update(
     params(("slug" = String, Path, description = "the agent's slug")),
     responses(
         (status = 204, description = "deleted"),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "not allowed", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 409, description = "conflict", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "not allowed", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 409, description = "conflict", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -461,50 +462,5 @@ pub(super) fn judge(agent: &Agent, others: &[Agent]) -> Result<(), ApiError> {
     match report.errors.first() {
         None => Ok(()),
         Some(error) => Err(ApiError::invalid(yuxi_field(&error.field), error.message.as_str())),
-    }
-}
-
-/// A resource field path in Yuxi's spelling: `spec.context.maxExecutionSteps` is
-/// `config_json.context.max_execution_steps`, `spec.backend` is `backend_id`, `metadata.name` is `slug`.
-pub fn yuxi_field(path: &str) -> String {
-    let renamed = [
-        ("metadata.name", "slug"),
-        ("spec.displayName", "name"),
-        ("spec.backend", "backend_id"),
-        ("spec.isSubagent", "is_subagent"),
-        ("spec.default", "is_default"),
-        ("spec.owner", "created_by"),
-        ("spec.context", "config_json.context"),
-        ("spec.share", "share_config"),
-        ("spec.description", "description"),
-    ];
-    let path = renamed
-        .iter()
-        .find_map(|(from, to)| path.strip_prefix(from).map(|rest| format!("{to}{rest}")))
-        .unwrap_or_else(|| path.to_string());
-    let mut snake = String::with_capacity(path.len() + 8);
-    for c in path.chars() {
-        if c.is_ascii_uppercase() {
-            snake.push('_');
-            snake.push(c.to_ascii_lowercase());
-        } else {
-            snake.push(c);
-        }
-    }
-    snake
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn resource_fields_in_yuxi_spelling() {
-        assert_eq!(yuxi_field("spec.context.maxExecutionSteps"), "config_json.context.max_execution_steps");
-        assert_eq!(yuxi_field("spec.share.readScope.departmentIds"), "share_config.read_scope.department_ids");
-        assert_eq!(yuxi_field("spec.isSubagent"), "is_subagent");
-        assert_eq!(yuxi_field("spec.backend"), "backend_id");
-        assert_eq!(yuxi_field("metadata.name"), "slug");
-        assert_eq!(yuxi_field("spec.context.tools[2]"), "config_json.context.tools[2]");
     }
 }

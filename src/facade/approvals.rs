@@ -7,8 +7,8 @@
 use serde::{Deserialize, Serialize};
 
 use super::FacadeState;
-use super::error::ApiError;
 use crate::access::{Identity, Role};
+use crate::facade::http::error::ApiError;
 use crate::run::approval::{Decision, DecisionError, check_decisions};
 use crate::run::thread_id::is_valid_id;
 use crate::run::{RunRecord, RunStatus};

@@ -17,13 +17,13 @@ use axum::extract::{Multipart, Path as UrlPath, State};
 use serde::{Deserialize, Serialize};
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::body::JsonBody;
-use super::error::ApiError;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::{JsonBody, UploadForm};
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::run::scope::{Scope, ScopeIds};
 
 /// The largest attachment, in bytes (the request body limit less room for the multipart framing).
-pub const MAX_FILE_BYTES: usize = super::MAX_BODY_BYTES - 16 * 1024;
+pub const MAX_FILE_BYTES: usize = crate::facade::http::limits::MAX_BODY_BYTES - 16 * 1024;
 /// The most files a user holds uploaded but not yet confirmed into a thread.
 pub const MAX_HELD: usize = 20;
 /// The most attachments one thread has.
@@ -109,17 +109,6 @@ pub struct HeldFile {
     pub parse_methods: Vec<String>,
 }
 
-/// The multipart body of `POST /api/chat/attachments/tmp`: one field `file` (other parts are not
-/// expected; a part the multipart parser cannot read answers 400).
-#[derive(Deserialize, utoipa::ToSchema)]
-#[serde(deny_unknown_fields)]
-#[allow(dead_code)]
-pub struct UploadForm {
-    /// The file.
-    #[schema(value_type = String, format = Binary)]
-    file: Vec<u8>,
-}
-
 /// `POST /api/chat/attachments/tmp`: holds one file for the caller until it is confirmed into a thread.
 #[utoipa::path(
     post,
@@ -129,12 +118,12 @@ pub struct UploadForm {
     request_body(content = UploadForm, content_type = "multipart/form-data"),
     responses(
         (status = 200, description = "the file is held", body = HeldFile),
-        (status = 400, description = "not a multipart body with a `file` field", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 413, description = "the file is larger than the limit", body = super::error::ErrorBody),
-        (status = 422, description = "`file`: no name, or a kind not allowed", body = super::error::ErrorBody),
-        (status = 429, description = "`max_held_attachments`: too many files held", body = super::error::ErrorBody),
-        (status = 503, description = "this facade keeps no files", body = super::error::ErrorBody),
+        (status = 400, description = "not a multipart body with a `file` field", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 413, description = "the file is larger than the limit", body = ErrorBody),
+        (status = 422, description = "`file`: no name, or a kind not allowed", body = ErrorBody),
+        (status = 429, description = "`max_held_attachments`: too many files held", body = ErrorBody),
+        (status = 503, description = "this facade keeps no files", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -279,12 +268,12 @@ async fn attachment(dir: &Path, file_id: &str) -> Option<Attachment> {
     request_body = ConfirmBody,
     responses(
         (status = 200, description = "the attachments added", body = Confirmed),
-        (status = 400, description = "malformed body", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "the thread is unknown or another user's, or `attachments[i].object_name` names no file the caller holds", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 429, description = "`max_attachments_per_thread`", body = super::error::ErrorBody),
-        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "the thread is unknown or another user's, or `attachments[i].object_name` names no file the caller holds", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 429, description = "`max_attachments_per_thread`", body = ErrorBody),
+        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -387,9 +376,9 @@ pub struct AttachmentList {
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "the attachments", body = AttachmentList),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "the thread is unknown or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "the thread is unknown or another user's", body = ErrorBody),
+        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -441,9 +430,9 @@ pub struct AttachmentDeleted {
     params(("thread_id" = String, Path, description = "the thread id"), ("file_id" = String, Path, description = "the attachment")),
     responses(
         (status = 200, description = "removed", body = AttachmentDeleted),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown attachment, or the thread is unknown or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown attachment, or the thread is unknown or another user's", body = ErrorBody),
+        (status = 503, description = "this facade keeps no files, or the store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

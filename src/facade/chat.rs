@@ -9,10 +9,10 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::body::{JsonBody, QueryParams};
-use super::error::ApiError;
 use crate::access::{Identity, Role};
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::{JsonBody, QueryParams};
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::run::RunRecord;
 use crate::run::conversation::{
     self, Conversation, ConversationChange, DEFAULT_TITLE, MAX_METADATA_BYTES, MAX_TITLE_CHARS,
@@ -168,12 +168,12 @@ fn checked_title(title: &str) -> Result<String, ApiError> {
     request_body = CreateThread,
     responses(
         (status = 200, description = "the new conversation", body = ThreadView),
-        (status = 400, description = "malformed body", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "the agent is unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 413, description = "body or `metadata` too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "the agent is unknown, or invisible to the caller", body = ErrorBody),
+        (status = 413, description = "body or `metadata` too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -194,7 +194,7 @@ pub async fn create(
         return Err(ApiError::invalid("project_id", "this system has no projects"));
     }
     let metadata = body.metadata.unwrap_or_default();
-    super::run_request::json_within("metadata", &metadata, MAX_METADATA_BYTES)?;
+    crate::facade::http::body::json_within("metadata", &metadata, MAX_METADATA_BYTES)?;
     let title = checked_title(body.title.as_deref().unwrap_or_default())?;
     let thread_id = format!("t-{}", uuid::Uuid::new_v4().simple());
     if !store.claim_thread(&thread_id, &who.uid).await? {
@@ -246,10 +246,10 @@ pub struct ListThreads {
     params(ListThreads),
     responses(
         (status = 200, description = "the caller's conversations", body = Vec<ThreadView>),
-        (status = 400, description = "malformed query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 422, description = "`limit` or `offset` out of range", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 422, description = "`limit` or `offset` out of range", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -323,12 +323,12 @@ pub struct UpdateThread {
     request_body = UpdateThread,
     responses(
         (status = 200, description = "the conversation after the change", body = ThreadView),
-        (status = 400, description = "malformed body", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -369,10 +369,10 @@ pub struct Deleted {
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "deleted", body = Deleted),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -420,9 +420,9 @@ pub async fn delete(
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "the conversation", body = ThreadView),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -463,9 +463,9 @@ pub struct History {
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "the messages", body = History),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -553,10 +553,10 @@ pub struct StateQuery {
     params(("thread_id" = String, Path, description = "the thread id"), StateQuery),
     responses(
         (status = 200, description = "`{agent_state: {todos, files}, thread_status, active_run_id, messages?}`", body = Object),
-        (status = 400, description = "malformed query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -9,9 +9,9 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::body::JsonBody;
-use super::error::ApiError;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::JsonBody;
+use crate::facade::http::error::{ApiError, ErrorBody};
 
 /// The longest question, in bytes (Yuxi's client sends at most about 2,000 characters).
 pub const MAX_QUERY_BYTES: usize = 16 * 1024;
@@ -58,12 +58,12 @@ pub struct CallAnswer {
     request_body = CallBody,
     responses(
         (status = 200, description = "the answer", body = CallAnswer),
-        (status = 400, description = "malformed body", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "`query` empty or too long, `meta.model_spec` not a model", body = super::error::ErrorBody),
-        (status = 502, description = "the model failed", body = super::error::ErrorBody),
-        (status = 503, description = "this facade asks no model", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "`query` empty or too long, `meta.model_spec` not a model", body = ErrorBody),
+        (status = 502, description = "the model failed", body = ErrorBody),
+        (status = 503, description = "this facade asks no model", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -10,11 +10,12 @@ use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
 
+use super::FacadeState;
 use super::agent_view::{AgentAnswer, detail, stamp, visible};
 use super::agents::judge;
-use super::auth::Caller;
-use super::{ApiError, FacadeState};
 use crate::access::Role;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::error::{ApiError, ErrorBody};
 
 /// `GET /api/agent/default`: the namespace's default agent, when the caller may see it.
 #[utoipa::path(
@@ -24,10 +25,10 @@ use crate::access::Role;
     tag = "agents",
     responses(
         (status = 200, description = "the default agent", body = AgentAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "run credentials", body = super::error::ErrorBody),
-        (status = 404, description = "no default, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "run credentials", body = ErrorBody),
+        (status = 404, description = "no default, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -49,12 +50,12 @@ pub async fn get_default(State(state): State<FacadeState>, Caller(who): Caller) 
     params(("slug" = String, Path, description = "the agent's slug")),
     responses(
         (status = 200, description = "the new default agent", body = AgentAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "not an administrator", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 409, description = "an agent to change is defined by a manifest file, or changed meanwhile", body = super::error::ErrorBody),
-        (status = 422, description = "a subagent", body = super::error::ErrorBody),
-        (status = 503, description = "the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "not an administrator", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 409, description = "an agent to change is defined by a manifest file, or changed meanwhile", body = ErrorBody),
+        (status = 422, description = "a subagent", body = ErrorBody),
+        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -10,9 +10,10 @@ use axum::Json;
 use axum::extract::{FromRequest, Request, State};
 use serde::{Deserialize, Serialize};
 
-use super::auth::{Authenticator, LoginError};
-use super::{ApiError, FacadeState};
+use super::FacadeState;
 use crate::access::Role;
+use crate::facade::http::auth::{Authenticator, LoginError};
+use crate::facade::http::error::{ApiError, ErrorBody};
 
 /// The longest `username`, in bytes.
 pub const MAX_USERNAME_CHARS: usize = 256;
@@ -72,7 +73,7 @@ async fn read_form(request: Request, state: &FacadeState) -> Result<LoginForm, A
         .to_ascii_lowercase();
     let (mut username, mut password) = (None, None);
     if content_type.starts_with("application/x-www-form-urlencoded") {
-        let bytes = axum::body::to_bytes(request.into_body(), super::MAX_BODY_BYTES)
+        let bytes = axum::body::to_bytes(request.into_body(), crate::facade::http::limits::MAX_BODY_BYTES)
             .await
             .map_err(|e| ApiError::BadRequest(format!("cannot read the body: {e}")))?;
         let pairs: Vec<(String, String)> = serde_urlencoded::from_bytes(&bytes)
@@ -123,13 +124,13 @@ async fn read_form(request: Request, state: &FacadeState) -> Result<LoginForm, A
     request_body(content = LoginForm, content_type = "application/x-www-form-urlencoded"),
     responses(
         (status = 200, description = "logged in: the user's bearer token", body = TokenAnswer),
-        (status = 400, description = "not a form", body = super::error::ErrorBody),
-        (status = 401, description = "the username or the password is wrong", body = super::error::ErrorBody),
-        (status = 404, description = "in a cluster: no password logins", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "a field missing or past its bound; `field` names it", body = super::error::ErrorBody),
-        (status = 429, description = "too many failed logins for this username (`login_attempts_per_user`)", body = super::error::ErrorBody),
-        (status = 503, description = "the password could not be checked", body = super::error::ErrorBody),
+        (status = 400, description = "not a form", body = ErrorBody),
+        (status = 401, description = "the username or the password is wrong", body = ErrorBody),
+        (status = 404, description = "in a cluster: no password logins", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "a field missing or past its bound; `field` names it", body = ErrorBody),
+        (status = 429, description = "too many failed logins for this username (`login_attempts_per_user`)", body = ErrorBody),
+        (status = 503, description = "the password could not be checked", body = ErrorBody),
     ),
 )]
 pub async fn login(State(state): State<FacadeState>, request: Request) -> Result<Json<TokenAnswer>, ApiError> {
@@ -159,7 +160,7 @@ pub async fn login(State(state): State<FacadeState>, request: Request) -> Result
         Err(LoginError::TooMany) => Err(ApiError::Limited {
             limit: "login_attempts_per_user".into(),
             message: LoginError::TooMany.to_string(),
-            retry_after: super::auth::users::LOGIN_WINDOW.as_secs(),
+            retry_after: crate::facade::http::auth::users::LOGIN_WINDOW.as_secs(),
         }),
     }
 }

@@ -4,7 +4,8 @@
 use axum::Json;
 use serde::Serialize;
 
-use super::auth::Caller;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::error::ErrorBody;
 
 /// The caller, in the fields Yuxi's client reads.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -30,7 +31,7 @@ pub struct Me {
     tag = "auth",
     responses(
         (status = 200, description = "the caller", body = Me),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

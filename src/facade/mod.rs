@@ -6,22 +6,16 @@ pub mod agent_view;
 pub mod agents;
 pub mod approvals;
 pub mod attachments;
-pub mod auth;
-pub mod body;
-pub mod catalog;
 pub mod chat;
 pub mod chat_call;
 pub mod console;
 pub mod default_agent;
-pub mod error;
-pub mod http_metrics;
+pub mod http;
 pub mod knowledge;
 pub mod launch;
-pub mod limits;
 pub mod login;
 pub mod mcp;
 pub mod me;
-pub mod openapi;
 pub mod request_routes;
 pub mod run_events;
 pub mod run_folders;
@@ -29,27 +23,26 @@ pub mod run_queue;
 pub mod run_request;
 pub mod run_tree;
 pub mod runs;
+pub mod services;
 pub mod slug;
 pub mod system_lists;
 pub mod tools;
 pub mod wire;
 
+mod openapi;
+
 use axum::Router;
 use axum::extract::{DefaultBodyLimit, FromRef};
 use axum::routing::get;
 
-pub use auth::Users;
-pub use catalog::AgentCatalog;
-pub use error::ApiError;
+pub use self::http::auth::Users;
+pub use self::http::error::ApiError;
+pub use self::http::limits::{BODY_READ_TIMEOUT, MAX_BODY_BYTES};
+pub use services::catalog::AgentCatalog;
 
-/// The largest request body, in bytes, except a knowledge base document's upload.
-pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// The largest body of a knowledge base document's upload (`POST /api/knowledge/{slug}/documents`), in
 /// bytes: the largest document and room for the multipart framing.
 pub const MAX_DOCUMENT_BODY_BYTES: usize = crate::knowledge::extract::MAX_DOCUMENT_BYTES + 64 * 1024;
-/// How long a client may take to send a request's whole body, from its headers on (answered 408 after):
-/// a total deadline, which a body trickled a byte at a time cannot reset.
-pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// What every handler can reach: [`FacadeParts`] behind one shared pointer, so the clone each request
 /// makes of it (one per extractor) is a counter's increment, not a copy of every part.
@@ -72,21 +65,21 @@ impl From<FacadeParts> for FacadeState {
 /// The parts of the facade's state.
 pub struct FacadeParts {
     /// How bearer tokens are checked.
-    pub auth: auth::Authenticator,
+    pub auth: http::auth::Authenticator,
     /// The agents.
     pub agents: AgentCatalog,
     /// Where runs are recorded and how they start; `None` for a facade that serves agents only (the run
     /// and tool endpoints answer 503).
     pub runs: Option<Runs>,
     /// The metrics served at `/metrics`.
-    pub metrics: crate::facade::http_metrics::FacadeMetrics,
+    pub metrics: http::metrics::FacadeMetrics,
     /// The key the runs' tokens are signed with. Only the facade holds it; with several replicas, all
     /// hold the same one (`--run-token-key-file`).
     pub run_tokens: crate::run::grant::TokenKey,
     /// The abuse limits.
-    pub limits: limits::Limits,
+    pub limits: http::limits::Limits,
     /// The event streams open on this replica, by user and by run.
-    pub streams: limits::OpenStreams,
+    pub streams: http::limits::OpenStreams,
     /// The threads whose request queue this replica pumps.
     pub queues: run_queue::QueuePumps,
     /// The model `POST /api/chat/call` asks; `None` answers 503.
@@ -99,7 +92,7 @@ impl FacadeParts {
     /// The parts of a facade authenticating with `auth`, serving `agents` and `runs`, the rest as a new
     /// process has them: default metrics and limits, a random run-token key (set `run_tokens` for
     /// replicas that share one), no open streams or queue pumps, no model for `/api/chat/call`.
-    pub fn new(auth: auth::Authenticator, agents: AgentCatalog, runs: Option<Runs>) -> FacadeParts {
+    pub fn new(auth: http::auth::Authenticator, agents: AgentCatalog, runs: Option<Runs>) -> FacadeParts {
         FacadeParts {
             auth,
             agents,
@@ -129,55 +122,21 @@ pub struct Runs {
     pub launcher: launch::Launcher,
 }
 
-impl FromRef<FacadeState> for crate::facade::http_metrics::FacadeMetrics {
-    fn from_ref(state: &FacadeState) -> crate::facade::http_metrics::FacadeMetrics {
+impl FromRef<FacadeState> for http::metrics::FacadeMetrics {
+    fn from_ref(state: &FacadeState) -> http::metrics::FacadeMetrics {
         state.metrics.clone()
     }
 }
 
-impl FromRef<FacadeState> for auth::RunTokens {
-    fn from_ref(state: &FacadeState) -> auth::RunTokens {
-        auth::RunTokens { key: state.run_tokens.clone(), store: state.runs.as_ref().map(|r| r.store.clone()) }
+impl FromRef<FacadeState> for http::auth::RunTokens {
+    fn from_ref(state: &FacadeState) -> http::auth::RunTokens {
+        http::auth::RunTokens { key: state.run_tokens.clone(), store: state.runs.as_ref().map(|r| r.store.clone()) }
     }
 }
 
-impl FromRef<FacadeState> for auth::Authenticator {
-    fn from_ref(state: &FacadeState) -> auth::Authenticator {
+impl FromRef<FacadeState> for http::auth::Authenticator {
+    fn from_ref(state: &FacadeState) -> http::auth::Authenticator {
         state.auth.clone()
-    }
-}
-
-/// The OpenAPI document's fixed parts; the paths and schemas come from the handlers.
-#[derive(utoipa::OpenApi)]
-#[openapi(
-    info(
-        title = "yuxi-operator facade",
-        description = "Yuxi-compatible agent CRUD, the subagent tools for parent agents, and runs."
-    ),
-    modifiers(&BearerAuth),
-    components(schemas(error::DetailItem)),
-    tags(
-        (name = "agents", description = "Agents and subagents (`/api/agent`)"),
-        (name = "tools", description = "The subagent tools a parent agent calls"),
-        (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
-        (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
-        (name = "auth", description = "Who the bearer token names"),
-        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
-    )
-)]
-struct ApiDoc;
-
-/// Declares the bearer-token security scheme the paths name.
-struct BearerAuth;
-
-impl utoipa::Modify for BearerAuth {
-    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
-        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
-        let components = openapi.components.get_or_insert_with(Default::default);
-        components.add_security_scheme(
-            "bearer",
-            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
-        );
     }
 }
 
@@ -185,7 +144,7 @@ impl utoipa::Modify for BearerAuth {
 pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     use utoipa::OpenApi;
     use utoipa_axum::routes;
-    let (routes, mut document) = utoipa_axum::router::OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let (routes, mut document) = utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
         .routes(routes!(me::me))
         .routes(routes!(login::login))
         .routes(routes!(agents::list, agents::create))
@@ -236,7 +195,8 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
         .routes(routes!(system_lists::mcp_servers))
         .routes(routes!(system_lists::accessible_skills))
         .split_for_parts();
-    openapi::complete(&mut document);
+    http::openapi::complete(&mut document);
+    openapi::links(&mut document);
     (routes, document)
 }
 
@@ -256,12 +216,12 @@ pub fn router(state: FacadeState) -> Router {
     routes
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
         .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
-        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), crate::facade::http_metrics::track))
+        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
         .merge(mcp::routes(state.clone()))
         .merge(console::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(crate::facade::http_metrics::serve))
+        .route("/metrics", get(http::metrics::serve))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|method: axum::http::Method| async move {
             ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
@@ -281,7 +241,7 @@ async fn docs_headers(mut response: axum::response::Response) -> axum::response:
     response
 }
 
-/// Reads the whole request body within `deadline` ([`limits::Limits::body_timeout`]) and at most
+/// Reads the whole request body within `deadline` ([`http::limits::Limits::body_timeout`]) and at most
 /// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON; a knowledge
 /// base document's upload may have [`MAX_DOCUMENT_BODY_BYTES`]): 408 past the deadline, 413 past the
 /// size naming the limit, however slowly the bytes come.

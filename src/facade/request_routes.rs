@@ -13,12 +13,12 @@ use serde::{Deserialize, Serialize};
 use serde_json::json;
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::body::QueryParams;
-use super::error::ApiError;
 use super::run_queue::{CLAIM_TTL, REQUEST_STREAM_LIMIT, ensure_pump, set_paused, steer_active};
 use super::run_request::QueuePolicy;
 use crate::access::Identity;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::QueryParams;
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::run::queue::{QueuedRequest, RequestStatus};
 use crate::run::thread_id::is_valid_id;
 use crate::store::Store;
@@ -97,9 +97,9 @@ pub struct RequestAnswer {
     params(("request_id" = String, Path, description = "the request id")),
     responses(
         (status = 200, description = "the request", body = RequestAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -160,11 +160,11 @@ pub struct ThreadRequests {
     params(("thread_id" = String, Path, description = "the thread id"), QueueQuery),
     responses(
         (status = 200, description = "the waiting requests", body = ThreadRequests),
-        (status = 400, description = "malformed query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -212,12 +212,12 @@ pub struct Continued {
     params(("thread_id" = String, Path, description = "the thread id"), QueueQuery),
     responses(
         (status = 200, description = "the queue goes on", body = Continued),
-        (status = 400, description = "malformed query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 409, description = "the queue is empty, not paused, or the thread has an unfinished run", body = super::error::ErrorBody),
-        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 409, description = "the queue is empty, not paused, or the thread has an unfinished run", body = ErrorBody),
+        (status = 422, description = "`agent_slug` is not 1 to 80 characters", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -270,9 +270,9 @@ pub struct RequestCancelled {
     params(("request_id" = String, Path, description = "the request id")),
     responses(
         (status = 200, description = "the request after the cancel", body = RequestCancelled),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -317,10 +317,10 @@ pub struct Steered {
     params(("request_id" = String, Path, description = "the request id")),
     responses(
         (status = 200, description = "the request, first in its queue", body = Steered),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 409, description = "the request no longer waits", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 409, description = "the request no longer waits", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -380,10 +380,10 @@ async fn steer_claimed(store: &Store, who: &Identity, request_id: &str) -> Resul
     params(("request_id" = String, Path, description = "the request id")),
     responses(
         (status = 200, description = "server-sent events: `queued`, then `run_created`, `cancelled` or `failed`", content_type = "text/event-stream", body = String),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or another user's", body = super::error::ErrorBody),
-        (status = 429, description = "too many event streams open", body = super::error::ErrorBody),
-        (status = 503, description = "the run store is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or another user's", body = ErrorBody),
+        (status = 429, description = "too many event streams open", body = ErrorBody),
+        (status = 503, description = "the run store is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -15,13 +15,13 @@ use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::body::QueryParams;
-use super::error::ApiError;
 use super::runs::mine;
 use super::wire::EventFormat;
 use crate::access::Role;
 use crate::delegation::tree::TreeCursor;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::QueryParams;
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::run::EventKind;
 use crate::run::thread_id::is_valid_id;
 
@@ -80,11 +80,11 @@ pub struct ThreadMessages {
     params(("run_id" = String, Path, description = "the run id"), EventsQuery, ("Last-Event-ID" = Option<String>, Header, nullable = false, description = "resume after this stream id (with `tree`, this tree cursor)", pattern = "^([0-9]{1,19}-[0-9]{1,19}|t1\\.[A-Za-z0-9_-]*)$")),
     responses(
         (status = 200, description = "server-sent events: `id` is the stream id (with `tree`, a tree cursor), `event` the event name, `data` the envelope as JSON (with the run's `request_id`, and with `tree` the `parent_run_id` and `parent_tool_call_id` of the event's run; payloads in Yuxi's shapes unless `event_format=flat`); the stream ends after `end` (with `tree`, once every run of the tree has ended)", content_type = "text/event-stream", body = crate::run::Envelope),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -182,7 +182,7 @@ fn tree_stream(
     root: crate::run::RunRecord,
     cursor: TreeCursor,
     format: EventFormat,
-    permit: super::limits::StreamPermit,
+    permit: crate::facade::http::limits::StreamPermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
     use super::run_tree::{any_changed, drained, read_page, tree_runs};
     enum Step {
@@ -258,9 +258,9 @@ fn tree_stream(
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "the thread's persisted messages", body = ThreadMessages),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -13,10 +13,10 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use super::FacadeState;
-use super::error::ApiError;
 use super::run_request::QueuePolicy;
 use super::runs::StartedParentRun;
 use crate::access::Identity;
+use crate::facade::http::error::ApiError;
 use crate::run::queue::{MAX_QUEUED_PER_THREAD, QueuedRequest, RequestStatus, continues_after};
 use crate::run::{Created, RunRecord, RunStatus};
 use crate::store::queues::Enqueued;

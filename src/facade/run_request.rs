@@ -5,8 +5,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::error::ApiError;
 use crate::access::{Identity, Role};
+use crate::facade::http::body::json_within;
+use crate::facade::http::error::ApiError;
 use crate::resources::yuxi::YuxiApprovalMode;
 use crate::resources::{Agent, ToolApprovalMode};
 use crate::run::record::MAX_META_BYTES;
@@ -190,15 +191,6 @@ pub fn checked(
         },
     };
     Ok(RunRequest { request_id: Some(request_id), meta, created_by_run_id, model_spec, tool_approval_mode })
-}
-
-/// 413 naming `field` when `map` takes more than `max` bytes as JSON.
-pub(super) fn json_within(field: &str, map: &Map<String, Value>, max: usize) -> Result<(), ApiError> {
-    let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
-    if size > max {
-        return Err(ApiError::TooLarge(format!("{field}: {size} bytes of JSON; at most {max}")));
-    }
-    Ok(())
 }
 
 /// The request id a `meta` names (`meta.request_id`), or a new one when it names none. Errors: 422

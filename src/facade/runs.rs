@@ -9,9 +9,9 @@ use serde::Serialize;
 use serde_json::Value;
 
 use super::FacadeState;
-use super::auth::Caller;
-use super::error::ApiError;
 use crate::access::{Identity, Role};
+use crate::facade::http::auth::Caller;
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::run::thread_id::is_valid_id;
 use crate::run::{RunRecord, RunStatus};
 use crate::store::Store;
@@ -58,21 +58,21 @@ pub struct StartedParentRun {
     request_body = super::run_request::StartRun,
     responses(
         (status = 200, description = "the run started", body = StartedParentRun),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
 pub async fn start(
     State(state): State<FacadeState>,
     Caller(who): Caller,
-    super::body::JsonBody(body): super::body::JsonBody<super::run_request::StartRun>,
+    crate::facade::http::body::JsonBody(body): crate::facade::http::body::JsonBody<super::run_request::StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = super::tools::runs(&state)?;
     if let Some(resume) = body.resume {
@@ -121,7 +121,7 @@ pub async fn start(
     };
     let request = super::run_request::checked(&body, &who, &agent, &thread_id, earlier.as_ref())?;
     let max_tokens = super::run_request::budget_of(body.budget, &agent, &who)?;
-    super::limits::check_quotas(&state, &who.uid).await?;
+    check_quotas(&state, &who.uid).await?;
     let record = RunRecord {
         run_id: uuid::Uuid::new_v4().simple().to_string(),
         thread_id: thread_id.clone(),
@@ -145,7 +145,9 @@ pub async fn start(
     let policy = body.queue_policy.unwrap_or_default();
     match store.create_run(&record, None, state.limits.runs).await? {
         crate::run::Created::Started => {}
-        crate::run::Created::Limited(limit) => return Err(super::limits::run_limited(limit, &state.limits.runs)),
+        crate::run::Created::Limited(limit) => {
+            return Err(crate::facade::http::limits::run_limited(limit, &state.limits.runs));
+        }
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
             if policy != super::run_request::QueuePolicy::Reject {
                 return super::run_queue::enqueue(&state, &who, record, body.query, policy, &active).await.map(Json);
@@ -238,6 +240,28 @@ pub(super) fn launch_parent(
     let token = run_token(state, who, record, &record.thread_id);
     runs.launcher.launch(runs.store.clone(), record.clone(), agent, query, Some(token));
     state.metrics.run_started(&record.agent_slug, false);
+}
+
+/// Refuses a start for `uid` when a daily token quota is used up: 429 naming
+/// `max_tokens_per_user_per_day` or `max_tokens_per_namespace_per_day`, with the seconds to the next UTC
+/// day as `Retry-After`. Errors: 503 when the store cannot say.
+pub(super) async fn check_quotas(state: &FacadeState, uid: &str) -> Result<(), ApiError> {
+    use crate::run::budget::{day_of, seconds_to_next_day};
+    let quotas = state.limits.quotas;
+    if !quotas.any() {
+        return Ok(());
+    }
+    let store = super::tools::runs(state)?;
+    let now = jiff::Timestamp::now();
+    let (user, namespace) = store.usage_today(&day_of(now), &state.limits.namespace, uid).await?;
+    match quotas.used_up(user, namespace) {
+        None => Ok(()),
+        Some(used_up) => Err(ApiError::Limited {
+            limit: used_up.limit.into(),
+            message: used_up.message(),
+            retry_after: seconds_to_next_day(now),
+        }),
+    }
 }
 
 /// A run as Yuxi's client reads it (`{run: ...}`): Yuxi's field names (`id`, `conversation_thread_id`,
@@ -337,9 +361,9 @@ pub struct RunAnswer {
     params(("run_id" = String, Path, description = "the run id")),
     responses(
         (status = 200, description = "the run", body = RunAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -362,9 +386,9 @@ pub async fn get(
     params(("thread_id" = String, Path, description = "the thread id")),
     responses(
         (status = 200, description = "the thread's unfinished run, or `{run: null}`", body = RunAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -447,10 +471,10 @@ pub struct ResultAnswer {
     params(("run_id" = String, Path, description = "the run id")),
     responses(
         (status = 200, description = "the run's result", body = ResultAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 409, description = "conflict", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 409, description = "conflict", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -496,9 +520,9 @@ pub async fn result(
     params(("run_id" = String, Path, description = "the run id")),
     responses(
         (status = 200, description = "the run after the cancel", body = crate::delegation::wire::CancelAnswer),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

@@ -16,11 +16,12 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::FacadeState;
 use super::agent_config::{FieldOption, ResourceOptions};
-use super::auth::Caller;
-use super::body::QueryParams;
-use super::{ApiError, FacadeState};
 use crate::access::{Identity, Permission, permission};
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::QueryParams;
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::resources::Agent;
 use crate::resources::tools::builtin_tools;
 
@@ -115,9 +116,9 @@ fn all_tools() -> Vec<ToolItem> {
     params(ToolsQuery),
     responses(
         (status = 200, description = "the tools", body = Listed<ToolItem>),
-        (status = 400, description = "malformed query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "run credentials", body = super::error::ErrorBody),
+        (status = 400, description = "malformed query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "run credentials", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -204,9 +205,9 @@ fn items(found: BTreeMap<String, Vec<String>>) -> Vec<Referenced> {
     tag = "catalogue",
     responses(
         (status = 200, description = "the MCP servers", body = Listed<Referenced>),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "run credentials", body = super::error::ErrorBody),
-        (status = 503, description = "the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "run credentials", body = ErrorBody),
+        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -226,9 +227,9 @@ pub async fn mcp_servers(
     tag = "catalogue",
     responses(
         (status = 200, description = "the skills", body = Listed<Referenced>),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 403, description = "run credentials", body = super::error::ErrorBody),
-        (status = 503, description = "the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "run credentials", body = ErrorBody),
+        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

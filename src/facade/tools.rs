@@ -14,9 +14,6 @@ use serde::Deserialize;
 use serde_json::Value;
 
 use super::FacadeState;
-use super::auth::ParentCaller;
-use super::body::JsonBody;
-use super::error::ApiError;
 use super::launch::check_startable;
 use crate::access::{Permission, allowed_subagents, permission};
 use crate::delegation::progress::{PROGRESS_SCAN, summarize};
@@ -25,6 +22,9 @@ use crate::delegation::wire::{
     StartAnswer, StartBody, StartStatus, StartedRun, TaskAnswer, ToolsAnswer, WaitAnyAnswer, WaitAnyBody, is_stream_id,
 };
 use crate::delegation::{MAX_AWAIT_SECONDS, MAX_EVENTS_LIMIT, MAX_WAIT_ANY_RUNS};
+use crate::facade::http::auth::ParentCaller;
+use crate::facade::http::body::JsonBody;
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::resources::ParentRef;
 use crate::run::record::start_key;
 use crate::run::thread_id::{child_thread_id, is_child_thread_of, is_valid_id};
@@ -152,7 +152,7 @@ pub(crate) async fn start(
         (Some(a), Some(b)) => Some(a.min(b)),
         (a, b) => a.or(b),
     });
-    super::limits::check_quotas(state, &who.uid).await?;
+    super::runs::check_quotas(state, &who.uid).await?;
     let (thread_id, continuing) = match &body.thread_id {
         Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {
             if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
@@ -228,7 +228,7 @@ pub(crate) async fn start(
                 .ok_or_else(|| ApiError::NotFound("run vanished".into()))?;
             Ok(describe(StartStatus::Existing, &existing))
         }
-        Created::Limited(limit) => Err(super::limits::run_limited(limit, &state.limits.runs)),
+        Created::Limited(limit) => Err(crate::facade::http::limits::run_limited(limit, &state.limits.runs)),
         Created::Busy(active) => {
             let status = store.run_record(&active).await?.map(|r| r.status).unwrap_or(RunStatus::Running);
             Ok(StartAnswer::Busy(BusyThread {
@@ -342,17 +342,17 @@ pub struct ToolsQuery {
     params(ToolsQuery),
     responses(
         (status = 200, description = "the tools and the prompt section", body = ToolsAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
 pub async fn list_tools(
     State(state): State<FacadeState>,
     ParentCaller { who, .. }: ParentCaller,
-    super::body::QueryParams(query): super::body::QueryParams<ToolsQuery>,
+    crate::facade::http::body::QueryParams(query): crate::facade::http::body::QueryParams<ToolsQuery>,
 ) -> Result<Json<ToolsAnswer>, ApiError> {
     let all = state.agents.all().await?;
     let agent = all
@@ -375,14 +375,14 @@ pub async fn list_tools(
     request_body = StartBody,
     responses(
         (status = 200, description = "started, existing or busy", body = StartAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 409, description = "the parent run has ended: only a running run starts subagents", body = super::error::ErrorBody),
-        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 409, description = "the parent run has ended: only a running run starts subagents", body = ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -403,10 +403,10 @@ pub async fn subagent_start(
     request_body = RunBody,
     responses(
         (status = 200, description = "the run and its latest messages", body = Snapshot),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -429,10 +429,10 @@ pub async fn subagent_status(
     request_body = RunBody,
     responses(
         (status = 200, description = "the ended run, or the current snapshot with `wait_timed_out`", body = Snapshot),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -462,10 +462,10 @@ pub async fn subagent_await(
     request_body = RunBody,
     responses(
         (status = 200, description = "the run after the cancel", body = CancelAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -489,11 +489,11 @@ pub async fn subagent_cancel(
     request_body = EventsBody,
     responses(
         (status = 200, description = "a page of events", body = EventsAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -567,11 +567,11 @@ pub async fn subagent_events(
     request_body = WaitAnyBody,
     responses(
         (status = 200, description = "the first run to end, or the runs still going with `wait_timed_out`", body = WaitAnyAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "a run is unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "a run is unknown, or invisible to the caller", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -642,14 +642,14 @@ pub async fn subagent_wait_any(
     request_body = StartBody,
     responses(
         (status = 200, description = "the subagent's answer, its error, or how to follow it", body = TaskAnswer),
-        (status = 400, description = "malformed body or query", body = super::error::ErrorBody),
-        (status = 401, description = "no or bad token", body = super::error::ErrorBody),
-        (status = 404, description = "unknown, or invisible to the caller", body = super::error::ErrorBody),
-        (status = 413, description = "body too large", body = super::error::ErrorBody),
-        (status = 422, description = "breaks a rule; `field` names it", body = super::error::ErrorBody),
-        (status = 409, description = "the parent run has ended: only a running run starts subagents", body = super::error::ErrorBody),
-        (status = 429, description = "a limit is reached; `field` names its setting", body = super::error::ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
-        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = super::error::ErrorBody),
+        (status = 400, description = "malformed body or query", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
+        (status = 409, description = "the parent run has ended: only a running run starts subagents", body = ErrorBody),
+        (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
+        (status = 503, description = "the run store or the Kubernetes API is unavailable", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]

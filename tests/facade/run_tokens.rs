@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 use yuxi_operator::access::Role;
-use yuxi_operator::facade::auth::UserEntry;
+use yuxi_operator::facade::http::auth::UserEntry;
 use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Runs, Users, router};
 use yuxi_operator::resources::ParentRef;
@@ -44,7 +44,7 @@ async fn facade() -> Facade {
     .expect("a knowledge base");
     let documents = std::env::temp_dir().join(unique("knowledge"));
     let knowledge = yuxi_operator::facade::knowledge::Knowledge::new(
-        yuxi_operator::facade::catalog::KnowledgeCatalog::new(vec![notes]),
+        yuxi_operator::facade::services::catalog::KnowledgeCatalog::new(vec![notes]),
         yuxi_operator::facade::knowledge::KnowledgeSettings {
             documents_dir: documents.clone(),
             index_dir: None,

@@ -22,7 +22,7 @@ use std::time::Duration;
 use k8s_openapi::api::core::v1::ConfigMap;
 use kube::ResourceExt;
 
-use super::catalog::KnowledgeCatalog;
+use crate::facade::services::catalog::KnowledgeCatalog;
 use crate::knowledge::index::{Hit, IndexedDocument, KnowledgeIndex};
 use crate::resources::KnowledgeBase;
 

@@ -14,11 +14,12 @@ use super::sync::ChangeError;
 use super::{IndexState, Knowledge, MAX_QUERY_CHARS, MAX_TOP_K, SearchError};
 use crate::access::{Identity, Permission, Role, knowledge_permission};
 use crate::facade::FacadeState;
-use crate::facade::agents::{check_scopes, yuxi_field};
-use crate::facade::auth::Caller;
-use crate::facade::body::JsonBody;
-use crate::facade::catalog::CatalogError;
-use crate::facade::error::{ApiError, ErrorBody};
+use crate::facade::agents::check_scopes;
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::JsonBody;
+use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::catalog::CatalogError;
+use crate::facade::services::catalog::fields::yuxi_field;
 use crate::facade::slug::slugify;
 use crate::knowledge::extract::{ExtractError, KNOWN_EXTENSIONS, MAX_DOCUMENT_BYTES};
 use crate::knowledge::index::Hit;
@@ -417,7 +418,7 @@ pub async fn create(
         return Err(ApiError::Limited {
             limit: "max_knowledge_bases_per_user".into(),
             message: format!("you own {owned} knowledge bases, the most allowed; delete one first"),
-            retry_after: crate::facade::limits::RETRY_AFTER_SECONDS,
+            retry_after: crate::facade::http::limits::RETRY_AFTER_SECONDS,
         });
     }
     let kb = match knowledge.catalog.create(kb).await {
@@ -582,7 +583,7 @@ pub struct UploadAnswer {
     operation_id = "upload_knowledge_document",
     tag = "knowledge",
     params(("slug" = String, Path, description = "the knowledge base's slug")),
-    request_body(content = crate::facade::attachments::UploadForm, content_type = "multipart/form-data"),
+    request_body(content = crate::facade::http::body::UploadForm, content_type = "multipart/form-data"),
     responses(
         (status = 201, description = "indexed", body = UploadAnswer),
         (status = 400, description = "not a multipart body with a `file` field", body = ErrorBody),
@@ -649,7 +650,7 @@ pub async fn upload(
         ChangeError::Full(_) => ApiError::Limited {
             limit: "max_documents_per_knowledge_base".into(),
             message: err.to_string(),
-            retry_after: crate::facade::limits::RETRY_AFTER_SECONDS,
+            retry_after: crate::facade::http::limits::RETRY_AFTER_SECONDS,
         },
         ChangeError::NoDocument { .. } | ChangeError::Gone(_) => ApiError::NotFound(err.to_string()),
         ChangeError::Storage(message) => ApiError::Unavailable(message),

@@ -17,9 +17,9 @@ use super::routes::{Passage, check_search, knowledge, passages};
 use super::{MAX_QUERY_CHARS, MAX_TOP_K};
 use crate::access::{Permission, allowed_knowledge_bases, permission};
 use crate::facade::FacadeState;
-use crate::facade::auth::ParentCaller;
-use crate::facade::body::{JsonBody, QueryParams};
-use crate::facade::error::{ApiError, ErrorBody};
+use crate::facade::http::auth::ParentCaller;
+use crate::facade::http::body::{JsonBody, QueryParams};
+use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::resources::{Agent, KnowledgeBase};
 
 /// The tool's name.

@@ -23,8 +23,8 @@ use crate::access::{Permission, permission};
 use crate::delegation::names;
 use crate::delegation::wire::{RunBody, StartAnswer, StartBody, WaitAnyBody};
 use crate::facade::FacadeState;
-use crate::facade::body::{JsonBody, QueryParams, decode};
-use crate::facade::error::ApiError;
+use crate::facade::http::body::{JsonBody, QueryParams, decode};
+use crate::facade::http::error::ApiError;
 use crate::facade::knowledge::tools as knowledge_tools;
 use crate::facade::tools;
 

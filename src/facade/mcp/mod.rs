@@ -45,8 +45,8 @@ use rmcp::{RoleServer, ServerHandler};
 
 use self::sessions::{Owner, Sessions};
 use super::FacadeState;
-use super::auth::ParentCaller;
-use super::error::ApiError;
+use crate::facade::http::auth::ParentCaller;
+use crate::facade::http::error::ApiError;
 
 /// The path the MCP server is served at.
 pub const MCP_PATH: &str = "/mcp";
@@ -80,7 +80,7 @@ pub fn routes(state: FacadeState) -> axum::Router<FacadeState> {
         // The facade's own bearer authentication guards it, whatever the Host: it is reached through a
         // Service or an Ingress by name.
         .disable_allowed_hosts()
-        .with_max_request_body_bytes(super::MAX_BODY_BYTES);
+        .with_max_request_body_bytes(crate::facade::http::limits::MAX_BODY_BYTES);
     let manager = Arc::new(LocalSessionManager::default());
     let sessions = Arc::new(Sessions::new(manager.clone()));
     let service = StreamableHttpService::new(

@@ -16,9 +16,9 @@ use std::sync::{Arc, Mutex};
 use rmcp::transport::streamable_http_server::SessionManager;
 use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
 
-use super::super::error::ApiError;
-use super::super::limits::{Limits, RETRY_AFTER_SECONDS};
-use crate::facade::auth::ParentCaller;
+use crate::facade::http::auth::ParentCaller;
+use crate::facade::http::error::ApiError;
+use crate::facade::http::limits::{Limits, RETRY_AFTER_SECONDS};
 
 /// A session id no session has: a stranger's request names it instead of the session it named.
 pub const NO_SESSION: &str = "no-such-session";

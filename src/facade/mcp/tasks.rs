@@ -11,7 +11,7 @@ use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
 
 use crate::facade::FacadeState;
-use crate::facade::auth::ParentCaller;
+use crate::facade::http::auth::ParentCaller;
 use crate::run::RunStatus;
 use crate::run::thread_id::is_valid_id;
 use crate::store::RunView;

@@ -1,13 +1,20 @@
 //! The facade's abuse limits, each configurable and each answered with 429 (`Retry-After`) naming its
 //! setting (docs/reference/limits.md): unfinished runs per user and in total (counted by the run store,
 //! in the step that records a run), open event streams per user and per run (counted by this facade
-//! replica), agents a user owns.
+//! replica), agents a user owns; and the bounds of every request body ([`MAX_BODY_BYTES`],
+//! [`BODY_READ_TIMEOUT`]).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use super::ApiError;
+use super::error::ApiError;
 use crate::run::{RunLimit, RunLimits};
+
+/// The largest request body, in bytes, except a knowledge base document's upload.
+pub const MAX_BODY_BYTES: usize = 1024 * 1024;
+/// How long a client may take to send a request's whole body, from its headers on (answered 408 after):
+/// a total deadline, which a body trickled a byte at a time cannot reset.
+pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
 /// Seconds a client is told to wait before a limited start or stream is tried again.
 pub const RETRY_AFTER_SECONDS: u64 = 5;
@@ -32,7 +39,7 @@ pub struct Limits {
     /// MCP sessions open on one facade replica (`--max-mcp-sessions`; default 512).
     pub mcp_sessions: usize,
     /// How long a client may take to send a request's whole body (`--body-timeout-seconds`; default
-    /// [`BODY_READ_TIMEOUT`](super::BODY_READ_TIMEOUT), 30 s); 408 after.
+    /// [`BODY_READ_TIMEOUT`], 30 s); 408 after.
     pub body_timeout: std::time::Duration,
     /// The daily token quotas a start is checked against (`--max-tokens-per-user-per-day`,
     /// `--max-tokens-per-namespace-per-day`; none by default).
@@ -51,32 +58,10 @@ impl Default for Limits {
             knowledge_bases_per_user: 20,
             mcp_sessions_per_user: 8,
             mcp_sessions: 512,
-            body_timeout: super::BODY_READ_TIMEOUT,
+            body_timeout: BODY_READ_TIMEOUT,
             quotas: Default::default(),
             namespace: crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
         }
-    }
-}
-
-/// Refuses a start for `uid` when a daily token quota is used up: 429 naming
-/// `max_tokens_per_user_per_day` or `max_tokens_per_namespace_per_day`, with the seconds to the next UTC
-/// day as `Retry-After`. Errors: 503 when the store cannot say.
-pub async fn check_quotas(state: &super::FacadeState, uid: &str) -> Result<(), ApiError> {
-    use crate::run::budget::{day_of, seconds_to_next_day};
-    let quotas = state.limits.quotas;
-    if !quotas.any() {
-        return Ok(());
-    }
-    let store = super::tools::runs(state)?;
-    let now = jiff::Timestamp::now();
-    let (user, namespace) = store.usage_today(&day_of(now), &state.limits.namespace, uid).await?;
-    match quotas.used_up(user, namespace) {
-        None => Ok(()),
-        Some(used_up) => Err(ApiError::Limited {
-            limit: used_up.limit.into(),
-            message: used_up.message(),
-            retry_after: seconds_to_next_day(now),
-        }),
     }
 }
 

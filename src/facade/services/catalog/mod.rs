@@ -4,6 +4,8 @@
 //! read-only through the API, plus the objects created through the API, kept as manifests in the data
 //! folder so they survive a restart. One generic catalog serves both kinds ([`CatalogItem`]).
 
+pub mod fields;
+
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, RwLock};

@@ -12,8 +12,8 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use super::super::error::ApiError;
 use crate::access::{Identity, Role, uid_of};
+use crate::facade::http::error::ApiError;
 
 /// The audience tokens must be issued for unless `--token-audience` says otherwise: this facade's own, so
 /// a token minted for another service (the API server, a vault) is not accepted here.
@@ -89,7 +89,7 @@ pub struct TokenReviewer {
 impl TokenReviewer {
     /// A reviewer through `client`, accepting tokens issued for one of `audiences` (empty: the facade's
     /// own, [`DEFAULT_AUDIENCE`]). Outcomes are counted in `counted` (see
-    /// [`FacadeMetrics::token_reviews`](crate::facade::http_metrics::FacadeMetrics::token_reviews)).
+    /// [`FacadeMetrics::token_reviews`](crate::facade::http::metrics::FacadeMetrics::token_reviews)).
     pub fn new(
         client: kube::Client,
         audiences: Vec<String>,

@@ -4,23 +4,20 @@
 //! `{loc, msg, type}` naming the field (`loc: ["body", "context", "tools", 0]`); for `run_busy` an object
 //! with the same fields as the answer; for any other error the message.
 //!
-//! The errors of what the facade calls convert here, so handlers use `?`:
+//! The errors of what the facade calls convert to [`ApiError`], so handlers use `?`: the run store's here,
 //!
 //! | from | answer |
 //! |---|---|
 //! | [`StoreError`] (any) | 503 `unavailable`, "the run store failed: ..." |
-//! | [`CatalogError::Exists`], [`CatalogError::Conflict`] | 409 `conflict`, the catalog's message |
-//! | [`CatalogError::Missing`] | 404 `not_found`, "agent \"slug\" does not exist" (or "knowledge base ...") |
-//! | [`CatalogError::Rejected`] | 422 `validation_failed`, the field the refusal names in Yuxi's spelling, else `agent` |
-//! | [`CatalogError::Unavailable`] | 503 `unavailable`, the catalog's message |
+//!
+//! and the catalog's beside the catalog ([`crate::facade::services::catalog::fields`]), since the kernel
+//! names no service.
 
 use axum::Json;
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::agents::yuxi_field;
-use super::catalog::CatalogError;
 use crate::store::StoreError;
 
 /// An error answered to a client.
@@ -268,63 +265,13 @@ impl From<StoreError> for ApiError {
     }
 }
 
-/// A failure of the agent catalog (see the module's table).
-impl From<CatalogError> for ApiError {
-    fn from(err: CatalogError) -> Self {
-        match err {
-            CatalogError::Exists { .. } | CatalogError::Conflict(_) => ApiError::Conflict(err.to_string()),
-            CatalogError::Missing { .. } => ApiError::NotFound(err.to_string()),
-            CatalogError::Rejected(message) => {
-                let field = rejected_field(&message).map(|f| yuxi_field(&f)).unwrap_or_else(|| "agent".to_string());
-                ApiError::Invalid { field, message }
-            }
-            CatalogError::Unavailable(message) => ApiError::Unavailable(message),
-        }
-    }
-}
-
-/// The field a Kubernetes refusal names: `... is invalid: spec.context.tools[0]: Invalid value ...`, or an
-/// admission denial `... denied the request: spec.backend: ...`.
-fn rejected_field(message: &str) -> Option<String> {
-    let rest = message
-        .split_once("is invalid: ")
-        .or_else(|| message.split_once("denied the request: "))
-        .map(|(_, rest)| rest)?;
-    let field = rest.split_once(": ")?.0;
-    (field.starts_with("spec") || field.starts_with("metadata")).then(|| field.to_string())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn kubernetes_refusals_name_the_yuxi_field() {
-        let cel = r#"Agent.yuxi.dev "x" is invalid: spec.context.maxExecutionSteps: Invalid value: 0: must be >= 1"#;
-        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected(cel.into())) else { panic!() };
-        assert_eq!(field, "config_json.context.max_execution_steps");
-        let webhook = r#"admission webhook "agents.yuxi.dev" denied the request: spec.isSubagent: must be true"#;
-        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected(webhook.into())) else { panic!() };
-        assert_eq!(field, "is_subagent");
-        let ApiError::Invalid { field, .. } = ApiError::from(CatalogError::Rejected("no field here".into())) else {
-            panic!()
-        };
-        assert_eq!(field, "agent");
-    }
-
-    #[test]
-    fn catalog_and_store_failures_answer_as_before() {
+    fn store_failures_answer_as_before() {
         let answer = |err: ApiError| (err.status().0.as_u16(), err.to_string());
-        assert_eq!(
-            answer(CatalogError::Exists { noun: "agent", slug: "a".into() }.into()),
-            (409, r#"agent "a" exists already"#.into())
-        );
-        assert_eq!(answer(CatalogError::Conflict("stale".into()).into()), (409, "stale".into()));
-        assert_eq!(
-            answer(CatalogError::Missing { noun: "agent", slug: "a".into() }.into()),
-            (404, r#"agent "a" does not exist"#.into())
-        );
-        assert_eq!(answer(CatalogError::Unavailable("down".into()).into()), (503, "down".into()));
         let store = StoreError::Socket { path: "/run/store.sock".into(), message: "broken pipe".into() };
         assert_eq!(
             answer(store.into()),

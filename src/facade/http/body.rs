@@ -2,11 +2,14 @@
 //! 422 with the field for JSON of the wrong shape (unknown field, wrong type, missing field). A number with
 //! no fractional part is an integer (`5.0` fills an integer field), as JSON Schema and FastAPI read it; an
 //! object is never read from an array of its fields' values (which serde alone would accept).
+//!
+//! Also here: query parameters ([`QueryParams`]), the size bound of a JSON field ([`json_within`]) and the
+//! OpenAPI shape of a one-file multipart upload ([`UploadForm`]).
 
 use axum::body::Bytes;
 use axum::extract::{FromRequest, Request};
 use serde::de::DeserializeOwned;
-use serde_json::Value;
+use serde_json::{Map, Value};
 
 use super::error::ApiError;
 
@@ -19,7 +22,7 @@ impl<S: Send + Sync, T: DeserializeOwned> FromRequest<S> for JsonBody<T> {
     async fn from_request(request: Request, state: &S) -> Result<Self, Self::Rejection> {
         let bytes = Bytes::from_request(request, state).await.map_err(|e| match e.status() {
             axum::http::StatusCode::PAYLOAD_TOO_LARGE => {
-                ApiError::TooLarge(format!("the body is larger than {} bytes", super::MAX_BODY_BYTES))
+                ApiError::TooLarge(format!("the body is larger than {} bytes", super::limits::MAX_BODY_BYTES))
             }
             _ => ApiError::BadRequest(format!("cannot read the body: {}", e.body_text())),
         })?;
@@ -184,6 +187,26 @@ fn integral_numbers_as_integers(value: &mut Value) {
         Value::Object(fields) => fields.values_mut().for_each(integral_numbers_as_integers),
         _ => {}
     }
+}
+
+/// 413 naming `field` when `map` takes more than `max` bytes as JSON.
+pub fn json_within(field: &str, map: &Map<String, Value>, max: usize) -> Result<(), ApiError> {
+    let size = serde_json::to_vec(map).map_or(usize::MAX, |bytes| bytes.len());
+    if size > max {
+        return Err(ApiError::TooLarge(format!("{field}: {size} bytes of JSON; at most {max}")));
+    }
+    Ok(())
+}
+
+/// The multipart body of `POST /api/chat/attachments/tmp`: one field `file` (other parts are not
+/// expected; a part the multipart parser cannot read answers 400).
+#[derive(serde::Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+#[allow(dead_code)]
+pub struct UploadForm {
+    /// The file.
+    #[schema(value_type = String, format = Binary)]
+    file: Vec<u8>,
 }
 
 /// Query parameters of type `T`; a malformed query is a 400 naming the problem.
