@@ -5,9 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
+use yuxi_operator::facade;
 use yuxi_operator::facade::http::auth;
 use yuxi_operator::facade::services::catalog;
-use yuxi_operator::facade::{self, launch};
+use yuxi_operator::facade::services::launch;
 use yuxi_operator::store::Store;
 
 use super::serve::{bind, serve, shutdown_signal};
@@ -89,17 +90,17 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     super::extract_text::read_documents_in_subprocesses()?;
-    let knowledge = facade::knowledge::Knowledge::new(
+    let knowledge = facade::services::knowledge::Knowledge::new(
         facade::services::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
             client.clone(),
             &args.namespace,
         ))),
-        facade::knowledge::KnowledgeSettings {
+        facade::services::knowledge::KnowledgeSettings {
             documents_dir: args.knowledge_documents_dir,
             index_dir: Some(args.knowledge_index_dir),
             sources_dir: args.knowledge_sources_dir,
         },
-        facade::knowledge::PlatformObjects::cluster(client.clone(), &args.namespace),
+        facade::services::knowledge::PlatformObjects::cluster(client.clone(), &args.namespace),
         Some(kube::Api::namespaced(client.clone(), &args.namespace)),
     );
     let knowledge = std::sync::Arc::new(match args.embeddings.embeddings()? {
@@ -127,7 +128,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.
-    let _dispatcher = facade::run_queue::spawn_dispatcher(state.clone());
+    let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;

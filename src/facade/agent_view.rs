@@ -130,13 +130,6 @@ pub async fn detail(state: &super::FacadeState, agent: &Agent, who: &Identity, a
     AgentAnswer { agent: shown }
 }
 
-/// `agent` when `who` may see it; otherwise 404, as for a missing one.
-pub fn visible(agent: Option<Agent>, who: &Identity, slug: &str) -> Result<Agent, ApiError> {
-    agent
-        .filter(|a| permission(who, a) >= Permission::Read)
-        .ok_or_else(|| ApiError::NotFound(format!("agent {slug:?} does not exist")))
-}
-
 /// Sets the `icon` annotation (`Some(None)` removes it) and the `pics` annotation (an empty list removes
 /// it) on `meta`. Errors: 422 naming `icon`, `pics` or `pics[i]` past [`MAX_ICON_CHARS`], [`MAX_PICS`]
 /// or [`MAX_PIC_CHARS`].

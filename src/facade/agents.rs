@@ -11,16 +11,17 @@ use kube::ResourceExt;
 use kube::core::ObjectMeta;
 use serde::{Deserialize, Deserializer, Serialize};
 
-use super::FacadeState;
 use super::agent_config::guard_admin_fields;
-use super::agent_view::{AgentAnswer, AgentView, detail, set_pictures, stamp, view, visible};
-use super::slug::{slugify, unique_slug};
-use crate::access::{Identity, Permission, Role, may_save_scope, permission};
+use super::agent_view::{AgentAnswer, AgentView, detail, set_pictures, stamp, view};
+use crate::access::{Identity, Permission, Role, permission};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::{JsonBody, QueryParams};
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::agent_views::{check_scopes, visible};
 use crate::facade::services::catalog::CatalogError;
 use crate::facade::services::catalog::fields::yuxi_field;
+use crate::facade::services::slug::{slugify, unique_slug};
+use crate::facade::services::state::FacadeState;
 use crate::resources::validation::{validate_agent, validate_agent_among};
 use crate::resources::yuxi::{YuxiConfig, YuxiShare};
 use crate::resources::{
@@ -437,22 +438,6 @@ pub async fn delete(
     }
     state.agents.delete(&slug).await?;
     Ok(StatusCode::NO_CONTENT)
-}
-
-/// Only administrators may save Global and Department scopes.
-pub(super) fn check_scopes(who: &Identity, share: &AgentShare) -> Result<(), ApiError> {
-    for (field, scope) in
-        [("share_config.read_scope", &share.read_scope), ("share_config.manage_scope", &share.manage_scope)]
-    {
-        if let Some(scope) = scope
-            && !may_save_scope(who, scope)
-        {
-            return Err(ApiError::Forbidden(format!(
-                "{field}: only administrators may share with everybody or with departments"
-            )));
-        }
-    }
-    Ok(())
 }
 
 /// The validation module's verdict, the first error as a 422 in Yuxi's field names.

@@ -6,9 +6,9 @@
 
 use serde::{Deserialize, Serialize};
 
-use super::FacadeState;
 use crate::access::{Identity, Role};
 use crate::facade::http::error::ApiError;
+use crate::facade::services::state::FacadeState;
 use crate::run::approval::{Decision, DecisionError, check_decisions};
 use crate::run::thread_id::is_valid_id;
 use crate::run::{RunRecord, RunStatus};
@@ -31,7 +31,7 @@ pub struct ResumeBody {
 
 /// The waiting run `run_id` when `who` may decide on it: its user's, or any for an administrator.
 async fn decidable(state: &FacadeState, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
-    let store = super::tools::runs(state)?;
+    let store = state.store()?;
     let missing = || ApiError::NotFound(format!("run {run_id:?} does not exist"));
     if !is_valid_id(run_id) {
         return Err(missing());
@@ -51,7 +51,7 @@ pub async fn resume(
     who: &Identity,
     resume: ResumeBody,
 ) -> Result<super::runs::StartedParentRun, ApiError> {
-    let store = super::tools::runs(state)?;
+    let store = state.store()?;
     if resume.decisions.len() > MAX_DECISIONS {
         return Err(ApiError::invalid("resume.decisions", format!("at most {MAX_DECISIONS} decisions")));
     }
@@ -82,6 +82,6 @@ pub async fn resume(
     } else {
         Identity { uid: record.uid.clone(), role: Role::User, department_id: None }
     };
-    super::runs::launch_resumed(state, &acting, agent, &record, checkpoint.input);
+    crate::facade::services::run_starts::launch_resumed(state, &acting, agent, &record, checkpoint.input);
     Ok(super::runs::StartedParentRun::running(&record, Default::default()))
 }

@@ -16,10 +16,11 @@ use axum::Json;
 use axum::extract::{Multipart, Path as UrlPath, State};
 use serde::{Deserialize, Serialize};
 
-use super::FacadeState;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::{JsonBody, UploadForm};
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::files::{MAX_NAME_CHARS, safe_name};
+use crate::facade::services::state::FacadeState;
 use crate::run::scope::{Scope, ScopeIds};
 
 /// The largest attachment, in bytes (the request body limit less room for the multipart framing).
@@ -28,8 +29,6 @@ pub const MAX_FILE_BYTES: usize = crate::facade::http::limits::MAX_BODY_BYTES - 
 pub const MAX_HELD: usize = 20;
 /// The most attachments one thread has.
 pub const MAX_PER_THREAD: usize = 50;
-/// The longest file name, in characters.
-pub const MAX_NAME_CHARS: usize = 200;
 /// The kinds of file an attachment may be, by extension (text and office documents, images).
 pub const ALLOWED_EXTENSIONS: [&str; 16] = [
     ".txt", ".md", ".csv", ".json", ".yaml", ".yml", ".html", ".xml", ".log", ".py", ".pdf", ".docx", ".xlsx", ".pptx",
@@ -53,20 +52,6 @@ fn uploads_dir(data: &Path, uid: &str, thread_id: &str) -> Result<PathBuf, ApiEr
     let ids =
         ScopeIds::new(uid, "thread_id", thread_id, None).map_err(|e| ApiError::invalid("thread_id", e.to_string()))?;
     Ok(data.join(ids.sub_path(Scope::Uploads)))
-}
-
-/// `name` as a file name that is one safe path segment: letters and digits of any script, `.`, `_`, `-`
-/// kept (other
-/// characters become `_`), no leading dot, at most [`MAX_NAME_CHARS`]; `None` when nothing is left.
-pub fn safe_name(name: &str) -> Option<String> {
-    let base = name.rsplit(['/', '\\']).next().unwrap_or_default();
-    let cleaned: String = base
-        .chars()
-        .map(|c| if c.is_alphanumeric() || matches!(c, '.' | '_' | '-') { c } else { '_' })
-        .take(MAX_NAME_CHARS)
-        .collect();
-    let cleaned = cleaned.trim_start_matches('.').to_string();
-    (!cleaned.is_empty() && cleaned.chars().any(char::is_alphanumeric)).then_some(cleaned)
 }
 
 fn allowed(name: &str) -> bool {
@@ -283,8 +268,8 @@ pub async fn confirm(
     UrlPath(thread_id): UrlPath<String>,
     JsonBody(body): JsonBody<ConfirmBody>,
 ) -> Result<Json<Confirmed>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let data = data_dir(&state)?;
     let held = held_dir(data, &conversation.uid)?;
     let uploads = uploads_dir(data, &conversation.uid, &thread_id)?;
@@ -387,8 +372,8 @@ pub async fn list(
     Caller(who): Caller,
     UrlPath(thread_id): UrlPath<String>,
 ) -> Result<Json<AttachmentList>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let uploads = uploads_dir(data_dir(&state)?, &conversation.uid, &thread_id)?;
     let mut names = Vec::new();
     if let Ok(mut entries) = tokio::fs::read_dir(&uploads).await {
@@ -441,8 +426,8 @@ pub async fn delete(
     Caller(who): Caller,
     UrlPath((thread_id, file_id)): UrlPath<(String, String)>,
 ) -> Result<Json<AttachmentDeleted>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let uploads = uploads_dir(data_dir(&state)?, &conversation.uid, &thread_id)?;
     let missing = || ApiError::NotFound(format!("attachment {file_id:?} does not exist"));
     if safe_name(&file_id).as_deref() != Some(file_id.as_str()) {
@@ -454,20 +439,4 @@ pub async fn delete(
     }
     tokio::fs::remove_file(uploads.join(&file_id)).await.map_err(|e| io_error("cannot remove the attachment", e))?;
     Ok(Json(AttachmentDeleted { file_id, status: "deleted" }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::safe_name;
-
-    #[test]
-    fn a_file_name_becomes_one_safe_segment_or_nothing() {
-        assert_eq!(safe_name("report.pdf").as_deref(), Some("report.pdf"));
-        assert_eq!(safe_name("../../etc/passwd").as_deref(), Some("passwd"));
-        assert_eq!(safe_name("C:\\x\\a b.txt").as_deref(), Some("a_b.txt"));
-        assert_eq!(safe_name(".bashrc").as_deref(), Some("bashrc"));
-        assert_eq!(safe_name("研究.md").as_deref(), Some("研究.md"));
-        assert_eq!(safe_name("..").as_deref(), None);
-        assert_eq!(safe_name("").as_deref(), None);
-    }
 }

@@ -8,72 +8,16 @@ use axum::extract::{Path, State};
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value, json};
 
-use super::FacadeState;
-use crate::access::{Identity, Role};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::{JsonBody, QueryParams};
 use crate::facade::http::error::{ApiError, ErrorBody};
-use crate::run::RunRecord;
+use crate::facade::services::conversations::{self, message_id};
+use crate::facade::services::state::FacadeState;
 use crate::run::conversation::{
     self, Conversation, ConversationChange, DEFAULT_TITLE, MAX_METADATA_BYTES, MAX_TITLE_CHARS,
 };
 use crate::run::message::Message;
-use crate::run::thread_id::is_valid_id;
 use crate::store::Store;
-
-/// The caller's conversation of `thread_id` (a superadmin's reach is every user's); 404 when it is
-/// missing, another user's, or deleted.
-pub(super) async fn owned(store: &Store, who: &Identity, thread_id: &str) -> Result<Conversation, ApiError> {
-    let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
-    if !is_valid_id(thread_id) {
-        return Err(missing());
-    }
-    let conversation = store.conversation(thread_id).await?.ok_or_else(missing)?;
-    if conversation.uid == who.uid || who.role == Role::Superadmin { Ok(conversation) } else { Err(missing()) }
-}
-
-/// Records that `record` (a parent run just created) runs in its thread: the thread's conversation
-/// is made on its first run (titled after the query) and points at its latest run.
-pub(super) async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
-    if store.change_conversation(&record.thread_id, &ConversationChange::LastRun(record.run_id.clone())).await? {
-        return Ok(());
-    }
-    let now = jiff::Timestamp::now().to_string();
-    let conversation = Conversation {
-        thread_id: record.thread_id.clone(),
-        uid: record.uid.clone(),
-        agent_slug: record.agent_slug.clone(),
-        title: query.trim().chars().take(30).collect(),
-        is_pinned: false,
-        metadata: Map::new(),
-        created_at: now.clone(),
-        updated_at: now.clone(),
-        last_run_id: Some(record.run_id.clone()),
-        viewed_run_id: None,
-        queue_paused: false,
-    };
-    store.put_conversation(&conversation).await?;
-    Ok(())
-}
-
-/// The history id of the final answer of `record`, when it is its thread's latest run: the last
-/// assistant message with text.
-pub(super) async fn final_message_id(store: &Store, record: &RunRecord) -> Result<Option<String>, ApiError> {
-    let latest = store.conversation(&record.thread_id).await?.and_then(|c| c.last_run_id);
-    if latest.as_deref() != Some(record.run_id.as_str()) {
-        return Ok(None);
-    }
-    let messages = store.thread_messages(&record.thread_id).await?;
-    Ok(messages
-        .iter()
-        .rposition(|m| matches!(m, Message::Assistant { content: Some(text), .. } if !text.is_empty()))
-        .map(message_id))
-}
-
-/// The id of the message at `index` of a thread's history: its place, from 1.
-fn message_id(index: usize) -> String {
-    (index + 1).to_string()
-}
 
 /// A conversation as Yuxi's `ThreadResponse` shapes it.
 #[derive(Serialize, utoipa::ToSchema)]
@@ -182,8 +126,9 @@ pub async fn create(
     Caller(who): Caller,
     JsonBody(body): JsonBody<CreateThread>,
 ) -> Result<Json<ThreadView>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let agent = super::agent_view::visible(state.agents.get(&body.agent_id).await?, &who, &body.agent_id)?;
+    let store = state.store()?;
+    let agent =
+        crate::facade::services::agent_views::visible(state.agents.get(&body.agent_id).await?, &who, &body.agent_id)?;
     if agent.spec.is_subagent() {
         return Err(ApiError::invalid(
             "agent_id",
@@ -258,7 +203,7 @@ pub async fn list(
     Caller(who): Caller,
     QueryParams(query): QueryParams<ListThreads>,
 ) -> Result<Json<Vec<ThreadView>>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let limit = query.limit.unwrap_or(100);
     if !(1..=500).contains(&limit) {
         return Err(ApiError::invalid("limit", "must be 1 to 500"));
@@ -338,8 +283,8 @@ pub async fn update(
     Path(thread_id): Path<String>,
     JsonBody(body): JsonBody<UpdateThread>,
 ) -> Result<Json<ThreadView>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    conversations::owned(store, &who, &thread_id).await?;
     let title = body.title.as_deref().map(checked_title).transpose()?;
     // Field by field, each in one store step: a run or the queue changing the conversation meanwhile
     // keeps its change.
@@ -348,7 +293,7 @@ pub async fn update(
     for change in changes {
         store.change_conversation(&thread_id, &change).await?;
     }
-    Ok(Json(view(store, owned(store, &who, &thread_id).await?).await?))
+    Ok(Json(view(store, conversations::owned(store, &who, &thread_id).await?).await?))
 }
 
 /// The answer of `DELETE /api/chat/thread/{thread_id}`.
@@ -381,8 +326,8 @@ pub async fn delete(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<Deleted>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = conversations::owned(store, &who, &thread_id).await?;
     // The thread's lock names its unfinished run even when the conversation's `last_run_id` lags (a
     // retitle that read the conversation before a run started and wrote it after).
     let locked = store.thread_active_run(&thread_id).await?;
@@ -431,8 +376,8 @@ pub async fn viewed(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<ThreadView>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let mut conversation = owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let mut conversation = conversations::owned(store, &who, &thread_id).await?;
     let last = match &conversation.last_run_id {
         Some(run) => store.run_record(run).await?,
         None => None,
@@ -474,8 +419,8 @@ pub async fn history(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<History>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = conversations::owned(store, &who, &thread_id).await?;
     let messages = store.thread_messages(&conversation.thread_id).await?;
     Ok(Json(History { history: yuxi_history(&messages) }))
 }
@@ -566,8 +511,8 @@ pub async fn thread_state(
     Path(thread_id): Path<String>,
     QueryParams(query): QueryParams<StateQuery>,
 ) -> Result<Json<Value>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = conversations::owned(store, &who, &thread_id).await?;
     let last = match &conversation.last_run_id {
         Some(run) => store.run_record(run).await?,
         None => None,

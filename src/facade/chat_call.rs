@@ -1,6 +1,6 @@
 //! `POST /api/chat/call`: one question to a model, answered whole (Yuxi's client titles its
 //! conversations with it). The facade holds no model client of its own: the command line layer, which
-//! holds the runner's, gives it one ([`QuickModel`]); a facade without one (in a cluster, model
+//! holds the runner's, gives it one ([`QuickModel`](crate::facade::services::quick_model::QuickModel)); a facade without one (in a cluster, model
 //! credentials are the runs') answers 503.
 
 use axum::Json;
@@ -8,24 +8,13 @@ use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
-use super::FacadeState;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::JsonBody;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::state::FacadeState;
 
 /// The longest question, in bytes (Yuxi's client sends at most about 2,000 characters).
 pub const MAX_QUERY_BYTES: usize = 16 * 1024;
-
-/// Answers one question with a model: `model` (`<provider>/<model>`), or the default one.
-pub trait QuickModel: Send + Sync + std::fmt::Debug {
-    /// The model's whole answer to `query`, or why there is none (the model is unknown, its endpoint
-    /// failed).
-    fn answer(
-        &self,
-        model: Option<String>,
-        query: String,
-    ) -> futures::future::BoxFuture<'static, Result<String, String>>;
-}
 
 /// `POST /api/chat/call` body.
 #[derive(Deserialize, utoipa::ToSchema)]
@@ -85,10 +74,10 @@ pub async fn call(
     let spec = match meta.get("model_spec").or_else(|| meta.get("model")) {
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
-        Some(Value::String(s)) if super::run_request::is_model_spec(s) => Some(s.clone()),
+        Some(Value::String(s)) if crate::facade::services::request_fields::is_model_spec(s) => Some(s.clone()),
         Some(other) => return Err(ApiError::invalid("meta.model_spec", format!("{other} is not <provider>/<model>"))),
     };
-    let request_id = super::run_request::request_id_of(&meta)?;
+    let request_id = crate::facade::services::request_fields::request_id_of(&meta)?;
     let response = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
     Ok(Json(CallAnswer { response, request_id }))
 }

@@ -10,12 +10,13 @@ use axum::Json;
 use axum::extract::{Path, State};
 use kube::ResourceExt;
 
-use super::FacadeState;
-use super::agent_view::{AgentAnswer, detail, stamp, visible};
+use super::agent_view::{AgentAnswer, detail, stamp};
 use super::agents::judge;
 use crate::access::Role;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::agent_views::visible;
+use crate::facade::services::state::FacadeState;
 
 /// `GET /api/agent/default`: the namespace's default agent, when the caller may see it.
 #[utoipa::path(

@@ -10,10 +10,10 @@ use axum::Json;
 use axum::extract::{FromRequest, Request, State};
 use serde::{Deserialize, Serialize};
 
-use super::FacadeState;
 use crate::access::Role;
 use crate::facade::http::auth::{Authenticator, LoginError};
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::state::FacadeState;
 
 /// The longest `username`, in bytes.
 pub const MAX_USERNAME_CHARS: usize = 256;

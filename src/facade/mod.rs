@@ -12,19 +12,14 @@ pub mod console;
 pub mod default_agent;
 pub mod http;
 pub mod knowledge;
-pub mod launch;
 pub mod login;
 pub mod mcp;
 pub mod me;
 pub mod request_routes;
 pub mod run_events;
-pub mod run_folders;
-pub mod run_queue;
 pub mod run_request;
-pub mod run_tree;
 pub mod runs;
 pub mod services;
-pub mod slug;
 pub mod system_lists;
 pub mod tools;
 pub mod wire;
@@ -32,113 +27,18 @@ pub mod wire;
 mod openapi;
 
 use axum::Router;
-use axum::extract::{DefaultBodyLimit, FromRef};
+use axum::extract::DefaultBodyLimit;
 use axum::routing::get;
 
 pub use self::http::auth::Users;
 pub use self::http::error::ApiError;
 pub use self::http::limits::{BODY_READ_TIMEOUT, MAX_BODY_BYTES};
 pub use services::catalog::AgentCatalog;
+pub use services::state::{FacadeParts, FacadeState, Runs};
 
 /// The largest body of a knowledge base document's upload (`POST /api/knowledge/{slug}/documents`), in
 /// bytes: the largest document and room for the multipart framing.
 pub const MAX_DOCUMENT_BODY_BYTES: usize = crate::knowledge::extract::MAX_DOCUMENT_BYTES + 64 * 1024;
-
-/// What every handler can reach: [`FacadeParts`] behind one shared pointer, so the clone each request
-/// makes of it (one per extractor) is a counter's increment, not a copy of every part.
-#[derive(Clone)]
-pub struct FacadeState(std::sync::Arc<FacadeParts>);
-
-impl std::ops::Deref for FacadeState {
-    type Target = FacadeParts;
-    fn deref(&self) -> &FacadeParts {
-        &self.0
-    }
-}
-
-impl From<FacadeParts> for FacadeState {
-    fn from(parts: FacadeParts) -> Self {
-        FacadeState(std::sync::Arc::new(parts))
-    }
-}
-
-/// The parts of the facade's state.
-pub struct FacadeParts {
-    /// How bearer tokens are checked.
-    pub auth: http::auth::Authenticator,
-    /// The agents.
-    pub agents: AgentCatalog,
-    /// Where runs are recorded and how they start; `None` for a facade that serves agents only (the run
-    /// and tool endpoints answer 503).
-    pub runs: Option<Runs>,
-    /// The metrics served at `/metrics`.
-    pub metrics: http::metrics::FacadeMetrics,
-    /// The key the runs' tokens are signed with. Only the facade holds it; with several replicas, all
-    /// hold the same one (`--run-token-key-file`).
-    pub run_tokens: crate::run::grant::TokenKey,
-    /// The abuse limits.
-    pub limits: http::limits::Limits,
-    /// The event streams open on this replica, by user and by run.
-    pub streams: http::limits::OpenStreams,
-    /// The threads whose request queue this replica pumps.
-    pub queues: run_queue::QueuePumps,
-    /// The model `POST /api/chat/call` asks; `None` answers 503.
-    pub quick_model: Option<std::sync::Arc<dyn chat_call::QuickModel>>,
-    /// The knowledge bases; `None` answers 503 on `/api/knowledge` and on `knowledge_search`.
-    pub knowledge: Option<std::sync::Arc<knowledge::Knowledge>>,
-}
-
-impl FacadeParts {
-    /// The parts of a facade authenticating with `auth`, serving `agents` and `runs`, the rest as a new
-    /// process has them: default metrics and limits, a random run-token key (set `run_tokens` for
-    /// replicas that share one), no open streams or queue pumps, no model for `/api/chat/call`.
-    pub fn new(auth: http::auth::Authenticator, agents: AgentCatalog, runs: Option<Runs>) -> FacadeParts {
-        FacadeParts {
-            auth,
-            agents,
-            runs,
-            metrics: Default::default(),
-            run_tokens: crate::run::grant::TokenKey::random(),
-            limits: Default::default(),
-            streams: Default::default(),
-            queues: Default::default(),
-            quick_model: None,
-            knowledge: None,
-        }
-    }
-
-    /// Whether this facade keeps the runs' files (the local mode's data folder): attachments then work.
-    pub fn keeps_files(&self) -> bool {
-        self.runs.as_ref().is_some_and(|r| r.launcher.data_dir().is_some())
-    }
-}
-
-/// Runs: their store and their launcher.
-#[derive(Clone)]
-pub struct Runs {
-    /// Records, events, results.
-    pub store: crate::store::Store,
-    /// Starts runs.
-    pub launcher: launch::Launcher,
-}
-
-impl FromRef<FacadeState> for http::metrics::FacadeMetrics {
-    fn from_ref(state: &FacadeState) -> http::metrics::FacadeMetrics {
-        state.metrics.clone()
-    }
-}
-
-impl FromRef<FacadeState> for http::auth::RunTokens {
-    fn from_ref(state: &FacadeState) -> http::auth::RunTokens {
-        http::auth::RunTokens { key: state.run_tokens.clone(), store: state.runs.as_ref().map(|r| r.store.clone()) }
-    }
-}
-
-impl FromRef<FacadeState> for http::auth::Authenticator {
-    fn from_ref(state: &FacadeState) -> http::auth::Authenticator {
-        state.auth.clone()
-    }
-}
 
 /// The API routes and the OpenAPI document describing them, from one list so the two cannot differ.
 pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {

@@ -12,13 +12,13 @@ use axum::response::sse::{Event, KeepAlive, Sse};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 
-use super::FacadeState;
-use super::run_queue::{CLAIM_TTL, REQUEST_STREAM_LIMIT, ensure_pump, set_paused, steer_active};
-use super::run_request::QueuePolicy;
 use crate::access::Identity;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::run_queue::QueuePolicy;
+use crate::facade::services::run_queue::{CLAIM_TTL, REQUEST_STREAM_LIMIT, ensure_pump, set_paused, steer_active};
+use crate::facade::services::state::FacadeState;
 use crate::run::queue::{QueuedRequest, RequestStatus};
 use crate::run::thread_id::is_valid_id;
 use crate::store::Store;
@@ -69,7 +69,7 @@ fn request_view(request: QueuedRequest, position: usize) -> RequestView {
 /// The caller's request of this id; 404 when missing or another user's.
 async fn my_request(store: &Store, who: &Identity, request_id: &str) -> Result<QueuedRequest, ApiError> {
     let missing = || ApiError::NotFound(format!("request {request_id:?} does not exist"));
-    if !is_valid_id(request_id) || request_id.len() > super::run_request::MAX_REQUEST_ID_LEN {
+    if !is_valid_id(request_id) || request_id.len() > crate::facade::services::request_fields::MAX_REQUEST_ID_LEN {
         return Err(missing());
     }
     store.queued_request(&who.uid, request_id).await?.ok_or_else(missing)
@@ -108,7 +108,7 @@ pub async fn get_request(
     Caller(who): Caller,
     Path(request_id): Path<String>,
 ) -> Result<Json<RequestAnswer>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let request = my_request(store, &who, &request_id).await?;
     let position = position_of(store, &request).await?;
     Ok(Json(RequestAnswer { request: request_view(request, position) }))
@@ -174,9 +174,9 @@ pub async fn thread_requests(
     Path(thread_id): Path<String>,
     QueryParams(query): QueryParams<QueueQuery>,
 ) -> Result<Json<ThreadRequests>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     check_agent_slug(&query.agent_slug)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let waiting: Vec<_> = store
         .thread_requests(&thread_id, &conversation.uid)
         .await?
@@ -227,9 +227,9 @@ pub async fn continue_queue(
     Path(thread_id): Path<String>,
     QueryParams(query): QueryParams<QueueQuery>,
 ) -> Result<Json<Continued>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     check_agent_slug(&query.agent_slug)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let head = store
         .thread_requests(&thread_id, &conversation.uid)
         .await?
@@ -281,7 +281,7 @@ pub async fn cancel_request(
     Caller(who): Caller,
     Path(request_id): Path<String>,
 ) -> Result<Json<RequestCancelled>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let mut request = my_request(store, &who, &request_id).await?;
     if store.remove_request(&request.record.thread_id, &request_id).await? {
         request.status = RequestStatus::Cancelled;
@@ -329,7 +329,7 @@ pub async fn steer_request(
     Caller(who): Caller,
     Path(request_id): Path<String>,
 ) -> Result<Json<Steered>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     my_request(store, &who, &request_id).await?;
     // Held while the request is changed, so that no facade starts it meanwhile (and has its start
     // written over).
@@ -392,7 +392,7 @@ pub async fn request_events(
     Caller(who): Caller,
     Path(request_id): Path<String>,
 ) -> Result<Sse<impl futures::Stream<Item = Result<Event, Infallible>>>, ApiError> {
-    let store = super::tools::runs(&state)?.clone();
+    let store = state.store()?.clone();
     let request = my_request(&store, &who, &request_id).await?;
     let permit = state.streams.open(&who.uid, &format!("request:{request_id}"), &state.limits)?;
     let deadline = tokio::time::Instant::now() + REQUEST_STREAM_LIMIT;

@@ -14,7 +14,6 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::FacadeState;
 use super::runs::mine;
 use super::wire::EventFormat;
 use crate::access::Role;
@@ -22,6 +21,7 @@ use crate::delegation::tree::TreeCursor;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::state::FacadeState;
 use crate::run::EventKind;
 use crate::run::thread_id::is_valid_id;
 
@@ -95,7 +95,7 @@ pub async fn events(
     headers: HeaderMap,
     QueryParams(query): QueryParams<EventsQuery>,
 ) -> Result<Sse<KeepAliveStream<BoxStream<'static, Result<Event, Infallible>>>>, ApiError> {
-    let store = super::tools::runs(&state)?.clone();
+    let store = state.store()?.clone();
     let record = mine(&store, &who, &run_id).await?;
     let format = query.event_format.unwrap_or_default();
     let request_id = record.request.request_id.clone();
@@ -184,9 +184,9 @@ fn tree_stream(
     format: EventFormat,
     permit: crate::facade::http::limits::StreamPermit,
 ) -> impl Stream<Item = Result<Event, Infallible>> + Send + 'static {
-    use super::run_tree::{any_changed, drained, read_page, tree_runs};
+    use crate::facade::services::run_tree::{any_changed, drained, read_page, tree_runs};
     enum Step {
-        Page(Vec<super::run_tree::TreeEvent>),
+        Page(Vec<crate::facade::services::run_tree::TreeEvent>),
         Done,
         Wait(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
     }
@@ -269,7 +269,7 @@ pub async fn thread_messages(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<ThreadMessages>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let missing = || ApiError::NotFound(format!("thread {thread_id:?} does not exist"));
     if !is_valid_id(&thread_id) {
         return Err(missing());

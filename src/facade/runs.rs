@@ -8,10 +8,13 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::FacadeState;
 use crate::access::{Identity, Role};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::run_queue::{self, QueuePolicy, QueuedStart};
+use crate::facade::services::run_starts::{check_quotas, launch_parent};
+use crate::facade::services::state::FacadeState;
+use crate::run::queue::RequestStatus;
 use crate::run::thread_id::is_valid_id;
 use crate::run::{RunRecord, RunStatus};
 use crate::store::Store;
@@ -38,7 +41,7 @@ pub struct StartedParentRun {
     /// The request id (`meta.request_id`, or one the facade made).
     pub request_id: String,
     /// How a busy thread was met.
-    pub queue_policy: super::run_request::QueuePolicy,
+    pub queue_policy: QueuePolicy,
     /// The request's place in the thread's queue, from 1; 0 once it runs.
     pub queue_position: usize,
     /// Where the run's events stream: `/api/agent/runs/<run_id>/events`; `null` while queued.
@@ -74,7 +77,7 @@ pub async fn start(
     Caller(who): Caller,
     crate::facade::http::body::JsonBody(body): crate::facade::http::body::JsonBody<super::run_request::StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     if let Some(resume) = body.resume {
         // The run goes on as it started: a field that would start it otherwise is refused, not
         // ignored. (`query`, `agent_slug`, `thread_id` and `meta`, which Yuxi's client repeats, are
@@ -95,7 +98,11 @@ pub async fn start(
     if body.query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));
     }
-    let agent = super::agent_view::visible(state.agents.get(&body.agent_slug).await?, &who, &body.agent_slug)?;
+    let agent = crate::facade::services::agent_views::visible(
+        state.agents.get(&body.agent_slug).await?,
+        &who,
+        &body.agent_slug,
+    )?;
     if agent.spec.is_subagent() {
         return Err(ApiError::invalid(
             "agent_slug",
@@ -135,7 +142,7 @@ pub async fn start(
         max_tokens,
         waiting: None,
     };
-    super::launch::check_startable(&record, &body.query, "query")?;
+    crate::facade::services::launch::check_startable(&record, &body.query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
     // another user answers as a missing one, and its runs are never named. Claimed only by a request that
     // has passed every check.
@@ -149,8 +156,9 @@ pub async fn start(
             return Err(crate::facade::http::limits::run_limited(limit, &state.limits.runs));
         }
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
-            if policy != super::run_request::QueuePolicy::Reject {
-                return super::run_queue::enqueue(&state, &who, record, body.query, policy, &active).await.map(Json);
+            if policy != QueuePolicy::Reject {
+                let queued = run_queue::enqueue(&state, &who, record, body.query, policy, &active).await?;
+                return Ok(Json(StartedParentRun::queued(queued, policy)));
             }
             let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
@@ -161,7 +169,7 @@ pub async fn start(
             });
         }
     }
-    super::chat::note_run(store, &record, &body.query).await?;
+    crate::facade::services::conversations::note_run(store, &record, &body.query).await?;
     launch_parent(&state, &who, agent, &record, body.query);
     Ok(Json(StartedParentRun::running(&record, policy)))
 }
@@ -173,7 +181,7 @@ fn is_parent_thread_id(thread: &str) -> bool {
 
 impl StartedParentRun {
     /// The answer for a run that was recorded and is launched.
-    pub(super) fn running(record: &RunRecord, policy: super::run_request::QueuePolicy) -> StartedParentRun {
+    pub(super) fn running(record: &RunRecord, policy: QueuePolicy) -> StartedParentRun {
         StartedParentRun {
             run_id: Some(record.run_id.clone()),
             thread_id: record.thread_id.clone(),
@@ -185,82 +193,20 @@ impl StartedParentRun {
             request_events_url: None,
         }
     }
-}
 
-/// The credentials of `record`'s run for `who`, working in `file_thread_id`'s files: good until the
-/// run's deadline (the default timeout) and the pod's grace after it; refused as soon as the run ends.
-pub(super) fn run_token(state: &FacadeState, who: &Identity, record: &RunRecord, file_thread_id: &str) -> String {
-    let grant = crate::run::RunGrant {
-        run_id: record.run_id.clone(),
-        thread_id: record.thread_id.clone(),
-        file_thread_id: file_thread_id.to_string(),
-        agent: record.agent_slug.clone(),
-        uid: who.uid.clone(),
-        role: who.role,
-        department_id: who.department_id,
-    };
-    let expires = crate::run::grant::token_expiry(
-        jiff::Timestamp::now().as_second(),
-        crate::run::inputs::DEFAULT_TIMEOUT_SECONDS,
-    );
-    state.run_tokens.sign(&grant, expires)
-}
-
-/// Launches again the parent run `record` of `agent` that a person's decisions resumed, for `who`, with
-/// fresh credentials: its runner goes on from the run's checkpoint.
-pub(super) fn launch_resumed(
-    state: &FacadeState,
-    who: &Identity,
-    mut agent: crate::resources::Agent,
-    record: &RunRecord,
-    input: String,
-) {
-    let Some(runs) = state.runs.as_ref() else { return };
-    if let Some(mode) = record.request.tool_approval_mode {
-        agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
-    }
-    let token = run_token(state, who, record, &record.thread_id);
-    runs.launcher.resume(runs.store.clone(), record.clone(), agent, input, token);
-}
-
-/// Launches the recorded parent run `record` of `agent` for `who`, with credentials of its own: through
-/// them its model may delegate to the subagents the agent allows the caller, and act on its own child
-/// runs only. The run's `model_spec` and `tool_approval_mode` replace the agent's.
-pub(super) fn launch_parent(
-    state: &FacadeState,
-    who: &Identity,
-    mut agent: crate::resources::Agent,
-    record: &RunRecord,
-    query: String,
-) {
-    let Some(runs) = state.runs.as_ref() else { return };
-    if let Some(mode) = record.request.tool_approval_mode {
-        agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
-    }
-    let token = run_token(state, who, record, &record.thread_id);
-    runs.launcher.launch(runs.store.clone(), record.clone(), agent, query, Some(token));
-    state.metrics.run_started(&record.agent_slug, false);
-}
-
-/// Refuses a start for `uid` when a daily token quota is used up: 429 naming
-/// `max_tokens_per_user_per_day` or `max_tokens_per_namespace_per_day`, with the seconds to the next UTC
-/// day as `Retry-After`. Errors: 503 when the store cannot say.
-pub(super) async fn check_quotas(state: &FacadeState, uid: &str) -> Result<(), ApiError> {
-    use crate::run::budget::{day_of, seconds_to_next_day};
-    let quotas = state.limits.quotas;
-    if !quotas.any() {
-        return Ok(());
-    }
-    let store = super::tools::runs(state)?;
-    let now = jiff::Timestamp::now();
-    let (user, namespace) = store.usage_today(&day_of(now), &state.limits.namespace, uid).await?;
-    match quotas.used_up(user, namespace) {
-        None => Ok(()),
-        Some(used_up) => Err(ApiError::Limited {
-            limit: used_up.limit.into(),
-            message: used_up.message(),
-            retry_after: seconds_to_next_day(now),
-        }),
+    /// The answer for a start that waits in its thread's queue.
+    pub(super) fn queued(queued: QueuedStart, policy: QueuePolicy) -> StartedParentRun {
+        let request_id = queued.request_id;
+        StartedParentRun {
+            run_id: None,
+            thread_id: queued.thread_id,
+            status: RequestStatus::Queued.as_str().into(),
+            request_events_url: Some(format!("/api/agent/requests/{request_id}/events")),
+            request_id,
+            queue_policy: policy,
+            queue_position: queued.position,
+            stream_url: None,
+        }
     }
 }
 
@@ -372,7 +318,7 @@ pub async fn get(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<RunAnswer>, ApiError> {
-    let record = mine(super::tools::runs(&state)?, &who, &run_id).await?;
+    let record = mine(state.store()?, &who, &run_id).await?;
     Ok(Json(RunAnswer { run: Some(RunItem::of(record)) }))
 }
 
@@ -397,8 +343,8 @@ pub async fn active_run(
     Caller(who): Caller,
     Path(thread_id): Path<String>,
 ) -> Result<Json<RunAnswer>, ApiError> {
-    let store = super::tools::runs(&state)?;
-    let conversation = super::chat::owned(store, &who, &thread_id).await?;
+    let store = state.store()?;
+    let conversation = crate::facade::services::conversations::owned(store, &who, &thread_id).await?;
     let Some(last) = conversation.last_run_id else { return Ok(Json(RunAnswer { run: None })) };
     let run = store.run_record(&last).await?.filter(|r| !r.status.is_terminal() || r.status == RunStatus::Interrupted);
     Ok(Json(RunAnswer { run: run.map(RunItem::of) }))
@@ -483,13 +429,13 @@ pub async fn result(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<ResultAnswer>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let record = mine(store, &who, &run_id).await?;
     let Some(result) = store.run_result(&record.run_id).await? else {
         return Err(ApiError::Conflict(format!("run {run_id:?} is {}; it has no result yet", record.status.as_str())));
     };
     let final_message_id = if result.status == RunStatus::Completed && record.parent.is_none() {
-        super::chat::final_message_id(store, &record).await?
+        crate::facade::services::conversations::final_message_id(store, &record).await?
     } else {
         None
     };
@@ -531,7 +477,7 @@ pub async fn cancel(
     Caller(who): Caller,
     Path(run_id): Path<String>,
 ) -> Result<Json<crate::delegation::wire::CancelAnswer>, ApiError> {
-    let store = super::tools::runs(&state)?;
+    let store = state.store()?;
     let record = mine(store, &who, &run_id).await?;
     let record = store.cancel_run(&record.run_id).await?.unwrap_or(record);
     // Cancelling a parent cancels the children it started.

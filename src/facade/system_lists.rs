@@ -16,12 +16,13 @@ use kube::ResourceExt;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::FacadeState;
 use super::agent_config::{FieldOption, ResourceOptions};
 use crate::access::{Identity, Permission, permission};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::agent_views::{mcps_of, referenced, skills_of, used_by};
+use crate::facade::services::state::FacadeState;
 use crate::resources::Agent;
 use crate::resources::tools::builtin_tools;
 
@@ -152,38 +153,11 @@ pub struct Referenced {
     pub is_builtin: bool,
 }
 
-/// The names `names_of` gives for the agents `who` may read, each with the slugs of those agents.
-fn referenced(
-    all: &[Agent],
-    who: &Identity,
-    names_of: impl Fn(&Agent) -> Vec<String>,
-) -> BTreeMap<String, Vec<String>> {
-    let mut found: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    for agent in all.iter().filter(|a| permission(who, a) >= Permission::Read) {
-        for name in names_of(agent) {
-            let agents = found.entry(name).or_default();
-            if !agents.contains(&agent.name_any()) {
-                agents.push(agent.name_any());
-            }
-        }
-    }
-    found
-}
-
-fn mcps_of(agent: &Agent) -> Vec<String> {
-    agent.spec.context().mcps.clone().unwrap_or_default()
-}
-
-fn skills_of(agent: &Agent) -> Vec<String> {
-    let context = agent.spec.context();
-    context.skills.iter().chain(context.preload_skills.iter()).flatten().cloned().collect()
-}
-
 fn items(found: BTreeMap<String, Vec<String>>) -> Vec<Referenced> {
     found
         .into_iter()
         .map(|(name, agents)| Referenced {
-            description: format!("used by {}", agents.join(", ")),
+            description: used_by(&agents),
             slug: name.clone(),
             name,
             agents,

@@ -11,8 +11,8 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 use yuxi_operator::access::Role;
 use yuxi_operator::facade::http::auth::UserEntry;
-use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 use yuxi_operator::facade::services::catalog::KnowledgeCatalog;
+use yuxi_operator::facade::services::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
 use yuxi_operator::knowledge::embeddings::Embeddings;
 use yuxi_operator::resources::{Agent, KnowledgeBase};
@@ -743,7 +743,7 @@ async fn an_upload_for_a_knowledge_base_deleted_meanwhile_stores_nothing_in_its_
     assert_eq!(served.call("DELETE", "/api/knowledge/race", "bob-token", None).await.0, 204);
     served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Race", "slug": "race"}))).await;
     let late = served.knowledge.upload(&bobs, "secret.md", b"# Bob\n\nbob confidential platypus\n".to_vec()).await;
-    assert!(matches!(late, Err(yuxi_operator::facade::knowledge::sync::ChangeError::Gone(_))), "{late:?}");
+    assert!(matches!(late, Err(yuxi_operator::facade::services::knowledge::sync::ChangeError::Gone(_))), "{late:?}");
     assert!(served.documents("race", "alice-token").await.is_empty());
     assert_eq!(served.search("race", "alice-token", "platypus").await.1["results"], json!([]));
     assert!(!served.dir.path().join("documents/race/secret.md").exists());

@@ -10,19 +10,20 @@ use kube::ResourceExt;
 use kube::core::ObjectMeta;
 use serde::{Deserialize, Serialize};
 
-use super::sync::ChangeError;
-use super::{IndexState, Knowledge, MAX_QUERY_CHARS, MAX_TOP_K, SearchError};
 use crate::access::{Identity, Permission, Role, knowledge_permission};
-use crate::facade::FacadeState;
-use crate::facade::agents::check_scopes;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::JsonBody;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::agent_views::check_scopes;
 use crate::facade::services::catalog::CatalogError;
 use crate::facade::services::catalog::fields::yuxi_field;
-use crate::facade::slug::slugify;
+use crate::facade::services::files::safe_name;
+use crate::facade::services::knowledge::search::{Passage, check_search, passages};
+use crate::facade::services::knowledge::sync::ChangeError;
+use crate::facade::services::knowledge::{IndexState, Knowledge, SearchError};
+use crate::facade::services::slug::slugify;
+use crate::facade::services::state::FacadeState;
 use crate::knowledge::extract::{ExtractError, KNOWN_EXTENSIONS, MAX_DOCUMENT_BYTES};
-use crate::knowledge::index::Hit;
 use crate::resources::knowledge_base::{ConfigMapRef, DocumentsSource, McpSource, SecretKeyRef};
 use crate::resources::validation::validate_knowledge_base;
 use crate::resources::yuxi::YuxiShare;
@@ -31,11 +32,6 @@ use crate::resources::{AccessLevel, AgentShare, KnowledgeBase, KnowledgeBaseSpec
 /// The longest document name, in bytes (a file name of the file system holds 255, and the upload's
 /// temporary name adds 9).
 pub const MAX_NAME_BYTES: usize = 200;
-
-/// The knowledge bases, or 503 when this facade serves none.
-pub(crate) fn knowledge(state: &FacadeState) -> Result<&Knowledge, ApiError> {
-    state.knowledge.as_deref().ok_or_else(|| ApiError::Unavailable("this facade serves no knowledge bases".into()))
-}
 
 /// `kb` when `who` may read it; otherwise 404, as for a knowledge base that does not exist.
 pub(crate) fn readable(kb: Option<KnowledgeBase>, who: &Identity, slug: &str) -> Result<KnowledgeBase, ApiError> {
@@ -257,7 +253,7 @@ pub struct KnowledgeAnswer {
     security(("bearer" = [])),
 )]
 pub async fn list(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<KnowledgeList>, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let knowledge_bases = knowledge
         .catalog
         .all()
@@ -288,7 +284,7 @@ pub async fn get(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<Json<KnowledgeAnswer>, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     Ok(Json(KnowledgeAnswer { knowledge_base: view(&kb, &who, knowledge) }))
 }
@@ -384,7 +380,7 @@ pub async fn create(
     Caller(who): Caller,
     JsonBody(body): JsonBody<CreateKnowledgeBase>,
 ) -> Result<(StatusCode, Json<KnowledgeAnswer>), ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     if body.name.is_empty() {
         return Err(ApiError::invalid("name", "must not be empty"));
     }
@@ -459,7 +455,7 @@ pub async fn update(
     Path(slug): Path<String>,
     JsonBody(body): JsonBody<UpdateKnowledgeBase>,
 ) -> Result<Json<KnowledgeAnswer>, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let mut kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
     if let Some(name) = body.name {
@@ -507,7 +503,7 @@ pub async fn delete(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<StatusCode, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
     knowledge.catalog.delete(&slug).await?;
@@ -554,7 +550,7 @@ pub async fn documents(
     Caller(who): Caller,
     Path(slug): Path<String>,
 ) -> Result<Json<DocumentList>, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     let documents = match kb.spec.source.mcp {
         Some(_) => Vec::new(),
@@ -604,7 +600,7 @@ pub async fn upload(
     Path(slug): Path<String>,
     form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<(StatusCode, Json<UploadAnswer>), ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
     let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
@@ -625,7 +621,7 @@ pub async fn upload(
     if given.len() > MAX_NAME_BYTES {
         return Err(ApiError::invalid("file", format!("the file name is longer than {MAX_NAME_BYTES} bytes")));
     }
-    let Some(name) = crate::facade::attachments::safe_name(given) else {
+    let Some(name) = safe_name(given) else {
         return Err(ApiError::invalid("file", "has no file name"));
     };
     if name.len() > MAX_NAME_BYTES {
@@ -685,7 +681,7 @@ pub async fn delete_document(
     Caller(who): Caller,
     Path((slug, name)): Path<(String, String)>,
 ) -> Result<StatusCode, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
     knowledge.delete_document(&kb, &name).await.map_err(|err| match err {
@@ -709,54 +705,11 @@ pub struct SearchBody {
     pub top_k: Option<u32>,
 }
 
-/// One passage found.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct Passage {
-    /// The knowledge base it is from.
-    pub knowledge_base: String,
-    /// The document.
-    pub document: String,
-    /// Where in the document (`Leases › Renewal, lines 12-20`), or empty for a service's passage.
-    pub location: String,
-    /// Its text.
-    pub text: String,
-    /// Its score; higher is better, comparable within one knowledge base.
-    pub score: f32,
-}
-
 /// The answer of a search.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct SearchAnswer {
     /// The passages, best first.
     pub results: Vec<Passage>,
-}
-
-/// Checks a query and `top_k` (default 5). Errors: 422 naming `query` or `top_k`.
-pub(crate) fn check_search(query: &str, top_k: Option<u32>) -> Result<usize, ApiError> {
-    if query.trim().is_empty() {
-        return Err(ApiError::invalid("query", "is empty"));
-    }
-    if query.chars().count() > MAX_QUERY_CHARS {
-        return Err(ApiError::invalid("query", format!("is longer than {MAX_QUERY_CHARS} characters")));
-    }
-    match top_k {
-        None => Ok(5),
-        Some(k) if (1..=MAX_TOP_K as u32).contains(&k) => Ok(k as usize),
-        Some(k) => Err(ApiError::invalid("top_k", format!("must be within 1..{MAX_TOP_K} (is {k})"))),
-    }
-}
-
-/// The passages of `hits` from `kb`.
-pub(crate) fn passages(kb: &str, hits: Vec<Hit>) -> Vec<Passage> {
-    hits.into_iter()
-        .map(|h| Passage {
-            knowledge_base: kb.to_string(),
-            document: h.document,
-            location: h.location,
-            text: h.text,
-            score: h.score,
-        })
-        .collect()
 }
 
 /// `POST /api/knowledge/{slug}/search`: the best passages of a knowledge base the caller may read.
@@ -783,7 +736,7 @@ pub async fn search(
     Path(slug): Path<String>,
     JsonBody(body): JsonBody<SearchBody>,
 ) -> Result<Json<SearchAnswer>, ApiError> {
-    let knowledge = knowledge(&state)?;
+    let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     let top_k = check_search(&body.query, body.top_k)?;
     let hits = knowledge.search(&kb, &body.query, top_k).await.map_err(|err| match err {

@@ -4,8 +4,6 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::Json;
-use axum::extract::State;
 use http_body_util::BodyExt;
 use kube::ResourceExt;
 use rmcp::ErrorData as McpError;
@@ -22,11 +20,11 @@ use super::{McpCaller, SessionParent};
 use crate::access::{Permission, permission};
 use crate::delegation::names;
 use crate::delegation::wire::{RunBody, StartAnswer, StartBody, WaitAnyBody};
-use crate::facade::FacadeState;
-use crate::facade::http::body::{JsonBody, QueryParams, decode};
+use crate::facade::http::body::decode;
 use crate::facade::http::error::ApiError;
-use crate::facade::knowledge::tools as knowledge_tools;
-use crate::facade::tools;
+use crate::facade::services::run_knowledge::{self, BasesAnswer, KNOWLEDGE_SEARCH};
+use crate::facade::services::state::FacadeState;
+use crate::facade::services::subagents::{self, start, wait};
 
 /// The agent `caller` reaches: the URL's `agent` (one it may see), else its run's, else the namespace's
 /// default agent. Errors: 404 for an agent it may not see; 422 when none is named and there is no
@@ -56,20 +54,14 @@ async fn delegation(
     caller: &McpCaller,
     agent: &str,
 ) -> Result<crate::delegation::wire::ToolsAnswer, ApiError> {
-    let query = tools::ToolsQuery { agent: agent.to_string() };
-    Ok(tools::list_tools(State(state.clone()), caller.caller.clone(), QueryParams(query)).await?.0)
+    subagents::list_tools(state, &caller.caller.who, agent.to_string()).await
 }
 
 /// The knowledge answer of `GET /api/tools/knowledge_bases` for `agent`; none where the facade keeps
 /// no knowledge bases.
-async fn knowledge(
-    state: &FacadeState,
-    caller: &McpCaller,
-    agent: &str,
-) -> Result<Option<knowledge_tools::BasesAnswer>, ApiError> {
-    let query = knowledge_tools::BasesQuery { agent: agent.to_string() };
-    match knowledge_tools::bases(State(state.clone()), caller.caller.clone(), QueryParams(query)).await {
-        Ok(Json(answer)) => Ok(Some(answer)),
+async fn knowledge(state: &FacadeState, caller: &McpCaller, agent: &str) -> Result<Option<BasesAnswer>, ApiError> {
+    match run_knowledge::bases(state, &caller.caller, agent).await {
+        Ok(answer) => Ok(Some(answer)),
         Err(ApiError::Unavailable(_)) if state.knowledge.is_none() => Ok(None),
         Err(err) => Err(err),
     }
@@ -94,7 +86,7 @@ pub async fn tools(state: &FacadeState, caller: &McpCaller, agent: &str) -> Resu
         .map(|schema| {
             let name = schema["name"].as_str().unwrap_or_default().to_string();
             let mut parameters = schema["parameters"].as_object().cloned().unwrap_or_default();
-            if user && name != knowledge_tools::KNOWLEDGE_SEARCH {
+            if user && name != KNOWLEDGE_SEARCH {
                 let parent = json!({"type": "object", "additionalProperties": false,
                     "description": "A parent run of yours to act for; default: this session's",
                     "properties": {"run_id": {"type": "string"}, "thread_id": {"type": "string"},
@@ -206,13 +198,13 @@ pub async fn call(
             Err(err) => return Ok(result::<()>(Err(err)).await.into()),
         },
     };
-    if name == knowledge_tools::KNOWLEDGE_SEARCH {
+    if name == KNOWLEDGE_SEARCH {
         arguments.insert("agent".into(), Value::String(agent));
         let answer = match decode(Value::Object(arguments)) {
-            Ok(body) => knowledge_tools::search(State(state.clone()), caller.caller.clone(), JsonBody(body)).await,
+            Ok(body) => run_knowledge::search(state, &caller.caller, body).await,
             Err(err) => Err(err),
         };
-        return Ok(result(answer.map(|Json(a)| a)).await.into());
+        return Ok(result(answer).await.into());
     }
     if !names::ALL.contains(&name.as_str()) {
         return Err(McpError::invalid_params(format!("no tool {name:?}"), None));
@@ -223,12 +215,12 @@ pub async fn call(
     };
     arguments.insert("parent".into(), parent);
     let body = Value::Object(arguments);
-    let (state, who) = (State(state.clone()), caller.caller.clone());
+    let who = &caller.caller;
     let supports_tasks = context.client_capabilities().is_some_and(|c| c.supports_tasks());
     let answer = match name.as_str() {
-        names::TASK => return task(&state, caller, body, context).await,
+        names::TASK => return task(state, caller, body, context).await,
         names::SUBAGENT_START => match decode::<StartBody>(body) {
-            Ok(body) => match tools::start(&state, &who, &body).await {
+            Ok(body) => match start::start(state, who, &body).await {
                 Ok(StartAnswer::Run(run)) if supports_tasks => {
                     let now = jiff::Timestamp::now().to_string();
                     let task = Task::new(run.run_id, TaskStatus::Working, now.clone(), now).with_poll_interval_ms(1000);
@@ -239,23 +231,23 @@ pub async fn call(
             Err(err) => result::<()>(Err(err)).await,
         },
         names::SUBAGENT_STATUS => match decode(body) {
-            Ok(body) => result(tools::subagent_status(state, who, JsonBody(body)).await.map(|a| a.0)).await,
+            Ok(body) => result(subagents::status(state, who, &body).await).await,
             Err(err) => result::<()>(Err(err)).await,
         },
         names::SUBAGENT_EVENTS => match decode(body) {
-            Ok(body) => result(tools::subagent_events(state, who, JsonBody(body)).await.map(|a| a.0)).await,
+            Ok(body) => result(subagents::events(state, who, body).await).await,
             Err(err) => result::<()>(Err(err)).await,
         },
         names::SUBAGENT_CANCEL => match decode(body) {
-            Ok(body) => result(tools::subagent_cancel(state, who, JsonBody(body)).await.map(|a| a.0)).await,
+            Ok(body) => result(subagents::cancel(state, who, &body).await).await,
             Err(err) => result::<()>(Err(err)).await,
         },
         names::SUBAGENT_AWAIT => match decode::<RunBody>(body) {
             Ok(body) => {
                 let runs = vec![body.run_id.clone()];
-                let wait = tools::subagent_await(state.clone(), who, JsonBody(body));
-                match with_progress(&state, &context, runs, wait).await {
-                    Some(answer) => result(answer.map(|a| a.0)).await,
+                let waiting = wait::await_run(state, who, &body);
+                match with_progress(state, &context, runs, waiting).await {
+                    Some(answer) => result(answer).await,
                     None => return Err(cancelled()),
                 }
             }
@@ -264,9 +256,9 @@ pub async fn call(
         _ => match decode::<WaitAnyBody>(body) {
             Ok(body) => {
                 let runs = body.run_ids.clone();
-                let wait = tools::subagent_wait_any(state.clone(), who, JsonBody(body));
-                match with_progress(&state, &context, runs, wait).await {
-                    Some(answer) => result(answer.map(|a| a.0)).await,
+                let waiting = wait::wait_any(state, who, &body);
+                match with_progress(state, &context, runs, waiting).await {
+                    Some(answer) => result(answer).await,
                     None => return Err(cancelled()),
                 }
             }
@@ -283,16 +275,16 @@ fn cancelled() -> McpError {
 /// `task`: starts the run, then waits for it with progress; a cancelled call cancels its run. The
 /// result's text is what the model reads (`content`), its structured content the whole answer.
 async fn task(
-    state: &State<FacadeState>,
+    state: &FacadeState,
     caller: &McpCaller,
     body: Value,
     context: RequestContext<RoleServer>,
 ) -> Result<CallToolResponse, McpError> {
     let prepared = async {
         let body: StartBody = decode(body)?;
-        let timeout = tools::await_timeout(body.timeout_seconds)?;
-        let store = tools::runs(state)?.clone();
-        let started = tools::start(state, &caller.caller, &body).await?;
+        let timeout = wait::await_timeout(body.timeout_seconds)?;
+        let store = state.store()?.clone();
+        let started = start::start(state, &caller.caller, &body).await?;
         Ok::<_, ApiError>((started, timeout, store))
     };
     let (started, timeout, store) = match prepared.await {
@@ -303,8 +295,8 @@ async fn task(
         StartAnswer::Run(run) => run,
         busy @ StartAnswer::Busy(_) => return Ok(result(Ok(busy)).await.into()),
     };
-    let wait = tools::task_answer(&store, &run.run_id, timeout);
-    match with_progress(state, &context, vec![run.run_id.clone()], wait).await {
+    let waiting = wait::task_answer(&store, &run.run_id, timeout);
+    match with_progress(state, &context, vec![run.run_id.clone()], waiting).await {
         Some(Ok(answer)) => {
             let mut done = CallToolResult::structured(serde_json::to_value(&answer).unwrap_or(Value::Null));
             done.content = vec![ContentBlock::text(answer.content)];

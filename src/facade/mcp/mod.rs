@@ -44,9 +44,9 @@ use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, Stream
 use rmcp::{RoleServer, ServerHandler};
 
 use self::sessions::{Owner, Sessions};
-use super::FacadeState;
 use crate::facade::http::auth::ParentCaller;
 use crate::facade::http::error::ApiError;
+use crate::facade::services::state::FacadeState;
 
 /// The path the MCP server is served at.
 pub const MCP_PATH: &str = "/mcp";

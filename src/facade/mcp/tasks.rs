@@ -10,8 +10,8 @@
 use rmcp::ErrorData as McpError;
 use rmcp::model::{CallToolResult, DetailedTask, GetTaskResult, Task, TaskPayload, TaskStatus};
 
-use crate::facade::FacadeState;
 use crate::facade::http::auth::ParentCaller;
+use crate::facade::services::state::FacadeState;
 use crate::run::RunStatus;
 use crate::run::thread_id::is_valid_id;
 use crate::store::RunView;
@@ -22,7 +22,7 @@ fn no_such_task() -> McpError {
 
 /// The run of `task_id` when it is `caller`'s task.
 async fn owned(state: &FacadeState, caller: &ParentCaller, task_id: &str) -> Result<RunView, McpError> {
-    let store = crate::facade::tools::runs(state).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let store = state.store().map_err(|e| McpError::internal_error(e.to_string(), None))?;
     if !is_valid_id(task_id) {
         return Err(no_such_task());
     }
@@ -42,7 +42,7 @@ async fn owned(state: &FacadeState, caller: &ParentCaller, task_id: &str) -> Res
 /// `tasks/get`.
 pub async fn get(state: &FacadeState, caller: &ParentCaller, task_id: &str) -> Result<GetTaskResult, McpError> {
     let view = owned(state, caller, task_id).await?;
-    let snapshot = crate::facade::tools::snapshot_of(&view);
+    let snapshot = crate::facade::services::subagents::snapshot_of(&view);
     let latest = snapshot.progress.messages.last().map(|m| m.content.chars().take(200).collect::<String>());
     let record = &view.record;
     let as_result = |error: bool| {
@@ -68,7 +68,7 @@ pub async fn get(state: &FacadeState, caller: &ParentCaller, task_id: &str) -> R
 /// `tasks/cancel`: cancels the run (a run that has ended stays as it ended).
 pub async fn cancel(state: &FacadeState, caller: &ParentCaller, task_id: &str) -> Result<(), McpError> {
     let view = owned(state, caller, task_id).await?;
-    let store = crate::facade::tools::runs(state).map_err(|e| McpError::internal_error(e.to_string(), None))?;
+    let store = state.store().map_err(|e| McpError::internal_error(e.to_string(), None))?;
     store.cancel_run(&view.record.run_id).await.map_err(|e| McpError::internal_error(e.to_string(), None))?;
     Ok(())
 }

@@ -1,5 +1,5 @@
 //! The folders runs leave under the local mode's data folder, removed when what they belong to is gone:
-//! a runner subprocess's `runs/<run_id>` as soon as it exits ([`super::launch`]), and a thread's skills
+//! a runner subprocess's `runs/<run_id>` as soon as it exits ([`super::local`]), and a thread's skills
 //! scope (`users/<uid>/skills/<thread_id>`, the projection of its agent's skills, made again at each of
 //! its runs) once the store has forgotten the thread (its owner's time to live in Redis, the retention
 //! of the in-process store). A user's workspace and a conversation's uploads and outputs are the user's
@@ -7,7 +7,7 @@
 
 use std::path::Path;
 
-use super::launch::LocalLauncher;
+use super::local::LocalLauncher;
 use crate::run::scope::{Scope, ScopeIds};
 use crate::store::{Store, StoreError};
 

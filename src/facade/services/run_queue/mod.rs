@@ -1,5 +1,6 @@
 //! Starts that wait for their thread (`queue_policy: enqueue | steer`): queuing them, and starting them
-//! when their thread is free. Yuxi's request routes are in [`super::request_routes`].
+//! when their thread is free. Yuxi's request routes over them are the runs feature's
+//! (`features/runs/requests.rs`); the threads this process pumps are in [`pumps`].
 //!
 //! A queued request is started by a pump: one task per thread with waiting requests in each facade
 //! process, woken when the thread's run ends. It claims the queue's head (two facades never start the
@@ -8,13 +9,13 @@
 //! was cancelled the queue pauses until its owner continues it. Every few seconds each facade looks for queues without a pump (after a
 //! restart, or a facade that went), so nothing that waits is forgotten while the store keeps it.
 
-use std::collections::HashSet;
-use std::sync::{Arc, Mutex};
+pub mod pumps;
+
 use std::time::Duration;
 
-use super::FacadeState;
-use super::run_request::QueuePolicy;
-use super::runs::StartedParentRun;
+use serde::{Deserialize, Serialize};
+
+use super::state::FacadeState;
 use crate::access::Identity;
 use crate::facade::http::error::ApiError;
 use crate::run::queue::{MAX_QUEUED_PER_THREAD, QueuedRequest, RequestStatus, continues_after};
@@ -27,34 +28,44 @@ const DISPATCH_SWEEP: Duration = Duration::from_secs(5);
 /// How long a pump waits before trying again a start that a limit of unfinished runs held back.
 const LIMITED_RETRY: Duration = Duration::from_secs(2);
 /// How long a request's event stream stays open at most (the client opens it again).
-pub(super) const REQUEST_STREAM_LIMIT: Duration = Duration::from_secs(30 * 60);
+pub const REQUEST_STREAM_LIMIT: Duration = Duration::from_secs(30 * 60);
 
-/// The threads this process runs a pump for.
-#[derive(Clone, Default)]
-pub struct QueuePumps(Arc<Mutex<HashSet<String>>>);
+/// What a start does when the thread already has an unfinished run.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum QueuePolicy {
+    /// Answer 409 `run_busy` (the default when the body does not say: no hidden queueing).
+    #[default]
+    Reject,
+    /// Wait for the thread's run to end, in the thread's queue (bounded), then start.
+    Enqueue,
+    /// Like `enqueue`, first in the queue: the next run of the thread.
+    Steer,
+}
 
-impl QueuePumps {
-    fn claim(&self, thread_id: &str) -> bool {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).insert(thread_id.to_string())
-    }
-
-    fn release(&self, thread_id: &str) {
-        self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner).remove(thread_id);
-    }
+/// A start queued behind its thread's unfinished run: where it waits.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct QueuedStart {
+    /// Its thread.
+    pub thread_id: String,
+    /// Its request id.
+    pub request_id: String,
+    /// Its place in the thread's queue, from 1.
+    pub position: usize,
 }
 
 /// Queues the start `record` (whose thread has the unfinished run `active`) for `who`: at the back,
 /// or at the front for `steer`. Errors: 429 naming `max_queued_per_thread` when the queue is full; 409
 /// when the caller already has a request of this id.
-pub(super) async fn enqueue(
+pub async fn enqueue(
     state: &FacadeState,
     who: &Identity,
     record: RunRecord,
     query: String,
     policy: QueuePolicy,
     active: &str,
-) -> Result<StartedParentRun, ApiError> {
-    let store = super::tools::runs(state)?;
+) -> Result<QueuedStart, ApiError> {
+    let store = state.store()?;
     let request_id = record.request.request_id.clone().unwrap_or_default();
     let thread_id = record.thread_id.clone();
     let request = QueuedRequest {
@@ -83,23 +94,14 @@ pub(super) async fn enqueue(
                 steer_active(store, active).await?;
             }
             ensure_pump(state, &thread_id);
-            Ok(StartedParentRun {
-                run_id: None,
-                thread_id,
-                status: RequestStatus::Queued.as_str().into(),
-                request_events_url: Some(format!("/api/agent/requests/{request_id}/events")),
-                request_id,
-                queue_policy: policy,
-                queue_position: position,
-                stream_url: None,
-            })
+            Ok(QueuedStart { thread_id, request_id, position })
         }
     }
 }
 
 /// Asks the thread's unfinished run `active` to end at its next model turn, so the steered request,
 /// first in the queue, starts then. A delegated run is not steered (it is its parent's).
-pub(super) async fn steer_active(store: &Store, active: &str) -> Result<(), StoreError> {
+pub async fn steer_active(store: &Store, active: &str) -> Result<(), StoreError> {
     if store.run_record(active).await?.is_some_and(|r| r.parent.is_none() && !r.status.is_terminal()) {
         store.request_steer(active).await?;
     }
@@ -154,19 +156,19 @@ async fn serves(state: &FacadeState, store: &Store, thread_id: &str) -> Result<b
     Ok(state.agents.get(&request.record.agent_slug).await.ok().flatten().is_some())
 }
 
-pub(super) async fn is_paused(store: &Store, thread_id: &str) -> Result<bool, StoreError> {
+pub async fn is_paused(store: &Store, thread_id: &str) -> Result<bool, StoreError> {
     Ok(store.conversation(thread_id).await?.is_some_and(|c| c.queue_paused))
 }
 
 /// Pauses the thread's queue, or lets it go on.
-pub(super) async fn set_paused(store: &Store, thread_id: &str, paused: bool) -> Result<(), StoreError> {
+pub async fn set_paused(store: &Store, thread_id: &str, paused: bool) -> Result<(), StoreError> {
     store.change_conversation(thread_id, &crate::run::conversation::ConversationChange::QueuePaused(paused)).await?;
     Ok(())
 }
 
 /// How long a facade holds the claim of a request it starts (more than a start takes; a facade that
 /// dies holding it leaves the request to the next after this).
-pub(super) const CLAIM_TTL: Duration = Duration::from_secs(60);
+pub const CLAIM_TTL: Duration = Duration::from_secs(60);
 
 /// Starts the thread's waiting requests one after the other, each once the run before it has ended,
 /// until the queue is empty or pauses.
@@ -240,7 +242,7 @@ async fn start_request(
             return Ok(Start::Later);
         }
     };
-    let Ok(agent) = super::agent_view::visible(found, &request.identity, &slug) else {
+    let Ok(agent) = super::agent_views::visible(found, &request.identity, &slug) else {
         store.remove_request(thread_id, request_id).await?;
         request.status = RequestStatus::Failed;
         request.error = Some(format!("agent {slug:?} does not exist"));
@@ -258,10 +260,10 @@ async fn start_request(
             request.status = RequestStatus::Dispatched;
             request.run_id = Some(request.record.run_id.clone());
             store.put_request(&request).await?;
-            if let Err(err) = super::chat::note_run(store, &request.record, &request.query).await {
+            if let Err(err) = super::conversations::note_run(store, &request.record, &request.query).await {
                 tracing::warn!(thread_id = %thread_id, error = %err, "cannot note the run in its conversation");
             }
-            super::runs::launch_parent(state, &request.identity, agent, &request.record, request.query.clone());
+            super::run_starts::launch_parent(state, &request.identity, agent, &request.record, request.query.clone());
             Ok(Start::Done)
         }
         Created::Busy(_) | Created::Existing(_) => Ok(Start::Busy),
