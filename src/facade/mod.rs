@@ -1,190 +1,31 @@
-//! The facade: the Yuxi-compatible HTTP API (`/api/agent`, and the subagent tool endpoints to come),
-//! served by axum.
+//! The facade: the Yuxi-compatible HTTP API (`/api/agent`, `/api/chat`, `/api/knowledge`, the subagent
+//! and knowledge tools at `/api/tools`, and the same tools over MCP at `/mcp`), served by axum, with its
+//! OpenAPI document, its docs UI and the web console.
+//!
+//! # Layers
+//!
+//! Arrows point down only; a test (`layer_rule`) reads the sources and fails on one that does not.
+//!
+//! ```text
+//! the root: mod.rs, router.rs (the one place the routes are assembled), openapi.rs
+//!   -> features/<name>/   one folder per feature, each exporting routes(); never another feature
+//!   -> services/          the state and the logic several features share; never a feature or the root
+//!   -> http/              the kernel: errors, extractors, limits, auth, OpenAPI glue, metrics
+//! ```
+//!
+//! A reference from one unit to another is written `crate::facade::{http|services|features::<name>}::...`;
+//! `super::` stays inside its unit.
 
-pub mod agent_config;
-pub mod agent_view;
-pub mod agents;
-pub mod approvals;
-pub mod attachments;
-pub mod chat;
-pub mod chat_call;
-pub mod console;
-pub mod default_agent;
+pub mod features;
 pub mod http;
-pub mod knowledge;
-pub mod login;
-pub mod mcp;
-pub mod me;
-pub mod request_routes;
-pub mod run_events;
-pub mod run_request;
-pub mod runs;
 pub mod services;
-pub mod system_lists;
-pub mod tools;
-pub mod wire;
 
 mod openapi;
-
-use axum::Router;
-use axum::extract::DefaultBodyLimit;
-use axum::routing::get;
+mod router;
 
 pub use self::http::auth::Users;
 pub use self::http::error::ApiError;
 pub use self::http::limits::{BODY_READ_TIMEOUT, MAX_BODY_BYTES};
+pub use router::{MAX_DOCUMENT_BODY_BYTES, OPENAPI_PATH, api, router};
 pub use services::catalog::AgentCatalog;
 pub use services::state::{FacadeParts, FacadeState, Runs};
-
-/// The largest body of a knowledge base document's upload (`POST /api/knowledge/{slug}/documents`), in
-/// bytes: the largest document and room for the multipart framing.
-pub const MAX_DOCUMENT_BODY_BYTES: usize = crate::knowledge::extract::MAX_DOCUMENT_BYTES + 64 * 1024;
-
-/// The API routes and the OpenAPI document describing them, from one list so the two cannot differ.
-pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
-    use utoipa::OpenApi;
-    use utoipa_axum::routes;
-    let (routes, mut document) = utoipa_axum::router::OpenApiRouter::with_openapi(openapi::ApiDoc::openapi())
-        .routes(routes!(me::me))
-        .routes(routes!(login::login))
-        .routes(routes!(agents::list, agents::create))
-        .routes(routes!(default_agent::get_default))
-        .routes(routes!(default_agent::set_default))
-        .routes(routes!(agents::backends))
-        .routes(routes!(agents::get, agents::update, agents::delete))
-        .routes(routes!(runs::start))
-        .routes(routes!(runs::get))
-        .routes(routes!(runs::result))
-        .routes(routes!(runs::cancel))
-        .routes(routes!(runs::active_run))
-        .routes(routes!(run_events::events))
-        .routes(routes!(run_events::thread_messages))
-        .routes(routes!(request_routes::get_request))
-        .routes(routes!(request_routes::request_events))
-        .routes(routes!(request_routes::cancel_request))
-        .routes(routes!(request_routes::steer_request))
-        .routes(routes!(request_routes::thread_requests))
-        .routes(routes!(request_routes::continue_queue))
-        .routes(routes!(chat::create))
-        .routes(routes!(chat::list))
-        .routes(routes!(chat::update, chat::delete))
-        .routes(routes!(chat::viewed))
-        .routes(routes!(chat::history))
-        .routes(routes!(chat::thread_state))
-        .routes(routes!(chat_call::call))
-        .routes(routes!(attachments::upload_held))
-        .routes(routes!(attachments::confirm))
-        .routes(routes!(attachments::list))
-        .routes(routes!(attachments::delete))
-        .routes(routes!(tools::list_tools))
-        .routes(routes!(tools::subagent_start))
-        .routes(routes!(tools::subagent_status))
-        .routes(routes!(tools::subagent_await))
-        .routes(routes!(tools::subagent_events))
-        .routes(routes!(tools::subagent_cancel))
-        .routes(routes!(tools::task))
-        .routes(routes!(tools::subagent_wait_any))
-        .routes(routes!(knowledge::tools::bases))
-        .routes(routes!(knowledge::tools::search))
-        .routes(routes!(knowledge::routes::list, knowledge::routes::create))
-        .routes(routes!(knowledge::routes::get, knowledge::routes::update, knowledge::routes::delete))
-        .routes(routes!(knowledge::routes::documents, knowledge::routes::upload))
-        .routes(routes!(knowledge::routes::delete_document))
-        .routes(routes!(knowledge::routes::search))
-        .routes(routes!(system_lists::tools))
-        .routes(routes!(system_lists::mcp_servers))
-        .routes(routes!(system_lists::accessible_skills))
-        .split_for_parts();
-    http::openapi::complete(&mut document);
-    openapi::links(&mut document);
-    (routes, document)
-}
-
-/// Where the OpenAPI document is served.
-pub const OPENAPI_PATH: &str = "/api/openapi.json";
-
-/// The facade's routes: the API, its OpenAPI document at [`OPENAPI_PATH`], the docs UI (Swagger UI, its
-/// assets built in) at `/api/docs`, the web console at [`console::CONSOLE_PATH`] (its files built in),
-/// `/healthz`, `/readyz` and `/metrics`.
-pub fn router(state: FacadeState) -> Router {
-    let (routes, document) = api();
-    let mut document = serde_json::to_value(document).expect("the document serializes");
-    openapi::agent_rules(&mut document);
-    let document = std::sync::Arc::new(document);
-    // The docs UI reads the document from where it is served.
-    let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));
-    routes
-        .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
-        .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
-        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
-        .merge(mcp::routes(state.clone()))
-        .merge(console::routes())
-        .route("/healthz", get(|| async { "ok" }))
-        .route("/readyz", get(readyz))
-        .route("/metrics", get(http::metrics::serve))
-        .fallback(|| async { ApiError::NotFound("no such route".into()) })
-        .method_not_allowed_fallback(|method: axum::http::Method| async move {
-            ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
-        })
-        .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
-        .with_state(state)
-}
-
-/// The docs UI's answers may not be framed, sniffed or sent on as a referrer (as the console's).
-async fn docs_headers(mut response: axum::response::Response) -> axum::response::Response {
-    use axum::http::{HeaderValue, header};
-    let headers = response.headers_mut();
-    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
-    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    response
-}
-
-/// Reads the whole request body within `deadline` ([`http::limits::Limits::body_timeout`]) and at most
-/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON; a knowledge
-/// base document's upload may have [`MAX_DOCUMENT_BODY_BYTES`]): 408 past the deadline, 413 past the
-/// size naming the limit, however slowly the bytes come.
-async fn read_body_within_deadline(
-    axum::extract::State(deadline): axum::extract::State<std::time::Duration>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let (parts, body) = request.into_parts();
-    let (max, limit) = body_limit(&parts.method, parts.uri.path());
-    let limited = http_body_util::Limited::new(body, max);
-    let bytes = match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::TooLarge(format!("the body is larger than {max} bytes ({limit})")).into_response();
-        }
-        Ok(Err(err)) => return ApiError::BadRequest(format!("cannot read the body: {err}")).into_response(),
-        Err(_) => {
-            return ApiError::Timeout(format!("the body did not arrive within {} s", deadline.as_secs_f64()))
-                .into_response();
-        }
-    };
-    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
-}
-
-/// The largest body of a request and the limit's name: [`MAX_DOCUMENT_BODY_BYTES`]
-/// (`max_document_bytes`) for a document upload, [`MAX_BODY_BYTES`] (`max_body_bytes`) otherwise.
-fn body_limit(method: &axum::http::Method, path: &str) -> (usize, &'static str) {
-    let upload = method == axum::http::Method::POST
-        && path
-            .strip_prefix("/api/knowledge/")
-            .and_then(|rest| rest.strip_suffix("/documents"))
-            .is_some_and(|slug| !slug.contains('/'));
-    if upload { (MAX_DOCUMENT_BODY_BYTES, "max_document_bytes") } else { (MAX_BODY_BYTES, "max_body_bytes") }
-}
-
-/// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,
-/// so a load balancer only sends requests to a facade that can serve them.
-async fn readyz(axum::extract::State(state): axum::extract::State<FacadeState>) -> Result<&'static str, ApiError> {
-    state.agents.all().await.map_err(|e| ApiError::Unavailable(format!("the agents cannot be read: {e}")))?;
-    if let Some(runs) = &state.runs {
-        runs.store.ping().await.map_err(|e| ApiError::Unavailable(format!("the run store does not answer: {e}")))?;
-    }
-    Ok("ok")
-}

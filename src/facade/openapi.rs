@@ -53,14 +53,15 @@ impl utoipa::Modify for BearerAuth {
 /// the document as JSON (`const`, `enum` of `null` and schemas without a type are JSON Schema that
 /// utoipa's types do not hold).
 pub(super) fn agent_rules(document: &mut serde_json::Value) {
+    use crate::facade::features::agents::view::{MAX_ICON_CHARS, MAX_PIC_CHARS, MAX_PICS};
     use crate::resources::{BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS};
     let fields = json!({"properties": {
         "name": {"maxLength": 200},
         "description": {"maxLength": 4096},
         "backend_id": {"enum": BACKENDS},
         "slug": {"pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
-        "icon": {"maxLength": super::agent_view::MAX_ICON_CHARS},
-        "pics": {"maxItems": super::agent_view::MAX_PICS, "items": {"maxLength": super::agent_view::MAX_PIC_CHARS}},
+        "icon": {"maxLength": MAX_ICON_CHARS},
+        "pics": {"maxItems": MAX_PICS, "items": {"maxLength": MAX_PIC_CHARS}},
     }});
     let new_agent = [
         // `is_subagent: true` needs the subagent backend...

@@ -1,5 +1,5 @@
 //! The local mode's users file: bearer tokens and who they belong to, and optionally an argon2 hash of a
-//! password to log in with (`POST /api/auth/token`, [`super::super::login`]), which answers the user's
+//! password to log in with (`POST /api/auth/token`, the account feature's login), which answers the user's
 //! token. The file never holds a plain password: an entry with a `password` field is refused.
 
 use std::collections::HashMap;

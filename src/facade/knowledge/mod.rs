@@ -1,2 +1,0 @@
-pub mod routes;
-pub mod tools;
