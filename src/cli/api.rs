@@ -5,7 +5,10 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::{self, auth, catalog, launch};
+use yuxi_operator::facade;
+use yuxi_operator::facade::http::auth;
+use yuxi_operator::facade::services::catalog;
+use yuxi_operator::facade::services::launch;
 use yuxi_operator::store::Store;
 
 use super::serve::{bind, serve, shutdown_signal};
@@ -83,21 +86,21 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         superadmin_group: args.superadmin_group,
         department_prefix: args.department_group_prefix,
     };
-    let metrics = facade::http_metrics::FacadeMetrics::default();
+    let metrics = facade::http::metrics::FacadeMetrics::default();
     let reviewer = auth::TokenReviewer::new(client.clone(), args.token_audiences, mapping, metrics.token_reviews());
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     super::extract_text::read_documents_in_subprocesses()?;
-    let knowledge = facade::knowledge::Knowledge::new(
-        facade::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
+    let knowledge = facade::services::knowledge::Knowledge::new(
+        facade::services::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
             client.clone(),
             &args.namespace,
         ))),
-        facade::knowledge::KnowledgeSettings {
+        facade::services::knowledge::KnowledgeSettings {
             documents_dir: args.knowledge_documents_dir,
             index_dir: Some(args.knowledge_index_dir),
             sources_dir: args.knowledge_sources_dir,
         },
-        facade::knowledge::PlatformObjects::cluster(client.clone(), &args.namespace),
+        facade::services::knowledge::PlatformObjects::cluster(client.clone(), &args.namespace),
         Some(kube::Api::namespaced(client.clone(), &args.namespace)),
     );
     let knowledge = std::sync::Arc::new(match args.embeddings.embeddings()? {
@@ -114,7 +117,10 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         }),
         metrics,
         run_tokens,
-        limits: yuxi_operator::facade::limits::Limits { namespace: args.namespace.clone(), ..args.limits.limits() },
+        limits: yuxi_operator::facade::http::limits::Limits {
+            namespace: args.namespace.clone(),
+            ..args.limits.limits()
+        },
         streams: Default::default(),
         queues: Default::default(),
         quick_model: None,
@@ -122,7 +128,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.
-    let _dispatcher = facade::run_queue::spawn_dispatcher(state.clone());
+    let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;

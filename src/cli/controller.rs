@@ -14,7 +14,7 @@ use tokio::sync::watch;
 use yuxi_operator::controller::{
     agent_reconciler, decide, metrics::ControllerMetrics, pod::SandboxSettings, run_reconciler,
 };
-use yuxi_operator::facade::http_metrics::CONTENT_TYPE_TEXT;
+use yuxi_operator::facade::http::metrics::CONTENT_TYPE_TEXT;
 use yuxi_operator::store::Store;
 
 use super::leader::{self, Leadership};

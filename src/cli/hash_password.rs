@@ -4,12 +4,12 @@
 use std::io::Read;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::auth::hash_password;
+use yuxi_operator::facade::http::auth::hash_password;
 
 /// The shortest password accepted, in characters (Yuxi's own minimum).
 const MIN_PASSWORD_CHARS: usize = 8;
 /// The longest password read, in bytes (the login form's bound).
-const MAX_PASSWORD_BYTES: usize = yuxi_operator::facade::login::MAX_PASSWORD_BYTES;
+const MAX_PASSWORD_BYTES: usize = yuxi_operator::facade::features::account::login::MAX_PASSWORD_BYTES;
 
 /// No arguments: the password comes on stdin, so it shows in no process list or shell history.
 #[derive(clap::Args)]

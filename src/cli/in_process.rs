@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 use kube::ResourceExt;
-use yuxi_operator::facade::launch::{InProcessRunner, RunJob};
+use yuxi_operator::facade::services::launch::{InProcessRunner, RunJob};
 use yuxi_operator::run::inputs::env;
 use yuxi_operator::runner::model::ModelSettings;
 use yuxi_operator::runner::{self, Confinement, FacadeAccess, RunnerOptions};

@@ -6,7 +6,7 @@ use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
-use yuxi_operator::facade::launch::{LocalLauncher, LocalRuns, RunnerStore};
+use yuxi_operator::facade::services::launch::{LocalLauncher, LocalRuns, RunnerStore};
 use yuxi_operator::facade::{self, AgentCatalog, FacadeParts, FacadeState, Runs, Users};
 use yuxi_operator::resources::manifest_set;
 use yuxi_operator::run::inputs::env;
@@ -192,7 +192,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             lease_ttl,
             facade_url: facade_url.clone(),
         })?;
-        Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::launch::InProcessRunner>)
+        Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>)
     };
     let quick_model = super::quick_model::RunnerModels {
         default_model: default_model.clone(),
@@ -215,7 +215,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         skills_library,
     };
     // The skills scopes of threads the store has forgotten go with them.
-    facade::run_folders::spawn_tidier(launcher.clone(), store.clone(), lease_ttl / 2);
+    facade::services::launch::folders::spawn_tidier(launcher.clone(), store.clone(), lease_ttl / 2);
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");
     let saved = if saved_in.is_dir() {
@@ -231,7 +231,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let agent_catalog = facade::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
     let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
@@ -249,7 +249,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.
-    let _dispatcher = facade::run_queue::spawn_dispatcher(state.clone());
+    let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;
@@ -275,7 +275,7 @@ fn local_knowledge(
     data_dir: &std::path::Path,
     manifests_dir: &std::path::Path,
     embeddings: Option<yuxi_operator::knowledge::embeddings::Embeddings>,
-) -> anyhow::Result<std::sync::Arc<facade::knowledge::Knowledge>> {
+) -> anyhow::Result<std::sync::Arc<facade::services::knowledge::Knowledge>> {
     let saved_in = data_dir.join("knowledge-bases");
     let saved = if saved_in.is_dir() {
         manifest_set::load(&manifest_set::manifest_files(std::slice::from_ref(&saved_in))?)
@@ -296,14 +296,18 @@ fn local_knowledge(
         manifests_dir.parent().unwrap_or(manifests_dir).to_path_buf()
     };
     super::extract_text::read_documents_in_subprocesses()?;
-    let knowledge = facade::knowledge::Knowledge::new(
-        facade::catalog::KnowledgeCatalog::Local(facade::catalog::LocalCatalog::new(manifests, saved, Some(saved_in))),
-        facade::knowledge::KnowledgeSettings {
+    let knowledge = facade::services::knowledge::Knowledge::new(
+        facade::services::catalog::KnowledgeCatalog::Local(facade::services::catalog::LocalCatalog::new(
+            manifests,
+            saved,
+            Some(saved_in),
+        )),
+        facade::services::knowledge::KnowledgeSettings {
             documents_dir: data_dir.join("knowledge").join("documents"),
             index_dir: Some(data_dir.join("knowledge").join("index")),
             sources_dir: Some(sources_dir),
         },
-        facade::knowledge::PlatformObjects::Local { secrets: data_dir.join("secrets"), config_maps },
+        facade::services::knowledge::PlatformObjects::Local { secrets: data_dir.join("secrets"), config_maps },
         None,
     );
     Ok(std::sync::Arc::new(match embeddings {

@@ -137,8 +137,8 @@ pub struct LimitArgs {
 
 impl LimitArgs {
     /// The limits these flags set.
-    pub fn limits(&self) -> yuxi_operator::facade::limits::Limits {
-        yuxi_operator::facade::limits::Limits {
+    pub fn limits(&self) -> yuxi_operator::facade::http::limits::Limits {
+        yuxi_operator::facade::http::limits::Limits {
             runs: yuxi_operator::run::RunLimits {
                 per_user: self.max_runs_per_user as usize,
                 total: self.max_runs as usize,

@@ -3,7 +3,7 @@
 
 use std::time::Duration;
 
-use yuxi_operator::facade::chat_call::QuickModel;
+use yuxi_operator::facade::services::quick_model::QuickModel;
 use yuxi_operator::run::message::Message;
 use yuxi_operator::runner::model::{Model, ModelSettings, scripted};
 

@@ -1,10 +1,8 @@
-//! What the OpenAPI document states about every route at once, applied after the routes' own
-//! annotations ([`complete`]), so that a route added or changed elsewhere is covered without an edit here:
+//! The parts of the OpenAPI document that name particular routes and schemas, applied by the router once
+//! the features' routes are in (the statuses every route shares are the kernel's,
+//! [`crate::facade::http::openapi`]):
 //!
-//! - the statuses every route can answer whatever its handler: 400, 408 and 413 from the body reader in
-//!   front of every route ([`super::read_body_within_deadline`]); 401 on every route that takes a bearer
-//!   token; 422 on every route with a JSON body (a body of the wrong shape, naming the field, from
-//!   [`super::body::JsonBody`]) (a malformed query is a 400, from [`super::body::QueryParams`]);
+//! - the document's fixed parts ([`ApiDoc`]: its title, tags and the bearer-token scheme);
 //! - the rules of an agent body that tie fields together or come from the Agent's validation;
 //! - the OpenAPI links from the answers that name a run (`start_run`, `subagent_start`) to the routes
 //!   that take its id, so that a client (and the contract test, `scripts/contract-test`) can follow a run
@@ -12,30 +10,40 @@
 
 use serde_json::json;
 use utoipa::openapi::link::LinkBuilder;
-use utoipa::openapi::path::Operation;
-use utoipa::openapi::{OpenApi, Ref, RefOr, ResponseBuilder};
+use utoipa::openapi::{OpenApi, RefOr};
 
-/// Adds the common statuses and the links to `document`, once its paths are in.
-pub fn complete(document: &mut OpenApi) {
-    for item in document.paths.paths.values_mut() {
-        for operation in [
-            &mut item.get,
-            &mut item.put,
-            &mut item.post,
-            &mut item.delete,
-            &mut item.patch,
-            &mut item.options,
-            &mut item.head,
-            &mut item.trace,
-        ]
-        .into_iter()
-        .flatten()
-        {
-            common_statuses(operation);
-            server_sent_events(operation);
-        }
+/// The OpenAPI document's fixed parts; the paths and schemas come from the handlers.
+#[derive(utoipa::OpenApi)]
+#[openapi(
+    info(
+        title = "yuxi-operator facade",
+        description = "Yuxi-compatible agent CRUD, the subagent tools for parent agents, and runs."
+    ),
+    modifiers(&BearerAuth),
+    components(schemas(crate::facade::http::error::DetailItem)),
+    tags(
+        (name = "agents", description = "Agents and subagents (`/api/agent`)"),
+        (name = "tools", description = "The subagent tools a parent agent calls"),
+        (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
+        (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
+        (name = "auth", description = "Who the bearer token names"),
+        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
+    )
+)]
+pub(super) struct ApiDoc;
+
+/// Declares the bearer-token security scheme the paths name.
+struct BearerAuth;
+
+impl utoipa::Modify for BearerAuth {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        use utoipa::openapi::security::{HttpAuthScheme, HttpBuilder, SecurityScheme};
+        let components = openapi.components.get_or_insert_with(Default::default);
+        components.add_security_scheme(
+            "bearer",
+            SecurityScheme::Http(HttpBuilder::new().scheme(HttpAuthScheme::Bearer).build()),
+        );
     }
-    links(document);
 }
 
 /// The rules of an agent body that the types alone do not state, from the Agent's validation
@@ -44,15 +52,16 @@ pub fn complete(document: &mut OpenApi) {
 /// together (an update's are judged with the stored agent, which the document cannot know). Applied to
 /// the document as JSON (`const`, `enum` of `null` and schemas without a type are JSON Schema that
 /// utoipa's types do not hold).
-pub fn agent_rules(document: &mut serde_json::Value) {
+pub(super) fn agent_rules(document: &mut serde_json::Value) {
+    use crate::facade::features::agents::view::{MAX_ICON_CHARS, MAX_PIC_CHARS, MAX_PICS};
     use crate::resources::{BACKEND_CHATBOT, BACKEND_SUBAGENT, BACKENDS};
     let fields = json!({"properties": {
         "name": {"maxLength": 200},
         "description": {"maxLength": 4096},
         "backend_id": {"enum": BACKENDS},
         "slug": {"pattern": "^[a-z0-9]([-a-z0-9]*[a-z0-9])?$", "maxLength": 63},
-        "icon": {"maxLength": super::agent_view::MAX_ICON_CHARS},
-        "pics": {"maxItems": super::agent_view::MAX_PICS, "items": {"maxLength": super::agent_view::MAX_PIC_CHARS}},
+        "icon": {"maxLength": MAX_ICON_CHARS},
+        "pics": {"maxItems": MAX_PICS, "items": {"maxLength": MAX_PIC_CHARS}},
     }});
     let new_agent = [
         // `is_subagent: true` needs the subagent backend...
@@ -123,76 +132,8 @@ fn add_rules(document: &mut serde_json::Value, name: &str, rules: Vec<serde_json
     *schema = json!({"allOf": all});
 }
 
-/// The statuses of the module doc, each added where the route's annotation does not already state it.
-fn common_statuses(operation: &mut Operation) {
-    let has_body = operation.request_body.is_some();
-    let has_token = operation.security.as_ref().is_some_and(|s| !s.is_empty());
-    let mut statuses = vec![
-        ("400", "the body cannot be read or is not JSON, or the query is malformed"),
-        ("408", "the body did not arrive within the body deadline"),
-        ("413", "the body is larger than the facade accepts"),
-    ];
-    if has_token {
-        statuses.push(("401", "no token, or one that names nobody"));
-    }
-    if has_body {
-        statuses.push(("422", "the body breaks a rule or is of the wrong shape; `field` names the field"));
-    }
-    for (status, description) in statuses {
-        operation.responses.responses.entry(status.to_string()).or_insert_with(|| error_response(description));
-    }
-}
-
-/// A `text/event-stream` answer whose schema is its events' data becomes, as OpenAPI 3.1 reads an event
-/// stream's schema, the schema of one event: the stream `id`, the `event` name, and the `data`, a JSON
-/// text of the schema the route named.
-fn server_sent_events(operation: &mut Operation) {
-    use utoipa::openapi::schema::{ObjectBuilder, Type};
-    for response in operation.responses.responses.values_mut() {
-        let RefOr::T(response) = response else { continue };
-        let Some(RefOr::T(content)) = response.content.get_mut("text/event-stream") else { continue };
-        let Some(data) = content.schema.take() else { continue };
-        let event = ObjectBuilder::new()
-            .description(Some("one server-sent event (heartbeats are comments, not events)"))
-            .property(
-                "id",
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .pattern(Some("^([0-9]+-[0-9]+|t1\\.[A-Za-z0-9_-]*)$"))
-                    .description(Some(
-                        "the event's stream id (a tree cursor `t1.…` for a run tree's stream), to resume after with `Last-Event-ID`",
-                    )),
-            )
-            .property("event", ObjectBuilder::new().schema_type(Type::String).description(Some("the event's name")))
-            .property(
-                "data",
-                ObjectBuilder::new()
-                    .schema_type(Type::String)
-                    .content_media_type("application/json")
-                    .content_schema(Some(data))
-                    .description(Some("the event, as JSON")),
-            )
-            .required("id")
-            .required("event")
-            .required("data");
-        content.schema = Some(event.build().into());
-    }
-}
-
-/// An error answer: `ErrorBody` as JSON.
-fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
-    ResponseBuilder::new()
-        .description(description)
-        .content(
-            "application/json",
-            utoipa::openapi::ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build(),
-        )
-        .build()
-        .into()
-}
-
 /// The links from the answers that name a run to the routes that take its id.
-fn links(document: &mut OpenApi) {
+pub(super) fn links(document: &mut OpenApi) {
     let by_path = |operation_id: &str| LinkBuilder::new().operation_id(operation_id);
     let run_id = "$response.body#/run_id";
     let parent_links = [

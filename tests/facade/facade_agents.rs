@@ -3,7 +3,7 @@
 
 use serde_json::{Value, json};
 use yuxi_operator::access::Role;
-use yuxi_operator::facade::auth::UserEntry;
+use yuxi_operator::facade::http::auth::UserEntry;
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
 
 use crate::support::examples::example_agents;

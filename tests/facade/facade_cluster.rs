@@ -5,10 +5,10 @@
 
 use http::Method;
 use serde_json::{Value, json};
-use yuxi_operator::facade::auth::{GroupMapping, TokenReviewer};
-use yuxi_operator::facade::catalog::ClusterCatalog;
-use yuxi_operator::facade::http_metrics::FacadeMetrics;
-use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
+use yuxi_operator::facade::http::auth::{GroupMapping, TokenReviewer};
+use yuxi_operator::facade::http::metrics::FacadeMetrics;
+use yuxi_operator::facade::services::catalog::ClusterCatalog;
+use yuxi_operator::facade::services::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Runs, router};
 use yuxi_operator::run::grant::TokenKey;
 use yuxi_operator::store::Store;
@@ -548,8 +548,8 @@ const KNOWLEDGE_BASES: &str = "/apis/yuxi.dev/v1alpha1/namespaces/team-a/knowled
 
 #[tokio::test]
 async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written_after_indexing() {
-    use yuxi_operator::facade::catalog::{ClusterCatalog, KnowledgeCatalog};
-    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
+    use yuxi_operator::facade::services::catalog::{ClusterCatalog, KnowledgeCatalog};
+    use yuxi_operator::facade::services::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 
     let kb = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "KnowledgeBase",
                     "metadata": {"name": "notes", "namespace": "team-a", "generation": 3, "resourceVersion": "11", "uid": "uid-notes"},
@@ -598,8 +598,8 @@ async fn knowledge_bases_are_read_from_the_namespace_and_their_status_is_written
 
 #[tokio::test]
 async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_ready_naming_the_chart_value() {
-    use yuxi_operator::facade::catalog::{ClusterCatalog, KnowledgeCatalog};
-    use yuxi_operator::facade::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
+    use yuxi_operator::facade::services::catalog::{ClusterCatalog, KnowledgeCatalog};
+    use yuxi_operator::facade::services::knowledge::{Knowledge, KnowledgeSettings, PlatformObjects};
 
     const CONFIG_MAPS: &str = "/api/v1/namespaces/team-a/configmaps";
     let kb = |name: &str, config_map: &str| {

@@ -5,7 +5,7 @@ use std::io::Write;
 
 use serde_json::Value;
 use yuxi_operator::access::Role;
-use yuxi_operator::facade::auth::{UserEntry, hash_password};
+use yuxi_operator::facade::http::auth::{UserEntry, hash_password};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Users, router};
 
 struct Login {

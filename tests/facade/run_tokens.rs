@@ -4,8 +4,8 @@
 
 use serde_json::{Value, json};
 use yuxi_operator::access::Role;
-use yuxi_operator::facade::auth::UserEntry;
-use yuxi_operator::facade::launch::{ClusterLauncher, Launcher};
+use yuxi_operator::facade::http::auth::UserEntry;
+use yuxi_operator::facade::services::launch::{ClusterLauncher, Launcher};
 use yuxi_operator::facade::{AgentCatalog, FacadeParts, FacadeState, Runs, Users, router};
 use yuxi_operator::resources::ParentRef;
 use yuxi_operator::run::grant::{TokenKey, token_digest};
@@ -43,14 +43,17 @@ async fn facade() -> Facade {
     )
     .expect("a knowledge base");
     let documents = std::env::temp_dir().join(unique("knowledge"));
-    let knowledge = yuxi_operator::facade::knowledge::Knowledge::new(
-        yuxi_operator::facade::catalog::KnowledgeCatalog::new(vec![notes]),
-        yuxi_operator::facade::knowledge::KnowledgeSettings {
+    let knowledge = yuxi_operator::facade::services::knowledge::Knowledge::new(
+        yuxi_operator::facade::services::catalog::KnowledgeCatalog::new(vec![notes]),
+        yuxi_operator::facade::services::knowledge::KnowledgeSettings {
             documents_dir: documents.clone(),
             index_dir: None,
             sources_dir: None,
         },
-        yuxi_operator::facade::knowledge::PlatformObjects::Local { secrets: documents, config_maps: Vec::new() },
+        yuxi_operator::facade::services::knowledge::PlatformObjects::Local {
+            secrets: documents,
+            config_maps: Vec::new(),
+        },
         None,
     );
     let state: FacadeState = FacadeParts {

@@ -153,7 +153,7 @@ async fn a_strangers_request_on_a_session_is_answered_as_for_a_session_that_does
 #[tokio::test]
 async fn sessions_past_a_users_limit_are_refused_with_429_naming_it_until_one_ends() {
     let (local, _manifests) = system().await;
-    let limit = yuxi_operator::facade::limits::Limits::default().mcp_sessions_per_user;
+    let limit = yuxi_operator::facade::http::limits::Limits::default().mcp_sessions_per_user;
     let mut open = Vec::new();
     for _ in 0..limit {
         let (status, id, body) = open_session(&local, "bob-token").await;

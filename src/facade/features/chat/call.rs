@@ -1,0 +1,84 @@
+//! `POST /api/chat/call`: one question to a model, answered whole (Yuxi's client titles its
+//! conversations with it). The facade holds no model client of its own: the command line layer, which
+//! holds the runner's, gives it one ([`QuickModel`](crate::facade::services::quick_model::QuickModel));
+//! a facade without one (in a cluster, model credentials are the runs') answers 503.
+
+use axum::Json;
+use axum::extract::State;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::facade::http::auth::Caller;
+use crate::facade::http::body::JsonBody;
+use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::request_fields::{is_model_spec, request_id_of};
+use crate::facade::services::state::FacadeState;
+
+/// The longest question, in bytes (Yuxi's client sends at most about 2,000 characters).
+pub const MAX_QUERY_BYTES: usize = 16 * 1024;
+
+/// `POST /api/chat/call` body.
+#[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct CallBody {
+    /// The question (at most 16 KiB).
+    #[schema(min_length = 1, max_length = 16384)]
+    pub query: String,
+    /// `model_spec` (or `model`): the model to ask; `request_id`: echoed back. Other keys are ignored.
+    #[serde(default)]
+    #[schema(value_type = Option<Object>)]
+    pub meta: Option<Map<String, Value>>,
+}
+
+/// The answer of `POST /api/chat/call`.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CallAnswer {
+    /// The model's answer.
+    pub response: String,
+    /// The request id: `meta.request_id`, or one the facade made.
+    pub request_id: String,
+}
+
+/// `POST /api/chat/call`: asks a model one question.
+#[utoipa::path(
+    post,
+    path = "/api/chat/call",
+    operation_id = "chat_call",
+    tag = "chat",
+    request_body = CallBody,
+    responses(
+        (status = 200, description = "the answer", body = CallAnswer),
+        (status = 400, description = "malformed body", body = ErrorBody),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 413, description = "body too large", body = ErrorBody),
+        (status = 422, description = "`query` empty or too long, `meta.model_spec` not a model", body = ErrorBody),
+        (status = 502, description = "the model failed", body = ErrorBody),
+        (status = 503, description = "this facade asks no model", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn call(
+    State(state): State<FacadeState>,
+    Caller(_who): Caller,
+    JsonBody(body): JsonBody<CallBody>,
+) -> Result<Json<CallAnswer>, ApiError> {
+    let model = state.quick_model.clone().ok_or_else(|| {
+        ApiError::Unavailable("this facade asks no model: model credentials are the runs' own here".into())
+    })?;
+    if body.query.trim().is_empty() {
+        return Err(ApiError::invalid("query", "is empty"));
+    }
+    if body.query.len() > MAX_QUERY_BYTES {
+        return Err(ApiError::invalid("query", format!("is longer than {MAX_QUERY_BYTES} bytes")));
+    }
+    let meta = body.meta.unwrap_or_default();
+    let spec = match meta.get("model_spec").or_else(|| meta.get("model")) {
+        None | Some(Value::Null) => None,
+        Some(Value::String(s)) if s.is_empty() => None,
+        Some(Value::String(s)) if is_model_spec(s) => Some(s.clone()),
+        Some(other) => return Err(ApiError::invalid("meta.model_spec", format!("{other} is not <provider>/<model>"))),
+    };
+    let request_id = request_id_of(&meta)?;
+    let response = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
+    Ok(Json(CallAnswer { response, request_id }))
+}

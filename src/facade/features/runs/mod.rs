@@ -1,0 +1,36 @@
+//! A user's runs as Yuxi's client starts and follows them: the start (`POST /api/agent/runs`, [`start`],
+//! with its body in [`request`] and a resume's decisions in [`approvals`]), a run and its result
+//! ([`read`]), its event stream and the thread's messages ([`events`], in the wire shapes of [`wire`]),
+//! and the queued requests ([`requests`]). A run of another user answers as a missing one ([`owned`]).
+
+pub mod approvals;
+pub mod events;
+pub mod owned;
+pub mod read;
+pub mod request;
+pub mod requests;
+pub mod start;
+pub mod started;
+pub mod wire;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::facade::services::state::FacadeState;
+
+/// Appends this feature's routes to `api`, in the order the OpenAPI document lists them.
+pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
+    api.routes(routes!(start::start))
+        .routes(routes!(read::get))
+        .routes(routes!(read::result))
+        .routes(routes!(read::cancel))
+        .routes(routes!(read::active_run))
+        .routes(routes!(events::events))
+        .routes(routes!(events::thread_messages))
+        .routes(routes!(requests::get_request))
+        .routes(routes!(requests::request_events))
+        .routes(routes!(requests::cancel_request))
+        .routes(routes!(requests::steer_request))
+        .routes(routes!(requests::thread_requests))
+        .routes(routes!(requests::continue_queue))
+}

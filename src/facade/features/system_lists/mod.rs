@@ -1,0 +1,14 @@
+//! The read-only lists Yuxi's web client fetches to fill its agent editor: `GET /api/system/tools`,
+//! `GET /api/system/mcp-servers` and `GET /api/skills/accessible` ([`lists`]).
+
+pub mod lists;
+
+use utoipa_axum::router::OpenApiRouter;
+use utoipa_axum::routes;
+
+use crate::facade::services::state::FacadeState;
+
+/// Appends this feature's routes to `api`, in the order the OpenAPI document lists them.
+pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
+    api.routes(routes!(lists::tools)).routes(routes!(lists::mcp_servers)).routes(routes!(lists::accessible_skills))
+}

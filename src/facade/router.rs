@@ -1,0 +1,126 @@
+//! Where the facade's routes are assembled, and only here: the features' API routes in one builder chain
+//! with the OpenAPI document they make ([`api`]), then the document at [`OPENAPI_PATH`], the docs UI,
+//! `/mcp`, the console, `/healthz`, `/readyz`, `/metrics`, the fallbacks, and the body reader in front of
+//! every route ([`router`]).
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::get;
+use utoipa_axum::router::OpenApiRouter;
+
+use super::{features, http, openapi};
+use crate::facade::http::error::ApiError;
+use crate::facade::http::limits::MAX_BODY_BYTES;
+use crate::facade::services::state::FacadeState;
+
+/// The largest body of a knowledge base document's upload (`POST /api/knowledge/{slug}/documents`), in
+/// bytes: the largest document and room for the multipart framing.
+pub const MAX_DOCUMENT_BODY_BYTES: usize = crate::knowledge::extract::MAX_DOCUMENT_BYTES + 64 * 1024;
+
+/// The API routes and the OpenAPI document describing them, from one list so the two cannot differ: each
+/// feature appends its routes, in this order (which the document's paths and schemas keep).
+pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
+    use utoipa::OpenApi;
+    let api = OpenApiRouter::with_openapi(openapi::ApiDoc::openapi());
+    let api = features::account::routes(api);
+    let api = features::agents::routes(api);
+    let api = features::runs::routes(api);
+    let api = features::chat::routes(api);
+    let api = features::attachments::routes(api);
+    let api = features::tools::routes(api);
+    let api = features::knowledge::routes(api);
+    let api = features::system_lists::routes(api);
+    let (routes, mut document) = api.split_for_parts();
+    http::openapi::complete(&mut document);
+    openapi::links(&mut document);
+    (routes, document)
+}
+
+/// Where the OpenAPI document is served.
+pub const OPENAPI_PATH: &str = "/api/openapi.json";
+
+/// The facade's routes: the API, its OpenAPI document at [`OPENAPI_PATH`], the docs UI (Swagger UI, its
+/// assets built in) at `/api/docs`, the web console at [`features::console::CONSOLE_PATH`] (its files
+/// built in), `/healthz`, `/readyz` and `/metrics`.
+pub fn router(state: FacadeState) -> Router {
+    let (routes, document) = api();
+    let mut document = serde_json::to_value(document).expect("the document serializes");
+    openapi::agent_rules(&mut document);
+    let document = std::sync::Arc::new(document);
+    // The docs UI reads the document from where it is served.
+    let docs = utoipa_swagger_ui::SwaggerUi::new("/api/docs").config(utoipa_swagger_ui::Config::new([OPENAPI_PATH]));
+    routes
+        .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
+        .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
+        .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
+        .merge(features::mcp::routes(state.clone()))
+        .merge(features::console::routes())
+        .route("/healthz", get(|| async { "ok" }))
+        .route("/readyz", get(readyz))
+        .route("/metrics", get(http::metrics::serve))
+        .fallback(|| async { ApiError::NotFound("no such route".into()) })
+        .method_not_allowed_fallback(|method: axum::http::Method| async move {
+            ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
+        })
+        .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
+        .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
+        .with_state(state)
+}
+
+/// The docs UI's answers may not be framed, sniffed or sent on as a referrer (as the console's).
+async fn docs_headers(mut response: axum::response::Response) -> axum::response::Response {
+    use axum::http::{HeaderValue, header};
+    let headers = response.headers_mut();
+    headers.insert(header::X_CONTENT_TYPE_OPTIONS, HeaderValue::from_static("nosniff"));
+    headers.insert(header::REFERRER_POLICY, HeaderValue::from_static("no-referrer"));
+    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
+    response
+}
+
+/// Reads the whole request body within `deadline` ([`http::limits::Limits::body_timeout`]) and at most
+/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON; a knowledge
+/// base document's upload may have [`MAX_DOCUMENT_BODY_BYTES`]): 408 past the deadline, 413 past the
+/// size naming the limit, however slowly the bytes come.
+async fn read_body_within_deadline(
+    axum::extract::State(deadline): axum::extract::State<std::time::Duration>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let (parts, body) = request.into_parts();
+    let (max, limit) = body_limit(&parts.method, parts.uri.path());
+    let limited = http_body_util::Limited::new(body, max);
+    let bytes = match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
+        Ok(Ok(collected)) => collected.to_bytes(),
+        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
+            return ApiError::TooLarge(format!("the body is larger than {max} bytes ({limit})")).into_response();
+        }
+        Ok(Err(err)) => return ApiError::BadRequest(format!("cannot read the body: {err}")).into_response(),
+        Err(_) => {
+            return ApiError::Timeout(format!("the body did not arrive within {} s", deadline.as_secs_f64()))
+                .into_response();
+        }
+    };
+    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
+}
+
+/// The largest body of a request and the limit's name: [`MAX_DOCUMENT_BODY_BYTES`]
+/// (`max_document_bytes`) for a document upload, [`MAX_BODY_BYTES`] (`max_body_bytes`) otherwise.
+fn body_limit(method: &axum::http::Method, path: &str) -> (usize, &'static str) {
+    let upload = method == axum::http::Method::POST
+        && path
+            .strip_prefix("/api/knowledge/")
+            .and_then(|rest| rest.strip_suffix("/documents"))
+            .is_some_and(|slug| !slug.contains('/'));
+    if upload { (MAX_DOCUMENT_BODY_BYTES, "max_document_bytes") } else { (MAX_BODY_BYTES, "max_body_bytes") }
+}
+
+/// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,
+/// so a load balancer only sends requests to a facade that can serve them.
+async fn readyz(axum::extract::State(state): axum::extract::State<FacadeState>) -> Result<&'static str, ApiError> {
+    state.agents.all().await.map_err(|e| ApiError::Unavailable(format!("the agents cannot be read: {e}")))?;
+    if let Some(runs) = &state.runs {
+        runs.store.ping().await.map_err(|e| ApiError::Unavailable(format!("the run store does not answer: {e}")))?;
+    }
+    Ok("ok")
+}

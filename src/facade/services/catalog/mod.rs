@@ -1,0 +1,419 @@
+//! Where the facade's agents and knowledge bases live. In a cluster they are the Agent and KnowledgeBase
+//! resources of the facade's namespace, read and written through the Kubernetes API (so the admission
+//! webhook and the CRD's rules judge every write too); in the local mode they are the manifests folder,
+//! read-only through the API, plus the objects created through the API, kept as manifests in the data
+//! folder so they survive a restart. One generic catalog serves both kinds ([`CatalogItem`]).
+
+pub mod fields;
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, RwLock};
+
+use kube::api::{Api, DeleteParams, ListParams, PostParams};
+use kube::core::NamespaceResourceScope;
+use kube::{Resource, ResourceExt};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+
+use crate::resources::names::FACADE_FIELD_MANAGER;
+use crate::resources::{Agent, KnowledgeBase, builtin_general_purpose};
+
+/// A kind of object a catalog holds: a namespaced resource of this operator.
+pub trait CatalogItem:
+    Resource<DynamicType = (), Scope = NamespaceResourceScope>
+    + Clone
+    + std::fmt::Debug
+    + Serialize
+    + DeserializeOwned
+    + Send
+    + Sync
+    + 'static
+{
+    /// The kind's name in messages (`agent`, `knowledge base`).
+    const NOUN: &'static str;
+
+    /// The objects every catalog holds whether or not a manifest or the API defines them (the built-in
+    /// `general-purpose` subagent); they cannot be changed or deleted.
+    fn builtins() -> Vec<Self> {
+        Vec::new()
+    }
+}
+
+impl CatalogItem for Agent {
+    const NOUN: &'static str = "agent";
+
+    fn builtins() -> Vec<Self> {
+        vec![builtin_general_purpose()]
+    }
+}
+
+impl CatalogItem for KnowledgeBase {
+    const NOUN: &'static str = "knowledge base";
+}
+
+/// The agents, by slug.
+pub type AgentCatalog = Catalog<Agent>;
+
+/// The knowledge bases, by slug.
+pub type KnowledgeCatalog = Catalog<KnowledgeBase>;
+
+/// A catalog operation failed.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum CatalogError {
+    /// An object with this slug exists already (create).
+    #[error("{noun} {slug:?} exists already")]
+    Exists {
+        /// The kind ([`CatalogItem::NOUN`]).
+        noun: &'static str,
+        /// The slug.
+        slug: String,
+    },
+    /// There is no object with this slug (replace, delete).
+    #[error("{noun} {slug:?} does not exist")]
+    Missing {
+        /// The kind ([`CatalogItem::NOUN`]).
+        noun: &'static str,
+        /// The slug.
+        slug: String,
+    },
+    /// The agent cannot be changed this way: defined by a manifest file in the local mode, or changed by
+    /// somebody else since it was read (a stale `resourceVersion`) in a cluster.
+    #[error("{0}")]
+    Conflict(String),
+    /// The Kubernetes API refused the object (the CRD's rules or the admission webhook); the API's message.
+    #[error("{0}")]
+    Rejected(String),
+    /// The storage failed: the Kubernetes API could not be reached, or a file could not be written.
+    #[error("{0}")]
+    Unavailable(String),
+}
+
+/// The objects of one kind, by slug.
+#[derive(Clone)]
+pub enum Catalog<K: CatalogItem> {
+    /// The local mode's.
+    Local(LocalCatalog<K>),
+    /// A cluster's.
+    Cluster(Box<ClusterCatalog<K>>),
+}
+
+impl<K: CatalogItem> Catalog<K> {
+    /// An in-memory local catalog of `items` (nothing is written anywhere), with the built-ins added
+    /// when none of them has their slug. The items are taken as API-created: they can be changed and
+    /// deleted.
+    pub fn new(items: Vec<K>) -> Self {
+        Catalog::Local(LocalCatalog::new(Vec::new(), items, None))
+    }
+
+    /// Every object, sorted by slug.
+    pub async fn all(&self) -> Result<Vec<K>, CatalogError> {
+        match self {
+            Catalog::Local(local) => Ok(local.all()),
+            Catalog::Cluster(cluster) => cluster.all().await,
+        }
+    }
+
+    /// The object `slug`, or `None`.
+    pub async fn get(&self, slug: &str) -> Result<Option<K>, CatalogError> {
+        match self {
+            Catalog::Local(local) => Ok(local.get(slug)),
+            Catalog::Cluster(cluster) => cluster.get(slug).await,
+        }
+    }
+
+    /// Adds `item`, named by its `metadata.name`. Errors: [`CatalogError::Exists`] when the slug is taken.
+    pub async fn create(&self, item: K) -> Result<K, CatalogError> {
+        match self {
+            Catalog::Local(local) => local.create(item),
+            Catalog::Cluster(cluster) => cluster.create(item).await,
+        }
+    }
+
+    /// Replaces the object of the same slug with `item`, which must carry the `resourceVersion` it was
+    /// read with in a cluster. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
+    pub async fn replace(&self, item: K) -> Result<K, CatalogError> {
+        match self {
+            Catalog::Local(local) => local.replace(item),
+            Catalog::Cluster(cluster) => cluster.replace(item).await,
+        }
+    }
+
+    /// Deletes the object `slug`. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
+    pub async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
+        match self {
+            Catalog::Local(local) => local.delete(slug),
+            Catalog::Cluster(cluster) => cluster.delete(slug).await,
+        }
+    }
+
+    /// Why the object `slug` cannot be changed or deleted through the API whatever the caller's rights,
+    /// or `None` when nothing but the caller's rights stands in the way: in the local mode a built-in and
+    /// a manifest file's object are fixed ([`LocalCatalog::replace`] answers them with
+    /// [`CatalogError::Conflict`]); in a cluster nothing is (the API server judges each write).
+    pub fn fixed(&self, slug: &str) -> Option<Fixed> {
+        match self {
+            Catalog::Local(local) => match local.read().get(slug).map(|(_, origin)| origin) {
+                Some(Origin::Builtin) => Some(Fixed::BuiltIn),
+                Some(Origin::Manifest) => Some(Fixed::ManifestFile),
+                Some(Origin::Api) | None => None,
+            },
+            Catalog::Cluster(_) => None,
+        }
+    }
+}
+
+/// Why an object cannot be changed through the API ([`Catalog::fixed`]); in answers as snake_case.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "snake_case")]
+pub enum Fixed {
+    /// A built-in object (the `general-purpose` subagent) of the local mode.
+    BuiltIn,
+    /// An object of the local mode's manifests folder: it is changed by editing its file.
+    ManifestFile,
+}
+
+/// Where a local object came from.
+#[derive(Clone, Debug, PartialEq, Eq)]
+enum Origin {
+    /// A built-in ([`CatalogItem::builtins`]).
+    Builtin,
+    /// A file of the manifests folder: read-only through the API.
+    Manifest,
+    /// The API (or a test).
+    Api,
+}
+
+type Entries<K> = BTreeMap<String, (K, Origin)>;
+
+/// The local mode's objects of one kind: the manifests folder's plus those created through the API, the
+/// latter kept as `<slug>.yaml` manifests (the YAML `kubectl apply` takes) in a folder of the data folder.
+#[derive(Clone)]
+pub struct LocalCatalog<K: CatalogItem> {
+    items: Arc<RwLock<Entries<K>>>,
+    saved_in: Option<PathBuf>,
+}
+
+impl<K: CatalogItem> LocalCatalog<K> {
+    /// A catalog of the manifests folder's objects and of the objects saved earlier in `saved_in` (where
+    /// the API's changes are written; `None` keeps them in memory). A saved object with the slug of a
+    /// manifest's is ignored: the manifests folder wins. The built-ins are added unless a manifest
+    /// defines their slug.
+    pub fn new(manifests: Vec<K>, saved: Vec<K>, saved_in: Option<PathBuf>) -> Self {
+        let mut map = BTreeMap::new();
+        for item in saved {
+            map.insert(item.name_any(), (item, Origin::Api));
+        }
+        for item in manifests {
+            if map.insert(item.name_any(), (item.clone(), Origin::Manifest)).is_some() {
+                tracing::warn!(slug = %item.name_any(), kind = K::NOUN, "a saved object has the slug of a manifest's; the manifest's is used");
+            }
+        }
+        for builtin in K::builtins() {
+            map.entry(builtin.name_any()).or_insert_with(|| (builtin, Origin::Builtin));
+        }
+        Self { items: Arc::new(RwLock::new(map)), saved_in }
+    }
+
+    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<K>> {
+        self.items.read().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<K>> {
+        self.items.write().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+
+    fn all(&self) -> Vec<K> {
+        self.read().values().map(|(item, _)| item.clone()).collect()
+    }
+
+    fn get(&self, slug: &str) -> Option<K> {
+        self.read().get(slug).map(|(item, _)| item.clone())
+    }
+
+    fn create(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        let mut items = self.write();
+        if items.contains_key(&slug) {
+            return Err(CatalogError::Exists { noun: K::NOUN, slug });
+        }
+        self.save(&slug, &item)?;
+        items.insert(slug, (item.clone(), Origin::Api));
+        Ok(item)
+    }
+
+    fn replace(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        let mut items = self.write();
+        Self::changeable(items.get(&slug).map(|(_, origin)| origin), &slug)?;
+        self.save(&slug, &item)?;
+        items.insert(slug, (item.clone(), Origin::Api));
+        Ok(item)
+    }
+
+    fn delete(&self, slug: &str) -> Result<(), CatalogError> {
+        let mut items = self.write();
+        Self::changeable(items.get(slug).map(|(_, origin)| origin), slug)?;
+        if let Some(dir) = &self.saved_in {
+            let file = dir.join(format!("{slug}.yaml"));
+            match std::fs::remove_file(&file) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => return Err(CatalogError::Unavailable(format!("cannot remove {}: {err}", file.display()))),
+            }
+        }
+        items.remove(slug);
+        Ok(())
+    }
+
+    fn changeable(origin: Option<&Origin>, slug: &str) -> Result<(), CatalogError> {
+        match origin {
+            None => Err(CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }),
+            Some(Origin::Api) => Ok(()),
+            Some(Origin::Builtin) => {
+                Err(CatalogError::Conflict(format!("the built-in {} {slug} cannot be changed or deleted", K::NOUN)))
+            }
+            Some(Origin::Manifest) => Err(CatalogError::Conflict(format!(
+                "{} {slug:?} is defined in the manifests folder; change or remove it there",
+                K::NOUN
+            ))),
+        }
+    }
+
+    /// Writes the object's manifest, through a temporary file renamed into place so a crash leaves the
+    /// old file or the new one, never half of one.
+    fn save(&self, slug: &str, item: &K) -> Result<(), CatalogError> {
+        let Some(dir) = &self.saved_in else { return Ok(()) };
+        let unavailable = |what: &Path, err: &dyn std::fmt::Display| {
+            CatalogError::Unavailable(format!("cannot save {} {slug:?} in {}: {err}", K::NOUN, what.display()))
+        };
+        std::fs::create_dir_all(dir).map_err(|e| unavailable(dir, &e))?;
+        let text = serde_norway::to_string(item).map_err(|e| unavailable(dir, &e))?;
+        let file = dir.join(format!("{slug}.yaml"));
+        let partial = dir.join(format!(".{slug}.yaml.partial"));
+        std::fs::write(&partial, text).map_err(|e| unavailable(&partial, &e))?;
+        std::fs::rename(&partial, &file).map_err(|e| unavailable(&file, &e))
+    }
+}
+
+/// A cluster's objects of one kind: the resources of one namespace, through the Kubernetes API. The
+/// built-ins are served even before the controller has created their resources.
+#[derive(Clone)]
+pub struct ClusterCatalog<K: CatalogItem> {
+    api: Api<K>,
+}
+
+impl<K: CatalogItem> ClusterCatalog<K> {
+    /// The objects of `namespace`.
+    pub fn new(client: kube::Client, namespace: &str) -> Self {
+        Self { api: Api::namespaced(client, namespace) }
+    }
+
+    async fn all(&self) -> Result<Vec<K>, CatalogError> {
+        let mut items: BTreeMap<String, K> = BTreeMap::new();
+        let mut params = ListParams::default().limit(500);
+        loop {
+            let page = self.api.list(&params).await.map_err(kube_error)?;
+            items.extend(page.items.into_iter().map(|a| (a.name_any(), a)));
+            match page.metadata.continue_.filter(|c| !c.is_empty()) {
+                Some(token) => params = params.continue_token(&token),
+                None => break,
+            }
+        }
+        for builtin in K::builtins() {
+            items.entry(builtin.name_any()).or_insert(builtin);
+        }
+        Ok(items.into_values().collect())
+    }
+
+    async fn get(&self, slug: &str) -> Result<Option<K>, CatalogError> {
+        match self.api.get_opt(slug).await.map_err(kube_error)? {
+            None => Ok(K::builtins().into_iter().find(|b| b.name_any() == slug)),
+            found => Ok(found),
+        }
+    }
+
+    fn params() -> PostParams {
+        PostParams { dry_run: false, field_manager: Some(FACADE_FIELD_MANAGER.to_string()) }
+    }
+
+    async fn create(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        self.api.create(&Self::params(), &item).await.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 409 => CatalogError::Exists { noun: K::NOUN, slug },
+            other => kube_error(other),
+        })
+    }
+
+    async fn replace(&self, item: K) -> Result<K, CatalogError> {
+        let slug = item.name_any();
+        if item.resource_version().is_none() {
+            return Err(CatalogError::Conflict(format!(
+                "{} {slug:?} has no resource in the cluster to replace",
+                K::NOUN
+            )));
+        }
+        self.api.replace(&slug, &Self::params(), &item).await.map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 404 => {
+                CatalogError::Missing { noun: K::NOUN, slug: slug.clone() }
+            }
+            kube::Error::Api(status) if status.code == 409 => CatalogError::Conflict(format!(
+                "{} {slug:?} was changed by somebody else since it was read; read it again and retry",
+                K::NOUN
+            )),
+            other => kube_error(other),
+        })
+    }
+
+    async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
+        self.api.delete(slug, &DeleteParams::default()).await.map(|_| ()).map_err(|err| match err {
+            kube::Error::Api(status) if status.code == 404 => {
+                CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }
+            }
+            other => kube_error(other),
+        })
+    }
+}
+
+/// An API server's refusal (400, 422 from the schema or a CEL rule, a denial by an admission webhook) is
+/// the client's fault and keeps the API's message; anything else, a 403 of RBAC included, means the API
+/// is not available to the facade.
+fn kube_error(err: kube::Error) -> CatalogError {
+    match err {
+        kube::Error::Api(status)
+            if matches!(status.code, 400 | 422)
+                || (status.code == 403 && status.message.contains("admission webhook")) =>
+        {
+            CatalogError::Rejected(status.message)
+        }
+        kube::Error::Api(status) => {
+            CatalogError::Unavailable(format!("the Kubernetes API answered {}: {}", status.code, status.message))
+        }
+        other => CatalogError::Unavailable(format!("the Kubernetes API cannot be reached: {other}")),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(slug: &str) -> Agent {
+        Agent::new(slug, Default::default())
+    }
+
+    #[tokio::test]
+    async fn built_ins_and_manifest_files_are_fixed_and_what_the_api_saved_is_not() {
+        let catalog = Catalog::Local(LocalCatalog::new(vec![agent("from-file")], vec![agent("from-api")], None));
+        assert_eq!(catalog.fixed("general-purpose"), Some(Fixed::BuiltIn));
+        assert_eq!(catalog.fixed("from-file"), Some(Fixed::ManifestFile));
+        assert_eq!(catalog.fixed("from-api"), None);
+        assert_eq!(catalog.fixed("missing"), None);
+        for slug in ["general-purpose", "from-file"] {
+            let item = catalog.get(slug).await.expect("read").expect("held");
+            let refused = catalog.replace(item).await.expect_err("fixed");
+            assert!(matches!(refused, CatalogError::Conflict(_)), "{slug}: {refused:?}");
+        }
+        let item = catalog.get("from-api").await.expect("read").expect("held");
+        catalog.replace(item).await.expect("not fixed");
+    }
+}

@@ -1,0 +1,85 @@
+//! The folders runs leave under the local mode's data folder, removed when what they belong to is gone:
+//! a runner subprocess's `runs/<run_id>` as soon as it exits ([`super::local`]), and a thread's skills
+//! scope (`users/<uid>/skills/<thread_id>`, the projection of its agent's skills, made again at each of
+//! its runs) once the store has forgotten the thread (its owner's time to live in Redis, the retention
+//! of the in-process store). A user's workspace and a conversation's uploads and outputs are the user's
+//! files and stay.
+
+use std::path::Path;
+
+use super::local::LocalLauncher;
+use crate::run::scope::{Scope, ScopeIds};
+use crate::store::{Store, StoreError};
+
+/// Removes the skills scopes of threads the store no longer knows and no run of this process is on;
+/// returns how many it removed. A folder that cannot be removed is logged and left for the next time.
+///
+/// Errors: the store fails ([`StoreError`]); nothing is removed then.
+pub async fn tidy(launcher: &LocalLauncher, store: &Store) -> Result<usize, StoreError> {
+    let mut forgotten = Vec::new();
+    for (uid, threads) in skills_scopes(&launcher.data_dir) {
+        for thread_id in threads {
+            if store.thread_owner(&thread_id).await?.is_none() {
+                forgotten.push((uid.clone(), thread_id));
+            }
+        }
+    }
+    // Off the async workers (a removal is file-system work), one folder at a time: each is removed
+    // while no run is taken on, so a run taken on after the look makes its folders after the removal,
+    // never before it, and a launch waits for one folder's removal at most.
+    let (data_dir, runs) = (launcher.data_dir.clone(), launcher.runs.clone());
+    let removed = tokio::task::spawn_blocking(move || {
+        let mut removed = 0;
+        for (uid, thread_id) in forgotten {
+            let Ok(ids) = ScopeIds::new(&uid, "thread_id", &thread_id, None) else { continue };
+            let path = data_dir.join(ids.sub_path(Scope::Skills));
+            runs.with_threads_taken(|taken| {
+                if taken.contains(thread_id.as_str()) {
+                    return;
+                }
+                match std::fs::remove_dir_all(&path) {
+                    Ok(()) => removed += 1,
+                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                    Err(err) => tracing::warn!(path = %path.display(), error = %err, "cannot remove a skills scope"),
+                }
+            });
+        }
+        removed
+    })
+    .await
+    .unwrap_or(0);
+    Ok(removed)
+}
+
+/// Each user folder's skills scopes: the uid and the thread ids, names that are valid ids only.
+fn skills_scopes(data_dir: &Path) -> Vec<(String, Vec<String>)> {
+    let names = |dir: &Path| -> Vec<String> {
+        let Ok(entries) = std::fs::read_dir(dir) else { return Vec::new() };
+        entries
+            .filter_map(|entry| entry.ok()?.file_name().into_string().ok())
+            .filter(|name| crate::run::thread_id::is_valid_id(name))
+            .collect()
+    };
+    names(&data_dir.join("users"))
+        .into_iter()
+        .filter_map(|uid| {
+            let scope = ScopeIds::new(&uid, "thread_id", "x", None).ok()?.sub_path(Scope::Skills);
+            let parent = data_dir.join(scope).parent()?.to_path_buf();
+            Some((uid, names(&parent)))
+        })
+        .collect()
+}
+
+/// Removes forgotten threads' skills scopes every `every`, for as long as the process lives.
+pub fn spawn_tidier(launcher: LocalLauncher, store: Store, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
+    tokio::spawn(async move {
+        loop {
+            tokio::time::sleep(every).await;
+            match tidy(&launcher, &store).await {
+                Ok(0) => {}
+                Ok(removed) => tracing::debug!(removed, "removed the skills scopes of forgotten threads"),
+                Err(err) => tracing::warn!(error = %err, "cannot look for forgotten threads' folders"),
+            }
+        }
+    })
+}

@@ -1,0 +1,14 @@
+//! The model `POST /api/chat/call` asks ([`QuickModel`]). The facade holds no model client of its own:
+//! the command line layer, which holds the runner's, gives it one; a facade without one (in a cluster,
+//! model credentials are the runs') answers 503.
+
+/// Answers one question with a model: `model` (`<provider>/<model>`), or the default one.
+pub trait QuickModel: Send + Sync + std::fmt::Debug {
+    /// The model's whole answer to `query`, or why there is none (the model is unknown, its endpoint
+    /// failed).
+    fn answer(
+        &self,
+        model: Option<String>,
+        query: String,
+    ) -> futures::future::BoxFuture<'static, Result<String, String>>;
+}
