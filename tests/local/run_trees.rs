@@ -33,7 +33,7 @@ const SCRIPTS: &[(&str, &str)] = &[
     // then answers with what it last read.
     (
         "notified",
-        "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: quick-helper, description: help}}]\n- delay_ms: 2000\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- content: finished\n",
+        "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: quick-helper, description: help}}]\n- delay_ms: 2000\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- content: \"finished; told: {{last_user}}\"\n",
     ),
     // Starts the quick helper and awaits it: told by the await, never by a notice.
     (
@@ -110,14 +110,16 @@ async fn a_parent_is_told_before_its_next_turn_that_a_child_it_started_has_ended
     let (local, _manifests) = system(store).await;
     let (run_id, thread_id) = run(&local, "notified").await;
     assert_eq!(ended(&local, &run_id).await["status"], "completed", "{}", local.log());
-    let told = notices(&local, &thread_id).await;
-    assert_eq!(told.len(), 1, "{told:?}");
-    assert!(told[0].contains("(quick-helper) that you started has ended: completed"), "{told:?}");
+    // The model read the notice before its next turn...
+    let (_, result) = get(&local, &format!("/api/agent/runs/{run_id}/result"), "alice-token").await;
+    let output = result["output"].as_str().or(result["result"]["output"].as_str()).unwrap_or_default().to_string();
+    assert!(output.contains("(quick-helper) that you started has ended: completed"), "{result}");
+    // ...and the conversation the person reads holds no message they did not say.
+    assert_eq!(notices(&local, &thread_id).await, Vec::<String>::new());
     let (_, thread) = get(&local, &format!("/api/threads/{thread_id}/messages"), "alice-token").await;
     let roles: Vec<&str> =
         thread["messages"].as_array().expect("messages").iter().map(|m| m["role"].as_str().unwrap_or("")).collect();
-    // The notice comes after the turn during which the child ended, before the model's next turn.
-    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool", "user", "assistant"], "{thread}");
+    assert_eq!(roles, ["user", "assistant", "tool", "assistant", "tool", "assistant"], "{thread}");
     // A child whose end the parent read with subagent_await is not announced again.
     let (run_id, thread_id) = run(&local, "awaiter").await;
     assert_eq!(ended(&local, &run_id).await["status"], "completed", "{}", local.log());

@@ -102,9 +102,16 @@ struct Conversation {
 }
 
 impl Conversation {
+    /// Adds `message` to what the model reads and to what the thread keeps.
     fn push(&mut self, message: Message) {
         self.messages.push(message.clone());
         self.added.push(message);
+    }
+
+    /// Adds `message` to what the model reads in this run only: the thread does not keep it, so nobody
+    /// reading the conversation sees it as said (the notices the system gives the model).
+    fn tell_model(&mut self, message: Message) {
+        self.messages.push(message);
     }
 }
 
@@ -292,7 +299,9 @@ impl Graph {
     }
 
     /// Tells the model, before its next turn, of each run it started in the background that has ended
-    /// since (a `user` message it reads, and a `custom` event `subagent_notice`), so it need not poll.
+    /// since, so it need not poll: a `user` message the model reads in this run (the thread does not
+    /// keep it: the person did not say it), and a `custom` event `subagent_notice` for clients, which
+    /// show it in their subagent cards.
     async fn tell_ended_children(&self, conversation: &mut Conversation) -> Result<(), Stop> {
         let Some(facade) = &self.delegation else { return Ok(()) };
         for ended in facade.ended_children().await {
@@ -303,7 +312,7 @@ impl Graph {
             .await?;
             let notice =
                 crate::delegation::prompt::child_ended_notice(&ended.run_id, &ended.subagent_slug, ended.status);
-            conversation.push(Message::User { content: notice });
+            conversation.tell_model(Message::User { content: notice });
         }
         Ok(())
     }

@@ -19,7 +19,8 @@
 //! JSON; `{{call_<n>_<i>}}` for the whole text): a string that is only the reference becomes the value
 //! itself, a reference inside a longer string its text. So a script can await the run a `subagent_start`
 //! started: `{run_id: "{{call_0_0.run_id}}"}`. An unknown reference becomes `<no call_0_0.run_id>`, which
-//! the tool reports back. `{{input}}` quotes the run's input (the first user message).
+//! the tool reports back. `{{input}}` quotes the run's input (the first user message), `{{last_user}}`
+//! the last user message the model reads (a notice the system gave it, when there is one).
 
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -293,14 +294,18 @@ impl ScriptedModel {
     }
 }
 
-/// The value a reference `call_<n>_<i>[.<field>...]` names among the tool results of `messages`, or, for
-/// `input`, the run's input (the first user message).
+/// The value a reference `call_<n>_<i>[.<field>...]` names among the tool results of `messages`; for
+/// `input`, the run's input (the first user message); for `last_user`, the last user message.
 fn resolve(reference: &str, messages: &[Message]) -> Option<Value> {
+    let user = |m: &Message| match m {
+        Message::User { content } => Some(Value::String(content.clone())),
+        _ => None,
+    };
     if reference == "input" {
-        return messages.iter().find_map(|m| match m {
-            Message::User { content } => Some(Value::String(content.clone())),
-            _ => None,
-        });
+        return messages.iter().find_map(user);
+    }
+    if reference == "last_user" {
+        return messages.iter().rev().find_map(user);
     }
     let (call, path) = match reference.split_once('.') {
         Some((call, path)) => (call, Some(path)),
@@ -392,6 +397,7 @@ mod tests {
         );
         assert_eq!(substitute_text("unclosed {{call_0_0", &messages), "unclosed {{call_0_0");
         assert_eq!(substitute_text("Q: {{input}}", &messages), "Q: why is the sky blue?");
+        assert_eq!(substitute_text("last: {{last_user}}", &messages), "last: why is the sky blue?");
     }
 
     #[tokio::test]
