@@ -252,12 +252,22 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
-    let served = serve(listener, facade::router(state), shutdown_signal(), limits.max_connections as usize).await;
-    // Its runners stop with it: their runs end now, each with its result and one `end`.
-    let interrupted = runs.interrupt_all(&store, "the local mode stopped before the run ended").await;
-    if interrupted > 0 {
-        tracing::warn!(runs = interrupted, "ended the runs under way as interrupted");
-    }
+    // Its runs stop with it, and end as the stop breaks them: `interrupted`, each with its result and one
+    // `end`, before the facade stops answering. Ended after the server stopped, a run whose call to the
+    // facade failed meanwhile ("could not reach the facade") could finish first, `completed`.
+    let stopping = {
+        let (runs, store) = (runs.clone(), store.clone());
+        async move {
+            shutdown_signal().await;
+            let interrupted = runs.interrupt_all(&store, "the local mode stopped before the run ended").await;
+            if interrupted > 0 {
+                tracing::warn!(runs = interrupted, "ended the runs under way as interrupted");
+            }
+        }
+    };
+    let served = serve(listener, facade::router(state), stopping, limits.max_connections as usize).await;
+    // A run that started while the server was stopping ends too.
+    runs.interrupt_all(&store, "the local mode stopped before the run ended").await;
     if let RunnerStore::Socket(socket) = &runner_store {
         let _ = std::fs::remove_file(socket);
     }

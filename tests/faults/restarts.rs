@@ -107,3 +107,55 @@ async fn a_restart_mid_run_ends_its_runs_and_frees_their_threads(store: LocalSto
         assert_eq!(runners_left_after(data.path(), Duration::from_secs(5)).await, 0);
     }
 }
+
+/// The parent's script: start the explorer, await it, then answer. The explorer answers too late.
+const AWAITING_PARENT: &str = "- tool_calls: [{name: subagent_start, arguments: {subagent_slug: research-explorer, description: explore}}]\n- tool_calls: [{name: subagent_await, arguments: {run_id: '{{call_0_0.run_id}}'}}]\n- content: \"done: {{call_1_0}}\"\n";
+
+/// A parent waiting on its child when the local mode stops is broken by the stop: it ends
+/// `interrupted`, never `completed` with whatever its model made of the failed await.
+#[tokio::test]
+async fn a_parent_awaiting_its_child_when_the_local_mode_stops_ends_interrupted() {
+    let scripts = TempDir::new().expect("dir");
+    std::fs::write(scripts.path().join("deep-research.yaml"), AWAITING_PARENT).expect("script");
+    std::fs::write(scripts.path().join("research-explorer.yaml"), SLOW).expect("script");
+    let data = TempDir::new().expect("dir");
+    let port = crate::support::local_mode::free_port();
+    let command = |port: u16, data: &std::path::Path| {
+        let mut command =
+            crate::support::local_mode::command(LocalStore::Redis, port, data, "scripted/auto", scripts.path());
+        command.args(["--run-lease-seconds", &LEASE_SECONDS.to_string()]);
+        command
+    };
+    let logs = TempDir::new().expect("dir");
+    let local = crate::support::local_mode::launch(command(port, data.path()), port, data, logs).await;
+    let (status, main) = start_main(&local, json!({"query": "Research it.", "agent_slug": "deep-research"})).await;
+    assert_eq!(status, 200, "{main}");
+    let run_id = main["run_id"].as_str().expect("run_id").to_string();
+    // The parent is in its await: its events show the call.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !events_so_far(&local, &run_id, Duration::from_millis(500)).await.contains("subagent_await") {
+        assert!(Instant::now() < deadline, "the parent did not reach its await: {}", local.log());
+    }
+    // And its await is under way at the facade.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let data = terminate(local);
+    let port = crate::support::local_mode::free_port();
+    let logs = TempDir::new().expect("dir");
+    let local = crate::support::local_mode::launch(command(port, data.path()), port, data, logs).await;
+    let status = terminal_status(&local, &run_id, Duration::from_secs(LEASE_SECONDS * 3 + 10)).await;
+    assert_eq!(status.as_deref(), Some("interrupted"), "{}", local.log());
+    assert_ended_once(&local, &run_id, "interrupted").await;
+    terminate(local);
+}
+
+/// What the run's event stream says within `wait` (the stream stays open while the run goes on).
+async fn events_so_far(local: &Local, run_id: &str, wait: Duration) -> String {
+    let request = local.client.get(format!("{}/api/agent/runs/{run_id}/events", local.base)).bearer_auth("alice-token");
+    let mut response = request.send().await.expect("reaches");
+    let mut text = String::new();
+    let deadline = tokio::time::Instant::now() + wait;
+    while let Ok(Ok(Some(chunk))) = tokio::time::timeout_at(deadline, response.chunk()).await {
+        text.push_str(&String::from_utf8_lossy(&chunk));
+    }
+    text
+}
