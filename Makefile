@@ -10,7 +10,7 @@ WEBHOOK_LISTEN ?= 127.0.0.1:8443
 .PHONY: console console-check console-e2e kube-bin kube-test
 
 ## run: the system on this machine, over the manifests in examples/: the facade on $(LISTEN), its runs
-## in its process, a private Redis (or the one REDIS_URL names)
+## in its process, a private Redis keeping its data in $(RUN_DIR)/redis (or the one REDIS_URL names)
 run: build
 	$(BIN) validate examples
 	@echo "Serving the facade on http://$(LISTEN) for the agents in examples/ (tokens in examples/local-users.yaml). Ctrl-C stops it."
@@ -18,7 +18,7 @@ run: build
 	@echo "Try: curl -s -H 'Authorization: Bearer alice-token' 'http://$(LISTEN)/api/agent?include_subagents=true'"
 	@echo "Or a research run (its report lands in $(RUN_DIR)/data/users/<uid>/threads/<thread_id>/outputs/report.md):"
 	@echo "  curl -s -H 'Authorization: Bearer alice-token' -H 'content-type: application/json' http://$(LISTEN)/api/agent/runs -d '{\"query\": \"Which solid electrolytes conduct lithium best?\", \"agent_slug\": \"deep-research\"}'"
-	scripts/with-redis sh -c 'REDIS_URL=$${REDIS_URL:-$$YUXI_TEST_REDIS_URL} exec $(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data'
+	YUXI_REDIS_DIR=$(RUN_DIR)/redis scripts/with-redis sh -c 'REDIS_URL=$${REDIS_URL:-$$YUXI_TEST_REDIS_URL} exec $(BIN) local --manifests examples --listen $(LISTEN) --users examples/local-users.yaml --data-dir $(RUN_DIR)/data'
 
 ## webhook: the admission webhook, offline, with a self-signed certificate, on $(WEBHOOK_LISTEN)
 webhook: build $(RUN_DIR)/tls.crt

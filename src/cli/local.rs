@@ -128,6 +128,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     std::fs::create_dir_all(&data_dir)?;
     std::fs::set_permissions(&data_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
     let data_dir = data_dir.canonicalize()?;
+    // Held while this process runs: one local mode per data folder, whichever store it keeps runs in.
+    let _data_lock = lock_data_folder(&data_dir)?;
     let (store, runner_store) = match &redis_url {
         Some(url) => {
             let store = Store::connect_redis(url, store_auth).await.map_err(|e| {
@@ -273,6 +275,42 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     }
     served?;
     Ok(())
+}
+
+/// The lock file of a data folder, which the local mode serving it holds.
+const DATA_LOCK: &str = "local.lock";
+
+/// Takes the lock of the data folder `data_dir` (`<data-dir>/local.lock`, an exclusive `flock` held until
+/// the returned file is closed, with this process's id written in it), so that two local modes never
+/// share one folder: their runs, agents and knowledge bases would overwrite each other's. Errors: the
+/// lock is held (the message names the folder and, when it can, the other process), or the file cannot
+/// be opened.
+fn lock_data_folder(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
+    use std::io::{Read, Seek, Write};
+    use std::os::fd::AsRawFd;
+    let path = data_dir.join(DATA_LOCK);
+    let mut file = std::fs::OpenOptions::new()
+        .read(true)
+        .write(true)
+        .create(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
+    // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
+    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
+        let mut holder = String::new();
+        let _ = file.read_to_string(&mut holder);
+        let holder = holder.trim();
+        let by = if holder.is_empty() { String::new() } else { format!(" (process {holder})") };
+        anyhow::bail!(
+            "another local mode{by} serves the data folder {}: stop it, or give this one another --data-dir",
+            data_dir.display()
+        );
+    }
+    file.set_len(0)?;
+    file.rewind()?;
+    writeln!(file, "{}", std::process::id())?;
+    Ok(file)
 }
 
 /// The local mode's knowledge bases: the manifests folder's, and those created through the API (kept

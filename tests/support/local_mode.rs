@@ -21,7 +21,7 @@ pub enum LocalStore {
 }
 
 /// The local mode's process; killed when dropped.
-pub struct Process(Child);
+pub struct Process(pub Child);
 
 impl Drop for Process {
     fn drop(&mut self) {
