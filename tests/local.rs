@@ -2,6 +2,8 @@
 
 #[path = "local/approvals.rs"]
 mod approvals;
+#[path = "local/attacks.rs"]
+mod attacks;
 #[path = "local/budgets.rs"]
 mod budgets;
 #[path = "local/isolation.rs"]

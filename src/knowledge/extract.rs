@@ -70,18 +70,25 @@ pub enum ExtractError {
     Unreadable(String),
     /// Nothing but white space once read (an empty file, a PDF without a text layer).
     Empty,
+    /// Cut into more than [`super::chunk::MAX_PASSAGES`] passages.
+    TooManyPassages,
+    /// Its passages, texts and heading paths together, hold more than
+    /// [`super::chunk::MAX_PASSAGE_BYTES`].
+    PassagesTooLarge,
 }
 
 impl ExtractError {
     /// The limit a document passed, by its name in the limits reference (`max_document_bytes`,
-    /// `max_document_text_bytes`, `max_pdf_expanded_bytes`, `max_pdf_page_content_bytes`); `None` for
-    /// the other errors.
+    /// `max_document_text_bytes`, `max_pdf_expanded_bytes`, `max_pdf_page_content_bytes`,
+    /// `max_passages_per_document`, `max_document_passage_bytes`); `None` for the other errors.
     pub fn limit(&self) -> Option<&'static str> {
         match self {
             Self::TooLarge { .. } => Some("max_document_bytes"),
             Self::TooMuchText => Some("max_document_text_bytes"),
             Self::Expands => Some("max_pdf_expanded_bytes"),
             Self::PageExpands => Some("max_pdf_page_content_bytes"),
+            Self::TooManyPassages => Some("max_passages_per_document"),
+            Self::PassagesTooLarge => Some("max_document_passage_bytes"),
             _ => None,
         }
     }
@@ -111,6 +118,16 @@ impl fmt::Display for ExtractError {
             Self::NotUtf8 => f.write_str("the document is not UTF-8 text"),
             Self::Unreadable(why) => write!(f, "the document cannot be read: {why}"),
             Self::Empty => f.write_str("the document has no text"),
+            Self::TooManyPassages => write!(
+                f,
+                "the document cuts into more than max_passages_per_document ({}) passages",
+                super::chunk::MAX_PASSAGES
+            ),
+            Self::PassagesTooLarge => write!(
+                f,
+                "the document's passages with their headings hold more than max_document_passage_bytes ({} bytes)",
+                super::chunk::MAX_PASSAGE_BYTES
+            ),
         }
     }
 }

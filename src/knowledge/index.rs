@@ -335,8 +335,8 @@ mod tests {
         let en = "# Leases\n\nThe keeper renews each run's lease every ten seconds.\n\n\
                   # Sandboxes\n\nCommands run under bubblewrap with no network.\n";
         let zh = "# 租约\n\n守护进程每十秒续期一次运行的租约。\n\n# 沙箱\n\n命令在没有网络的沙箱中执行。\n";
-        index.put_document("guide.md", "h1", &passages(en, true)).expect("put");
-        index.put_document("指南.md", "h2", &passages(zh, true)).expect("put");
+        index.put_document("guide.md", "h1", &passages(en, true).expect("cuts")).expect("put");
+        index.put_document("指南.md", "h2", &passages(zh, true).expect("cuts")).expect("put");
         index
     }
 
@@ -363,7 +363,7 @@ mod tests {
     fn a_document_put_again_replaces_its_passages_and_a_removed_one_is_gone() {
         let index = indexed();
         assert_eq!(index.passage_count(), 4);
-        index.put_document("guide.md", "h3", &passages("Only quotas now.", false)).expect("again");
+        index.put_document("guide.md", "h3", &passages("Only quotas now.", false).expect("cuts")).expect("again");
         assert!(index.search("keeper lease", 5).expect("search").iter().all(|h| h.document != "guide.md"));
         let documents = index.documents().expect("documents");
         let guide = documents.iter().find(|d| d.name == "guide.md").expect("kept");
@@ -378,7 +378,7 @@ mod tests {
         let dir = tempfile::tempdir().expect("a folder");
         {
             let index = KnowledgeIndex::open(dir.path()).expect("made");
-            index.put_document("a.txt", "h", &passages("persisted words", false)).expect("put");
+            index.put_document("a.txt", "h", &passages("persisted words", false).expect("cuts")).expect("put");
         }
         let again = KnowledgeIndex::open(dir.path()).expect("opened");
         assert_eq!(again.search("persisted", 1).expect("search")[0].document, "a.txt");

@@ -40,10 +40,11 @@ pub struct Prepared {
 /// other kinds by paragraphs).
 ///
 /// Errors: [`extract::ExtractError`]: an unknown kind, more than [`extract::MAX_DOCUMENT_BYTES`], not
-/// UTF-8, an unreadable HTML or PDF, or no text.
+/// UTF-8, an unreadable HTML or PDF, no text, or more passages than [`chunk::MAX_PASSAGES`] or
+/// [`chunk::MAX_PASSAGE_BYTES`] allow.
 pub fn prepare(name: &str, bytes: &[u8]) -> Result<Prepared, extract::ExtractError> {
     let (kind, text) = isolated::read(name, bytes)?;
-    let passages = chunk::passages(&text, kind == extract::DocumentKind::Markdown);
+    let passages = chunk::passages(&text, kind == extract::DocumentKind::Markdown)?;
     if passages.is_empty() {
         return Err(extract::ExtractError::Empty);
     }

@@ -144,7 +144,11 @@ pub async fn upload(
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))
         }
         ChangeError::Unreadable(
-            ref too_big @ (ExtractError::TooMuchText | ExtractError::Expands | ExtractError::PageExpands),
+            ref too_big @ (ExtractError::TooMuchText
+            | ExtractError::Expands
+            | ExtractError::PageExpands
+            | ExtractError::TooManyPassages
+            | ExtractError::PassagesTooLarge),
         ) => ApiError::TooLarge(format!("file: {too_big}")),
         ChangeError::Unreadable(ExtractError::UnknownKind { name }) => {
             ApiError::invalid("file", format!("{name:?} is not a document it can index: one of {KNOWN_EXTENSIONS}"))
