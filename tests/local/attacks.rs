@@ -65,6 +65,10 @@ async fn a_markdown_of_deep_headings_and_tiny_paragraphs_is_indexed_within_a_bou
     let (status, made) =
         call(&local, "POST", "/api/knowledge", Some(json!({"name": "Attack", "slug": "attack"}))).await;
     assert_eq!(status, 201, "{made}");
+    // A first document loads what every indexing uses (the word segmenter's dictionary, a writer).
+    let (status, answer) =
+        upload(&local, "attack", "first.md", b"# Leases\n\nA lease is renewed every ten seconds.\n").await;
+    assert_eq!(status, 201, "{answer}");
     let before = peak_kib(&local);
     // 256 KiB once took the facade from 114 MB to 609 MB; 1 MiB to 2 GB.
     for (name, size) in [("quarter.md", 256 * 1024), ("whole.md", 1024 * 1024)] {
@@ -74,7 +78,7 @@ async fn a_markdown_of_deep_headings_and_tiny_paragraphs_is_indexed_within_a_bou
     }
     let grown = peak_kib(&local).saturating_sub(before);
     eprintln!("the facade's peak memory grew by {grown} KiB");
-    assert!(grown < 96 * 1024, "the facade's peak memory grew by {grown} KiB for 1.25 MiB of Markdown");
+    assert!(grown < 64 * 1024, "the facade's peak memory grew by {grown} KiB for 1.25 MiB of Markdown");
     let (status, found) =
         call(&local, "POST", "/api/knowledge/attack/search", Some(json!({"query": "x", "top_k": 1}))).await;
     assert_eq!(status, 200, "{found}");
