@@ -122,6 +122,10 @@ pub struct LimitArgs {
     /// Seconds a client may take to send a request's whole body (408 beyond).
     #[arg(long, env = "YUXI_BODY_TIMEOUT_SECONDS", default_value_t = 30, value_parser = clap::value_parser!(u64).range(1..=3600))]
     body_timeout_seconds: u64,
+    /// Bytes of request bodies held in memory at once, by all callers together (429
+    /// `max_body_bytes_in_flight` beyond).
+    #[arg(long, env = "YUXI_MAX_BODY_BYTES_IN_FLIGHT", default_value_t = 64 * 1024 * 1024, value_parser = clap::value_parser!(u64).range(10 * 1024 * 1024..=1 << 40))]
+    max_body_bytes_in_flight: u64,
     /// Connections held open at once; one more is closed at once.
     #[arg(long, env = "YUXI_MAX_CONNECTIONS", default_value_t = connections::DEFAULT_MAX_CONNECTIONS, value_parser = clap::value_parser!(u32).range(1..))]
     pub max_connections: u32,
@@ -150,6 +154,7 @@ impl LimitArgs {
             mcp_sessions_per_user: self.max_mcp_sessions_per_user as usize,
             mcp_sessions: self.max_mcp_sessions as usize,
             body_timeout: std::time::Duration::from_secs(self.body_timeout_seconds),
+            body_bytes_in_flight: usize::try_from(self.max_body_bytes_in_flight).unwrap_or(usize::MAX),
             quotas: self.quotas(),
             namespace: yuxi_operator::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
         }

@@ -1,7 +1,7 @@
 //! Where the facade's routes are assembled, and only here: the features' API routes in one builder chain
 //! with the OpenAPI document they make ([`api`]), then the document at [`OPENAPI_PATH`], the docs UI,
 //! `/mcp`, the console, `/healthz`, `/readyz`, `/metrics`, the fallbacks, and the body reader in front of
-//! every route ([`router`]).
+//! every route ([`router`], [`body_rule`]).
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
@@ -10,6 +10,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use super::{features, http, openapi};
 use crate::facade::http::error::ApiError;
+use crate::facade::http::intake::{BodyRule, Intake, MAX_ANONYMOUS_BODY_BYTES};
 use crate::facade::http::limits::MAX_BODY_BYTES;
 use crate::facade::services::state::FacadeState;
 
@@ -43,6 +44,13 @@ pub const OPENAPI_PATH: &str = "/api/openapi.json";
 /// assets built in) at `/api/docs`, the web console at [`features::console::CONSOLE_PATH`] (its files
 /// built in), `/healthz`, `/readyz` and `/metrics`.
 pub fn router(state: FacadeState) -> Router {
+    let intake = Intake::new(
+        state.limits.body_timeout,
+        state.limits.body_bytes_in_flight,
+        <crate::facade::http::auth::Authenticator as axum::extract::FromRef<FacadeState>>::from_ref(&state),
+        <crate::facade::http::auth::RunTokens as axum::extract::FromRef<FacadeState>>::from_ref(&state),
+        body_rule,
+    );
     let (routes, document) = api();
     let mut document = serde_json::to_value(document).expect("the document serializes");
     openapi::agent_rules(&mut document);
@@ -63,7 +71,7 @@ pub fn router(state: FacadeState) -> Router {
             ApiError::MethodNotAllowed(format!("{method} is not served on this route"))
         })
         .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
-        .layer(axum::middleware::from_fn_with_state(state.limits.body_timeout, read_body_within_deadline))
+        .layer(axum::middleware::from_fn_with_state(intake, http::intake::read_body))
         .with_state(state)
 }
 
@@ -77,42 +85,22 @@ async fn docs_headers(mut response: axum::response::Response) -> axum::response:
     response
 }
 
-/// Reads the whole request body within `deadline` ([`http::limits::Limits::body_timeout`]) and at most
-/// [`MAX_BODY_BYTES`] before the request is handled (the bodies of this API are small JSON; a knowledge
-/// base document's upload may have [`MAX_DOCUMENT_BODY_BYTES`]): 408 past the deadline, 413 past the
-/// size naming the limit, however slowly the bytes come.
-async fn read_body_within_deadline(
-    axum::extract::State(deadline): axum::extract::State<std::time::Duration>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> axum::response::Response {
-    use axum::response::IntoResponse;
-    let (parts, body) = request.into_parts();
-    let (max, limit) = body_limit(&parts.method, parts.uri.path());
-    let limited = http_body_util::Limited::new(body, max);
-    let bytes = match tokio::time::timeout(deadline, http_body_util::BodyExt::collect(limited)).await {
-        Ok(Ok(collected)) => collected.to_bytes(),
-        Ok(Err(err)) if err.is::<http_body_util::LengthLimitError>() => {
-            return ApiError::TooLarge(format!("the body is larger than {max} bytes ({limit})")).into_response();
-        }
-        Ok(Err(err)) => return ApiError::BadRequest(format!("cannot read the body: {err}")).into_response(),
-        Err(_) => {
-            return ApiError::Timeout(format!("the body did not arrive within {} s", deadline.as_secs_f64()))
-                .into_response();
-        }
-    };
-    next.run(axum::extract::Request::from_parts(parts, axum::body::Body::from(bytes))).await
-}
-
-/// The largest body of a request and the limit's name: [`MAX_DOCUMENT_BODY_BYTES`]
-/// (`max_document_bytes`) for a document upload, [`MAX_BODY_BYTES`] (`max_body_bytes`) otherwise.
-fn body_limit(method: &axum::http::Method, path: &str) -> (usize, &'static str) {
+/// How the body of a request is taken ([`http::intake::read_body`]): a document upload by an
+/// authenticated caller is left to its route as a stream of at most [`MAX_DOCUMENT_BODY_BYTES`]
+/// (`max_document_bytes`), taken once the route has checked the caller may write there; any other body of
+/// an authenticated caller is read whole, at most [`MAX_BODY_BYTES`] (`max_body_bytes`); a body without
+/// valid credentials at most [`MAX_ANONYMOUS_BODY_BYTES`] (`max_anonymous_body_bytes`).
+fn body_rule(method: &axum::http::Method, path: &str, authenticated: bool) -> BodyRule {
     let upload = method == axum::http::Method::POST
         && path
             .strip_prefix("/api/knowledge/")
             .and_then(|rest| rest.strip_suffix("/documents"))
             .is_some_and(|slug| !slug.contains('/'));
-    if upload { (MAX_DOCUMENT_BODY_BYTES, "max_document_bytes") } else { (MAX_BODY_BYTES, "max_body_bytes") }
+    match (authenticated, upload) {
+        (false, _) => BodyRule::Read { max: MAX_ANONYMOUS_BODY_BYTES, limit: "max_anonymous_body_bytes" },
+        (true, true) => BodyRule::Streamed { max: MAX_DOCUMENT_BODY_BYTES, limit: "max_document_bytes" },
+        (true, false) => BodyRule::Read { max: MAX_BODY_BYTES, limit: "max_body_bytes" },
+    }
 }
 
 /// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,

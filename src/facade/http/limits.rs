@@ -41,6 +41,10 @@ pub struct Limits {
     /// How long a client may take to send a request's whole body (`--body-timeout-seconds`; default
     /// [`BODY_READ_TIMEOUT`], 30 s); 408 after.
     pub body_timeout: std::time::Duration,
+    /// The bytes of request bodies this facade holds in memory at once (`--max-body-bytes-in-flight`;
+    /// default [`super::intake::DEFAULT_BODY_BYTES_IN_FLIGHT`], 64 MiB); 429 `max_body_bytes_in_flight`
+    /// beyond.
+    pub body_bytes_in_flight: usize,
     /// The daily token quotas a start is checked against (`--max-tokens-per-user-per-day`,
     /// `--max-tokens-per-namespace-per-day`; none by default).
     pub quotas: crate::run::budget::DailyQuotas,
@@ -59,6 +63,7 @@ impl Default for Limits {
             mcp_sessions_per_user: 8,
             mcp_sessions: 512,
             body_timeout: BODY_READ_TIMEOUT,
+            body_bytes_in_flight: super::intake::DEFAULT_BODY_BYTES_IN_FLIGHT,
             quotas: Default::default(),
             namespace: crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
         }

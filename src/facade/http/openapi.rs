@@ -1,7 +1,8 @@
 //! What the OpenAPI document states about every route at once, applied after the routes' own
 //! annotations ([`complete`]), so that a route added or changed elsewhere is covered without an edit here:
 //! the statuses every route can answer whatever its handler: 400, 408 and 413 from the body reader in
-//! front of every route (`read_body_within_deadline`, where the router is assembled); 401 on every route
+//! front of every route ([`super::intake::read_body`]), and 429 on every route with a body when the
+//! process holds as many bodies as it may (`max_body_bytes_in_flight`); 401 on every route
 //! that takes a bearer token; 422 on every route with a JSON body (a body of the wrong shape, naming the
 //! field, from [`super::body::JsonBody`]) (a malformed query is a 400, from [`super::body::QueryParams`]);
 //! and the shape of a server-sent event stream.
@@ -48,6 +49,7 @@ fn common_statuses(operation: &mut Operation) {
     }
     if has_body {
         statuses.push(("422", "the body breaks a rule or is of the wrong shape; `field` names the field"));
+        statuses.push(("429", "a limit is reached (`field` names it), such as the request bodies this server holds at once (`max_body_bytes_in_flight`)"));
     }
     for (status, description) in statuses {
         operation.responses.responses.entry(status.to_string()).or_insert_with(|| error_response(description));

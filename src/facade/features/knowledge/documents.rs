@@ -1,15 +1,16 @@
-//! A knowledge base's documents: listed with the indexing status, uploaded (one multipart file, read and
-//! indexed before the answer) and deleted (`/api/knowledge/{slug}/documents[/{name}]`).
+//! A knowledge base's documents: listed with the indexing status, uploaded (one multipart file, taken
+//! as a stream once the caller may write there, read and indexed before the answer) and deleted (`/api/knowledge/{slug}/documents[/{name}]`).
 
 use super::access::{manageable, readable};
 use super::views::StatusView;
-use axum::Json;
 use axum::extract::{Multipart, Path, State};
 use axum::http::StatusCode;
+use axum::{Extension, Json};
 use serde::Serialize;
 
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::http::intake::{BodyBudget, BodyDeadline, take_part};
 use crate::facade::services::files::safe_name;
 use crate::facade::services::knowledge::sync::ChangeError;
 use crate::facade::services::state::FacadeState;
@@ -106,6 +107,8 @@ pub async fn upload(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     Path(slug): Path<String>,
+    deadline: Option<Extension<BodyDeadline>>,
+    budget: Option<Extension<BodyBudget>>,
     form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<(StatusCode, Json<UploadAnswer>), ApiError> {
     let knowledge = state.knowledge()?;
@@ -113,9 +116,9 @@ pub async fn upload(
     manageable(&kb, &who)?;
     let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
     let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::BadRequest(format!("the multipart body cannot be read: {e}"))
+        ApiError::BadRequest(format!("the multipart body cannot be read: {}", e.body_text()))
     };
-    let field = match form.next_field().await.map_err(bad)? {
+    let mut field = match form.next_field().await.map_err(bad)? {
         Some(field) if field.name() == Some("file") => field,
         Some(field) => {
             return Err(ApiError::invalid(
@@ -135,11 +138,15 @@ pub async fn upload(
     if name.len() > MAX_NAME_BYTES {
         return Err(ApiError::invalid("file", format!("the file name is longer than {MAX_NAME_BYTES} bytes")));
     }
-    let bytes = field.bytes().await.map_err(bad)?;
+    let spool = knowledge.spool_dir().map_err(|e| ApiError::Unavailable(format!("uploads cannot be received: {e}")))?;
+    let limit = (MAX_DOCUMENT_BYTES, "max_document_bytes");
+    let (bytes, _held) = take_part(&mut field, &spool, limit, deadline.map(|d| d.0), budget.map(|b| b.0)).await?;
+    // The part lets go of the body before the next is looked for.
+    drop(field);
     if form.next_field().await.map_err(bad)?.is_some() {
         return Err(ApiError::invalid("file", "only one part, `file`, is expected"));
     }
-    let document = knowledge.upload(&kb, &name, bytes.to_vec()).await.map_err(|err| match err {
+    let document = knowledge.upload(&kb, &name, bytes).await.map_err(|err| match err {
         ChangeError::Unreadable(ExtractError::TooLarge { bytes }) => {
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))
         }

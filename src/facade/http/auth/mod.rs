@@ -83,6 +83,11 @@ impl RunTokens {
     }
 }
 
+/// Why a request's credentials were refused, kept with the request once it was asked (`super::intake`),
+/// so that a route's extractor answers the same without asking again.
+#[derive(Clone, Debug)]
+pub struct Refused(pub ApiError);
+
 /// The authenticated caller of a request.
 pub struct Caller(pub Identity);
 
@@ -124,6 +129,13 @@ where
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, Self::Rejection> {
+        // Authenticated once per request, before its body is read (`super::intake`).
+        if let Some(caller) = parts.extensions.get::<ParentCaller>() {
+            return Ok(caller.clone());
+        }
+        if let Some(Refused(why)) = parts.extensions.get::<Refused>() {
+            return Err(why.clone());
+        }
         let header = parts
             .headers
             .get(axum::http::header::AUTHORIZATION)

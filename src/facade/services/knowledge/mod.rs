@@ -186,6 +186,14 @@ impl Knowledge {
         self
     }
 
+    /// Where an upload's bytes wait while they arrive: this replica's index folder (the documents'
+    /// folder when indexes are kept in memory), made when missing. Errors: the folder cannot be made.
+    pub fn spool_dir(&self) -> std::io::Result<PathBuf> {
+        let dir = self.settings.index_dir.clone().unwrap_or_else(|| self.settings.documents_dir.clone());
+        std::fs::create_dir_all(&dir)?;
+        Ok(dir)
+    }
+
     /// The uploads folder of `slug`.
     fn uploads_dir(&self, slug: &str) -> PathBuf {
         self.settings.documents_dir.join(slug)
