@@ -195,3 +195,35 @@ async fn a_large_body_is_taken_only_once_its_caller_may_write_there_and_within_a
     eprintln!("the facade's memory grew by {grown} KiB");
     assert!(grown < 16 * 1024, "20 held bodies of 1 MiB grew the facade by {grown} KiB");
 }
+
+#[tokio::test]
+async fn a_small_knowledge_base_holds_little_memory_while_idle() {
+    let local = start(LocalStore::InProcess, "scripted/echo", "[{content: unused}]").await;
+    settled(&local).await;
+    let document = "# Leases\n\nA lease is renewed every ten seconds by its keeper.\n\n租约每十秒续期一次。\n";
+    let make = |n: usize| {
+        let local = &local;
+        async move {
+            let slug = format!("kb-{n}");
+            let (status, made) =
+                call(local, "POST", "/api/knowledge", Some(json!({"name": format!("KB {n}"), "slug": slug}))).await;
+            assert_eq!(status, 201, "{made}");
+            let (status, answer) = upload(local, &slug, "leases.md", document.as_bytes()).await;
+            assert_eq!(status, 201, "{answer}");
+            let (status, found) =
+                call(local, "POST", &format!("/api/knowledge/{slug}/search"), Some(json!({"query": "lease"}))).await;
+            assert_eq!((status, found["results"].as_array().map(Vec::len)), (200, Some(1)), "{found}");
+        }
+    };
+    // The first loads what every knowledge base shares (the word segmenter's dictionary).
+    make(0).await;
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let before = resident_kib(&local);
+    for n in 1..=15 {
+        make(n).await;
+    }
+    tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+    let per_base = resident_kib(&local).saturating_sub(before) / 15;
+    eprintln!("a small knowledge base holds {per_base} KiB while idle");
+    assert!(per_base <= 2 * 1024, "a small knowledge base holds {per_base} KiB while idle");
+}
