@@ -16,7 +16,7 @@ fn subagent(slug: &str) -> String {
     )
 }
 
-const PARENT: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: mcp-parent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [quick-helper, slow-writer, sleeper]}\n  share: {readScope: {accessLevel: Global}}\n";
+const PARENT: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: mcp-parent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [quick-helper, slow-writer, sleeper, chatty]}\n  share: {readScope: {accessLevel: Global}}\n";
 
 const SCRIPTS: &[(&str, &str)] = &[
     ("quick-helper", "- content: done quickly\n"),
@@ -27,15 +27,28 @@ const SCRIPTS: &[(&str, &str)] = &[
     ("sleeper", "- delay_ms: 30000\n  content: rested\n"),
 ];
 
+/// A subagent that writes a step every 20 ms, 600 times.
+fn chatty() -> String {
+    "- delay_ms: 20\n  content: talking\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n"
+        .repeat(600)
+}
+
 async fn system() -> (Local, TempDir) {
+    system_in(LocalStore::InProcess).await
+}
+
+async fn system_in(store: LocalStore) -> (Local, TempDir) {
     let agents = [
         ("quick-helper", subagent("quick-helper")),
         ("slow-writer", subagent("slow-writer")),
         ("sleeper", subagent("sleeper")),
+        ("chatty", subagent("chatty")),
         ("mcp-parent", PARENT.to_string()),
     ];
     let agents: Vec<(&str, &str)> = agents.iter().map(|(slug, yaml)| (*slug, yaml.as_str())).collect();
-    start_with(LocalStore::InProcess, TempDir::new().expect("dir"), &agents, SCRIPTS).await
+    let chatty = chatty();
+    let scripts: Vec<(&str, &str)> = SCRIPTS.iter().copied().chain([("chatty", chatty.as_str())]).collect();
+    start_with(store, TempDir::new().expect("dir"), &agents, &scripts).await
 }
 
 #[tokio::test]
@@ -63,6 +76,13 @@ async fn a_run_is_started_awaited_and_cancelled_and_a_stranger_is_refused_as_ove
         &[("RUN_ID", &run), ("PARENT_RUN_ID", &parent_run), ("PARENT_THREAD_ID", &parent_thread)],
     )
     .await;
+}
+
+#[tokio::test]
+async fn progress_is_told_only_of_runs_the_caller_owns_checked_before_any_is_watched() {
+    // With Redis, where a look at the store takes long enough for a run to write meanwhile.
+    let (local, _manifests) = system_in(LocalStore::Redis).await;
+    scenario("stranger_progress", &local.base, &[]).await;
 }
 
 #[tokio::test]

@@ -200,7 +200,33 @@ async def run_token(base):
         assert named.is_error and named.structured_content["field"] == "parent", named
 
 
-SCENARIOS = {f.__name__: f for f in [tools, task, start_await_cancel, stranger, tasks, cancel_call, run_token]}
+async def stranger_progress(base):
+    """Bob waits on Alice's run while it writes, naming it after runs of his own: refused, and never told
+    a line of its progress."""
+    async with client(base, "alice-token", agent="mcp-parent") as alice:
+        started = await alice.call_tool("subagent_start", {"subagent_slug": "chatty", "description": "talk"})
+        alices = started.structured_content["run_id"]
+        async with client(base, "bob-token", agent="mcp-parent") as bob:
+            own = await bob.call_tool("subagent_start", {"subagent_slug": "quick-helper", "description": "help"})
+            bobs = own.structured_content["run_id"]
+            notes = []
+
+            async def progress(progress, total, message):
+                notes.append(message or "")
+
+            for _ in range(20):
+                for name, args in [("subagent_await", {"run_id": alices, "timeout_seconds": 5}),
+                                   ("subagent_wait_any", {"run_ids": [bobs] * 49 + [alices], "timeout_seconds": 5})]:
+                    refused = await bob.call_tool(name, args, progress_callback=progress)
+                    assert refused.is_error, (name, refused)
+                    assert refused.structured_content["code"] == "not_found", refused.structured_content
+            assert not any(alices in note for note in notes), notes
+            assert not notes, notes
+        await alice.call_tool("subagent_cancel", {"run_id": alices})
+
+
+SCENARIOS = {f.__name__: f for f in [tools, task, start_await_cancel, stranger, tasks, cancel_call, run_token,
+                                     stranger_progress]}
 
 if __name__ == "__main__":
     scenario, base = sys.argv[1], sys.argv[2]

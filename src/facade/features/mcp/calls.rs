@@ -246,6 +246,10 @@ pub async fn call(
         names::SUBAGENT_AWAIT => match decode::<RunBody>(body) {
             Ok(body) => {
                 let runs = vec![body.run_id.clone()];
+                // Whose runs they are is settled before any of their progress is told.
+                if let Err(err) = wait::check_owned(state, who, &body.parent, &runs).await {
+                    return Ok(result::<()>(Err(err)).await.into());
+                }
                 let waiting = wait::await_run(state, who, &body);
                 match with_progress(state, &context, runs, waiting).await {
                     Some(answer) => result(answer).await,
@@ -257,6 +261,13 @@ pub async fn call(
         _ => match decode::<WaitAnyBody>(body) {
             Ok(body) => {
                 let runs = body.run_ids.clone();
+                // Too many is refused before anything is watched; the others' owners are settled first.
+                if runs.len() > crate::delegation::MAX_WAIT_ANY_RUNS {
+                    return Ok(result(wait::wait_any(state, who, &body).await).await.into());
+                }
+                if let Err(err) = wait::check_owned(state, who, &body.parent, &runs).await {
+                    return Ok(result::<()>(Err(err)).await.into());
+                }
                 let waiting = wait::wait_any(state, who, &body);
                 match with_progress(state, &context, runs, waiting).await {
                     Some(answer) => result(answer).await,

@@ -62,6 +62,23 @@ pub async fn await_run(state: &FacadeState, caller: &ParentCaller, body: &RunBod
     Ok(answer)
 }
 
+/// Checks that each of `run_ids` is a run this parent started for this user, before anything of them is
+/// watched or told (an MCP call's progress notifications). Errors: 404 for any other, exactly as for a
+/// run that does not exist; 503 when the run store cannot answer.
+pub async fn check_owned(
+    state: &FacadeState,
+    caller: &ParentCaller,
+    parent: &crate::delegation::wire::Parent,
+    run_ids: &[String],
+) -> Result<(), ApiError> {
+    let store = state.store()?;
+    for run_id in run_ids {
+        let run = RunBody { parent: parent.clone(), run_id: run_id.clone(), timeout_seconds: None };
+        owned(store, caller, &run).await?;
+    }
+    Ok(())
+}
+
 /// `subagent_wait_any`: waits until the first of `run_ids` (runs this parent started) ends, for
 /// `timeout_seconds` at most (0: answers at once), and answers it with its result.
 pub async fn wait_any(
