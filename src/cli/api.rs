@@ -123,6 +123,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         },
         streams: Default::default(),
         queues: Default::default(),
+        chat_calls: Default::default(),
         quick_model: None,
         knowledge: Some(knowledge),
     }

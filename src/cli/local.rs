@@ -246,6 +246,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         limits: limits.limits(),
         streams: Default::default(),
         queues: Default::default(),
+        chat_calls: Default::default(),
         quick_model: Some(std::sync::Arc::new(quick_model)),
         knowledge: Some(knowledge),
     }

@@ -20,11 +20,16 @@ pub struct RunnerModels {
 }
 
 impl QuickModel for RunnerModels {
+    fn default_model(&self) -> String {
+        self.default_model.clone()
+    }
+
     fn answer(
         &self,
         model: Option<String>,
         query: String,
-    ) -> futures::future::BoxFuture<'static, Result<String, String>> {
+    ) -> futures::future::BoxFuture<'static, Result<(String, Option<yuxi_operator::resources::TokenUsage>), String>>
+    {
         let id = model.unwrap_or_else(|| self.default_model.clone());
         // `scripted/auto` has no agent here: it is `scripted/echo`.
         let id = scripted::pick_auto(&id, "", self.settings.scripts_dir.as_deref());
@@ -45,7 +50,7 @@ impl QuickModel for RunnerModels {
                         tracing::warn!(model = %id, error = %e, "the chat call's model failed");
                         format!("model {id:?} failed")
                     })?;
-            Ok(turn.content)
+            Ok((turn.content, turn.usage))
         })
     }
 }

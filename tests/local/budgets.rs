@@ -219,10 +219,78 @@ async fn starts_past_a_users_daily_quota_are_refused_naming_it(store: LocalStore
         )
         .await;
     assert_eq!((status, refused["field"].as_str()), (429, Some("max_tokens_per_user_per_day")), "{refused}");
-    assert_eq!(run("q-bob-token").await.expect("reaches").status(), 200);
+    // A question to a model spends from the same quota.
+    let call = |token: &'static str| {
+        local
+            .client
+            .post(format!("{}/api/chat/call", local.base))
+            .bearer_auth(token)
+            .json(&json!({"query": "a question long enough to cost more than thirty tokens when it is echoed back in full"}))
+            .send()
+    };
+    let refused: Value = call("q-alice-token").await.expect("reaches").json().await.expect("JSON");
+    assert_eq!(refused["field"], "max_tokens_per_user_per_day", "{refused}");
+    assert_eq!(call("q-bob-token").await.expect("reaches").status(), 200, "Bob's first question");
+    let refused: Value = call("q-bob-token").await.expect("reaches").json().await.expect("JSON");
+    assert_eq!(refused["field"], "max_tokens_per_user_per_day", "Bob's question spent his day: {refused}");
+    assert_eq!(run("q-bob-token").await.expect("reaches").status(), 429, "and his runs' too");
+}
+
+/// A main agent that answers after a second, spending 40 tokens.
+const SLOW_SPENDER: &str = "- delay_ms: 1000\n  usage: {prompt_tokens: 30, completion_tokens: 10}\n  content: spent\n";
+
+async fn queued_requests_are_held_to_the_daily_quota_when_they_start(store: LocalStore) {
+    let data = TempDir::new().expect("dir");
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let users = data.path().join("users.yaml");
+    std::fs::write(&users, format!("- {{token: q-alice-token, uid: q-alice-{tag}, role: user}}\n")).expect("users");
+    let manifests = TempDir::new().expect("dir");
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: slow-spender}\nspec:\n  backend: ChatbotAgent\n  share: {readScope: {accessLevel: Global}}\n";
+    std::fs::write(manifests.path().join("slow-spender.yaml"), agent).expect("agent");
+    let scripts = TempDir::new().expect("dir");
+    std::fs::write(scripts.path().join("slow-spender.yaml"), SLOW_SPENDER).expect("script");
+    let port = free_port();
+    let mut command = command_with_users(manifests.path(), store, port, data.path(), &users);
+    command.arg("--scripts-dir").arg(scripts.path());
+    command.args(["--default-model", "scripted/auto", "--max-tokens-per-user-per-day", "30"]);
+    let local = launch(command, port, data, scripts).await;
+    let start = |policy: Option<&str>| {
+        let mut body = json!({"query": "spend", "agent_slug": "slow-spender", "thread_id": "quota-queue"});
+        if let Some(policy) = policy {
+            body["queue_policy"] = json!(policy);
+        }
+        local.client.post(format!("{}/api/agent/runs", local.base)).bearer_auth("q-alice-token").json(&body).send()
+    };
+    let first: Value = start(None).await.expect("reaches").json().await.expect("JSON");
+    let run_id = first["run_id"].as_str().expect("run_id").to_string();
+    let mut requests = Vec::new();
+    for _ in 0..3 {
+        let queued: Value = start(Some("enqueue")).await.expect("reaches").json().await.expect("JSON");
+        assert_eq!(queued["status"], "queued", "{queued}");
+        requests.push(queued["request_id"].as_str().expect("request_id").to_string());
+    }
+    result_for(&local, &run_id, "q-alice-token").await;
+    // The first spent the day's 30 tokens: none of the queued ones runs.
+    for request_id in &requests {
+        let deadline = Instant::now() + Duration::from_secs(30);
+        let request = loop {
+            let (status, answer) = get(&local, &format!("/api/agent/requests/{request_id}"), "q-alice-token").await;
+            assert_eq!(status, 200, "{answer}");
+            if answer["request"]["status"] != "queued" {
+                break answer["request"].clone();
+            }
+            assert!(Instant::now() < deadline, "request {request_id} still waits: {answer}\n{}", local.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
+        assert_eq!(request["status"], "failed", "{request}");
+        assert_eq!(request["run_id"], Value::Null, "{request}");
+        let error = request["error"].as_str().unwrap_or_default();
+        assert!(error.contains("max_tokens_per_user_per_day"), "{request}");
+    }
 }
 
 crate::with_each_store!(
     a_tree_stops_at_its_budget_with_the_reason_on_each_run,
     starts_past_a_users_daily_quota_are_refused_naming_it,
+    queued_requests_are_held_to_the_daily_quota_when_they_start,
 );

@@ -146,6 +146,49 @@ impl Drop for StreamPermit {
     }
 }
 
+/// Requests of one kind under way, by user, on this replica: an [`InFlightPermit`] holds a place and
+/// gives it back when dropped.
+#[derive(Clone, Debug, Default)]
+pub struct InFlight {
+    counts: Arc<Mutex<HashMap<String, usize>>>,
+}
+
+/// A place in [`InFlight`].
+#[derive(Debug)]
+pub struct InFlightPermit {
+    in_flight: InFlight,
+    uid: String,
+}
+
+impl InFlight {
+    /// A place for one more request of `uid`. Errors: 429 naming `limit` when `uid` has `max` under way.
+    pub fn enter(&self, uid: &str, max: usize, limit: &str) -> Result<InFlightPermit, ApiError> {
+        let mut counts = self.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let count = counts.entry(uid.to_string()).or_default();
+        if *count >= max {
+            return Err(ApiError::Limited {
+                limit: limit.into(),
+                message: format!("you have {max} such requests under way, the most allowed"),
+                retry_after: RETRY_AFTER_SECONDS,
+            });
+        }
+        *count += 1;
+        Ok(InFlightPermit { in_flight: self.clone(), uid: uid.to_string() })
+    }
+}
+
+impl Drop for InFlightPermit {
+    fn drop(&mut self) {
+        let mut counts = self.in_flight.counts.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(n) = counts.get_mut(&self.uid) {
+            *n -= 1;
+            if *n == 0 {
+                counts.remove(&self.uid);
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -163,5 +206,16 @@ mod tests {
         streams.open("bob", "r3", &limits).expect("bob has his own count");
         drop(first);
         streams.open("alice", "r1", &limits).expect("given back when the stream ends");
+    }
+
+    #[test]
+    fn requests_under_way_are_counted_per_user_and_given_back() {
+        let calls = InFlight::default();
+        let first = calls.enter("alice", 1, "max_chat_calls_per_user").expect("first");
+        let refused = calls.enter("alice", 1, "max_chat_calls_per_user").expect_err("one at a time");
+        assert!(matches!(&refused, ApiError::Limited { limit, .. } if limit == "max_chat_calls_per_user"), "{refused}");
+        calls.enter("bob", 1, "max_chat_calls_per_user").expect("bob has his own count");
+        drop(first);
+        calls.enter("alice", 1, "max_chat_calls_per_user").expect("given back");
     }
 }

@@ -50,6 +50,8 @@ pub struct FacadeParts {
     pub streams: OpenStreams,
     /// The threads whose request queue this replica pumps.
     pub queues: super::run_queue::pumps::QueuePumps,
+    /// The `POST /api/chat/call` requests under way on this replica, by user.
+    pub chat_calls: crate::facade::http::limits::InFlight,
     /// The model `POST /api/chat/call` asks; `None` answers 503.
     pub quick_model: Option<std::sync::Arc<dyn super::quick_model::QuickModel>>,
     /// The knowledge bases; `None` answers 503 on `/api/knowledge` and on `knowledge_search`.
@@ -70,6 +72,7 @@ impl FacadeParts {
             limits: Default::default(),
             streams: Default::default(),
             queues: Default::default(),
+            chat_calls: Default::default(),
             quick_model: None,
             knowledge: None,
         }

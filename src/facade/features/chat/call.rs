@@ -2,17 +2,27 @@
 //! conversations with it). The facade holds no model client of its own: the command line layer, which
 //! holds the runner's, gives it one ([`QuickModel`](crate::facade::services::quick_model::QuickModel));
 //! a facade without one (in a cluster, model credentials are the runs') answers 503.
+//!
+//! A call spends tokens as a run does, under the same rules: the daily quotas are checked first and
+//! counted after; a user has at most [`MAX_CHAT_CALLS_PER_USER`] under way; and only an administrator
+//! names a model other than the default one (an agent's run is held to its agent's model the same way).
 
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::access::Role;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::JsonBody;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::request_fields::{is_model_spec, request_id_of};
+use crate::facade::services::run_starts::check_quotas;
 use crate::facade::services::state::FacadeState;
+use crate::run::budget::UsageTarget;
+
+/// The calls one user may have under way on one facade replica (429 `max_chat_calls_per_user`).
+pub const MAX_CHAT_CALLS_PER_USER: usize = 2;
 
 /// The longest question, in bytes (Yuxi's client sends at most about 2,000 characters).
 pub const MAX_QUERY_BYTES: usize = 16 * 1024;
@@ -51,7 +61,9 @@ pub struct CallAnswer {
         (status = 400, description = "malformed body", body = ErrorBody),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 413, description = "body too large", body = ErrorBody),
+        (status = 403, description = "`meta.model_spec` names a model other than the default one, which only administrators choose", body = ErrorBody),
         (status = 422, description = "`query` empty or too long, `meta.model_spec` not a model", body = ErrorBody),
+        (status = 429, description = "a daily token quota is used up, or `max_chat_calls_per_user` calls are under way; `field` names which", body = ErrorBody),
         (status = 502, description = "the model failed", body = ErrorBody),
         (status = 503, description = "this facade asks no model", body = ErrorBody),
     ),
@@ -59,7 +71,7 @@ pub struct CallAnswer {
 )]
 pub async fn call(
     State(state): State<FacadeState>,
-    Caller(_who): Caller,
+    Caller(who): Caller,
     JsonBody(body): JsonBody<CallBody>,
 ) -> Result<Json<CallAnswer>, ApiError> {
     let model = state.quick_model.clone().ok_or_else(|| {
@@ -79,6 +91,28 @@ pub async fn call(
         Some(other) => return Err(ApiError::invalid("meta.model_spec", format!("{other} is not <provider>/<model>"))),
     };
     let request_id = request_id_of(&meta)?;
-    let response = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
+    let admin = matches!(who.role, Role::Admin | Role::Superadmin);
+    if let Some(named) = spec.as_deref().filter(|named| *named != model.default_model())
+        && !admin
+    {
+        return Err(ApiError::Forbidden(format!(
+            "meta.model_spec: {named:?} is not this facade's default model; only administrators choose another"
+        )));
+    }
+    let _under_way = state.chat_calls.enter(&who.uid, MAX_CHAT_CALLS_PER_USER, "max_chat_calls_per_user")?;
+    check_quotas(&state, &who.uid).await?;
+    let (response, usage) = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
+    if let (Some(usage), Ok(store)) = (usage, state.store()) {
+        let target = UsageTarget {
+            root_run_id: format!("chat-call-{}", who.uid),
+            max_tokens: None,
+            namespace: state.limits.namespace.clone(),
+            uid: who.uid.clone(),
+        };
+        let day = crate::run::budget::day_of(jiff::Timestamp::now());
+        if let Err(err) = store.record_usage(&target, &usage, &day).await {
+            tracing::warn!(uid = %who.uid, error = %err, "cannot count a chat call's tokens");
+        }
+    }
     Ok(Json(CallAnswer { response, request_id }))
 }

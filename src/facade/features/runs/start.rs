@@ -64,6 +64,8 @@ pub async fn start(
         if let Some((field, _)) = starts_otherwise.iter().find(|(_, given)| *given) {
             return Err(ApiError::invalid(*field, "does not apply to a resume: the run goes on as it started"));
         }
+        // A resumed run spends tokens again: a quota used up meanwhile holds it.
+        check_quotas(&state, &who.uid).await?;
         return super::approvals::resume(&state, &who, resume).await.map(Json);
     }
     if body.query.trim().is_empty() {

@@ -249,6 +249,22 @@ async fn start_request(
         store.put_request(&request).await?;
         return Ok(Start::Done);
     };
+    // A queued request spends its owner's tokens as a direct start does: checked when it starts, not
+    // only when it was queued.
+    match super::run_starts::check_quotas(state, &request.identity.uid).await {
+        Ok(()) => {}
+        Err(crate::facade::http::error::ApiError::Limited { message, .. }) => {
+            store.remove_request(thread_id, request_id).await?;
+            request.status = RequestStatus::Failed;
+            request.error = Some(message);
+            store.put_request(&request).await?;
+            return Ok(Start::Done);
+        }
+        Err(err) => {
+            tracing::warn!(thread_id = %thread_id, error = %err, "cannot check the queued request's quotas; trying again");
+            return Ok(Start::Later);
+        }
+    }
     match store.create_run(&request.record, None, state.limits.runs).await? {
         Created::Started => {
             if !store.remove_request(thread_id, request_id).await? {
