@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 use serde_json::json;
 use yuxi_operator::run::Envelope;
 use yuxi_operator::run::message::Message;
-use yuxi_operator::run::{EventKind, RunResult};
+use yuxi_operator::run::{EventKind, RunResult, RunStatus};
 use yuxi_operator::store::keys;
 use yuxi_operator::store::{Store, StoreAuth, StoreError};
 
@@ -129,6 +129,24 @@ async fn events_are_a_stream_with_a_cursor_and_a_refreshed_ttl() {
     let envelope: Envelope =
         serde_json::from_str(&reply.ids[2].get::<String>("data").expect("data")).expect("envelope");
     assert_eq!(envelope.payload["status"], "completed");
+}
+
+#[tokio::test]
+async fn a_run_record_keeps_its_time_to_live_through_status_changes() {
+    let store = store().await;
+    let run = unique("run");
+    let record = pending(&run, &unique("thread"), "alice");
+    store.create_run(&record, None, Default::default()).await.expect("create");
+    let connection = raw().await;
+    let ttl = |mut connection: redis::aio::MultiplexedConnection| {
+        let key = keys::run_record(&run);
+        async move { redis::cmd("TTL").arg(key).query_async::<i64>(&mut connection).await.expect("ttl") }
+    };
+    let created = ttl(connection.clone()).await;
+    assert!(created > 0, "a new record has a time to live: {created}");
+    assert!(store.set_run_status(&run, RunStatus::Running, None).await.expect("status"));
+    let running = ttl(connection.clone()).await;
+    assert!(running > 0 && running <= created, "the record kept its time to live when it started running: {running}");
 }
 
 #[tokio::test]

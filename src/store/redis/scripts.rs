@@ -190,7 +190,7 @@ pub(super) const SET_RUN_STATUS: &str = r"
     if ARGV[4] ~= '' and s ~= ARGV[4] then return 0 end
     record.status = ARGV[1]
     if ARGV[2] ~= '' then record.error = ARGV[2] end
-    redis.call('SET', KEYS[1], cjson.encode(record))
+    redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
     if ARGV[3] == '1' and redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
     redis.call('PUBLISH', (string.gsub(KEYS[1], ':record$', ':notice')), '1')
     return 1
