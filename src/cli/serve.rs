@@ -48,7 +48,8 @@ pub async fn serve(
         .timer(timer())
         .keep_alive_interval(Some(HEADER_READ_TIMEOUT))
         .keep_alive_timeout(HEADER_READ_TIMEOUT);
-    server.serve(app.into_make_service()).await
+    // The peer's address reaches the handlers (login failures are counted per client).
+    server.serve(app.into_make_service_with_connect_info::<SocketAddr>()).await
 }
 
 /// Waits for `shutdown`, then tells the server behind `handle` to stop accepting and to let open requests

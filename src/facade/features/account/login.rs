@@ -129,7 +129,7 @@ async fn read_form(request: Request, state: &FacadeState) -> Result<LoginForm, A
         (status = 404, description = "in a cluster: no password logins", body = ErrorBody),
         (status = 413, description = "body too large", body = ErrorBody),
         (status = 422, description = "a field missing or past its bound; `field` names it", body = ErrorBody),
-        (status = 429, description = "too many failed logins for this username (`login_attempts_per_user`)", body = ErrorBody),
+        (status = 429, description = "too many failed logins for this username from this client (`login_attempts_per_user`), or from this client (`login_attempts_per_client`)", body = ErrorBody),
         (status = 503, description = "the password could not be checked", body = ErrorBody),
     ),
 )]
@@ -138,9 +138,13 @@ pub async fn login(State(state): State<FacadeState>, request: Request) -> Result
         return Err(ApiError::NotFound("no such route".into()));
     };
     let users = users.clone();
+    let client = request
+        .extensions()
+        .get::<axum::extract::ConnectInfo<std::net::SocketAddr>>()
+        .map(|axum::extract::ConnectInfo(peer)| peer.ip());
     let form = read_form(request, &state).await?;
     let _turn = CHECKS.acquire().await.map_err(|_| ApiError::Unavailable("the login could not be checked".into()))?;
-    let outcome = tokio::task::spawn_blocking(move || users.login(&form.username, &form.password))
+    let outcome = tokio::task::spawn_blocking(move || users.login_from(&form.username, &form.password, client))
         .await
         .map_err(|e| ApiError::Unavailable(format!("the login could not be checked: {e}")))?;
     match outcome {
@@ -160,6 +164,11 @@ pub async fn login(State(state): State<FacadeState>, request: Request) -> Result
         Err(LoginError::TooMany) => Err(ApiError::Limited {
             limit: "login_attempts_per_user".into(),
             message: LoginError::TooMany.to_string(),
+            retry_after: crate::facade::http::auth::users::LOGIN_WINDOW.as_secs(),
+        }),
+        Err(LoginError::TooManyFromClient) => Err(ApiError::Limited {
+            limit: "login_attempts_per_client".into(),
+            message: LoginError::TooManyFromClient.to_string(),
             retry_after: crate::facade::http::auth::users::LOGIN_WINDOW.as_secs(),
         }),
     }

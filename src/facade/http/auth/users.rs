@@ -12,8 +12,13 @@ use serde::Deserialize;
 
 use crate::access::{Identity, Role};
 
-/// The most failed logins one username may have within [`LOGIN_WINDOW`] before further tries answer 429.
+/// The most failed logins one username may have from one client (or in all, when the client is not
+/// known) within [`LOGIN_WINDOW`] before further tries of that client answer 429: a stranger's tries
+/// never lock the user out of their own client.
 pub const MAX_FAILED_LOGINS: u32 = 5;
+/// The most failed logins one client (an IPv4 address, an IPv6 /64) may have within [`LOGIN_WINDOW`],
+/// whatever the usernames, before its further tries answer 429.
+pub const MAX_FAILED_LOGINS_PER_CLIENT: u32 = 20;
 /// How long failed logins are counted: until this long after the last one.
 pub const LOGIN_WINDOW: Duration = Duration::from_secs(300);
 /// How many usernames' failure counts are kept at most (the oldest go first).
@@ -67,9 +72,26 @@ pub enum LoginError {
     /// cannot tell which.
     #[error("the username or the password is wrong")]
     Refused,
-    /// The username has failed [`MAX_FAILED_LOGINS`] times within [`LOGIN_WINDOW`].
+    /// The username has failed [`MAX_FAILED_LOGINS`] times from this client within [`LOGIN_WINDOW`].
     #[error("{MAX_FAILED_LOGINS} failed logins for this username within {} s; wait before trying again", LOGIN_WINDOW.as_secs())]
     TooMany,
+    /// This client has failed [`MAX_FAILED_LOGINS_PER_CLIENT`] times within [`LOGIN_WINDOW`].
+    #[error("{MAX_FAILED_LOGINS_PER_CLIENT} failed logins from this address within {} s; wait before trying again", LOGIN_WINDOW.as_secs())]
+    TooManyFromClient,
+}
+
+/// The client a login's failures are counted for: an IPv4 address, or an IPv6 address's /64.
+fn client_key(client: std::net::IpAddr) -> String {
+    match client {
+        std::net::IpAddr::V4(v4) => format!("client {v4}"),
+        std::net::IpAddr::V6(v6) => match v6.to_ipv4_mapped() {
+            Some(v4) => format!("client {v4}"),
+            None => {
+                let s = v6.segments();
+                format!("client {:x}:{:x}:{:x}:{:x}::/64", s[0], s[1], s[2], s[3])
+            }
+        },
+    }
 }
 
 /// Tokens and who they belong to, and the logins by name.
@@ -175,16 +197,45 @@ impl Users {
     /// checking the password, until the window has passed; a success clears the count. Blocking (argon2
     /// takes tens of milliseconds): call it off the async runtime.
     pub fn login(&self, username: &str, password: &str) -> Result<LoggedIn, LoginError> {
-        if self.failures.get(username).unwrap_or(0) >= MAX_FAILED_LOGINS {
+        self.login_from(username, password, None)
+    }
+
+    /// [`login`](Self::login) from `client`: failures count per username and client
+    /// ([`MAX_FAILED_LOGINS`], [`LoginError::TooMany`]) and per client whatever the username
+    /// ([`MAX_FAILED_LOGINS_PER_CLIENT`], [`LoginError::TooManyFromClient`]), so another client's tries
+    /// never lock a user out. Without a client, failures count per username alone.
+    pub fn login_from(
+        &self,
+        username: &str,
+        password: &str,
+        client: Option<std::net::IpAddr>,
+    ) -> Result<LoggedIn, LoginError> {
+        let client = client.map(client_key);
+        let name_key = match &client {
+            Some(client) => format!("{username}\u{0}{client}"),
+            None => username.to_string(),
+        };
+        if let Some(client) = &client
+            && self.failures.get(client).unwrap_or(0) >= MAX_FAILED_LOGINS_PER_CLIENT
+        {
+            return Err(LoginError::TooManyFromClient);
+        }
+        if self.failures.get(&name_key).unwrap_or(0) >= MAX_FAILED_LOGINS {
             return Err(LoginError::TooMany);
         }
-        // Counted as a failure before the password is checked, in one step per username, so tries made at
-        // once cannot all pass the limit while each is being checked.
-        let tries = self
-            .failures
-            .entry(username.to_string())
-            .and_upsert_with(|count| count.map_or(0, |c| *c.value()) + 1)
-            .into_value();
+        // Counted as a failure before the password is checked, in one step per key, so tries made at once
+        // cannot all pass the limit while each is being checked.
+        let count = |key: &str, by: i64| {
+            self.failures
+                .entry(key.to_string())
+                .and_upsert_with(|count| (i64::from(count.map_or(0, |c| *c.value())) + by).max(0) as u32)
+                .into_value()
+        };
+        let tries = count(&name_key, 1);
+        let client_tries = client.as_deref().map(|client| count(client, 1));
+        if client_tries.is_some_and(|n| n > MAX_FAILED_LOGINS_PER_CLIENT) {
+            return Err(LoginError::TooManyFromClient);
+        }
         if tries > MAX_FAILED_LOGINS {
             return Err(LoginError::TooMany);
         }
@@ -192,7 +243,10 @@ impl Users {
         let matches = verify(found.map_or(decoy_hash(), |l| l.password_hash.as_str()), password);
         match found {
             Some(login) if matches => {
-                self.failures.invalidate(username);
+                self.failures.invalidate(&name_key);
+                if let Some(client) = &client {
+                    count(client, -1);
+                }
                 Ok(LoggedIn {
                     identity: login.identity.clone(),
                     username: username.to_string(),
@@ -317,5 +371,29 @@ mod tests {
             "{checked} passwords were checked for one username at once; at most {MAX_FAILED_LOGINS}"
         );
         assert_eq!(users.login("alice", "s3cret-pass"), Err(LoginError::TooMany));
+    }
+
+    #[test]
+    fn a_strangers_failures_do_not_lock_a_user_out_of_their_own_client() {
+        let users = Users::new(vec![entry(Some(hash_password("s3cret-pass").expect("hash")))]).expect("users");
+        let (stranger, own) = (Some("203.0.113.9".parse().expect("ip")), Some("198.51.100.7".parse().expect("ip")));
+        for _ in 0..MAX_FAILED_LOGINS {
+            assert_eq!(users.login_from("alice", "wrong", stranger), Err(LoginError::Refused));
+        }
+        assert_eq!(users.login_from("alice", "s3cret-pass", stranger), Err(LoginError::TooMany));
+        assert_eq!(users.login_from("alice", "s3cret-pass", own).map(|l| l.token), Ok("t".into()));
+    }
+
+    #[test]
+    fn one_client_trying_many_usernames_is_limited() {
+        let users = Users::new(vec![entry(Some(hash_password("s3cret-pass").expect("hash")))]).expect("users");
+        let client = Some("2001:db8:1:2:3:4:5:6".parse().expect("ip"));
+        for n in 0..MAX_FAILED_LOGINS_PER_CLIENT {
+            assert_eq!(users.login_from(&format!("user-{n}"), "wrong", client), Err(LoginError::Refused));
+        }
+        // Another address of the same /64 is the same client.
+        let same = Some("2001:db8:1:2:ffff::1".parse().expect("ip"));
+        assert_eq!(users.login_from("alice", "s3cret-pass", same), Err(LoginError::TooManyFromClient));
+        assert!(LoginError::TooManyFromClient.to_string().contains("from this address"));
     }
 }
