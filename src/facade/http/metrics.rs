@@ -38,8 +38,9 @@ pub struct RouteLabels {
     pub route: String,
 }
 
-/// The labels of a started run: the agent's slug and whether the run is a subagent's (`subagent`) or a
-/// main agent's (`parent`).
+/// The labels of a started run: the agent's slug when everyone may read the agent (`/metrics` takes no
+/// token, so it names no agent a stranger could not see; [`PRIVATE_AGENT`] for the others) and whether
+/// the run is a subagent's (`subagent`) or a main agent's (`parent`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 pub struct RunLabels {
     /// The agent's slug.
@@ -47,6 +48,9 @@ pub struct RunLabels {
     /// `subagent` or `parent`.
     pub kind: String,
 }
+
+/// The `agent` label of a run whose agent not everyone may read.
+pub const PRIVATE_AGENT: &str = "(private)";
 
 /// The facade's metrics.
 #[derive(Clone)]
@@ -96,8 +100,16 @@ impl Default for FacadeMetrics {
 }
 
 impl FacadeMetrics {
-    /// Counts a started run of `agent`.
-    pub fn run_started(&self, agent: &str, subagent: bool) {
+    /// Counts a started run of `agent`, named by its slug only when everyone may read it.
+    pub fn run_started(&self, agent: &crate::resources::Agent, subagent: bool) {
+        let everyone = agent
+            .spec
+            .share
+            .as_ref()
+            .and_then(|share| share.read_scope.as_ref())
+            .is_some_and(|scope| scope.access_level == crate::resources::AccessLevel::Global);
+        let name = kube::ResourceExt::name_any(agent);
+        let agent = if everyone || name == crate::resources::GENERAL_PURPOSE { name.as_str() } else { PRIVATE_AGENT };
         let kind = if subagent { "subagent" } else { "parent" };
         self.runs_started.get_or_create(&RunLabels { agent: agent.to_string(), kind: kind.to_string() }).inc();
     }
@@ -126,4 +138,35 @@ pub async fn track(State(metrics): State<FacadeMetrics>, request: Request, next:
 /// `GET /metrics`.
 pub async fn serve(State(metrics): State<FacadeMetrics>) -> impl IntoResponse {
     ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], metrics.render())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(name: &str, share: &str) -> crate::resources::Agent {
+        serde_norway::from_str(&format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {name}}}\nspec: {{backend: ChatbotAgent{share}}}"
+        ))
+        .expect("an agent")
+    }
+
+    #[test]
+    fn runs_are_counted_by_agent_only_for_agents_everyone_may_read() {
+        let metrics = FacadeMetrics::default();
+        metrics.run_started(&agent("open-helper", ", share: {readScope: {accessLevel: Global}}"), false);
+        metrics.run_started(
+            &agent("alices-secret-project", ", share: {readScope: {accessLevel: User, userUids: [alice]}}"),
+            false,
+        );
+        metrics.run_started(
+            &agent("teams-tool", ", share: {readScope: {accessLevel: Department, departmentIds: [1]}}"),
+            true,
+        );
+        let text = metrics.render();
+        assert!(text.contains(r#"yuxi_runs_started_total{agent="open-helper",kind="parent"} 1"#), "{text}");
+        assert!(text.contains(r#"yuxi_runs_started_total{agent="(private)",kind="parent"} 1"#), "{text}");
+        assert!(text.contains(r#"yuxi_runs_started_total{agent="(private)",kind="subagent"} 1"#), "{text}");
+        assert!(!text.contains("alices-secret-project") && !text.contains("teams-tool"), "{text}");
+    }
 }

@@ -80,6 +80,6 @@ pub fn launch_parent(
         agent.spec.context.get_or_insert_with(Default::default).tool_approval_mode = Some(mode.into());
     }
     let token = run_token(state, who, record, &record.thread_id);
+    state.metrics.run_started(&agent, false);
     runs.launcher.launch(runs.store.clone(), record.clone(), agent, query, Some(token));
-    state.metrics.run_started(&record.agent_slug, false);
 }

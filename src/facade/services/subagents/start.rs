@@ -187,7 +187,7 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
             // (`allowed_subagents` is empty for it) and has no children to act on.
             let token = run_token(state, who, &record, &file_thread);
             launcher.launch(store.clone(), record.clone(), subagent.clone(), body.description.clone(), Some(token));
-            state.metrics.run_started(&slug, true);
+            state.metrics.run_started(&subagent, true);
             Ok(describe(StartStatus::Started, &record))
         }
         Created::Existing(run_id) => {
