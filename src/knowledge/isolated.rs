@@ -82,7 +82,8 @@ fn in_subprocess(
     deadline: Instant,
 ) -> Result<(DocumentKind, String), ExtractError> {
     let mut child = Command::new(program)
-        .args([SUBCOMMAND, "--name", name])
+        // `--name=<name>`: a name that starts with `-` is the option's value, never an option.
+        .args([SUBCOMMAND, &format!("--name={name}")])
         .env_clear()
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

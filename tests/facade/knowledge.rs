@@ -210,6 +210,17 @@ async fn a_private_knowledge_base_answers_a_stranger_as_a_missing_one_on_every_r
 }
 
 #[tokio::test]
+async fn a_document_whose_name_starts_with_a_dash_is_read_as_a_name() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Dashes", "slug": "dashes"}))).await;
+    let html = b"<html><body><p>A lease is renewed every ten seconds.</p></body></html>";
+    for name in ["-h.html", "--help.html", "--name.html"] {
+        let (status, uploaded) = served.upload("dashes", "alice-token", name, html).await;
+        assert_eq!((status, uploaded["document"]["name"].as_str()), (201, Some(name)), "{name}: {uploaded}");
+    }
+}
+
+#[tokio::test]
 async fn every_format_is_indexed_and_found_by_english_and_chinese_queries() {
     let served = serve(Vec::new()).await;
     served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Formats", "slug": "formats"}))).await;
