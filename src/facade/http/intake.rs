@@ -23,10 +23,6 @@ use super::limits::RETRY_AFTER_SECONDS;
 /// 64 KiB): enough for a login form, nothing to hold a process's memory with.
 pub const MAX_ANONYMOUS_BODY_BYTES: usize = 64 * 1024;
 
-/// The request bodies this process holds in memory at once, in bytes, by default
-/// (`--max-body-bytes-in-flight`, 64 MiB).
-pub const DEFAULT_BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
-
 /// How the body of a request is taken, by its route and whether its caller is authenticated.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum BodyRule {

@@ -16,6 +16,10 @@ pub const MAX_BODY_BYTES: usize = 1024 * 1024;
 /// a total deadline, which a body trickled a byte at a time cannot reset.
 pub const BODY_READ_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
 
+/// The request bodies a facade holds in memory at once, in bytes, by default
+/// (`--max-body-bytes-in-flight`, 64 MiB).
+pub const DEFAULT_BODY_BYTES_IN_FLIGHT: usize = 64 * 1024 * 1024;
+
 /// Seconds a client is told to wait before a limited start or stream is tried again.
 pub const RETRY_AFTER_SECONDS: u64 = 5;
 
@@ -42,7 +46,7 @@ pub struct Limits {
     /// [`BODY_READ_TIMEOUT`], 30 s); 408 after.
     pub body_timeout: std::time::Duration,
     /// The bytes of request bodies this facade holds in memory at once (`--max-body-bytes-in-flight`;
-    /// default [`super::intake::DEFAULT_BODY_BYTES_IN_FLIGHT`], 64 MiB); 429 `max_body_bytes_in_flight`
+    /// default [`DEFAULT_BODY_BYTES_IN_FLIGHT`], 64 MiB); 429 `max_body_bytes_in_flight`
     /// beyond.
     pub body_bytes_in_flight: usize,
     /// The daily token quotas a start is checked against (`--max-tokens-per-user-per-day`,
@@ -63,7 +67,7 @@ impl Default for Limits {
             mcp_sessions_per_user: 8,
             mcp_sessions: 512,
             body_timeout: BODY_READ_TIMEOUT,
-            body_bytes_in_flight: super::intake::DEFAULT_BODY_BYTES_IN_FLIGHT,
+            body_bytes_in_flight: DEFAULT_BODY_BYTES_IN_FLIGHT,
             quotas: Default::default(),
             namespace: crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string(),
         }
