@@ -265,7 +265,9 @@ async fn said(local: &Local, thread: &str) -> (Vec<(String, String)>, Value) {
     let items = history["history"].as_array().cloned().unwrap_or_default();
     let pairs = items
         .iter()
-        .map(|i| (i["type"].as_str().unwrap_or_default().to_string(), i["content"].as_str().unwrap_or_default().to_string()))
+        .map(|i| {
+            (i["type"].as_str().unwrap_or_default().to_string(), i["content"].as_str().unwrap_or_default().to_string())
+        })
         .collect();
     (pairs, history)
 }
@@ -278,7 +280,8 @@ async fn a_question_is_in_the_history_from_its_runs_start_and_once_after_its_end
     let agent = main_agent("asked");
     let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("asked", &agent)], &[("asked", SLOW)]).await;
     let first_id = unique("h-1");
-    let (status, first) = post(&local, "/api/agent/runs", start_body("first", "asked", None, &first_id, "enqueue")).await;
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "asked", None, &first_id, "enqueue")).await;
     assert_eq!(status, 200, "{first}");
     let thread = first["thread_id"].as_str().expect("thread").to_string();
     // A reload as soon as the run is started shows the question, tagged with its request.
@@ -315,7 +318,9 @@ async fn a_question_is_in_the_history_from_its_runs_start_and_once_after_its_end
         .lines()
         .filter_map(|l| l.strip_prefix("data:"))
         .map(|d| serde_json::from_str::<Value>(d.trim()).expect("JSON"))
-        .find_map(|e| e["payload"]["chunk"].as_object().cloned().or_else(|| e["payload"]["items"][0].as_object().cloned()))
+        .find_map(|e| {
+            e["payload"]["chunk"].as_object().cloned().or_else(|| e["payload"]["items"][0].as_object().cloned())
+        })
         .map(Value::Object)
         .unwrap_or_default();
     assert_eq!(
@@ -325,7 +330,8 @@ async fn a_question_is_in_the_history_from_its_runs_start_and_once_after_its_end
     );
     assert_eq!(first_chunk["request_id"], second_id.as_str());
     // Once the run has ended, the question is there once.
-    until(&local, &format!("/api/agent/runs/{run2}"), Duration::from_secs(20), |a| a["run"]["status"] == "completed").await;
+    until(&local, &format!("/api/agent/runs/{run2}"), Duration::from_secs(20), |a| a["run"]["status"] == "completed")
+        .await;
     let (items, history) = said(&local, &thread).await;
     assert_eq!(items, pairs(&[("human", "first"), ("ai", "slow"), ("human", "second"), ("ai", "slow")]), "{history}");
 }

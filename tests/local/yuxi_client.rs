@@ -216,8 +216,9 @@ fn match_events(events: &[(String, Value)], expected: &Value) -> Result<(), Stri
 fn no_events(events: &[(String, Value)], refused: &Value) -> Result<(), String> {
     for want in refused.as_array().ok_or("no_events: a list")? {
         let name = want["event"].as_str();
-        if let Some((event, data)) =
-            events.iter().find(|(event, data)| name.is_none_or(|n| n == event) && shape(data, &want["data"], "").is_ok())
+        if let Some((event, data)) = events
+            .iter()
+            .find(|(event, data)| name.is_none_or(|n| n == event) && shape(data, &want["data"], "").is_ok())
         {
             return Err(format!("the event `{event}: {data}` matches no_events {want}"));
         }

@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 
+use super::approvals::ResumeContext;
 use super::owned::mine;
 use super::request::{StartRun, budget_of, checked};
 use super::started::StartedParentRun;
@@ -46,27 +47,33 @@ use crate::run::{RunRecord, RunStatus};
 pub async fn start(
     State(state): State<FacadeState>,
     Caller(who): Caller,
-    JsonBody(body): JsonBody<StartRun>,
+    JsonBody(mut body): JsonBody<StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = state.store()?;
+    let query = body.query.take().unwrap_or_default();
     if let Some(resume) = body.resume {
         // The run goes on as it started: a field that would start it otherwise is refused, not
-        // ignored. (`query`, `agent_slug`, `thread_id` and `meta`, which Yuxi's client repeats, are
-        // ignored.)
+        // ignored. (`agent_slug` and `meta`, which Yuxi's client repeats, are ignored; its
+        // `queue_policy: enqueue` is what a resume does; `created_by_run_id` and `thread_id` name the
+        // waiting run.)
         let starts_otherwise = [
+            ("query", !query.trim().is_empty()),
             ("tool_approval_mode", body.tool_approval_mode.is_some()),
             ("budget", body.budget.is_some()),
             ("model_spec", body.model_spec.as_deref().is_some_and(|m| !m.is_empty())),
-            ("queue_policy", body.queue_policy.is_some()),
-            ("created_by_run_id", body.created_by_run_id.is_some()),
+            ("queue_policy", body.queue_policy.is_some_and(|p| p != QueuePolicy::Enqueue)),
             ("image_content", body.image_content.as_deref().is_some_and(|i| !i.is_empty())),
         ];
         if let Some((field, _)) = starts_otherwise.iter().find(|(_, given)| *given) {
             return Err(ApiError::invalid(*field, "does not apply to a resume: the run goes on as it started"));
         }
-        return super::approvals::resume(&state, &who, resume).await.map(Json);
+        let context = ResumeContext {
+            created_by_run_id: body.created_by_run_id.as_deref(),
+            thread_id: body.thread_id.as_deref(),
+        };
+        return super::approvals::resume(&state, &who, resume, context).await.map(Json);
     }
-    if body.query.trim().is_empty() {
+    if query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));
     }
     let agent = visible(state.agents.get(&body.agent_slug).await?, &who, &body.agent_slug)?;
@@ -109,7 +116,7 @@ pub async fn start(
         max_tokens,
         waiting: None,
     };
-    check_startable(&record, &body.query, "query")?;
+    check_startable(&record, &query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
     // another user answers as a missing one, and its runs are never named. Claimed only by a request that
     // has passed every check.
@@ -124,7 +131,7 @@ pub async fn start(
         }
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
             if policy != QueuePolicy::Reject {
-                let queued = run_queue::enqueue(&state, &who, record, body.query, policy, &active).await?;
+                let queued = run_queue::enqueue(&state, &who, record, query, policy, &active).await?;
                 return Ok(Json(StartedParentRun::queued(queued, policy)));
             }
             let status = store.run_record(&active).await?.map(|r| r.status);
@@ -136,8 +143,9 @@ pub async fn start(
             });
         }
     }
-    note_run(store, &record, &body.query).await?;
-    launch_parent(&state, &who, agent, &record, body.query);
+    run_queue::note_dispatched(store, &who, &record, &query, policy).await?;
+    note_run(store, &record, &query).await?;
+    launch_parent(&state, &who, agent, &record, query);
     Ok(Json(StartedParentRun::running(&record, policy)))
 }
 
