@@ -3,8 +3,8 @@
 //! Each step calls the model on the conversation so far; a turn with tool calls runs them and feeds the
 //! results back; a turn without tool calls is the final answer. The loop stops on the final answer, on
 //! `maxExecutionSteps`, on a cancel request (within the cancel poll interval, at the latest) or on the
-//! deadline. Whatever way it stops, the thread's new messages and the result are persisted and exactly one
-//! `end` event is written.
+//! deadline. A new run's question is in its thread from its start; whatever way the run stops, the
+//! thread's other new messages and the result are persisted and exactly one `end` event is written.
 
 use std::time::Duration;
 

@@ -168,10 +168,7 @@ pub async fn events(
                                     || (format == EventFormat::Yuxi && record.status == RunStatus::Waiting))
                                 && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
                             {
-                                let Some(waiting) = record.waiting.as_ref().filter(|_| !record.status.is_terminal())
-                                else {
-                                    return None;
-                                };
+                                let waiting = record.waiting.as_ref().filter(|_| !record.status.is_terminal())?;
                                 let data = super::wire::interrupted_end(&record, waiting).to_string();
                                 let end = vec![Ok(Event::default().event("end").data(data))];
                                 return Some((futures::stream::iter(end), (store, run_id, cursor, true)));
