@@ -6,7 +6,6 @@
 
 use crate::run::conversation::{Conversation, ConversationChange};
 use crate::run::message::Message;
-use crate::run::{Envelope, EventKind};
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
 
@@ -28,47 +27,29 @@ return 1
 ";
 
 /// Stores a run's question once: KEYS = the run's record, its result, its question's marker, the
-/// thread's messages, the run's events; ARGV = the message's JSON, the `custom` event's envelope, the
-/// most messages a thread keeps, the state's time to live, the stream's length bound, its time to
+/// thread's messages; ARGV = the message's JSON, the most messages a thread keeps, the state's time to
 /// live. Returns 1 when the question is in the thread (now, or before: the marker), 0 for a run without
 /// a record or that has ended (nothing written).
 const PUT_RUN_INPUT: &str = r"
 if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
-if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[4]) then return 1 end
+if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 1 end
 redis.call('RPUSH', KEYS[4], ARGV[1])
-redis.call('LTRIM', KEYS[4], -tonumber(ARGV[3]), -1)
-redis.call('EXPIRE', KEYS[4], ARGV[4])
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[5], '*', 'event', 'custom', 'data', ARGV[2])
-redis.call('EXPIRE', KEYS[5], ARGV[6])
-redis.call('PUBLISH', (string.gsub(KEYS[5], ':events$', ':notice')), '1')
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[2]), -1)
+redis.call('EXPIRE', KEYS[4], ARGV[3])
 return 1
 ";
-
-/// The payload of the `custom` event that says what a run was asked, when its question is stored:
-/// `{type: "input", content}` (Yuxi streams it first, as its `init` chunk).
-pub fn input_payload(input: &str) -> serde_json::Value {
-    serde_json::json!({"type": "input", "content": input})
-}
 
 impl Store {
     /// Stores the question `input` of the run `run_id` in its thread `thread_id`, once, when the run
     /// starts (the facade, before its runner; or its runner, for a run started otherwise): the thread's
-    /// messages end with it from then on, so a reload or a second client shows it while the run goes on,
-    /// and a `custom` event `{type: "input", content}` is written, in the same step. The runner then
-    /// leaves it out of the messages it adds at its end. Returns `true` when the question is in the
-    /// thread (stored now or before); `false`, writing nothing, for a run without a record or that has
-    /// ended.
+    /// messages end with it from then on, so a reload or a second client shows it while the run goes on.
+    /// The runner then leaves it out of the messages it adds at its end. Returns `true` when the question
+    /// is in the thread (stored now or before); `false`, writing nothing, for a run without a record or
+    /// that has ended.
     pub async fn put_run_input(&self, run_id: &str, thread_id: &str, input: &str) -> Result<bool, StoreError> {
         let message = Message::User { content: input.to_string() };
-        let envelope = Envelope::new(
-            run_id,
-            thread_id,
-            EventKind::Custom,
-            input_payload(input),
-            jiff::Timestamp::now().to_string(),
-        );
         match self {
-            Store::Memory(memory) => Ok(memory.put_run_input(run_id, thread_id, message, envelope)),
+            Store::Memory(memory) => Ok(memory.put_run_input(run_id, thread_id, message)),
             Store::Redis(redis) => {
                 let stored: i64 = redis
                     .run_script(
@@ -78,15 +59,11 @@ impl Store {
                             &keys::run_result(run_id),
                             &keys::run_input(run_id),
                             &keys::thread_messages(thread_id),
-                            &keys::run_events(run_id),
                         ],
                         &[
                             &serde_json::to_string(&message).expect("a message serializes"),
-                            &serde_json::to_string(&envelope).expect("an envelope serializes"),
                             &keys::MAX_THREAD_MESSAGES.to_string(),
                             &keys::STATE_TTL_SECONDS.to_string(),
-                            &keys::EVENTS_MAX_LEN.to_string(),
-                            &keys::EVENTS_TTL_SECONDS.to_string(),
                         ],
                     )
                     .await?;

@@ -6,11 +6,10 @@ use serde_json::Map;
 
 use crate::access::{Identity, Role};
 use crate::facade::http::error::ApiError;
-use crate::resources::yuxi::YuxiApprovalMode;
+use crate::run::RunRecord;
 use crate::run::conversation::{Conversation, ConversationChange};
 use crate::run::message::Message;
 use crate::run::thread_id::is_valid_id;
-use crate::run::{EventKind, RunRecord};
 use crate::store::Store;
 
 /// The caller's conversation of `thread_id` (a superadmin's reach is every user's); 404 when it is
@@ -26,23 +25,10 @@ pub async fn owned(store: &Store, who: &Identity, thread_id: &str) -> Result<Con
 
 /// Records that `record` (a parent run just created, not yet launched) runs in its thread: the
 /// thread's conversation is made on its first run (titled after the query) and points at its latest
-/// run; the query is stored in the thread at once, and streamed first ([`Store::put_run_input`]); a
-/// run that keeps its agent's locked approval mode rather than the one it asked for says so in a
-/// `custom` event `{type: "warning", message}` (Yuxi's `warning` chunk).
+/// run, and the query is stored in the thread at once ([`Store::put_run_input`]).
 pub async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
     note_conversation(store, record, query).await?;
     store.put_run_input(&record.run_id, &record.thread_id, query).await?;
-    if let Some(asked) = record.request.tool_approval_mode_asked {
-        let mode = |m: Option<YuxiApprovalMode>| serde_json::to_value(m).unwrap_or_default();
-        let message = format!(
-            "agent {:?} keeps its approval mode {} (an administrator locked it): this run does not use {}",
-            record.agent_slug,
-            mode(record.request.tool_approval_mode),
-            mode(Some(asked))
-        );
-        let payload = serde_json::json!({"type": "warning", "message": message});
-        store.append_event(&record.run_id, &record.thread_id, EventKind::Custom, payload).await?;
-    }
     Ok(())
 }
 

@@ -146,16 +146,14 @@ impl Graph {
         let timeout = resumed.as_ref().map_or(self.timeout, |(c, _)| Duration::from_secs(c.remaining_seconds.max(1)));
         let started = Instant::now();
         // A new run's question is in its thread from its start (the facade stores it as it starts the
-        // run; this stores it for a run started otherwise), written once.
+        // run; this stores it for a run started otherwise), written once, after `metadata`.
         let mut input_stored = false;
         let first = match resumed {
-            None => match self.riding_through(|| self.store.put_run_input(run_id, thread_id, &self.input)).await {
-                Ok(stored) => {
-                    input_stored = stored;
-                    self.emit(EventKind::Metadata, first).await
-                }
+            None => match self.emit(EventKind::Metadata, first).await {
+                Ok(()) => self.riding_through(|| self.store.put_run_input(run_id, thread_id, &self.input)).await,
                 Err(err) => Err(err),
-            },
+            }
+            .map(|stored| input_stored = stored),
             Some(_) => self.emit(EventKind::Custom, first).await,
         };
         let outcome = match first {

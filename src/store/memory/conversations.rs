@@ -10,7 +10,6 @@ impl MemoryStore {
         run_id: &str,
         thread_id: &str,
         message: crate::run::message::Message,
-        envelope: crate::run::Envelope,
     ) -> bool {
         let mut state = self.state();
         if !state.records.contains_key(run_id) || state.results.contains_key(run_id) {
@@ -26,9 +25,6 @@ impl MemoryStore {
             let excess = history.len() - crate::store::keys::MAX_THREAD_MESSAGES;
             history.drain(..excess);
         }
-        state.push_event(run_id, envelope);
-        drop(state);
-        self.notices.wake(run_id);
         true
     }
 

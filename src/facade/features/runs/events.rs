@@ -100,7 +100,7 @@ pub async fn events(
     let store = state.store()?.clone();
     let record = mine(&store, &who, &run_id).await?;
     let format = query.event_format.unwrap_or_default();
-    let request_id = record.request.request_id.clone();
+    let request = record.request.clone();
     let resume = headers.get("last-event-id").map(|v| v.to_str().unwrap_or_default().to_string());
     let field = if resume.is_some() { "header.Last-Event-ID" } else { "query.after_seq" };
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
@@ -120,7 +120,7 @@ pub async fn events(
         (store, record.run_id, cursor, false),
         move |(store, run_id, cursor, ended)| {
             let _held = &permit;
-            let request_id = request_id.clone();
+            let request = request.clone();
             async move {
                 if ended {
                     return None;
@@ -148,12 +148,7 @@ pub async fn events(
                                 .into_iter()
                                 .map(|e| {
                                     let name = e.envelope.event.as_str();
-                                    let data = super::wire::event_data(
-                                        e.envelope,
-                                        request_id.as_deref(),
-                                        format,
-                                        waiting.as_ref(),
-                                    );
+                                    let data = super::wire::event_data(e.envelope, &request, format, waiting.as_ref());
                                     Ok(Event::default().id(e.seq).event(name).data(data.to_string()))
                                 })
                                 .collect();
@@ -210,10 +205,11 @@ fn tree_stream(
         Done,
         Wait(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
     }
-    let request_id = root.request.request_id.clone();
+    // The root's request id beside every event; the rest of a request is the root's own.
+    let request = crate::run::RunRequest { request_id: root.request.request_id.clone(), ..Default::default() };
     let stream = futures::stream::unfold((store, root, cursor), move |(store, root, mut cursor)| {
         let _held = &permit;
-        let request_id = request_id.clone();
+        let request = request.clone();
         async move {
             let mut failing_since: Option<tokio::time::Instant> = None;
             loop {
@@ -237,8 +233,7 @@ fn tree_stream(
                             .into_iter()
                             .map(|e| {
                                 let name = e.event.envelope.event.as_str();
-                                let mut data =
-                                    super::wire::event_data(e.event.envelope, request_id.as_deref(), format, None);
+                                let mut data = super::wire::event_data(e.event.envelope, &request, format, None);
                                 data["parent_run_id"] = serde_json::json!(e.parent_run_id);
                                 data["parent_tool_call_id"] = serde_json::json!(e.parent_tool_call_id);
                                 Ok(Event::default().id(e.cursor).event(name).data(data.to_string()))
