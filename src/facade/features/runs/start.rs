@@ -36,7 +36,7 @@ use crate::run::{RunRecord, RunStatus};
         (status = 400, description = "malformed body or query", body = ErrorBody),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
-        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run; `run_interrupted`: a start that would queue finds the thread's run waiting for its user's decisions; or a resume of a run that is not waiting", body = ErrorBody),
         (status = 413, description = "body too large", body = ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
         (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
@@ -130,11 +130,20 @@ pub async fn start(
             return Err(run_limited(limit, &state.limits.runs));
         }
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
+            let status = store.run_record(&active).await?.map(|r| r.status);
             if policy != QueuePolicy::Reject {
+                // As Yuxi: a message is not queued behind a run that waits for its user's decisions (the
+                // client keeps the message and asks for the decisions again).
+                if status == Some(RunStatus::Waiting) {
+                    return Err(ApiError::RunInterrupted {
+                        thread_id,
+                        active_run_id: active,
+                        agent_slug: body.agent_slug,
+                    });
+                }
                 let queued = run_queue::enqueue(&state, &who, record, query, policy, &active).await?;
                 return Ok(Json(StartedParentRun::queued(queued, policy)));
             }
-            let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
                 thread_id,
                 active_run_id: active,
