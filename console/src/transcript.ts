@@ -67,13 +67,16 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
     }
   }
   switch (envelope.event) {
-    case 'metadata':
-      // The run's input: the question of a chat run (already shown when this page sent it), the task
-      // of a subagent's.
-      if (typeof p.input === 'string' && p.input && !next.some((i) => i.key === `u-${envelope.run_id}`)) {
+    case 'metadata': {
+      // The run's input: the question of a chat run (already shown when this page sent it, or read
+      // with the thread's messages, which hold it from the run's start), the task of a subagent's.
+      const last = next[next.length - 1];
+      const shown = last?.kind === 'user' && last.text === p.input;
+      if (typeof p.input === 'string' && p.input && !shown && !next.some((i) => i.key === `u-${envelope.run_id}`)) {
         next.push({ kind: 'user', key: `u-${envelope.run_id}`, text: p.input });
       }
       break;
+    }
     case 'messages': {
       if (p.type === 'message_delta') {
         const key = `m-${p.message_id ?? 'x'}`;

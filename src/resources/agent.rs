@@ -166,9 +166,17 @@ pub struct AgentContext {
     /// Which tools run without approval: `Default` pauses a main agent's run before `write_file`,
     /// `edit_file`, `execute` and the tools `approvalRequired` names until a person decides, and turns
     /// those three off for subagents (no person watches them); `AlwaysTrust` runs every granted tool
-    /// (administrators only). Absent: `Default`.
+    /// (set by administrators). Absent: `Default`. A user's run may ask for its own mode (Yuxi's
+    /// `tool_approval_mode` of a run): a stricter one always, a more trusting one unless
+    /// `toolApprovalModeLocked`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<ToolApprovalMode>,
+
+    /// `true`: a user's run cannot be more trusting than `toolApprovalMode` (it may still be stricter);
+    /// a run that asks keeps the agent's mode, and says so. Administrators set it, and their own runs
+    /// may still choose. Absent: `false`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode_locked: Option<bool>,
 
     /// More tools a person must approve in `Default` mode: tool names (of MCP servers, or built in), or
     /// `<server>/*` for every tool of the MCP server `<server>`.

@@ -38,6 +38,9 @@ pub struct YuxiContext {
     /// `default` or `always_trust`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<YuxiApprovalMode>,
+    /// Whether a user's run may be more trusting than `tool_approval_mode` (`toolApprovalModeLocked`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode_locked: Option<bool>,
     /// More tools a person must approve (`approvalRequired`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub approval_required: Option<Vec<String>>,
@@ -177,6 +180,7 @@ impl From<&AgentContext> for YuxiContext {
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
             tool_approval_mode: c.tool_approval_mode.map(YuxiApprovalMode::from),
+            tool_approval_mode_locked: c.tool_approval_mode_locked,
             approval_required: c.approval_required.clone(),
             approval_timeout_seconds: c.approval_timeout_seconds,
             max_execution_steps: c.max_execution_steps,
@@ -202,6 +206,7 @@ impl From<&YuxiContext> for AgentContext {
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
             tool_approval_mode: c.tool_approval_mode.map(ToolApprovalMode::from),
+            tool_approval_mode_locked: c.tool_approval_mode_locked,
             approval_required: c.approval_required.clone(),
             approval_timeout_seconds: c.approval_timeout_seconds,
             max_execution_steps: c.max_execution_steps,

@@ -67,6 +67,33 @@ impl ApprovalRule {
     }
 }
 
+/// The approval mode a run of an agent gets when its start asks for `asked` (Yuxi's per-run
+/// `tool_approval_mode`, which every user may send). A run may always be stricter than its agent
+/// (`Default` where the agent trusts); it may be more trusting only when the agent's mode is not locked
+/// (`toolApprovalModeLocked`, set by administrators), or for an administrator. Otherwise the run keeps
+/// the agent's mode: the start is not refused (the person's message is not lost), and the run says so.
+///
+/// | agent | locked | asked | by | the run's mode |
+/// |---|---|---|---|---|
+/// | any | any | the agent's | anyone | the agent's |
+/// | `AlwaysTrust` | any | `Default` | anyone | `Default` (stricter) |
+/// | `Default` | no | `AlwaysTrust` | anyone | `AlwaysTrust` |
+/// | `Default` | yes | `AlwaysTrust` | a user | `Default` (kept: [`RunMode::Kept`]) |
+/// | `Default` | yes | `AlwaysTrust` | an administrator | `AlwaysTrust` |
+pub fn run_mode(agent: ToolApprovalMode, locked: bool, asked: ToolApprovalMode, admin: bool) -> RunMode {
+    let more_trusting = asked == ToolApprovalMode::AlwaysTrust && agent == ToolApprovalMode::Default;
+    if more_trusting && locked && !admin { RunMode::Kept(agent) } else { RunMode::Given(asked) }
+}
+
+/// What [`run_mode`] decided.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum RunMode {
+    /// The run has the mode it asked for.
+    Given(ToolApprovalMode),
+    /// The run keeps its agent's locked mode.
+    Kept(ToolApprovalMode),
+}
+
 /// One call waiting for a person.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct ActionRequest {
@@ -255,6 +282,27 @@ mod tests {
 
     fn spec(yaml: &str) -> AgentSpec {
         serde_norway::from_str(yaml).expect("a spec")
+    }
+
+    #[test]
+    fn a_run_may_be_stricter_than_its_agent_and_more_trusting_unless_the_agent_is_locked() {
+        use ToolApprovalMode::{AlwaysTrust, Default};
+        for (agent, locked, asked, admin, mode) in [
+            (Default, false, Default, false, RunMode::Given(Default)),
+            (Default, true, Default, false, RunMode::Given(Default)),
+            (AlwaysTrust, false, Default, false, RunMode::Given(Default)),
+            (AlwaysTrust, true, Default, false, RunMode::Given(Default)),
+            (AlwaysTrust, true, AlwaysTrust, false, RunMode::Given(AlwaysTrust)),
+            (Default, false, AlwaysTrust, false, RunMode::Given(AlwaysTrust)),
+            (Default, true, AlwaysTrust, false, RunMode::Kept(Default)),
+            (Default, true, AlwaysTrust, true, RunMode::Given(AlwaysTrust)),
+        ] {
+            assert_eq!(
+                run_mode(agent, locked, asked, admin),
+                mode,
+                "{agent:?} locked={locked} asked {asked:?} admin={admin}"
+            );
+        }
     }
 
     #[test]

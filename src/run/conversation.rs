@@ -108,11 +108,12 @@ impl ConversationChange {
 }
 
 /// A conversation's state in the sidebar (Yuxi's `thread_status`): `loading` while its latest run is
-/// unfinished, `ready` when it has ended unseen, `done` otherwise.
+/// unfinished, `ready` when it has ended, or waits for its user's decisions, unseen (Yuxi's interrupted
+/// run is no longer loading), `done` otherwise.
 pub fn thread_status(conversation: &Conversation, last_run_status: Option<RunStatus>) -> &'static str {
     match (&conversation.last_run_id, last_run_status) {
         (None, _) | (Some(_), None) => "done",
-        (Some(_), Some(status)) if !status.is_terminal() => "loading",
+        (Some(_), Some(status)) if !status.is_terminal() && status != RunStatus::Waiting => "loading",
         (Some(run), Some(_)) if conversation.viewed_run_id.as_deref() == Some(run.as_str()) => "done",
         _ => "ready",
     }
@@ -146,5 +147,7 @@ mod tests {
         assert_eq!(thread_status(&conversation(Some("r"), Some("r")), Some(RunStatus::Completed)), "done");
         assert_eq!(thread_status(&conversation(Some("r2"), Some("r")), Some(RunStatus::Failed)), "ready");
         assert_eq!(thread_status(&conversation(Some("r"), None), None), "done", "a forgotten run is done");
+        assert_eq!(thread_status(&conversation(Some("r"), None), Some(RunStatus::Waiting)), "ready");
+        assert_eq!(thread_status(&conversation(Some("r"), Some("r")), Some(RunStatus::Waiting)), "done");
     }
 }

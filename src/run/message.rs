@@ -3,6 +3,8 @@
 
 use serde::{Deserialize, Serialize};
 
+use super::status::RunStatus;
+
 /// One message of a conversation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(tag = "role", rename_all = "lowercase")]
@@ -80,5 +82,54 @@ impl Message {
             Message::System { content } | Message::User { content } | Message::Tool { content, .. } => Some(content),
             Message::Assistant { content, .. } => content.as_deref(),
         }
+    }
+}
+
+/// Answers each call of the last assistant turn of `messages` that no tool message answers, as not
+/// run: a run that ended (`status`) in the middle of a turn leaves a valid conversation (chat APIs
+/// refuse a tool call without its result).
+pub fn answer_open_calls(messages: &mut Vec<Message>, status: RunStatus) {
+    let Some(at) = messages.iter().rposition(|m| matches!(m, Message::Assistant { .. })) else { return };
+    let Message::Assistant { tool_calls, .. } = &messages[at] else { unreachable!("found above") };
+    let answered: Vec<&str> = messages[at + 1..]
+        .iter()
+        .filter_map(|m| match m {
+            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
+            _ => None,
+        })
+        .collect();
+    let open: Vec<String> =
+        tool_calls.iter().map(|c| c.id.clone()).filter(|id| !answered.contains(&id.as_str())).collect();
+    for id in open {
+        let content = format!("Error: the run ended ({}) before this tool call finished", status.as_str());
+        messages.push(Message::Tool { tool_call_id: id, content });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_calls_of_the_last_turn_left_open_are_answered_as_not_run() {
+        let mut messages = vec![
+            Message::User { content: "go".into() },
+            Message::Assistant {
+                content: None,
+                tool_calls: vec![ToolCall::new("a", "ls", "{}"), ToolCall::new("b", "write_file", "{}")],
+            },
+            Message::Tool { tool_call_id: "a".into(), content: "x".into() },
+        ];
+        answer_open_calls(&mut messages, RunStatus::Cancelled);
+        assert_eq!(
+            messages.last(),
+            Some(&Message::Tool {
+                tool_call_id: "b".into(),
+                content: "Error: the run ended (cancelled) before this tool call finished".into()
+            })
+        );
+        let before = messages.clone();
+        answer_open_calls(&mut messages, RunStatus::Cancelled);
+        assert_eq!(messages, before, "nothing left open");
     }
 }

@@ -7,6 +7,7 @@ pub mod budget;
 pub mod conversation;
 pub mod event;
 pub mod grant;
+pub mod hitl;
 pub mod inputs;
 pub mod mcp_headers;
 pub mod message;

@@ -93,6 +93,10 @@ pub struct RunRequest {
     /// The approval mode that replaces the agent's for this run.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode: Option<crate::resources::yuxi::YuxiApprovalMode>,
+    /// The mode the start asked for when the run did not get it: the agent's mode is locked
+    /// ([`crate::run::approval::run_mode`]), and the run keeps it (`tool_approval_mode`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_approval_mode_asked: Option<crate::resources::yuxi::YuxiApprovalMode>,
 }
 
 /// A JSON object kept as its JSON text (an object is also read, as records written before were): what

@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::run::approval::{Checkpoint, Decision, Waiting};
-use crate::run::{Envelope, EventKind};
+use crate::run::{Envelope, EventKind, RunResult, RunStatus};
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
 
@@ -176,8 +176,40 @@ impl Store {
         }
     }
 
+    /// Ends the waiting run `run_id` (a cancel, or its decisions overdue) `status`, with `error` and
+    /// `reason`, keeping what it said: its checkpoint's messages (the turn whose calls wait, each call
+    /// that did not run answered so) are appended to its thread in the same step as its result and its
+    /// `end` ([`Store::finish_run`]), as a runner ends a running run. A run whose checkpoint is gone
+    /// (resumed meanwhile) is ended as [`Store::end_run`] ends a run. Returns whether it ended the run.
+    pub async fn end_waiting(
+        &self,
+        run_id: &str,
+        status: RunStatus,
+        error: Option<&str>,
+        reason: Option<&str>,
+    ) -> Result<bool, StoreError> {
+        let Some(record) = self.run_record(run_id).await? else { return Ok(false) };
+        let Some(checkpoint) = self.run_checkpoint(run_id).await? else {
+            return self.end(run_id, status, error, reason, false).await;
+        };
+        let mut messages = checkpoint.added;
+        crate::run::message::answer_open_calls(&mut messages, status);
+        let result = RunResult {
+            status,
+            output: String::new(),
+            error: error.map(String::from),
+            agent_slug: record.agent_slug.clone(),
+            run_id: record.run_id.clone(),
+            thread_id: record.thread_id.clone(),
+            token_usage: checkpoint.usage,
+            reason: reason.map(String::from),
+            tree_token_usage: None,
+        };
+        self.finish_run(run_id, &record.thread_id, &messages, &result).await
+    }
+
     /// Ends every waiting run whose decisions are overdue at `now`: `failed` with reason
-    /// `ApprovalTimeout`. Returns how many it ended.
+    /// `ApprovalTimeout`, keeping what it said ([`Store::end_waiting`]). Returns how many it ended.
     pub async fn expire_waiting(&self, now: jiff::Timestamp) -> Result<usize, StoreError> {
         let mut ended = 0;
         for run_id in self.unfinished_runs().await? {
@@ -187,15 +219,10 @@ impl Store {
                 .as_ref()
                 .and_then(|w| w.expires_at.parse::<jiff::Timestamp>().ok())
                 .is_some_and(|due| due <= now);
-            if record.status == crate::run::RunStatus::Waiting && overdue {
+            if record.status == RunStatus::Waiting && overdue {
                 let error = "no decision came before the approval's time-out (approvalTimeoutSeconds)";
                 if self
-                    .end_with_reason(
-                        &run_id,
-                        crate::run::RunStatus::Failed,
-                        Some(error),
-                        Some(crate::run::approval::APPROVAL_TIMEOUT),
-                    )
+                    .end_waiting(&run_id, RunStatus::Failed, Some(error), Some(crate::run::approval::APPROVAL_TIMEOUT))
                     .await?
                 {
                     tracing::info!(run_id = %run_id, "ended a run whose approval timed out");

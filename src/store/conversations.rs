@@ -1,9 +1,11 @@
 //! The conversations of [`Store`]: a thread's entry in its owner's list, as Yuxi's chat-thread routes
-//! show it ([`Conversation`]). The in-process store keeps them with their threads (and forgets them
+//! show it ([`Conversation`]), and a run's question, kept in its thread from the run's start
+//! ([`Store::put_run_input`]). The in-process store keeps them with their threads (and forgets them
 //! together); Redis keeps each under [`keys::thread_conversation`] and a list per user under
 //! [`keys::user_conversations`], both forgotten 30 days after their last write.
 
 use crate::run::conversation::{Conversation, ConversationChange};
+use crate::run::message::Message;
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
 
@@ -24,7 +26,60 @@ redis.call('SET', KEYS[1], cjson.encode(conversation), 'EX', ARGV[3])
 return 1
 ";
 
+/// Stores a run's question once: KEYS = the run's record, its result, its question's marker, the
+/// thread's messages; ARGV = the message's JSON, the most messages a thread keeps, the state's time to
+/// live. Returns 1 when the question is in the thread (now, or before: the marker), 0 for a run without
+/// a record or that has ended (nothing written).
+const PUT_RUN_INPUT: &str = r"
+if redis.call('EXISTS', KEYS[1]) == 0 or redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+if not redis.call('SET', KEYS[3], '1', 'NX', 'EX', ARGV[3]) then return 1 end
+redis.call('RPUSH', KEYS[4], ARGV[1])
+redis.call('LTRIM', KEYS[4], -tonumber(ARGV[2]), -1)
+redis.call('EXPIRE', KEYS[4], ARGV[3])
+return 1
+";
+
 impl Store {
+    /// Stores the question `input` of the run `run_id` in its thread `thread_id`, once, when the run
+    /// starts (the facade, before its runner; or its runner, for a run started otherwise): the thread's
+    /// messages end with it from then on, so a reload or a second client shows it while the run goes on.
+    /// The runner then leaves it out of the messages it adds at its end. Returns `true` when the question
+    /// is in the thread (stored now or before); `false`, writing nothing, for a run without a record or
+    /// that has ended.
+    pub async fn put_run_input(&self, run_id: &str, thread_id: &str, input: &str) -> Result<bool, StoreError> {
+        let message = Message::User { content: input.to_string() };
+        match self {
+            Store::Memory(memory) => Ok(memory.put_run_input(run_id, thread_id, message)),
+            Store::Redis(redis) => {
+                let stored: i64 = redis
+                    .run_script(
+                        PUT_RUN_INPUT,
+                        &[
+                            &keys::run_record(run_id),
+                            &keys::run_result(run_id),
+                            &keys::run_input(run_id),
+                            &keys::thread_messages(thread_id),
+                        ],
+                        &[
+                            &serde_json::to_string(&message).expect("a message serializes"),
+                            &keys::MAX_THREAD_MESSAGES.to_string(),
+                            &keys::STATE_TTL_SECONDS.to_string(),
+                        ],
+                    )
+                    .await?;
+                Ok(stored == 1)
+            }
+        }
+    }
+
+    /// Whether the run's question is in its thread ([`Store::put_run_input`]).
+    pub async fn run_input_stored(&self, run_id: &str) -> Result<bool, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.run_input_stored(run_id)),
+            Store::Redis(redis) => redis.read(::redis::cmd("EXISTS").arg(keys::run_input(run_id))).await,
+        }
+    }
+
     /// Writes `conversation` (new or changed) and puts it first in its owner's list.
     pub async fn put_conversation(&self, conversation: &Conversation) -> Result<(), StoreError> {
         match self {

@@ -54,6 +54,11 @@ pub fn run_result(run_id: &str) -> String {
     format!("yuxi:run:{run_id}:result")
 }
 
+/// Set once the run's question is in its thread (`1`; kept as long as the thread's history).
+pub fn run_input(run_id: &str) -> String {
+    format!("yuxi:run:{run_id}:input")
+}
+
 /// The thread's conversation history: a list of JSON chat messages, oldest first.
 pub fn thread_messages(thread_id: &str) -> String {
     format!("yuxi:thread:{thread_id}:messages")

@@ -449,8 +449,10 @@ impl Store {
             // Nobody executes it (not started, or its runner is gone): it ends now, with its result and
             // its `end`. Otherwise its runner is told, and it ends when the runner stops.
             let ended = match record.status {
-                // Nobody executes a pending or a waiting run: it ends now.
-                RunStatus::Pending | RunStatus::Waiting => self.end_run(run_id, RunStatus::Cancelled, None).await?,
+                // Nobody executes a pending or a waiting run: it ends now (a waiting one keeping what it
+                // said).
+                RunStatus::Pending => self.end_run(run_id, RunStatus::Cancelled, None).await?,
+                RunStatus::Waiting => self.end_waiting(run_id, RunStatus::Cancelled, None, None).await?,
                 _ => self.end(run_id, RunStatus::Cancelled, None, None, true).await?,
             };
             if !ended {

@@ -103,6 +103,34 @@ impl Store {
         }
     }
 
+    /// Records `request` unless its owner already has a request of its id (queued or not); returns
+    /// whether it was recorded. A run started at once is recorded so, as a dispatched request.
+    pub async fn put_new_request(&self, request: &QueuedRequest) -> Result<bool, StoreError> {
+        match self {
+            Store::Memory(memory) => Ok(memory.lock_queues(|q| {
+                let key = (request.identity.uid.clone(), request.request_id.clone());
+                if q.requests.contains_key(&key) {
+                    return false;
+                }
+                q.keep(request.clone());
+                true
+            })),
+            Store::Redis(redis) => {
+                let json = serde_json::to_string(request).expect("a request serializes");
+                let mut connection = redis.connection();
+                let set: Option<String> = redis::cmd("SET")
+                    .arg(keys::request(&request.identity.uid, &request.request_id))
+                    .arg(json)
+                    .arg("NX")
+                    .arg("EX")
+                    .arg(REQUEST_TTL_SECONDS)
+                    .query_async(&mut connection)
+                    .await?;
+                Ok(set.is_some())
+            }
+        }
+    }
+
     /// The requests waiting in the thread of `uid`, next first.
     pub async fn thread_requests(&self, thread_id: &str, uid: &str) -> Result<Vec<QueuedRequest>, StoreError> {
         let ids: Vec<String> = match self {

@@ -95,6 +95,14 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Stores the run's question in its thread once ([`Store::put_run_input`]); whether it is there.
+    pub async fn put_run_input(&self, run_id: &str, thread_id: &str, input: &str) -> Result<bool, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.put_run_input(run_id, thread_id, input).await,
+            RunnerStoreClient::Socket(socket) => socket.put_run_input(run_id, thread_id, input).await,
+        }
+    }
+
     /// Ends the run as the runner reports it, in one step: messages, result, `error` and `end` events,
     /// record ([`Store::finish_run`]); `false` when it had ended already and nothing was written.
     pub async fn finish_run(

@@ -14,6 +14,7 @@
 //! ```text
 //! {"op": "append_event", "run_id", "thread_id", "event", "payload"}   => the event's id ("7-0")
 //! {"op": "thread_messages", "thread_id"}                              => [message, ...]
+//! {"op": "put_run_input", "run_id", "thread_id", "input"}             => true | false (no record, or ended)
 //! {"op": "finish_run", "run_id", "thread_id", "new_messages", "result"} => true | false (ended already)
 //! {"op": "run_result", "run_id"}                                      => the result, or null
 //! {"op": "is_cancel_requested", "run_id"}                             => true | false
@@ -79,6 +80,11 @@ enum Request {
     ThreadMessages {
         thread_id: String,
     },
+    PutRunInput {
+        run_id: String,
+        thread_id: String,
+        input: String,
+    },
     FinishRun {
         run_id: String,
         thread_id: String,
@@ -141,6 +147,7 @@ impl Request {
         match self {
             Request::AppendEvent { run_id, thread_id, .. }
             | Request::FinishRun { run_id, thread_id, .. }
+            | Request::PutRunInput { run_id, thread_id, .. }
             | Request::PauseRun { run_id, thread_id, .. } => vec![run_id, thread_id],
             Request::TakeResumption { run_id } => vec![run_id],
             Request::ThreadMessages { thread_id } => vec![thread_id],
@@ -226,6 +233,11 @@ impl SocketStore {
 
     pub(super) async fn thread_messages(&self, thread_id: &str) -> Result<Vec<Message>, StoreError> {
         self.call(Request::ThreadMessages { thread_id: thread_id.into() }).await
+    }
+
+    pub(super) async fn put_run_input(&self, run_id: &str, thread_id: &str, input: &str) -> Result<bool, StoreError> {
+        self.call(Request::PutRunInput { run_id: run_id.into(), thread_id: thread_id.into(), input: input.into() })
+            .await
     }
 
     pub(super) async fn finish_run(
@@ -547,6 +559,9 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .pause_run(&run_id, &thread_id, &checkpoint, &waiting, payload, Duration::from_millis(keep_ms))
             .await
             .map(Value::Bool),
+        Request::PutRunInput { run_id, thread_id, input } => {
+            store.put_run_input(&run_id, &thread_id, &input).await.map(Value::Bool)
+        }
         Request::TakeResumption { run_id } => store
             .take_resumption(&run_id)
             .await

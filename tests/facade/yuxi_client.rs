@@ -60,6 +60,7 @@ async fn the_detail_describes_every_context_field_with_its_choices_for_the_calle
             "summary_tool_result_token_limit",
             "system_prompt",
             "tool_approval_mode",
+            "tool_approval_mode_locked",
             "tools",
         ]
     );
@@ -87,7 +88,9 @@ async fn the_detail_describes_every_context_field_with_its_choices_for_the_calle
     let (_, user) = api.get("/api/agent/deep-research", "bob-token").await;
     let user_fields = keys(&user["agent"]["configurable_items"]);
     assert!(
-        !user_fields.contains(&"max_execution_steps") && !user_fields.contains(&"tool_approval_mode"),
+        !user_fields.contains(&"max_execution_steps")
+            && !user_fields.contains(&"tool_approval_mode")
+            && !user_fields.contains(&"tool_approval_mode_locked"),
         "{user_fields:?}"
     );
     assert!(user_fields.contains(&"tools"));

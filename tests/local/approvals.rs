@@ -218,6 +218,40 @@ async fn decisions_that_do_not_fit_are_refused_and_a_cancel_ends_a_waiting_run(s
     assert_eq!(note(&local), None);
 }
 
+async fn a_cancelled_waiting_run_keeps_its_conversation(store: LocalStore) {
+    let (local, _manifests) = system(store).await;
+    let (run_id, thread_id, _) = paused(&local).await;
+    let cancelled = local
+        .client
+        .post(format!("{}/api/agent/runs/{run_id}/cancel", local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(cancelled.status(), 200);
+    let ended = until(&local, &run_id, &["cancelled"]).await;
+    assert!(ended.get("waiting").is_none(), "an ended run waits for nothing: {ended}");
+    let get = |path: String| {
+        let client = local.client.clone();
+        let url = format!("{}{path}", local.base);
+        async move { client.get(url).bearer_auth("alice-token").send().await.expect("reaches").json::<Value>().await }
+    };
+    let messages = get(format!("/api/threads/{thread_id}/messages")).await.expect("JSON");
+    let roles: Vec<&str> =
+        messages["messages"].as_array().expect("messages").iter().filter_map(|m| m["role"].as_str()).collect();
+    // The question, the turn whose calls waited, and an answer for each call, which never ran.
+    assert_eq!(roles, ["user", "assistant", "tool", "tool"], "{messages}");
+    assert_eq!(messages["messages"][0]["content"], "write it");
+    assert_eq!(messages["messages"][1]["tool_calls"][0]["function"]["name"], "write_file");
+    assert!(
+        messages["messages"][2]["content"].as_str().unwrap_or_default().contains("cancelled"),
+        "the waiting call is answered as not run: {messages}"
+    );
+    let history = get(format!("/api/chat/thread/{thread_id}/history")).await.expect("JSON");
+    assert_eq!(history["history"][0]["content"], "write it", "{history}");
+    assert_eq!(note(&local), None, "the waiting call never ran");
+}
+
 async fn a_subagent_never_waits(store: LocalStore) {
     let (local, _manifests) = system(store).await;
     let (_, started) = post(&local, "alice-token", json!({"query": "go", "agent_slug": "delegator"})).await;
@@ -230,6 +264,7 @@ crate::with_each_store!(
     a_run_waits_for_approval_then_runs_the_approved_call,
     an_edited_call_runs_the_persons_arguments_and_a_rejected_one_answers_the_model,
     decisions_that_do_not_fit_are_refused_and_a_cancel_ends_a_waiting_run,
+    a_cancelled_waiting_run_keeps_its_conversation,
     a_subagent_never_waits,
 );
 

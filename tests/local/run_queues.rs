@@ -1,6 +1,7 @@
 //! Queued starts beyond what the Yuxi client fixtures show: a steered request ends the running run at
 //! its next model turn, a full queue answers 429 naming its limit, and what waits in a Redis-kept queue
-//! survives a restart of the local mode.
+//! survives a restart of the local mode; a question is in its thread's history from its run's start,
+//! and a run started directly is a request of its owner too.
 
 use std::time::{Duration, Instant};
 
@@ -13,7 +14,9 @@ use crate::support::local_mode::{Local, LocalStore};
 crate::with_each_store!(
     a_steered_request_ends_the_running_run_at_its_next_model_turn,
     a_full_queue_answers_429_naming_its_limit,
-    a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it
+    a_deleted_conversation_takes_the_requests_of_its_paused_queue_with_it,
+    a_question_is_in_the_history_from_its_runs_start_and_once_after_its_end,
+    a_run_started_directly_is_its_owners_request_and_nobody_elses
 );
 
 /// Says something and looks around for 1.5 s, then would think for 5 s more before its last word.
@@ -253,4 +256,119 @@ async fn one_running_one_waiting(local: &Local, agent: &str, prefix: &str) -> (S
 /// A request id no other test run uses (they share one Redis).
 fn unique(prefix: &str) -> String {
     format!("{prefix}-{}", uuid::Uuid::new_v4().simple())
+}
+
+/// The `type` and `content` of each item of the thread's history.
+async fn said(local: &Local, thread: &str) -> (Vec<(String, String)>, Value) {
+    let (status, history) = get(local, &format!("/api/chat/thread/{thread}/history")).await;
+    assert_eq!(status, 200, "{history}");
+    let items = history["history"].as_array().cloned().unwrap_or_default();
+    let pairs = items
+        .iter()
+        .map(|i| {
+            (i["type"].as_str().unwrap_or_default().to_string(), i["content"].as_str().unwrap_or_default().to_string())
+        })
+        .collect();
+    (pairs, history)
+}
+
+fn pairs(items: &[(&str, &str)]) -> Vec<(String, String)> {
+    items.iter().map(|(k, c)| (k.to_string(), c.to_string())).collect()
+}
+
+async fn a_question_is_in_the_history_from_its_runs_start_and_once_after_its_end(store: LocalStore) {
+    let agent = main_agent("asked");
+    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("asked", &agent)], &[("asked", SLOW)]).await;
+    let first_id = unique("h-1");
+    let (status, first) =
+        post(&local, "/api/agent/runs", start_body("first", "asked", None, &first_id, "enqueue")).await;
+    assert_eq!(status, 200, "{first}");
+    let thread = first["thread_id"].as_str().expect("thread").to_string();
+    // A reload as soon as the run is started shows the question, tagged with its request.
+    let (items, history) = said(&local, &thread).await;
+    assert_eq!(items, pairs(&[("human", "first")]), "{history}");
+    assert_eq!(history["history"][0]["extra_metadata"]["request_id"], first_id.as_str(), "{history}");
+    let (_, messages) = get(&local, &format!("/api/threads/{thread}/messages")).await;
+    assert_eq!(messages["messages"], json!([{"role": "user", "content": "first"}]));
+    // A queued request's question is there as soon as it is dispatched, and streamed first as Yuxi's
+    // `init` chunk.
+    let second_id = unique("h-2");
+    let (status, queued) =
+        post(&local, "/api/agent/runs", start_body("second", "asked", Some(&thread), &second_id, "enqueue")).await;
+    assert_eq!((status, queued["status"].as_str()), (200, Some("queued")), "{queued}");
+    let request = until(&local, &format!("/api/agent/requests/{second_id}"), Duration::from_secs(20), |a| {
+        a["request"]["status"] == "dispatched"
+    })
+    .await;
+    let run2 = request["request"]["run_id"].as_str().expect("run").to_string();
+    let (items, history) = said(&local, &thread).await;
+    assert_eq!(items, pairs(&[("human", "first"), ("ai", "slow"), ("human", "second")]), "{history}");
+    assert_eq!(history["history"][2]["extra_metadata"]["request_id"], second_id.as_str(), "{history}");
+    let text = local
+        .client
+        .get(format!("{}/api/agent/runs/{run2}/events?verbose=false", local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches")
+        .text()
+        .await
+        .expect("events");
+    let first_chunk = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("data:"))
+        .map(|d| serde_json::from_str::<Value>(d.trim()).expect("JSON"))
+        .find_map(|e| {
+            e["payload"]["chunk"].as_object().cloned().or_else(|| e["payload"]["items"][0].as_object().cloned())
+        })
+        .map(Value::Object)
+        .unwrap_or_default();
+    assert_eq!(
+        (first_chunk["status"].as_str(), first_chunk["msg"]["type"].as_str(), first_chunk["msg"]["content"].as_str()),
+        (Some("init"), Some("human"), Some("second")),
+        "{text}"
+    );
+    assert_eq!(first_chunk["request_id"], second_id.as_str());
+    // Once the run has ended, the question is there once.
+    until(&local, &format!("/api/agent/runs/{run2}"), Duration::from_secs(20), |a| a["run"]["status"] == "completed")
+        .await;
+    let (items, history) = said(&local, &thread).await;
+    assert_eq!(items, pairs(&[("human", "first"), ("ai", "slow"), ("human", "second"), ("ai", "slow")]), "{history}");
+}
+
+async fn a_run_started_directly_is_its_owners_request_and_nobody_elses(store: LocalStore) {
+    let agent = main_agent("direct");
+    let (local, _m) = start_with(store, TempDir::new().expect("dir"), &[("direct", &agent)], &[("direct", SLOW)]).await;
+    let request_id = unique("d-1");
+    let (status, started) =
+        post(&local, "/api/agent/runs", start_body("at once", "direct", None, &request_id, "reject")).await;
+    assert_eq!(status, 200, "{started}");
+    let run = started["run_id"].as_str().expect("run");
+    // The client asks for the run's request after a reload, to know whether it may steer.
+    let (status, answer) = get(&local, &format!("/api/agent/requests/{request_id}")).await;
+    assert_eq!(status, 200, "{answer}");
+    let request = &answer["request"];
+    assert_eq!(
+        (request["request_id"].as_str(), request["run_id"].as_str(), request["status"].as_str()),
+        (Some(request_id.as_str()), Some(run), Some("dispatched")),
+        "{answer}"
+    );
+    assert_eq!((request["source"].as_str(), request["content"].as_str()), (Some("chat"), Some("at once")));
+    assert_eq!(request["thread_id"], started["thread_id"]);
+    // Another user learns nothing of it: the same answer as for a request that does not exist.
+    let as_bob = |path: String| {
+        let client = local.client.clone();
+        let url = format!("{}{path}", local.base);
+        async move {
+            let response = client.get(url).bearer_auth("bob-token").send().await.expect("reaches");
+            (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+        }
+    };
+    let (status, bob) = as_bob(format!("/api/agent/requests/{request_id}")).await;
+    let (missing_status, missing) = as_bob("/api/agent/requests/no-such-request".to_string()).await;
+    assert_eq!((status, missing_status), (404, 404), "{bob}");
+    assert_eq!(
+        bob["message"].as_str().map(|m| m.replace(&request_id, "x")),
+        missing["message"].as_str().map(|m| m.replace("no-such-request", "x"))
+    );
 }

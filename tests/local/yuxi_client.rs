@@ -11,8 +11,10 @@
 //!   `"<a|b>"` by type, anything else by equality;
 //! - `save` names JSON pointers into the answer whose values later steps quote as `{{name}}`;
 //! - `until` repeats the request (up to 30 s) until the answer matches it;
-//! - `events` reads the answer as server-sent events to the end and matches each expected
-//!   `{event, data}` against a later event than the one before (a subsequence).
+//! - `events` reads the answer as server-sent events to the end (within `within` seconds, 60 unless
+//!   told) and matches each expected `{event, data}` against a later event than the one before (a
+//!   subsequence); `no_events` lists `{event?, data}` that no event of the stream may match (an entry
+//!   without `event` matches events of any name).
 
 use std::time::{Duration, Instant};
 
@@ -125,11 +127,17 @@ async fn run_step(local: &Local, step: &Value, saved: &mut Map<String, Value>) -
             if got != status {
                 return Err(format!("status {got}, expected {status}: {}", response.text().await.unwrap_or_default()));
             }
-            let text = tokio::time::timeout(Duration::from_secs(60), response.text())
+            let within = step["within"].as_u64().unwrap_or(60);
+            let text = tokio::time::timeout(Duration::from_secs(within), response.text())
                 .await
-                .map_err(|_| "the event stream did not end within 60 s".to_string())?
+                .map_err(|_| format!("the event stream did not end within {within} s"))?
                 .map_err(|e| e.to_string())?;
-            return match_events(&sse(&text), &quote_all(expected, saved));
+            let events = sse(&text);
+            match_events(&events, &quote_all(expected, saved))?;
+            return match step.get("no_events") {
+                Some(refused) => no_events(&events, &quote_all(refused, saved)),
+                None => Ok(()),
+            };
         }
         let text = response.text().await.map_err(|e| e.to_string())?;
         let body: Value = serde_json::from_str(&text).unwrap_or(Value::String(text.clone()));
@@ -200,6 +208,20 @@ fn match_events(events: &[(String, Value)], expected: &Value) -> Result<(), Stri
                 )
             })?;
         from += found + 1;
+    }
+    Ok(())
+}
+
+/// Fails naming the first event that matches one of `refused` (`{event?, data}`).
+fn no_events(events: &[(String, Value)], refused: &Value) -> Result<(), String> {
+    for want in refused.as_array().ok_or("no_events: a list")? {
+        let name = want["event"].as_str();
+        if let Some((event, data)) = events
+            .iter()
+            .find(|(event, data)| name.is_none_or(|n| n == event) && shape(data, &want["data"], "").is_ok())
+        {
+            return Err(format!("the event `{event}: {data}` matches no_events {want}"));
+        }
     }
     Ok(())
 }

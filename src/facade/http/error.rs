@@ -1,8 +1,8 @@
 //! The facade's errors, mapped to HTTP status in one place. Every error answers JSON
 //! `{"code": ..., "message": ..., "field": ..., "detail": ...}`, the field present when one is at fault,
 //! and `detail` as FastAPI (Yuxi's server) spells it, for Yuxi's clients: for a 422 a list of
-//! `{loc, msg, type}` naming the field (`loc: ["body", "context", "tools", 0]`); for `run_busy` an object
-//! with the same fields as the answer; for any other error the message.
+//! `{loc, msg, type}` naming the field (`loc: ["body", "context", "tools", 0]`); for `run_busy` and
+//! `run_interrupted` an object with the same fields as the answer; for any other error the message.
 //!
 //! The errors of what the facade calls convert to [`ApiError`], so handlers use `?`: the run store's here,
 //!
@@ -78,6 +78,19 @@ pub enum ApiError {
         /// The agent asked for.
         agent_slug: String,
     },
+    /// The thread's run waits for its user's decisions on its tool calls (409, code `run_interrupted`,
+    /// Yuxi's): a new message is neither started nor queued until they are given (or the run cancelled).
+    #[error(
+        "thread {thread_id:?} has the run {active_run_id} waiting for your decisions on its tool calls; decide on them or cancel the run first"
+    )]
+    RunInterrupted {
+        /// The thread.
+        thread_id: String,
+        /// Its waiting run.
+        active_run_id: String,
+        /// The agent asked for.
+        agent_slug: String,
+    },
     /// The request is well-formed but breaks a rule (422); `field` names the field.
     #[error("{field}: {message}")]
     Invalid {
@@ -92,7 +105,8 @@ pub enum ApiError {
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct ErrorBody {
     /// Machine-readable: `unauthorized`, `forbidden`, `not_found`, `conflict`, `bad_request`,
-    /// `payload_too_large`, `rate_limited`, `run_busy`, `unavailable`, `bad_gateway` or `validation_failed`.
+    /// `payload_too_large`, `rate_limited`, `run_busy`, `run_interrupted`, `unavailable`, `bad_gateway` or
+    /// `validation_failed`.
     pub code: &'static str,
     /// What went wrong, for a person.
     pub message: String,
@@ -193,6 +207,7 @@ impl ApiError {
             ApiError::NotFound(_) => (StatusCode::NOT_FOUND, "not_found"),
             ApiError::Conflict(_) => (StatusCode::CONFLICT, "conflict"),
             ApiError::RunBusy { .. } => (StatusCode::CONFLICT, "run_busy"),
+            ApiError::RunInterrupted { .. } => (StatusCode::CONFLICT, "run_interrupted"),
             ApiError::BadRequest(_) => (StatusCode::BAD_REQUEST, "bad_request"),
             ApiError::TooLarge(_) => (StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large"),
             ApiError::MethodNotAllowed(_) => (StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed"),
@@ -217,9 +232,13 @@ impl IntoResponse for ApiError {
             ApiError::Limited { retry_after, .. } => Some(*retry_after),
             _ => None,
         };
+        let waiting = "waiting".to_string();
         let busy = match &self {
             ApiError::RunBusy { active_run_id, active_run_status, agent_slug, thread_id } => {
                 Some((active_run_id, active_run_status, agent_slug, thread_id))
+            }
+            ApiError::RunInterrupted { active_run_id, agent_slug, thread_id } => {
+                Some((active_run_id, &waiting, agent_slug, thread_id))
             }
             _ => None,
         };
@@ -321,5 +340,15 @@ mod tests {
         assert_eq!(body["detail"]["code"], "run_busy");
         assert_eq!(body["detail"]["active_run_id"], "r1");
         assert_eq!(body["active_run_id"], "r1");
+        let waiting = ApiError::RunInterrupted {
+            thread_id: "t1".into(),
+            active_run_id: "r1".into(),
+            agent_slug: "helper".into(),
+        };
+        let body = body_of(waiting);
+        assert_eq!(
+            (body["code"].as_str(), body["detail"]["code"].as_str(), body["detail"]["active_run_status"].as_str()),
+            (Some("run_interrupted"), Some("run_interrupted"), Some("waiting"))
+        );
     }
 }

@@ -23,9 +23,17 @@ pub async fn owned(store: &Store, who: &Identity, thread_id: &str) -> Result<Con
     if conversation.uid == who.uid || who.role == Role::Superadmin { Ok(conversation) } else { Err(missing()) }
 }
 
-/// Records that `record` (a parent run just created) runs in its thread: the thread's conversation
-/// is made on its first run (titled after the query) and points at its latest run.
+/// Records that `record` (a parent run just created, not yet launched) runs in its thread: the
+/// thread's conversation is made on its first run (titled after the query) and points at its latest
+/// run, and the query is stored in the thread at once ([`Store::put_run_input`]).
 pub async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
+    note_conversation(store, record, query).await?;
+    store.put_run_input(&record.run_id, &record.thread_id, query).await?;
+    Ok(())
+}
+
+/// The conversation part of [`note_run`].
+async fn note_conversation(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
     if store.change_conversation(&record.thread_id, &ConversationChange::LastRun(record.run_id.clone())).await? {
         return Ok(());
     }

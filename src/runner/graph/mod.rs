@@ -3,8 +3,8 @@
 //! Each step calls the model on the conversation so far; a turn with tool calls runs them and feeds the
 //! results back; a turn without tool calls is the final answer. The loop stops on the final answer, on
 //! `maxExecutionSteps`, on a cancel request (within the cancel poll interval, at the latest) or on the
-//! deadline. Whatever way it stops, the thread's new messages and the result are persisted and exactly one
-//! `end` event is written.
+//! deadline. A new run's question is in its thread from its start; whatever way the run stops, the
+//! thread's other new messages and the result are persisted and exactly one `end` event is written.
 
 use std::time::Duration;
 
@@ -142,10 +142,18 @@ impl Graph {
         resumed: Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>,
     ) -> RunReport {
         let mut conversation = Conversation::default();
+        let (run_id, thread_id) = (&self.identity.run_id, &self.identity.thread_id);
         let timeout = resumed.as_ref().map_or(self.timeout, |(c, _)| Duration::from_secs(c.remaining_seconds.max(1)));
         let started = Instant::now();
+        // A new run's question is in its thread from its start (the facade stores it as it starts the
+        // run; this stores it for a run started otherwise), written once, after `metadata`.
+        let mut input_stored = false;
         let first = match resumed {
-            None => self.emit(EventKind::Metadata, first).await,
+            None => match self.emit(EventKind::Metadata, first).await {
+                Ok(()) => self.riding_through(|| self.store.put_run_input(run_id, thread_id, &self.input)).await,
+                Err(err) => Err(err),
+            }
+            .map(|stored| input_stored = stored),
             Some(_) => self.emit(EventKind::Custom, first).await,
         };
         let outcome = match first {
@@ -153,7 +161,7 @@ impl Graph {
             Ok(()) => {
                 let deadline = tokio::time::sleep(timeout);
                 tokio::select! {
-                    result = self.steps(&mut conversation, resumed) => result,
+                    result = self.steps(&mut conversation, resumed, input_stored) => result,
                     () = self.store.cancelled(&self.identity.run_id, self.cancel_poll) => Ok(None),
                     () = deadline => Err(Stop::Failed(format!("the run exceeded its deadline of {} s", self.timeout.as_secs()))),
                 }
@@ -207,17 +215,28 @@ impl Graph {
         report
     }
 
-    /// The loop. `Ok(Some(text))` is a final answer.
+    /// The loop. `Ok(Some(text))` is a final answer. `input_stored`: the run's question is in its
+    /// thread already (the history ends with it), so the run does not add it again.
     async fn steps(
         &self,
         conversation: &mut Conversation,
         resumed: Option<(crate::run::approval::Checkpoint, Vec<crate::run::approval::Decision>)>,
+        input_stored: bool,
     ) -> Result<Option<String>, Stop> {
         let history = self.riding_through(|| self.store.thread_messages(&self.identity.thread_id)).await?;
         conversation.messages.push(Message::System { content: self.system_prompt.clone() });
         conversation.messages.extend(history);
         match resumed {
-            None => conversation.push(Message::User { content: self.input.clone() }),
+            None if !input_stored => conversation.push(Message::User { content: self.input.clone() }),
+            None => {
+                // The model reads its question last, even if the history lost it (trimmed, or its
+                // conversation deleted meanwhile).
+                let last_is_input =
+                    matches!(conversation.messages.last(), Some(Message::User { content }) if *content == self.input);
+                if !last_is_input {
+                    conversation.tell_model(Message::User { content: self.input.clone() });
+                }
+            }
             Some((checkpoint, decisions)) => {
                 for message in checkpoint.added {
                     conversation.push(message);
@@ -462,27 +481,7 @@ impl Graph {
     /// in the middle of a turn's tool calls gets an answer for each call left open, so the thread stays a
     /// valid conversation (chat APIs refuse a tool call without its result).
     async fn finish(&self, conversation: &mut Conversation, report: &RunReport) {
-        let open_calls: Vec<String> =
-            match conversation.added.iter().rposition(|m| matches!(m, Message::Assistant { .. })) {
-                Some(at) => {
-                    let Message::Assistant { tool_calls, .. } = &conversation.added[at] else {
-                        unreachable!("found above")
-                    };
-                    let answered: Vec<&str> = conversation.added[at + 1..]
-                        .iter()
-                        .filter_map(|m| match m {
-                            Message::Tool { tool_call_id, .. } => Some(tool_call_id.as_str()),
-                            _ => None,
-                        })
-                        .collect();
-                    tool_calls.iter().map(|c| c.id.clone()).filter(|id| !answered.contains(&id.as_str())).collect()
-                }
-                None => Vec::new(),
-            };
-        for id in open_calls {
-            let content = format!("Error: the run ended ({}) before this tool call finished", report.status.as_str());
-            conversation.push(Message::Tool { tool_call_id: id, content });
-        }
+        crate::run::message::answer_open_calls(&mut conversation.added, report.status);
         let result = report.result(&self.identity);
         record_end(&self.store, &self.identity, &conversation.added, &result, self.end_retry_for).await;
     }

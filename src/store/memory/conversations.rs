@@ -4,6 +4,34 @@
 use super::MemoryStore;
 
 impl MemoryStore {
+    /// Stores a run's question in its thread, once ([`Store::put_run_input`](crate::store::Store::put_run_input)).
+    pub(in crate::store) fn put_run_input(
+        &self,
+        run_id: &str,
+        thread_id: &str,
+        message: crate::run::message::Message,
+    ) -> bool {
+        let mut state = self.state();
+        if !state.records.contains_key(run_id) || state.results.contains_key(run_id) {
+            return false;
+        }
+        if !state.inputs_stored.insert(run_id.to_string()) {
+            return true;
+        }
+        state.touch_thread(thread_id);
+        let history = state.threads.entry(thread_id.to_string()).or_default();
+        history.push(message);
+        if history.len() > crate::store::keys::MAX_THREAD_MESSAGES {
+            let excess = history.len() - crate::store::keys::MAX_THREAD_MESSAGES;
+            history.drain(..excess);
+        }
+        true
+    }
+
+    pub(in crate::store) fn run_input_stored(&self, run_id: &str) -> bool {
+        self.state().inputs_stored.contains(run_id)
+    }
+
     pub(in crate::store) fn put_conversation(&self, conversation: &crate::run::conversation::Conversation) {
         let mut state = self.state();
         state.conversations.insert(conversation.thread_id.clone(), conversation.clone());

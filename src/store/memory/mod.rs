@@ -100,6 +100,8 @@ struct MemoryState {
     queues: queues::Queues,
     /// The threads' conversations, forgotten with their threads.
     conversations: HashMap<String, crate::run::conversation::Conversation>,
+    /// The runs whose question is in their thread ([`super::Store::put_run_input`]).
+    inputs_stored: HashSet<String>,
     /// What each paused run keeps, and the decisions a resume gave it.
     checkpoints: HashMap<String, (crate::run::approval::Checkpoint, Option<Vec<crate::run::approval::Decision>>)>,
 }
@@ -226,6 +228,7 @@ impl MemoryState {
         }
         self.events.remove(run_id);
         self.checkpoints.remove(run_id);
+        self.inputs_stored.remove(run_id);
         self.results.remove(run_id);
         self.cancelled.remove(run_id);
         self.steered.remove(run_id);

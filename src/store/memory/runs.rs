@@ -70,6 +70,7 @@ impl MemoryStore {
             Some(record) if record.status.is_terminal() => return false,
             Some(record) => {
                 record.status = record_status;
+                record.waiting = None;
                 if let Some(error) = &result.error {
                     record.error = Some(error.clone());
                 }

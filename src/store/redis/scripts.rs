@@ -132,6 +132,7 @@ pub(super) const FINISH_RUN: &str = r"
       local record = cjson.decode(raw)
       if terminal(record.status) then return 0 end
       record.status = ARGV[1]
+      record.waiting = nil
       if ARGV[2] ~= '' then record.error = ARGV[2] end
       redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
       if redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end

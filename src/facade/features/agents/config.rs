@@ -101,8 +101,9 @@ impl Serialize for ConfigurableItems {
 }
 
 /// The context fields only administrators change (Yuxi's `auth: admin`).
-pub const ADMIN_ONLY: [&str; 8] = [
+pub const ADMIN_ONLY: [&str; 9] = [
     "tool_approval_mode",
+    "tool_approval_mode_locked",
     "summary_threshold",
     "summary_keep_messages",
     "summary_prompt",
@@ -150,6 +151,7 @@ pub fn configurable_items(who: &Identity, is_subagent: bool, resources: Resource
             FieldOption::new("default", "Default", "Sensitive tools need approval"),
             FieldOption::new("always_trust", "Always trust", "Every granted tool runs without approval"),
         ])),
+        ("tool_approval_mode_locked", item("bool", "Lock the approval mode", "", Value::Bool(false), "Whether users' runs must keep tool_approval_mode rather than trust more (a stricter run is always allowed; administrators may still choose).".into(), "tool_approval_mode_locked")),
         ("approval_required", item("list", "Tools needing approval", "tools", Value::Null, "More tools a person must approve in default mode: tool names, or <server>/* for every tool of an MCP server (at most 256).".into(), "approval_required")),
         ("approval_timeout_seconds", item("number", "Approval time-out (seconds)", "", Value::from(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS), "How long a paused run waits for a person's decisions before it ends (60..604800; default 86400).".into(), "approval_timeout_seconds")),
         ("tools", with(item("list", "Tools", "tools", Value::Null, "The built-in tools the agent may call; null for all of them (at most 256).".into(), "tools"), resources.tools)),
@@ -298,6 +300,7 @@ mod tests {
             preload_skills: Some(vec![]),
             subagents: Some(vec![]),
             tool_approval_mode: Some(crate::resources::ToolApprovalMode::Default),
+            tool_approval_mode_locked: Some(true),
             approval_required: Some(vec![]),
             approval_timeout_seconds: Some(60),
             max_execution_steps: Some(1),

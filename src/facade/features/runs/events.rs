@@ -22,8 +22,8 @@ use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::state::FacadeState;
-use crate::run::EventKind;
 use crate::run::thread_id::is_valid_id;
+use crate::run::{EventKind, RunStatus};
 
 /// The first pause before reading a failing store again (doubling each second of the outage).
 const EVENT_POLL: Duration = Duration::from_millis(250);
@@ -69,7 +69,9 @@ pub struct ThreadMessages {
 }
 
 /// `GET /api/agent/runs/{run_id}/events`: the run's events as server-sent events, each with its stream id
-/// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event. With
+/// as the SSE `id`, from `Last-Event-ID` (or `after_seq`, or the start) to the `end` event; in Yuxi's
+/// form, the stream of a run that waits for a person ends with an `end` `{status: interrupted}` of its
+/// own (no `id`, not stored: the run goes on once resumed, in the same stream). With
 /// `tree=true`, the events of the whole run tree, each SSE `id` a tree cursor, until every run of the
 /// tree has ended.
 #[utoipa::path(
@@ -98,7 +100,7 @@ pub async fn events(
     let store = state.store()?.clone();
     let record = mine(&store, &who, &run_id).await?;
     let format = query.event_format.unwrap_or_default();
-    let request_id = record.request.request_id.clone();
+    let request = record.request.clone();
     let resume = headers.get("last-event-id").map(|v| v.to_str().unwrap_or_default().to_string());
     let field = if resume.is_some() { "header.Last-Event-ID" } else { "query.after_seq" };
     let cursor = resume.or(query.after_seq).unwrap_or_else(|| "0-0".into());
@@ -118,7 +120,7 @@ pub async fn events(
         (store, record.run_id, cursor, false),
         move |(store, run_id, cursor, ended)| {
             let _held = &permit;
-            let request_id = request_id.clone();
+            let request = request.clone();
             async move {
                 if ended {
                     return None;
@@ -134,24 +136,37 @@ pub async fn events(
                         Ok(page) if !page.is_empty() => {
                             let ended = page.iter().any(|e| e.envelope.event == EventKind::End);
                             let next = page.last().map(|e| e.seq.clone()).unwrap_or(cursor);
+                            // An interrupt asks (Yuxi's approval chunk) only while its run waits for it.
+                            let waiting = if format == EventFormat::Yuxi
+                                && page.iter().any(|e| e.envelope.event == EventKind::Interrupt)
+                            {
+                                store.run_record(&run_id).await.ok().flatten().and_then(|r| r.waiting)
+                            } else {
+                                None
+                            };
                             let events: Vec<Result<Event, Infallible>> = page
                                 .into_iter()
                                 .map(|e| {
                                     let name = e.envelope.event.as_str();
-                                    let data =
-                                        super::wire::event_data(e.envelope, request_id.as_deref(), format).to_string();
-                                    Ok(Event::default().id(e.seq).event(name).data(data))
+                                    let data = super::wire::event_data(e.envelope, &request, format, waiting.as_ref());
+                                    Ok(Event::default().id(e.seq).event(name).data(data.to_string()))
                                 })
                                 .collect();
                             return Some((futures::stream::iter(events), (store, run_id, next, ended)));
                         }
                         Ok(_) => {
-                            // Nothing after the cursor: a run that has ended will write nothing more.
+                            // Nothing after the cursor: a run that has ended will write nothing more; in
+                            // Yuxi's form, the stream of a run that waits for a person ends `interrupted`
+                            // (the client resumes it, and streams it again).
                             if let Ok(Some(record)) = store.run_record(&run_id).await
-                                && record.status.is_terminal()
+                                && (record.status.is_terminal()
+                                    || (format == EventFormat::Yuxi && record.status == RunStatus::Waiting))
                                 && store.read_events(&run_id, &cursor, 1).await.is_ok_and(|page| page.is_empty())
                             {
-                                return None;
+                                let waiting = record.waiting.as_ref().filter(|_| !record.status.is_terminal())?;
+                                let data = super::wire::interrupted_end(&record, waiting).to_string();
+                                let end = vec![Ok(Event::default().event("end").data(data))];
+                                return Some((futures::stream::iter(end), (store, run_id, cursor, true)));
                             }
                             changed.await
                         }
@@ -190,10 +205,11 @@ fn tree_stream(
         Done,
         Wait(std::pin::Pin<Box<dyn std::future::Future<Output = ()> + Send>>),
     }
-    let request_id = root.request.request_id.clone();
+    // The root's request id beside every event; the rest of a request is the root's own.
+    let request = crate::run::RunRequest { request_id: root.request.request_id.clone(), ..Default::default() };
     let stream = futures::stream::unfold((store, root, cursor), move |(store, root, mut cursor)| {
         let _held = &permit;
-        let request_id = request_id.clone();
+        let request = request.clone();
         async move {
             let mut failing_since: Option<tokio::time::Instant> = None;
             loop {
@@ -217,7 +233,7 @@ fn tree_stream(
                             .into_iter()
                             .map(|e| {
                                 let name = e.event.envelope.event.as_str();
-                                let mut data = super::wire::event_data(e.event.envelope, request_id.as_deref(), format);
+                                let mut data = super::wire::event_data(e.event.envelope, &request, format, None);
                                 data["parent_run_id"] = serde_json::json!(e.parent_run_id);
                                 data["parent_tool_call_id"] = serde_json::json!(e.parent_tool_call_id);
                                 Ok(Event::default().id(e.cursor).event(name).data(data.to_string()))

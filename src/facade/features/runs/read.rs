@@ -44,7 +44,8 @@ pub struct RunItem {
     pub created_by_run_id: Option<String>,
     /// The delegating parent, for a subagent run.
     pub parent: Option<crate::resources::ParentRef>,
-    /// What its start asked beyond the query: `meta`, `model_spec`, `tool_approval_mode`.
+    /// What its start asked beyond the query: `meta`, `model_spec`, `tool_approval_mode` (the mode the
+    /// run has), `tool_approval_mode_asked` (the mode asked for, when the agent's lock kept its own).
     #[schema(value_type = Object)]
     pub input_payload: Value,
     /// `run_failed` when it failed; `null` otherwise.
@@ -71,6 +72,7 @@ impl RunItem {
             "meta": record.request.meta,
             "model_spec": record.request.model_spec,
             "tool_approval_mode": record.request.tool_approval_mode,
+            "tool_approval_mode_asked": record.request.tool_approval_mode_asked,
         });
         RunItem {
             id: record.run_id.clone(),

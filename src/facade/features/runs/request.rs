@@ -12,6 +12,7 @@ use crate::facade::services::request_fields::{MAX_MODEL_SPEC_LEN, is_model_spec,
 use crate::facade::services::run_queue::QueuePolicy;
 use crate::resources::yuxi::YuxiApprovalMode;
 use crate::resources::{Agent, ToolApprovalMode};
+use crate::run::approval::{RunMode, run_mode};
 use crate::run::record::MAX_META_BYTES;
 use crate::run::{RunRecord, RunRequest};
 
@@ -19,10 +20,10 @@ use crate::run::{RunRecord, RunRequest};
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct StartRun {
-    /// What the user asks: not blank, at most 262,144 characters (ignored with `resume`).
+    /// What the user asks: not blank, at most 262,144 characters; `null` or blank with `resume`.
     #[serde(default)]
     #[schema(max_length = 262_144)]
-    pub query: String,
+    pub query: Option<String>,
     /// The agent: an ordinary agent the caller may see (subagents run through the tools); ignored with
     /// `resume`.
     #[serde(default)]
@@ -49,16 +50,20 @@ pub struct StartRun {
     #[serde(default)]
     #[schema(max_length = 256, pattern = "^([!-.0-~]+/[!-~]+)?$")]
     pub model_spec: Option<String>,
-    /// The approval mode for this run; another mode than the agent's is for administrators (403
-    /// otherwise).
+    /// The approval mode for this run: a stricter one than the agent's (`default` where it trusts)
+    /// always; a more trusting one unless the agent's mode is locked (`tool_approval_mode_locked`; for
+    /// administrators always). On a locked agent the run keeps the agent's mode and says so (a
+    /// `warning` chunk); the start is not refused.
     #[serde(default)]
     pub tool_approval_mode: Option<YuxiApprovalMode>,
     /// A person's decisions on the tool calls a waiting run asks about: the run goes on, the same run,
-    /// from where it paused (docs/concepts/approvals.md).
+    /// from where it paused (docs/concepts/approvals.md). With it, `query`, `tool_approval_mode`,
+    /// `model_spec`, `image_content` and `budget` must be absent (or null, or blank), `queue_policy`
+    /// absent or `enqueue`; `agent_slug` and `meta` are not read.
     #[serde(default)]
     pub resume: Option<super::approvals::ResumeBody>,
     /// An earlier run of the same thread (one of the caller's) that this one follows; another answers
-    /// 404, as a missing run.
+    /// 404, as a missing run. With `resume`: the waiting run (Yuxi's client names it so).
     #[serde(default)]
     #[schema(max_length = 128)]
     pub created_by_run_id: Option<String>,
@@ -109,8 +114,8 @@ pub fn budget_of(asked: Option<BudgetBody>, agent: &Agent, who: &Identity) -> Re
 /// client sent none. `earlier` looks up one of the caller's runs (for `created_by_run_id`).
 ///
 /// Errors: 413 for `meta` past [`MAX_META_BYTES`]; 422 naming `meta.request_id`, `model_spec`,
-/// `image_content` or `resume`; 403 naming `model_spec` or `tool_approval_mode` when the agent does not
-/// allow the caller that choice; 404 for a `created_by_run_id` that is not one of the caller's runs of
+/// `image_content` or `resume`; 403 naming `model_spec` when the agent does not allow the caller that
+/// choice; 404 for a `created_by_run_id` that is not one of the caller's runs of
 /// the thread.
 pub fn checked(
     body: &StartRun,
@@ -150,16 +155,15 @@ pub fn checked(
             Some(model.to_string())
         }
     };
-    let tool_approval_mode = match body.tool_approval_mode {
-        None => None,
-        Some(mode) => {
-            if ToolApprovalMode::from(mode) != context.tool_approval_mode.unwrap_or_default() && !admin {
-                return Err(ApiError::Forbidden(format!(
-                    "tool_approval_mode: only administrators change agent {:?}'s approval mode",
-                    body.agent_slug
-                )));
+    let (tool_approval_mode, tool_approval_mode_asked) = match body.tool_approval_mode {
+        None => (None, None),
+        Some(asked) => {
+            let agent_mode = context.tool_approval_mode.unwrap_or_default();
+            let locked = context.tool_approval_mode_locked.unwrap_or(false);
+            match run_mode(agent_mode, locked, ToolApprovalMode::from(asked), admin) {
+                RunMode::Given(mode) => (Some(mode.into()), None),
+                RunMode::Kept(mode) => (Some(mode.into()), Some(asked)),
             }
-            Some(mode)
         }
     };
     let created_by_run_id = match body.created_by_run_id.as_deref().filter(|id| !id.is_empty()) {
@@ -173,5 +177,12 @@ pub fn checked(
             }
         },
     };
-    Ok(RunRequest { request_id: Some(request_id), meta, created_by_run_id, model_spec, tool_approval_mode })
+    Ok(RunRequest {
+        request_id: Some(request_id),
+        meta,
+        created_by_run_id,
+        model_spec,
+        tool_approval_mode,
+        tool_approval_mode_asked,
+    })
 }

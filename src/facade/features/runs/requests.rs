@@ -1,7 +1,8 @@
 //! Yuxi's request routes over the queued requests of [`crate::facade::services::run_queue`]:
 //! `GET /api/agent/requests/{request_id}` (and its `/events`), `POST .../cancel`, `POST .../steer`,
-//! `GET /api/agent/thread/{thread_id}/requests` and `POST .../requests/continue`. A request of another
-//! user answers as a missing one.
+//! `GET /api/agent/thread/{thread_id}/requests` and `POST .../requests/continue`. A run started at once
+//! is its owner's request too, `dispatched` ([`crate::facade::services::run_queue::note_dispatched`]). A
+//! request of another user answers as a missing one.
 
 use std::convert::Infallible;
 use std::time::Duration;

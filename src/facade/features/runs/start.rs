@@ -5,6 +5,7 @@
 use axum::Json;
 use axum::extract::State;
 
+use super::approvals::ResumeContext;
 use super::owned::mine;
 use super::request::{StartRun, budget_of, checked};
 use super::started::StartedParentRun;
@@ -35,7 +36,7 @@ use crate::run::{RunRecord, RunStatus};
         (status = 400, description = "malformed body or query", body = ErrorBody),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "unknown, or invisible to the caller", body = ErrorBody),
-        (status = 409, description = "`run_busy`: the thread has an unfinished run", body = ErrorBody),
+        (status = 409, description = "`run_busy`: the thread has an unfinished run; `run_interrupted`: a start that would queue finds the thread's run waiting for its user's decisions; or a resume of a run that is not waiting", body = ErrorBody),
         (status = 413, description = "body too large", body = ErrorBody),
         (status = 422, description = "breaks a rule; `field` names it", body = ErrorBody),
         (status = 429, description = "a limit is reached; `field` names its setting", body = ErrorBody, headers(("Retry-After" = u64, description = "seconds until a retry may succeed"))),
@@ -46,19 +47,21 @@ use crate::run::{RunRecord, RunStatus};
 pub async fn start(
     State(state): State<FacadeState>,
     Caller(who): Caller,
-    JsonBody(body): JsonBody<StartRun>,
+    JsonBody(mut body): JsonBody<StartRun>,
 ) -> Result<Json<StartedParentRun>, ApiError> {
     let store = state.store()?;
+    let query = body.query.take().unwrap_or_default();
     if let Some(resume) = body.resume {
         // The run goes on as it started: a field that would start it otherwise is refused, not
-        // ignored. (`query`, `agent_slug`, `thread_id` and `meta`, which Yuxi's client repeats, are
-        // ignored.)
+        // ignored. (`agent_slug` and `meta`, which Yuxi's client repeats, are ignored; its
+        // `queue_policy: enqueue` is what a resume does; `created_by_run_id` and `thread_id` name the
+        // waiting run.)
         let starts_otherwise = [
+            ("query", !query.trim().is_empty()),
             ("tool_approval_mode", body.tool_approval_mode.is_some()),
             ("budget", body.budget.is_some()),
             ("model_spec", body.model_spec.as_deref().is_some_and(|m| !m.is_empty())),
-            ("queue_policy", body.queue_policy.is_some()),
-            ("created_by_run_id", body.created_by_run_id.is_some()),
+            ("queue_policy", body.queue_policy.is_some_and(|p| p != QueuePolicy::Enqueue)),
             ("image_content", body.image_content.as_deref().is_some_and(|i| !i.is_empty())),
         ];
         if let Some((field, _)) = starts_otherwise.iter().find(|(_, given)| *given) {
@@ -66,9 +69,13 @@ pub async fn start(
         }
         // A resumed run spends tokens again: a quota used up meanwhile holds it.
         check_quotas(&state, &who.uid).await?;
-        return super::approvals::resume(&state, &who, resume).await.map(Json);
+        let context = ResumeContext {
+            created_by_run_id: body.created_by_run_id.as_deref(),
+            thread_id: body.thread_id.as_deref(),
+        };
+        return super::approvals::resume(&state, &who, resume, context).await.map(Json);
     }
-    if body.query.trim().is_empty() {
+    if query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));
     }
     let agent = visible(state.agents.get(&body.agent_slug).await?, &who, &body.agent_slug)?;
@@ -111,7 +118,7 @@ pub async fn start(
         max_tokens,
         waiting: None,
     };
-    check_startable(&record, &body.query, "query")?;
+    check_startable(&record, &query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
     // another user answers as a missing one, and its runs are never named. Claimed only by a request that
     // has passed every check.
@@ -125,11 +132,20 @@ pub async fn start(
             return Err(run_limited(limit, &state.limits.runs));
         }
         crate::run::Created::Busy(active) | crate::run::Created::Existing(active) => {
+            let status = store.run_record(&active).await?.map(|r| r.status);
             if policy != QueuePolicy::Reject {
-                let queued = run_queue::enqueue(&state, &who, record, body.query, policy, &active).await?;
+                // As Yuxi: a message is not queued behind a run that waits for its user's decisions (the
+                // client keeps the message and asks for the decisions again).
+                if status == Some(RunStatus::Waiting) {
+                    return Err(ApiError::RunInterrupted {
+                        thread_id,
+                        active_run_id: active,
+                        agent_slug: body.agent_slug,
+                    });
+                }
+                let queued = run_queue::enqueue(&state, &who, record, query, policy, &active).await?;
                 return Ok(Json(StartedParentRun::queued(queued, policy)));
             }
-            let status = store.run_record(&active).await?.map(|r| r.status);
             return Err(ApiError::RunBusy {
                 thread_id,
                 active_run_id: active,
@@ -138,8 +154,9 @@ pub async fn start(
             });
         }
     }
-    note_run(store, &record, &body.query).await?;
-    launch_parent(&state, &who, agent, &record, body.query);
+    run_queue::note_dispatched(store, &who, &record, &query, policy).await?;
+    note_run(store, &record, &query).await?;
+    launch_parent(&state, &who, agent, &record, query);
     Ok(Json(StartedParentRun::running(&record, policy)))
 }
 

@@ -99,6 +99,32 @@ pub async fn enqueue(
     }
 }
 
+/// Records the run `record`, started at once for `who` with `query`, as its owner's dispatched request
+/// (Yuxi keeps a request for every chat run): `GET /api/agent/requests/{request_id}` then answers for it
+/// as for a request that waited. A request id the owner already used keeps its request.
+pub async fn note_dispatched(
+    store: &Store,
+    who: &Identity,
+    record: &RunRecord,
+    query: &str,
+    policy: QueuePolicy,
+) -> Result<(), StoreError> {
+    let Some(request_id) = record.request.request_id.clone() else { return Ok(()) };
+    let request = QueuedRequest {
+        request_id,
+        identity: who.clone(),
+        record: record.clone(),
+        query: query.to_string(),
+        steer: policy == QueuePolicy::Steer,
+        status: RequestStatus::Dispatched,
+        run_id: Some(record.run_id.clone()),
+        error: None,
+        created_at: record.created_at.clone(),
+    };
+    store.put_new_request(&request).await?;
+    Ok(())
+}
+
 /// Asks the thread's unfinished run `active` to end at its next model turn, so the steered request,
 /// first in the queue, starts then. A delegated run is not steered (it is its parent's).
 pub async fn steer_active(store: &Store, active: &str) -> Result<(), StoreError> {
