@@ -27,7 +27,8 @@ use utoipa::openapi::{OpenApi, RefOr};
         (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
         (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
         (name = "auth", description = "Who the bearer token names"),
-        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
+        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given"),
+        (name = "files", description = "The users' files, read-only: a conversation's and the personal workspace")
     )
 )]
 pub(super) struct ApiDoc;

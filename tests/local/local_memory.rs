@@ -29,10 +29,7 @@ async fn without_redis_runs_live_in_the_process_behind_a_private_socket_removed_
     assert!(!second.status.success());
     let refused = String::from_utf8_lossy(&second.stderr);
     // The data folder's lock refuses it before it reaches the socket another process serves.
-    assert!(
-        refused.contains("another local mode (process") && refused.contains("serves the data folder"),
-        "{refused}"
-    );
+    assert!(refused.contains("another local mode (process") && refused.contains("serves the data folder"), "{refused}");
 
     let (status, answer) = local
         .tool(
