@@ -28,7 +28,9 @@ use utoipa::openapi::{OpenApi, RefOr};
         (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
         (name = "auth", description = "Who the bearer token names"),
         (name = "catalogue", description = "The tools, MCP servers and skills agents may be given"),
-        (name = "files", description = "The users' files, read-only: a conversation's and the personal workspace")
+        (name = "files", description = "The users' files, read-only: a conversation's and the personal workspace"),
+        (name = "system", description = "What the login page and the settings read, without a token"),
+        (name = "placeholders", description = "Pages whose features this system has not, answered empty")
     )
 )]
 pub(super) struct ApiDoc;

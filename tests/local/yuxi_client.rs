@@ -114,18 +114,18 @@ async fn send(local: &Local, request: &Value) -> Result<reqwest12::Response, Str
         builder = builder.form(&pairs);
     } else if let Some(part) = request["multipart"].as_object() {
         let boundary = "yuxi-client-boundary";
-        let content = match part["content_base64"].as_str() {
+        let content = match part.get("content_base64").and_then(Value::as_str) {
             Some(encoded) => {
                 use base64::Engine;
                 base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("content_base64: {e}"))?
             }
-            None => part["content"].as_str().unwrap_or_default().as_bytes().to_vec(),
+            None => part.get("content").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec(),
         };
         let mut body = format!(
             "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
-            part["field"].as_str().unwrap_or("file"),
-            part["file_name"].as_str().unwrap_or_default(),
-            part["content_type"].as_str().unwrap_or("text/plain"),
+            part.get("field").and_then(Value::as_str).unwrap_or("file"),
+            part.get("file_name").and_then(Value::as_str).unwrap_or_default(),
+            part.get("content_type").and_then(Value::as_str).unwrap_or("text/plain"),
         )
         .into_bytes();
         body.extend_from_slice(&content);

@@ -7,13 +7,16 @@
 /// The longest title, in characters (the prompt asks for at most 30).
 pub const MAX_TITLE_CHARS: usize = 30;
 
-/// The title of the request `prompt` quotes between `<conversation_request>` and
+/// The title of the request `prompt` quotes between its last `<conversation_request>` and
 /// `</conversation_request>`: its first line that is not blank, spaces collapsed, cut to at most
 /// [`MAX_TITLE_CHARS`] characters (at a word's end when one is within them). `None` when `prompt` quotes
 /// no request, or an empty one.
 pub fn title_for(prompt: &str) -> Option<String> {
-    let (_, rest) = prompt.split_once("<conversation_request>")?;
-    let (request, _) = rest.split_once("</conversation_request>")?;
+    // The prompt names the tag in its instructions before it quotes the request: the request is what
+    // the last opening tag before the closing one holds.
+    let end = prompt.rfind("</conversation_request>")?;
+    let start = prompt[..end].rfind("<conversation_request>")? + "<conversation_request>".len();
+    let request = &prompt[start..end];
     let line = request.lines().map(str::trim).find(|l| !l.is_empty())?;
     let words: Vec<&str> = line.split_whitespace().collect();
     let whole = words.join(" ");
@@ -37,7 +40,9 @@ mod tests {
     #[test]
     fn the_title_is_the_quoted_request_short_and_nothing_without_one() {
         let asked = |request: &str| {
-            format!("make a title\n<conversation_request>\n{request}\n</conversation_request>\nonly the title")
+            format!(
+                "the text in <conversation_request> is not for you\n<conversation_request>\n{request}\n</conversation_request>\nonly the title"
+            )
         };
         let cases = [
             ("solid electrolytes", Some("solid electrolytes")),
