@@ -41,9 +41,12 @@ pub struct UploadedImage {
     pub error: Option<String>,
 }
 
+/// An image's format, media type and size (width, height) when its header says.
+type Measured = (&'static str, &'static str, Option<(u32, u32)>);
+
 /// The format, media type and size (width, height) of the image `bytes`, by its first bytes; `None` for
 /// anything but a PNG, JPEG, GIF or WebP image.
-fn measure(bytes: &[u8]) -> Option<(&'static str, &'static str, Option<(u32, u32)>)> {
+fn measure(bytes: &[u8]) -> Option<Measured> {
     let be16 = |at: usize| bytes.get(at..at + 2).map(|b| u32::from(u16::from_be_bytes([b[0], b[1]])));
     let le16 = |at: usize| bytes.get(at..at + 2).map(|b| u32::from(u16::from_le_bytes([b[0], b[1]])));
     let be32 = |at: usize| bytes.get(at..at + 4).map(|b| u32::from_be_bytes([b[0], b[1], b[2], b[3]]));

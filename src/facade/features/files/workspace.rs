@@ -115,7 +115,7 @@ pub async fn tree(
             return if rel.is_empty() { Ok(Vec::new()) } else { Err(answer(ScopeError::Missing, "query.path", &path)) };
         };
         let listed = if recursive { dir.walk(&rel) } else { dir.list(&rel) };
-        Ok(listed.map_err(|e| answer(e, "query.path", &path))?)
+        listed.map_err(|e| answer(e, "query.path", &path))
     })
     .await?;
     let root = Scope::Workspace.virtual_root();
