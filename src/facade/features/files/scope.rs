@@ -49,15 +49,20 @@ pub enum ScopeError {
 }
 
 impl From<io::Error> for ScopeError {
+    /// What a path cannot name is missing: nothing there, a path out of the scope (the handle refuses it
+    /// as PermissionDenied), a symlink at the end (a loop, with `O_NOFOLLOW`), a name too long or
+    /// otherwise not one. Anything else is the folder failing to be read.
     fn from(err: io::Error) -> Self {
-        match err.kind() {
-            // A path out of the scope is refused as PermissionDenied; a symlink at the end as a loop.
-            io::ErrorKind::NotFound | io::ErrorKind::PermissionDenied | io::ErrorKind::NotADirectory => {
-                ScopeError::Missing
-            }
-            _ if err.raw_os_error() == Some(libc::ELOOP) => ScopeError::Missing,
-            _ => ScopeError::Io(err),
-        }
+        let unnamed =
+            matches!(
+                err.kind(),
+                io::ErrorKind::NotFound
+                    | io::ErrorKind::PermissionDenied
+                    | io::ErrorKind::NotADirectory
+                    | io::ErrorKind::InvalidFilename
+                    | io::ErrorKind::InvalidInput
+            ) || matches!(err.raw_os_error(), Some(libc::ELOOP | libc::ENAMETOOLONG | libc::EACCES | libc::EPERM));
+        if unnamed { ScopeError::Missing } else { ScopeError::Io(err) }
     }
 }
 
@@ -302,6 +307,15 @@ mod tests {
             assert!(matches!(&err, ApiError::Invalid { field, .. } if field == "query.path"), "{bad:?}: {err:?}");
         }
         assert!(segments("query.path", &"a/".repeat(3000)).is_err());
+    }
+
+    #[test]
+    fn a_name_the_system_cannot_hold_is_missing_not_a_failure() {
+        let data = data();
+        let scope = ScopeDir::open(data.path(), "users/alice/threads/t1/outputs").expect("opens").expect("there");
+        let long = vec!["x".repeat(300)];
+        assert!(matches!(scope.open_file(&long), Err(ScopeError::Missing)));
+        assert!(matches!(scope.list(&long), Err(ScopeError::Missing)));
     }
 
     #[test]
