@@ -12,6 +12,8 @@ mod knowledge;
 mod login;
 #[path = "facade/run_tokens.rs"]
 mod run_tokens;
+#[path = "facade/user_files.rs"]
+mod user_files;
 #[path = "facade/yuxi_client.rs"]
 mod yuxi_client;
 

@@ -26,6 +26,8 @@ mod readme_tour;
 mod run_queues;
 #[path = "local/run_trees.rs"]
 mod run_trees;
+#[path = "local/user_files.rs"]
+mod user_files;
 #[path = "local/yuxi_client.rs"]
 mod yuxi_client;
 

@@ -91,6 +91,21 @@ class TrustTest(unittest.TestCase):
         self.assertIn("the controller mounts the run-token key ['yuxi-run-token-key']", found)
         self.assertIn("no ValidatingAdmissionPolicy limits the Secrets the API creates", found)
 
+    def test_the_users_files_mounted_writable_in_the_api_are_found(self):
+        api = find(self.objects, "Deployment", "-api").doc["spec"]["template"]["spec"]["containers"][0]
+        users = [m for m in api["volumeMounts"] if m.get("subPath") == "users"]
+        self.assertEqual([(m["mountPath"], m.get("readOnly")) for m in users], [("/var/lib/yuxi/user-data/users", True)])
+        self.assertIn("--user-data-dir=/var/lib/yuxi/user-data", api["args"])
+        objects = self.broken()
+        api = find(objects, "Deployment", "-api").doc["spec"]["template"]["spec"]["containers"][0]
+        for mount in api["volumeMounts"]:
+            if mount.get("subPath") == "users":
+                mount.pop("readOnly")
+        api["volumeMounts"].append({"name": "data", "mountPath": "/data"})
+        found = self.messages(objects)
+        self.assertIn("the API mounts the users' files writable (data at /var/lib/yuxi/user-data/users)", found)
+        self.assertIn("the API mounts the users' files writable (data at /data)", found)
+
     def test_the_redis_password_is_the_same_in_every_served_namespace(self):
         objects = rendered({"watchNamespaces": ["team-a", "team-b"]})
         urls = {o.namespace(cc.NAMESPACE): o.doc["stringData"]["url"] for o in objects if o.kind == "Secret" and o.name == "yuxi-redis"}

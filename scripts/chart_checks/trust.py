@@ -7,6 +7,8 @@
 - the sandbox pods' egress to the internet excepts private, link-local (metadata), CGNAT and loopback
   ranges, and their DNS goes to named peers only;
 - the run-token signing key is mounted by the API's pods alone;
+- the API reads the users' files (the sandbox pods' data volume) and cannot write them: every mount of
+  that volume reaching its `users` folder is read-only;
 - where the API runs, an admission policy limits the Secrets it may create.
 """
 
@@ -119,7 +121,40 @@ def check_signing_key(objects: list[Obj]) -> list[Finding]:
     return findings
 
 
+def check_user_data(objects: list[Obj]) -> list[Finding]:
+    """The API mounts the users' files (the sandbox settings' `userDataClaim`) read-only wherever a mount
+    reaches their `users` folder (the whole volume, `users`, or below it)."""
+    findings = []
+    claims = set()
+    for config in (o for o in objects if o.kind == "ConfigMap" and o.name.endswith("-sandbox-settings")):
+        match = re.search(r'^userDataClaim:\s*"?([^"\s]+)"?\s*$', str(_dict(config.doc.get("data")).get("settings.yaml", "")), re.M)
+        if match:
+            claims.add(match.group(1))
+    for deployment in (o for o in objects if o.kind == "Deployment" and _component(o) == "api"):
+        spec = _dict(_get(deployment.doc, "spec", "template", "spec"))
+        volumes = {
+            v.get("name")
+            for v in _list(spec.get("volumes"))
+            if _dict(v.get("persistentVolumeClaim")).get("claimName") in claims
+        }
+        for container in _list(spec.get("containers")) + _list(spec.get("initContainers")):
+            for mount in _list(container.get("volumeMounts")):
+                sub_path = str(mount.get("subPath") or "").strip("/")
+                reaches = sub_path in ("", "users") or sub_path.startswith("users/")
+                if mount.get("name") in volumes and reaches and not mount.get("readOnly"):
+                    findings.append(
+                        Finding(RULE, deployment.where, f"the API mounts the users' files writable ({mount.get('name')} at {mount.get('mountPath')})")
+                    )
+    return findings
+
+
 def check_trust(objects: Iterable[Obj]) -> list[Finding]:
     """Every check of this module."""
     objects = list(objects)
-    return check_store_auth(objects) + check_store_reach(objects) + check_sandbox_egress(objects) + check_signing_key(objects)
+    return (
+        check_store_auth(objects)
+        + check_store_reach(objects)
+        + check_sandbox_egress(objects)
+        + check_signing_key(objects)
+        + check_user_data(objects)
+    )

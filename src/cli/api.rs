@@ -57,6 +57,23 @@ pub struct ApiArgs {
     /// not ready.
     #[arg(long, env = "YUXI_KNOWLEDGE_SOURCES_DIR")]
     knowledge_sources_dir: Option<PathBuf>,
+    /// The users' data volume, mounted read-only (the sandbox pods' `userDataClaim`; its `users/` folder
+    /// holds the scopes): the conversations' files and the workspaces are read from it. Unset: the file
+    /// routes answer 503.
+    #[arg(long, env = "YUXI_USER_DATA_DIR", value_name = "DIR")]
+    user_data_dir: Option<PathBuf>,
+    /// The model of agents that name none, as the sandbox pods' settings have it (`defaultModel`): listed
+    /// first by the model picker.
+    #[arg(long, env = yuxi_operator::run::inputs::env::DEFAULT_MODEL, value_name = "MODEL")]
+    default_model: Option<String>,
+    /// The models a person may pick besides the default one (the model picker's list), comma-separated
+    /// `<provider>/<model>`.
+    #[arg(long, env = "YUXI_MODELS", value_name = "MODEL,...", value_delimiter = ',')]
+    models: Vec<String>,
+    /// The OpenAI-compatible endpoint `openai/` models are served by, as the sandbox pods' settings have it
+    /// (`openaiBaseUrl`): named in the model picker. Unset: OpenAI's.
+    #[arg(long, env = yuxi_operator::run::inputs::env::OPENAI_BASE_URL, value_name = "URL")]
+    openai_base_url: Option<String>,
     #[command(flatten)]
     limits: super::LimitArgs,
     #[command(flatten)]
@@ -75,6 +92,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     )
     .await?;
     let run_tokens = read_token_key(&args.run_token_key_file)?;
+    let models = facade::services::models::ModelCatalog::new(args.default_model, args.models, args.openai_base_url)
+        .map_err(anyhow::Error::msg)?;
     let store = Store::connect_redis(
         &args.redis_url,
         yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
@@ -126,6 +145,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         chat_calls: Default::default(),
         quick_model: None,
         knowledge: Some(knowledge),
+        user_files: args.user_data_dir,
+        models,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

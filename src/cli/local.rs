@@ -77,6 +77,10 @@ pub struct LocalArgs {
     /// (`<scripts-dir>/<slug>.yaml`) when it has one, else `scripted/echo`.
     #[arg(long, env = env::DEFAULT_MODEL, default_value = "scripted/auto")]
     default_model: String,
+    /// The models a person may pick for a conversation besides the default one (the model picker's
+    /// list), comma-separated `<provider>/<model>`.
+    #[arg(long, env = "YUXI_MODELS", value_name = "MODEL,...", value_delimiter = ',', default_value = "scripted/echo")]
+    models: Vec<String>,
     /// Where `scripted/file:` model scripts are read from.
     #[arg(long, env = env::SCRIPTS_DIR, value_name = "DIR", default_value = "examples/scripts")]
     scripts_dir: PathBuf,
@@ -110,9 +114,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         keep_finished_runs,
         keep_threads,
         default_model,
+        models,
         scripts_dir,
         skills_library,
     } = args;
+    let openai_base_url = std::env::var(env::OPENAI_BASE_URL).ok();
+    let models = facade::services::models::ModelCatalog::new(Some(default_model.clone()), models, openai_base_url)
+        .map_err(anyhow::Error::msg)?;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
     let manifest_set::Loaded { agents, knowledge_bases, config_maps } =
@@ -249,6 +257,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         chat_calls: Default::default(),
         quick_model: Some(std::sync::Arc::new(quick_model)),
         knowledge: Some(knowledge),
+        user_files: Some(data_dir.clone()),
+        models,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

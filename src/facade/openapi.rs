@@ -27,7 +27,10 @@ use utoipa::openapi::{OpenApi, RefOr};
         (name = "runs", description = "Runs, their events and results, queued requests, and thread messages"),
         (name = "chat", description = "Conversations (Yuxi's chat threads): create, list, retitle, delete, history"),
         (name = "auth", description = "Who the bearer token names"),
-        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given")
+        (name = "catalogue", description = "The tools, MCP servers and skills agents may be given"),
+        (name = "files", description = "The users' files, read-only: a conversation's and the personal workspace"),
+        (name = "system", description = "What the login page and the settings read, without a token"),
+        (name = "placeholders", description = "Pages whose features this system has not, answered empty")
     )
 )]
 pub(super) struct ApiDoc;

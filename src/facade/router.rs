@@ -28,9 +28,14 @@ pub fn api() -> (Router<FacadeState>, utoipa::openapi::OpenApi) {
     let api = features::runs::routes(api);
     let api = features::chat::routes(api);
     let api = features::attachments::routes(api);
+    let api = features::files::routes(api);
     let api = features::tools::routes(api);
     let api = features::knowledge::routes(api);
     let api = features::system_lists::routes(api);
+    let api = features::models::routes(api);
+    let api = features::system::routes(api);
+    let api = features::directory::routes(api);
+    let api = features::placeholders::routes(api);
     let (routes, mut document) = api.split_for_parts();
     http::openapi::complete(&mut document);
     openapi::links(&mut document);

@@ -15,6 +15,10 @@
 //!   told) and matches each expected `{event, data}` against a later event than the one before (a
 //!   subsequence); `no_events` lists `{event?, data}` that no event of the stream may match (an entry
 //!   without `event` matches events of any name).
+//!
+//! A `multipart` request is one part: `{field, file_name, content_type?, content | content_base64}`
+//! (`text/plain` by default; `content_base64` for bytes that are not text).
+//! `YUXI_CLIENT_FIXTURES=13,14` runs only the fixtures whose file names start with one of those.
 
 use std::time::{Duration, Instant};
 
@@ -43,6 +47,13 @@ async fn every_fixture_of_the_yuxi_client_passes(store: LocalStore) {
         .collect();
     files.sort();
     assert!(files.len() >= 8, "the fixtures are in {}", dir.display());
+    if let Ok(only) = std::env::var("YUXI_CLIENT_FIXTURES") {
+        let prefixes: Vec<&str> = only.split(',').map(str::trim).filter(|p| !p.is_empty()).collect();
+        files.retain(|f| {
+            let name = f.file_name().map(|n| n.to_string_lossy().to_string()).unwrap_or_default();
+            prefixes.iter().any(|p| name.starts_with(p))
+        });
+    }
     for file in files {
         let fixture: Value = serde_json::from_str(&std::fs::read_to_string(&file).expect("reads")).expect("JSON");
         let name = format!("{}: {}", file.file_name().expect("name").to_string_lossy(), fixture["name"]);
@@ -105,12 +116,22 @@ async fn send(local: &Local, request: &Value) -> Result<reqwest12::Response, Str
         builder = builder.form(&pairs);
     } else if let Some(part) = request["multipart"].as_object() {
         let boundary = "yuxi-client-boundary";
-        let body = format!(
-            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\nContent-Type: text/plain\r\n\r\n{}\r\n--{boundary}--\r\n",
-            part["field"].as_str().unwrap_or("file"),
-            part["file_name"].as_str().unwrap_or_default(),
-            part["content"].as_str().unwrap_or_default()
-        );
+        let content = match part.get("content_base64").and_then(Value::as_str) {
+            Some(encoded) => {
+                use base64::Engine;
+                base64::engine::general_purpose::STANDARD.decode(encoded).map_err(|e| format!("content_base64: {e}"))?
+            }
+            None => part.get("content").and_then(Value::as_str).unwrap_or_default().as_bytes().to_vec(),
+        };
+        let mut body = format!(
+            "--{boundary}\r\nContent-Disposition: form-data; name=\"{}\"; filename=\"{}\"\r\nContent-Type: {}\r\n\r\n",
+            part.get("field").and_then(Value::as_str).unwrap_or("file"),
+            part.get("file_name").and_then(Value::as_str).unwrap_or_default(),
+            part.get("content_type").and_then(Value::as_str).unwrap_or("text/plain"),
+        )
+        .into_bytes();
+        body.extend_from_slice(&content);
+        body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
         builder = builder.header("content-type", format!("multipart/form-data; boundary={boundary}")).body(body);
     }
     builder.send().await.map_err(|e| format!("{method} {path}: {e}"))

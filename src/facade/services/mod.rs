@@ -12,7 +12,8 @@
 //! - [`knowledge`]: the knowledge bases, their indexes and searches; [`run_knowledge`]: the runs'
 //!   retrieval tool;
 //! - [`files`], [`slug`], [`request_fields`]: names and fields several requests check alike;
-//! - [`quick_model`]: the model `POST /api/chat/call` asks.
+//! - [`quick_model`]: the model `POST /api/chat/call` asks; [`models`]: the models this installation
+//!   runs, as the model picker lists them.
 
 pub mod agent_views;
 pub mod catalog;
@@ -20,6 +21,7 @@ pub mod conversations;
 pub mod files;
 pub mod knowledge;
 pub mod launch;
+pub mod models;
 pub mod quick_model;
 pub mod request_fields;
 pub mod run_knowledge;

@@ -56,12 +56,18 @@ pub struct FacadeParts {
     pub quick_model: Option<std::sync::Arc<dyn super::quick_model::QuickModel>>,
     /// The knowledge bases; `None` answers 503 on `/api/knowledge` and on `knowledge_search`.
     pub knowledge: Option<std::sync::Arc<Knowledge>>,
+    /// The users' data folder, read for the file routes (`/api/viewer/filesystem`, `/api/workspace`): the
+    /// local mode's data folder, or the users' volume mounted read-only in a cluster; `None` answers 503.
+    pub user_files: Option<std::path::PathBuf>,
+    /// The models this installation runs, as the model picker lists them.
+    pub models: super::models::ModelCatalog,
 }
 
 impl FacadeParts {
     /// The parts of a facade authenticating with `auth`, serving `agents` and `runs`, the rest as a new
     /// process has them: default metrics and limits, a random run-token key (set `run_tokens` for
-    /// replicas that share one), no open streams or queue pumps, no model for `/api/chat/call`.
+    /// replicas that share one), no open streams or queue pumps, no model for `/api/chat/call`, no users'
+    /// files, no models listed.
     pub fn new(auth: Authenticator, agents: AgentCatalog, runs: Option<Runs>) -> FacadeParts {
         FacadeParts {
             auth,
@@ -75,6 +81,8 @@ impl FacadeParts {
             chat_calls: Default::default(),
             quick_model: None,
             knowledge: None,
+            user_files: None,
+            models: Default::default(),
         }
     }
 
@@ -89,6 +97,13 @@ impl FacadeParts {
             .as_ref()
             .map(|r| &r.store)
             .ok_or_else(|| ApiError::Unavailable("this facade has no run store: it serves agents only".into()))
+    }
+
+    /// The users' data folder, or 503 when this facade reads none.
+    pub fn user_files(&self) -> Result<&std::path::Path, ApiError> {
+        self.user_files.as_deref().ok_or_else(|| {
+            ApiError::Unavailable("this facade reads no users' files (in a cluster: --user-data-dir)".into())
+        })
     }
 
     /// The knowledge bases, or 503 when this facade serves none.

@@ -5,6 +5,7 @@
 
 pub mod openai;
 pub mod scripted;
+pub mod title;
 mod turn;
 
 use tokio::sync::mpsc::UnboundedSender;

@@ -10,6 +10,8 @@ use crate::facade::http::error::ErrorBody;
 /// The caller, in the fields Yuxi's client reads.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Me {
+    /// The user id, under the name Yuxi's client keeps as the user's id (a number in Yuxi).
+    pub id: String,
     /// The user id.
     pub uid: String,
     /// The same, under Yuxi's name for it.
@@ -37,6 +39,7 @@ pub struct Me {
 )]
 pub async fn me(Caller(identity): Caller) -> Json<Me> {
     Json(Me {
+        id: identity.uid.clone(),
         user_id: identity.uid.clone(),
         username: identity.uid.clone(),
         uid: identity.uid,

@@ -72,62 +72,11 @@ pub async fn list(
     Ok(Json(AgentList { agents }))
 }
 
-/// `GET /api/agent/backends`: the known backends.
-#[utoipa::path(
-    get,
-    path = "/api/agent/backends",
-    operation_id = "list_backends",
-    tag = "agents",
-    responses(
-        (status = 200, description = "the known backends", body = Backends),
-        (status = 401, description = "no or bad token", body = ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
-pub async fn backends(Caller(_): Caller) -> Json<Backends> {
-    Json(Backends {
-        backends: vec![
-            Backend {
-                id: BACKEND_CHATBOT,
-                backend_id: BACKEND_CHATBOT,
-                name: "Chatbot agent",
-                description: "A main agent users chat with; it may delegate to subagents.",
-            },
-            Backend {
-                id: BACKEND_SUBAGENT,
-                backend_id: BACKEND_SUBAGENT,
-                name: "Subagent",
-                description: "An agent main agents delegate tasks to; it cannot delegate further.",
-            },
-        ],
-    })
-}
-
 /// The answer of `GET /api/agent`.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct AgentList {
     /// The agents, sorted by slug.
     pub agents: Vec<AgentView>,
-}
-
-/// The answer of `GET /api/agent/backends`.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct Backends {
-    /// The known backends.
-    pub backends: Vec<Backend>,
-}
-
-/// One backend.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct Backend {
-    /// `ChatbotAgent` or `SubAgentBackend`.
-    pub id: &'static str,
-    /// The same, by the name Yuxi's web client reads (and sends back as `backend_id`).
-    pub backend_id: &'static str,
-    /// Its name.
-    pub name: &'static str,
-    /// What it is for.
-    pub description: &'static str,
 }
 
 /// `GET /api/agent/{slug}`.

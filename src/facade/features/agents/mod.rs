@@ -1,7 +1,8 @@
-//! `/api/agent`: Yuxi-compatible agent CRUD ([`crud`]), the default agent ([`default`]), how an agent is
-//! shown ([`view`]) with the context fields it accepts ([`config`]), and the validation verdict every
-//! write gets ([`rules`]).
+//! `/api/agent`: Yuxi-compatible agent CRUD ([`crud`]), the default agent ([`default`]), the backends
+//! ([`backends`]), how an agent is shown ([`view`]) with the context fields it accepts ([`config`]), and
+//! the validation verdict every write gets ([`rules`]).
 
+pub mod backends;
 pub mod config;
 pub mod crud;
 pub mod default;
@@ -18,6 +19,7 @@ pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
     api.routes(routes!(crud::list, crud::create))
         .routes(routes!(default::get_default))
         .routes(routes!(default::set_default))
-        .routes(routes!(crud::backends))
+        .routes(routes!(backends::backends))
+        .routes(routes!(backends::backend))
         .routes(routes!(crud::get, crud::update, crud::delete))
 }

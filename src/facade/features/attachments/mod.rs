@@ -1,7 +1,9 @@
 //! A conversation's attachments, as Yuxi's client adds them: a file is uploaded first into the caller's
 //! own holding folder ([`held`]), then confirmed into a thread, listed and removed there ([`thread`]).
+//! An image for a message is read and answered base64 ([`image`]).
 
 pub mod held;
+pub mod image;
 pub mod thread;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -15,4 +17,5 @@ pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
         .routes(routes!(thread::confirm))
         .routes(routes!(thread::list))
         .routes(routes!(thread::delete))
+        .routes(routes!(image::upload_image))
 }

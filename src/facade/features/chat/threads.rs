@@ -49,7 +49,7 @@ pub struct ThreadView {
     pub thread_status: &'static str,
 }
 
-async fn view(store: &Store, conversation: Conversation) -> Result<ThreadView, ApiError> {
+pub(super) async fn view(store: &Store, conversation: Conversation) -> Result<ThreadView, ApiError> {
     let status = match &conversation.last_run_id {
         Some(run) => store.run_record(run).await?.map(|r| r.status),
         None => None,

@@ -39,8 +39,9 @@ pub struct StartRun {
     #[serde(default)]
     #[schema(value_type = Option<Object>)]
     pub meta: Option<Map<String, Value>>,
-    /// A base64 image for models that take images. No model this system runs takes images: only
-    /// `null` or `""`; anything else answers 422 naming the field.
+    /// A base64 image for models that take images (`POST /api/chat/image/upload` answers it). No model
+    /// a run starts here is given images yet: only `null` or `""`; anything else answers 422 naming the
+    /// field and the run's model.
     #[serde(default)]
     #[schema(max_length = 0)]
     pub image_content: Option<String>,
@@ -111,7 +112,8 @@ pub fn budget_of(asked: Option<BudgetBody>, agent: &Agent, who: &Identity) -> Re
 }
 
 /// The request fields of `body`, checked against `agent` for `who`, with a request id made when the
-/// client sent none. `earlier` looks up one of the caller's runs (for `created_by_run_id`).
+/// client sent none. `earlier` looks up one of the caller's runs (for `created_by_run_id`);
+/// `default_model` is the model of agents that name none (named when an image cannot be given to it).
 ///
 /// Errors: 413 for `meta` past [`MAX_META_BYTES`]; 422 naming `meta.request_id`, `model_spec`,
 /// `image_content` or `resume`; 403 naming `model_spec` when the agent does not allow the caller that
@@ -123,18 +125,25 @@ pub fn checked(
     agent: &Agent,
     thread_id: &str,
     earlier: Option<&RunRecord>,
+    default_model: Option<&str>,
 ) -> Result<RunRequest, ApiError> {
     let admin = matches!(who.role, Role::Admin | Role::Superadmin);
     let meta = body.meta.clone().unwrap_or_default();
     json_within("meta", &meta, MAX_META_BYTES)?;
     let request_id = request_id_of(&meta)?;
+    let context = agent.spec.context();
     if body.image_content.as_deref().is_some_and(|image| !image.is_empty()) {
+        // The run's input is text: no model is given images yet, whichever would run.
+        let model = [body.model_spec.as_deref(), context.model.as_deref(), default_model]
+            .into_iter()
+            .flatten()
+            .find(|m| !m.is_empty())
+            .map_or_else(|| "the default model".to_string(), |m| format!("the model {m:?}"));
         return Err(ApiError::invalid(
             "image_content",
-            format!("the model of agent {:?} does not take images", body.agent_slug),
+            format!("{model} of agent {:?} does not take images", body.agent_slug),
         ));
     }
-    let context = agent.spec.context();
     let model_spec = match body.model_spec.as_deref().filter(|m| !m.is_empty()) {
         None => None,
         Some(model) if !is_model_spec(model) => {

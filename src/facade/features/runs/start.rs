@@ -102,7 +102,7 @@ pub async fn start(
         Some(id) => mine(store, &who, id).await.ok(),
         None => None,
     };
-    let request = checked(&body, &who, &agent, &thread_id, earlier.as_ref())?;
+    let request = checked(&body, &who, &agent, &thread_id, earlier.as_ref(), state.models.default_model())?;
     let max_tokens = budget_of(body.budget, &agent, &who)?;
     check_quotas(&state, &who.uid).await?;
     let record = RunRecord {

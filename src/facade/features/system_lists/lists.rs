@@ -1,5 +1,6 @@
-//! The read-only lists Yuxi's web client fetches to fill its agent editor: `GET /api/system/tools`,
-//! `GET /api/system/mcp-servers` and `GET /api/skills/accessible`, each answered as Yuxi does
+//! The read-only lists Yuxi's web client fetches to fill its agent editor and its skills page:
+//! `GET /api/system/tools`, `GET /api/system/mcp-servers`, `GET /api/skills/accessible` and
+//! `GET /api/skills`, each answered as Yuxi does
 //! (`{success: true, data: [...]}`) from this system's own catalogue:
 //!
 //! - tools: the built-in tools every runner offers ([`crate::resources::tools`]) and the subagent tools
@@ -209,4 +210,39 @@ pub async fn accessible_skills(
 ) -> Result<Json<Listed<Referenced>>, ApiError> {
     let all = state.agents.all().await?;
     Ok(Json(Listed { success: true, data: items(referenced(&all, &who, skills_of)) }))
+}
+
+/// The answer of `GET /api/skills` (Yuxi's skills page).
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct SkillCards {
+    /// Always true.
+    pub success: bool,
+    /// The skills the caller's agents reference (as `GET /api/skills/accessible`).
+    pub data: Vec<Referenced>,
+    /// The share scopes the caller may give a skill: none, the skills are read-only here (they live in
+    /// the skills library the operator keeps).
+    pub allowed_access_levels: Vec<String>,
+}
+
+/// `GET /api/skills`: the skills page's cards: the skills the caller's agents reference.
+#[utoipa::path(
+    get,
+    path = "/api/skills",
+    operation_id = "list_skill_cards",
+    tag = "catalogue",
+    responses(
+        (status = 200, description = "the skills", body = SkillCards),
+        (status = 401, description = "no or bad token", body = ErrorBody),
+        (status = 403, description = "run credentials", body = ErrorBody),
+        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
+    ),
+    security(("bearer" = [])),
+)]
+pub async fn skill_cards(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<SkillCards>, ApiError> {
+    let all = state.agents.all().await?;
+    Ok(Json(SkillCards {
+        success: true,
+        data: items(referenced(&all, &who, skills_of)),
+        allowed_access_levels: Vec::new(),
+    }))
 }

@@ -1,5 +1,6 @@
-//! The read-only lists Yuxi's web client fetches to fill its agent editor: `GET /api/system/tools`,
-//! `GET /api/system/mcp-servers` and `GET /api/skills/accessible` ([`lists`]).
+//! The read-only lists Yuxi's web client fetches to fill its agent editor and its skills page:
+//! `GET /api/system/tools`, `GET /api/system/mcp-servers`, `GET /api/skills/accessible` and
+//! `GET /api/skills` ([`lists`]).
 
 pub mod lists;
 
@@ -10,5 +11,8 @@ use crate::facade::services::state::FacadeState;
 
 /// Appends this feature's routes to `api`, in the order the OpenAPI document lists them.
 pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
-    api.routes(routes!(lists::tools)).routes(routes!(lists::mcp_servers)).routes(routes!(lists::accessible_skills))
+    api.routes(routes!(lists::tools))
+        .routes(routes!(lists::mcp_servers))
+        .routes(routes!(lists::accessible_skills))
+        .routes(routes!(lists::skill_cards))
 }

@@ -17,7 +17,7 @@ use crate::run::{RunGrant, RunStatus};
 use crate::store::Store;
 
 pub use token_review::{GroupMapping, TokenReviewer};
-pub use users::{LoggedIn, LoginError, UserEntry, Users, UsersError, hash_password};
+pub use users::{LoggedIn, LoginError, Person, UserEntry, Users, UsersError, hash_password};
 
 /// How user tokens are checked.
 #[derive(Clone)]
@@ -41,6 +41,15 @@ impl From<Users> for Authenticator {
 }
 
 impl Authenticator {
+    /// The users this facade can name: the users file's; none with TokenReview, which names a user only
+    /// when their token comes.
+    pub fn people(&self) -> &[Person] {
+        match self {
+            Authenticator::Tokens(users) => users.people(),
+            Authenticator::TokenReview(_) => &[],
+        }
+    }
+
     /// The identity of a bearer token. Errors: 401 for a token that names nobody, 503 when the
     /// Kubernetes API cannot answer.
     pub async fn identify(&self, token: &str) -> Result<Identity, ApiError> {

@@ -99,12 +99,27 @@ fn client_key(client: std::net::IpAddr) -> String {
 pub struct Users {
     by_token: Arc<HashMap<String, Identity>>,
     by_name: Arc<HashMap<String, Login>>,
+    people: Arc<Vec<Person>>,
     failures: moka::sync::Cache<String, u32>,
+}
+
+/// One user of the file, without their secrets: what an administrator's user picker lists.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Person {
+    /// Who.
+    pub identity: Identity,
+    /// The name they log in with (the uid when the entry names none).
+    pub username: String,
 }
 
 impl Default for Users {
     fn default() -> Self {
-        Self { by_token: Default::default(), by_name: Default::default(), failures: failure_cache() }
+        Self {
+            by_token: Default::default(),
+            by_name: Default::default(),
+            people: Default::default(),
+            failures: failure_cache(),
+        }
     }
 }
 
@@ -148,6 +163,7 @@ impl Users {
     pub fn new(entries: Vec<UserEntry>) -> Result<Self, UsersError> {
         let mut by_token = HashMap::new();
         let mut by_name = HashMap::new();
+        let mut people: Vec<Person> = Vec::new();
         for (index, entry) in entries.into_iter().enumerate() {
             if entry.token.is_empty() {
                 return Err(UsersError::EmptyToken { index });
@@ -160,6 +176,10 @@ impl Users {
                 return Err(UsersError::DuplicateToken { index });
             }
             let name = entry.username.clone().unwrap_or_else(|| entry.uid.clone());
+            // A user may have several tokens: listed once.
+            if !people.iter().any(|p| p.identity.uid == identity.uid) {
+                people.push(Person { identity: identity.clone(), username: name.clone() });
+            }
             if let Some(hash) = entry.password_hash {
                 let argon2 = PasswordHash::new(&hash).is_ok_and(|h| h.algorithm.as_str().starts_with("argon2"));
                 if !argon2 {
@@ -171,7 +191,18 @@ impl Users {
                 }
             }
         }
-        Ok(Self { by_token: Arc::new(by_token), by_name: Arc::new(by_name), failures: failure_cache() })
+        people.sort_by(|a, b| a.identity.uid.cmp(&b.identity.uid));
+        Ok(Self {
+            by_token: Arc::new(by_token),
+            by_name: Arc::new(by_name),
+            people: Arc::new(people),
+            failures: failure_cache(),
+        })
+    }
+
+    /// Every user of the file, once each, by uid.
+    pub fn people(&self) -> &[Person] {
+        &self.people
     }
 
     /// Reads a users file: a YAML list of `{token, uid, role, department_id, username, password_hash}`.
