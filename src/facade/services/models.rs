@@ -59,6 +59,11 @@ impl ModelCatalog {
         Ok(Self { default_model, models: listed, openai_base_url })
     }
 
+    /// Whether `spec` is one of the models this installation offers (the default or one of `--models`).
+    pub fn offers(&self, spec: &str) -> bool {
+        self.default_model.as_deref() == Some(spec) || self.models.iter().any(|m| m == spec)
+    }
+
     /// The model of agents that name none, if one is configured.
     pub fn default_model(&self) -> Option<&str> {
         self.default_model.as_deref()

@@ -5,7 +5,8 @@
 //!
 //! A call spends tokens as a run does, under the same rules: the daily quotas are checked first and
 //! counted after; a user has at most [`MAX_CHAT_CALLS_PER_USER`] under way; and only an administrator
-//! names a model other than the default one (an agent's run is held to its agent's model the same way).
+//! names a model this installation does not offer (the default one and `--models`), as an agent's run is
+//! held to its agent's model.
 
 use axum::Json;
 use axum::extract::State;
@@ -61,7 +62,7 @@ pub struct CallAnswer {
         (status = 400, description = "malformed body", body = ErrorBody),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 413, description = "body too large", body = ErrorBody),
-        (status = 403, description = "`meta.model_spec` names a model other than the default one, which only administrators choose", body = ErrorBody),
+        (status = 403, description = "`meta.model_spec` names a model this facade does not offer, which only administrators choose", body = ErrorBody),
         (status = 422, description = "`query` empty or too long, `meta.model_spec` not a model", body = ErrorBody),
         (status = 429, description = "a daily token quota is used up, or `max_chat_calls_per_user` calls are under way; `field` names which", body = ErrorBody),
         (status = 502, description = "the model failed", body = ErrorBody),
@@ -92,11 +93,12 @@ pub async fn call(
     };
     let request_id = request_id_of(&meta)?;
     let admin = matches!(who.role, Role::Admin | Role::Superadmin);
-    if let Some(named) = spec.as_deref().filter(|named| *named != model.default_model())
+    let offered = |named: &str| named == model.default_model() || state.models.offers(named);
+    if let Some(named) = spec.as_deref().filter(|named| !offered(named))
         && !admin
     {
         return Err(ApiError::Forbidden(format!(
-            "meta.model_spec: {named:?} is not this facade's default model; only administrators choose another"
+            "meta.model_spec: {named:?} is not a model this facade offers; only administrators choose another"
         )));
     }
     let _under_way = state.chat_calls.enter(&who.uid, MAX_CHAT_CALLS_PER_USER, "max_chat_calls_per_user")?;
