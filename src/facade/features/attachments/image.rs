@@ -102,7 +102,7 @@ fn measure(bytes: &[u8]) -> Option<Measured> {
         (status = 400, description = "not a multipart body", body = ErrorBody),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 413, description = "`max_image_bytes`: the image is larger than the limit", body = ErrorBody),
-        (status = 422, description = "`file`: missing, or not a PNG, JPEG, GIF or WebP image", body = ErrorBody),
+        (status = 422, description = "`file`: missing, or not a PNG, JPEG, GIF or WebP image; or a part besides it, named", body = ErrorBody),
     ),
     security(("bearer" = [])),
 )]
@@ -125,6 +125,12 @@ pub async fn upload_image(
         None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
     };
     let bytes = field.bytes().await.map_err(bad)?;
+    if let Some(extra) = form.next_field().await.map_err(bad)? {
+        return Err(ApiError::invalid(
+            extra.name().unwrap_or("body").to_string(),
+            "only one part, `file`, is expected",
+        ));
+    }
     if bytes.len() > MAX_IMAGE_BYTES {
         return Err(ApiError::TooLarge(format!(
             "max_image_bytes: the image has {} bytes; at most {MAX_IMAGE_BYTES}",

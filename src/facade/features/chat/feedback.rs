@@ -16,12 +16,22 @@ use crate::facade::http::error::{ApiError, ErrorBody};
 /// The longest `reason`, in characters.
 pub const MAX_REASON_CHARS: usize = 2000;
 
+/// A rating.
+#[derive(Clone, Copy, Debug, Deserialize, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum Rating {
+    /// The answer helped.
+    Like,
+    /// It did not.
+    Dislike,
+}
+
 /// `POST .../feedback` body (Yuxi's `MessageFeedbackRequest`).
 #[derive(Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct FeedbackBody {
     /// `like` or `dislike`.
-    pub rating: String,
+    pub rating: Rating,
     /// Why, for a dislike (at most 2000 characters).
     #[serde(default)]
     #[schema(max_length = 2000)]
@@ -34,9 +44,9 @@ pub struct FeedbackAnswer {
     /// Always 0: ratings are not kept.
     pub id: u64,
     /// The message rated.
-    pub message_id: u64,
+    pub message_id: i64,
     /// `like` or `dislike`.
-    pub rating: String,
+    pub rating: Rating,
     /// Why.
     pub reason: Option<String>,
     /// When it was given, RFC 3339.
@@ -53,10 +63,11 @@ pub struct FeedbackStatus {
     pub feedback: Option<serde_json::Value>,
 }
 
-/// `message_id` as a number from 1. Errors: 422 naming `message_id`.
-fn message_number(message_id: &str) -> Result<u64, ApiError> {
+/// `message_id` as a number from 1 (an `int64`, as the document states). Errors: 422 naming
+/// `message_id`.
+fn message_number(message_id: &str) -> Result<i64, ApiError> {
     message_id
-        .parse::<u64>()
+        .parse::<i64>()
         .ok()
         .filter(|n| *n >= 1)
         .ok_or_else(|| ApiError::invalid("message_id", format!("{message_id:?} is not a message id (a number from 1)")))
@@ -68,7 +79,7 @@ fn message_number(message_id: &str) -> Result<u64, ApiError> {
     path = "/api/chat/message/{message_id}/feedback",
     operation_id = "submit_message_feedback",
     tag = "chat",
-    params(("message_id" = u64, Path, description = "the message's id in its history, from 1")),
+    params(("message_id" = i64, Path, minimum = 1, description = "the message's id in its history, from 1")),
     request_body = FeedbackBody,
     responses(
         (status = 200, description = "the rating, logged (not kept)", body = FeedbackAnswer),
@@ -83,9 +94,6 @@ pub async fn submit(
     JsonBody(body): JsonBody<FeedbackBody>,
 ) -> Result<Json<FeedbackAnswer>, ApiError> {
     let message_id = message_number(&message_id)?;
-    if body.rating != "like" && body.rating != "dislike" {
-        return Err(ApiError::invalid("rating", format!("{:?} is not like or dislike", body.rating)));
-    }
     if body.reason.as_deref().is_some_and(|r| r.chars().count() > MAX_REASON_CHARS) {
         return Err(ApiError::invalid("reason", format!("is longer than {MAX_REASON_CHARS} characters")));
     }
@@ -93,7 +101,7 @@ pub async fn submit(
         target: "yuxi_operator::feedback",
         uid = %who.uid,
         message_id,
-        rating = %body.rating,
+        rating = ?body.rating,
         reason = body.reason.as_deref().unwrap_or_default(),
         "a rating of an answer"
     );
@@ -112,7 +120,7 @@ pub async fn submit(
     path = "/api/chat/message/{message_id}/feedback",
     operation_id = "get_message_feedback",
     tag = "chat",
-    params(("message_id" = u64, Path, description = "the message's id in its history, from 1")),
+    params(("message_id" = i64, Path, minimum = 1, description = "the message's id in its history, from 1")),
     responses(
         (status = 200, description = "always none: ratings are not kept", body = FeedbackStatus),
         (status = 401, description = "no or bad token", body = ErrorBody),

@@ -30,9 +30,9 @@ const SNIPPET_SIDE_CHARS: usize = 40;
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct SearchQuery {
-    /// What to look for: 1 to 200 characters, case aside.
+    /// What to look for: 1 to 200 characters, not only spaces, case aside (required).
     #[serde(default)]
-    #[param(min_length = 1, max_length = 200)]
+    #[param(required = true, value_type = String, min_length = 1, max_length = 200, pattern = "\\S")]
     q: Option<String>,
     /// Only the conversations with this agent.
     #[serde(default)]
@@ -50,7 +50,7 @@ pub struct SearchQuery {
 
 /// Where a conversation mentions the query.
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct Snippet {
+pub struct ThreadSnippet {
     /// The message's id in the history.
     pub message_id: Option<u64>,
     /// Its words around the match.
@@ -61,7 +61,7 @@ pub struct Snippet {
 
 /// One conversation found (Yuxi's `ThreadSearchItem`).
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct Found {
+pub struct ThreadFound {
     /// The conversation.
     #[serde(flatten)]
     pub thread: ThreadView,
@@ -72,14 +72,14 @@ pub struct Found {
     /// Always `null`: messages carry no time here.
     pub latest_match_at: Option<String>,
     /// Up to three snippets.
-    pub snippets: Vec<Snippet>,
+    pub snippets: Vec<ThreadSnippet>,
 }
 
 /// The answer (Yuxi's `ThreadSearchResponse`).
 #[derive(Serialize, utoipa::ToSchema)]
-pub struct SearchAnswer {
+pub struct ThreadSearchAnswer {
     /// The conversations found, most recently updated first.
-    pub items: Vec<Found>,
+    pub items: Vec<ThreadFound>,
     /// Whether more are found past this page.
     pub has_more: bool,
     /// The page's size.
@@ -118,7 +118,7 @@ fn snippet(text: &str, needle: &str) -> Option<String> {
     tag = "chat",
     params(SearchQuery),
     responses(
-        (status = 200, description = "the caller's conversations that mention `q`", body = SearchAnswer),
+        (status = 200, description = "the caller's conversations that mention `q`", body = ThreadSearchAnswer),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 422, description = "`query.q` empty or too long, `query.limit` or `query.offset` out of range", body = ErrorBody),
         (status = 503, description = "the run store is unavailable", body = ErrorBody),
@@ -129,7 +129,7 @@ pub async fn search(
     State(state): State<FacadeState>,
     Caller(who): Caller,
     QueryParams(query): QueryParams<SearchQuery>,
-) -> Result<Json<SearchAnswer>, ApiError> {
+) -> Result<Json<ThreadSearchAnswer>, ApiError> {
     let store = state.store()?;
     let q = query.q.as_deref().map(str::trim).unwrap_or_default();
     if q.is_empty() || q.chars().count() > MAX_QUERY_CHARS {
@@ -170,7 +170,7 @@ pub async fn search(
                     matched += 1;
                     first = first.or(id);
                     if snippets.len() < MAX_SNIPPETS {
-                        snippets.push(Snippet { message_id: id, content: words, created_at: None });
+                        snippets.push(ThreadSnippet { message_id: id, content: words, created_at: None });
                     }
                 }
             }
@@ -186,10 +186,16 @@ pub async fn search(
                 break 'pages;
             }
             let thread = view(store, conversation).await?;
-            found.push(Found { thread, matched_count: matched, message_id: first, latest_match_at: None, snippets });
+            found.push(ThreadFound {
+                thread,
+                matched_count: matched,
+                message_id: first,
+                latest_match_at: None,
+                snippets,
+            });
         }
     }
-    Ok(Json(SearchAnswer { items: found, has_more, limit, offset }))
+    Ok(Json(ThreadSearchAnswer { items: found, has_more, limit, offset }))
 }
 
 #[cfg(test)]

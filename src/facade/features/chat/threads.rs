@@ -89,9 +89,9 @@ pub struct CreateThread {
     #[serde(default)]
     #[schema(max_length = 64)]
     pub request_id: Option<String>,
-    /// Must be absent or `null`: this system has no projects.
+    /// Must be absent, `null` or `""`: this system has no projects.
     #[serde(default)]
-    #[schema(value_type = Option<String>)]
+    #[schema(value_type = Option<String>, max_length = 0)]
     pub project_id: Option<Value>,
 }
 
@@ -134,7 +134,7 @@ pub async fn create(
             format!("{:?} is a subagent: conversations are with main agents", body.agent_id),
         ));
     }
-    if body.project_id.as_ref().is_some_and(|p| !p.is_null()) {
+    if body.project_id.as_ref().is_some_and(|p| !p.is_null() && p.as_str() != Some("")) {
         return Err(ApiError::invalid("project_id", "this system has no projects"));
     }
     let metadata = body.metadata.unwrap_or_default();

@@ -29,6 +29,12 @@ pub const MAX_DOWNLOAD_BYTES: u64 = 256 * 1024 * 1024;
 /// The policy of every answer carrying a user's bytes: shown sandboxed, loading nothing.
 const SANDBOXED: &str = "sandbox; default-src 'none'; img-src 'self' data:; style-src 'unsafe-inline'";
 
+/// A file's bytes, as the OpenAPI document states an answer that carries them.
+#[derive(utoipa::ToSchema)]
+#[schema(value_type = String, format = Binary)]
+#[allow(dead_code)]
+pub struct FileBytes(Vec<u8>);
+
 /// A preview in JSON (Yuxi's `PreviewResult.payload()`).
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Preview {

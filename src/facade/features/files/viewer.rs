@@ -9,7 +9,7 @@ use axum::response::Response;
 use axum::{Json, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 
-use super::preview::{Preview, download as download_file, preview};
+use super::preview::{FileBytes, Preview, download as download_file, preview};
 use super::scope::{ScopeDir, answer, blocking, segments};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
@@ -22,8 +22,9 @@ use crate::run::scope::{Scope, ScopeIds};
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ViewerQuery {
-    /// The conversation (required).
+    /// The conversation (required: 422 naming `query.thread_id` without it).
     #[serde(default)]
+    #[param(required = true, value_type = String)]
     thread_id: Option<String>,
     /// The folder or file: `/`, `/outputs/`, `/outputs/report.md` (default `/`); no `..`.
     #[serde(default)]
@@ -194,7 +195,7 @@ async fn open(
     params(ViewerQuery),
     responses(
         (status = 200, description = "text, Markdown or HTML as a JSON preview; an image or a PDF as its bytes (`X-Yuxi-Preview-Type`)",
-         content((Preview = "application/json"), (Vec<u8> = "application/octet-stream"))),
+         content((Preview = "application/json"), (FileBytes = "image/*"), (FileBytes = "application/pdf"))),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "no such file (links and special files are not files here), or the conversation is unknown or another user's", body = ErrorBody),
         (status = 413, description = "`max_preview_bytes`: the file is larger than a preview reads", body = ErrorBody),
@@ -220,7 +221,7 @@ pub async fn file(
     tag = "files",
     params(ViewerQuery),
     responses(
-        (status = 200, description = "the file's bytes", content_type = "application/octet-stream"),
+        (status = 200, description = "the file's bytes, as the media type of its name", content((FileBytes = "*/*"))),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "no such file, or the conversation is unknown or another user's", body = ErrorBody),
         (status = 413, description = "`max_download_bytes`: the file is larger than a download sends", body = ErrorBody),

@@ -8,7 +8,7 @@ use axum::extract::State;
 use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
-use super::preview::{Preview, download as download_file, preview};
+use super::preview::{FileBytes, Preview, download as download_file, preview};
 use super::scope::{OpenedFile, ScopeDir, ScopeError, answer, blocking, segments};
 use crate::access::Identity;
 use crate::facade::http::auth::Caller;
@@ -37,8 +37,9 @@ pub struct TreeQuery {
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct FileQuery {
-    /// The file, from the workspace's root (required); no `..`.
+    /// The file, from the workspace's root (required: 422 naming `query.path` without it); no `..`.
     #[serde(default)]
+    #[param(required = true, value_type = String)]
     path: Option<String>,
 }
 
@@ -162,7 +163,7 @@ async fn open(state: &FacadeState, who: &Identity, query: FileQuery) -> Result<(
     params(FileQuery),
     responses(
         (status = 200, description = "text, Markdown or HTML as a JSON preview; an image or a PDF as its bytes (`X-Yuxi-Preview-Type`)",
-         content((Preview = "application/json"), (Vec<u8> = "application/octet-stream"))),
+         content((Preview = "application/json"), (FileBytes = "image/*"), (FileBytes = "application/pdf"))),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "no such file (links and special files are not files here)", body = ErrorBody),
         (status = 413, description = "`max_preview_bytes`: the file is larger than a preview reads", body = ErrorBody),
@@ -188,7 +189,7 @@ pub async fn file(
     tag = "files",
     params(FileQuery),
     responses(
-        (status = 200, description = "the file's bytes", content_type = "application/octet-stream"),
+        (status = 200, description = "the file's bytes, as the media type of its name", content((FileBytes = "*/*"))),
         (status = 401, description = "no or bad token", body = ErrorBody),
         (status = 404, description = "no such file", body = ErrorBody),
         (status = 413, description = "`max_download_bytes`: the file is larger than a download sends", body = ErrorBody),

@@ -14,12 +14,26 @@ use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::state::FacadeState;
 
+/// The kinds of model Yuxi's client asks for.
+#[derive(utoipa::ToSchema)]
+#[schema(rename_all = "lowercase")]
+#[allow(dead_code)]
+pub enum ModelType {
+    /// Chat models: the ones listed.
+    Chat,
+    /// Embedding models: none.
+    Embedding,
+    /// Rerank models: none.
+    Rerank,
+}
+
 /// The query.
 #[derive(Deserialize, utoipa::IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct ModelsQuery {
-    /// `chat` (the default), `embedding` or `rerank`.
+    /// `chat` (the default), `embedding` or `rerank`; anything else answers 422.
     #[serde(default)]
+    #[param(inline, value_type = Option<ModelType>)]
     model_type: Option<String>,
 }
 
