@@ -7,7 +7,7 @@
 use std::time::Duration;
 
 use crate::run::approval::{Checkpoint, Decision, Waiting};
-use crate::run::{Envelope, EventKind, RunResult, RunStatus};
+use crate::run::{Envelope, EventKind, RunRecord, RunResult, RunStatus};
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
 
@@ -219,16 +219,23 @@ impl Store {
                 .as_ref()
                 .and_then(|w| w.expires_at.parse::<jiff::Timestamp>().ok())
                 .is_some_and(|due| due <= now);
-            if record.status == RunStatus::Waiting && overdue {
-                let error = "no decision came before the approval's time-out (approvalTimeoutSeconds)";
-                if self
-                    .end_waiting(&run_id, RunStatus::Failed, Some(error), Some(crate::run::approval::APPROVAL_TIMEOUT))
-                    .await?
-                {
-                    tracing::info!(run_id = %run_id, "ended a run whose approval timed out");
-                    ended += 1;
-                }
+            if record.status == RunStatus::Waiting && overdue && self.expire_waiting_run(&record).await? {
+                ended += 1;
             }
+        }
+        Ok(ended)
+    }
+
+    /// Ends the waiting run `record` because its decisions are overdue: `failed` with reason
+    /// `ApprovalTimeout` ([`Store::end_waiting`]); the sweeper's step, and a late decision's. Returns
+    /// whether it ended the run (not when something else ended or resumed it first).
+    pub async fn expire_waiting_run(&self, record: &RunRecord) -> Result<bool, StoreError> {
+        let error = "no decision came before the approval's time-out (approvalTimeoutSeconds)";
+        let ended = self
+            .end_waiting(&record.run_id, RunStatus::Failed, Some(error), Some(crate::run::approval::APPROVAL_TIMEOUT))
+            .await?;
+        if ended {
+            tracing::info!(run_id = %record.run_id, "ended a run whose approval timed out");
         }
         Ok(ended)
     }

@@ -664,12 +664,12 @@ async fn a_config_map_source_is_read_through_the_api_and_a_forbidden_one_is_not_
     assert!(message.contains("knowledge.configMapNames") && message.contains("payments-config"), "{message}");
 }
 
-#[tokio::test]
-async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
+/// Puts `run_id`, `uid`'s run of thread `thread_id`, in `store` waiting for a decision on one
+/// `write_file` call (`call_0_0`) until `expires_at`.
+async fn waiting_run(store: &Store, run_id: &str, thread_id: &str, uid: &str, expires_at: &str) {
     use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Waiting};
     use yuxi_operator::run::message::ToolCall;
-    let store = Store::memory();
-    running(&store, "r-9", "t-9", "alice").await;
+    running(store, run_id, thread_id, uid).await;
     let tool_call = ToolCall::new("call_0_0", "write_file", "{\"path\": \"/tmp/x\", \"content\": \"y\"}");
     let pending = vec![ActionRequest::of(&tool_call)];
     let checkpoint = Checkpoint {
@@ -682,30 +682,22 @@ async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
         decisions: vec![],
         input: "write it".into(),
     };
-    let waiting = Waiting {
-        reason: "ApprovalRequired".into(),
-        action_requests: pending,
-        expires_at: "2099-01-01T00:00:00Z".into(),
-    };
-    let paused = store
-        .pause_run(
-            "r-9",
-            "t-9",
-            &checkpoint,
-            &waiting,
-            json!({"type": "approval_required"}),
-            std::time::Duration::from_secs(600),
-        )
-        .await
-        .expect("paused");
-    assert!(paused);
+    let waiting =
+        Waiting { reason: "ApprovalRequired".into(), action_requests: pending, expires_at: expires_at.into() };
+    let interrupt = json!({"type": "approval_required"});
+    let keep = std::time::Duration::from_secs(600);
+    assert!(store.pause_run(run_id, thread_id, &checkpoint, &waiting, interrupt, keep).await.expect("paused"));
+}
+
+/// The exchanges of a resume of `r-9` the API server answers: the agent read, the AgentRun and its
+/// credentials Secret patched.
+fn resume_exchanges() -> Vec<Exchange> {
     let parent = agent("deep-research", json!({"backend": "ChatbotAgent", "isSubagent": false, "share": global()}));
     let run = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun",
                      "metadata": {"name": "r-9", "namespace": "team-a", "uid": "run-uid-9",
                                   "annotations": {"yuxi.dev/run-credentials": "r-9-credentials"}},
                      "spec": {"agent": "deep-research", "input": "write it"}});
-    let (client, server) = crate::support::api_server::scripted::api_server_receiving(vec![
-        review("alice", &["yuxi:department:1"]),
+    vec![
         Exchange::new(Method::GET, &format!("{AGENTS}/deep-research"), 200, parent),
         Exchange::new(
             Method::PATCH,
@@ -719,11 +711,22 @@ async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
             200,
             json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "r-9-credentials"}}),
         ),
-    ]);
+    ]
+}
+
+fn approve_r9() -> Value {
+    json!({"resume": {"run_id": "r-9", "decisions": [{"tool_call_id": "call_0_0", "decision": "approve"}]}})
+}
+
+#[tokio::test]
+async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
+    let store = Store::memory();
+    waiting_run(&store, "r-9", "t-9", "alice", "2099-01-01T00:00:00Z").await;
+    let mut exchanges = vec![review("alice", &["yuxi:department:1"])];
+    exchanges.extend(resume_exchanges());
+    let (client, server) = crate::support::api_server::scripted::api_server_receiving(exchanges);
     let base = facade(client, store.clone()).await;
-    let resume =
-        json!({"resume": {"run_id": "r-9", "decisions": [{"tool_call_id": "call_0_0", "decision": "approve"}]}});
-    let (status, body) = call(&base, "POST", "/api/agent/runs", "alice-token", Some(resume)).await;
+    let (status, body) = call(&base, "POST", "/api/agent/runs", "alice-token", Some(approve_r9())).await;
     assert_eq!((status, body["run_id"].as_str()), (200, Some("r-9")), "{body}");
     let received = tokio::time::timeout(std::time::Duration::from_secs(10), server)
         .await
@@ -738,4 +741,64 @@ async fn a_resume_marks_the_agent_run_resumed_and_renews_its_credentials() {
     assert_eq!((record.status, record.waiting), (yuxi_operator::run::RunStatus::Pending, None));
     let (taken, decisions) = store.take_resumption("r-9").await.expect("read").expect("its resumption");
     assert_eq!((taken.steps, decisions.len()), (1, 1));
+}
+
+#[tokio::test]
+async fn an_administrator_cannot_decide_on_another_users_run_and_a_superadmins_decision_is_audited() {
+    let store = Store::memory();
+    waiting_run(&store, "r-9", "t-9", "alice", "2099-01-01T00:00:00Z").await;
+    // One review per token: the facade remembers it.
+    let mut exchanges = vec![review("ops", &["yuxi:admins"]), review("root", &["yuxi:superadmins"])];
+    exchanges.extend(resume_exchanges());
+    let (client, server) = crate::support::api_server::scripted::api_server_receiving(exchanges);
+    let base = facade(client, store.clone()).await;
+    // An administrator's edit would run in Alice's sandbox: the run answers as a missing one.
+    let (status, admin) = call(&base, "POST", "/api/agent/runs", "ops-token", Some(approve_r9())).await;
+    let missing =
+        json!({"resume": {"run_id": "r-0", "decisions": [{"tool_call_id": "call_0_0", "decision": "approve"}]}});
+    let (missing_status, missing) = call(&base, "POST", "/api/agent/runs", "ops-token", Some(missing)).await;
+    assert_eq!((status, missing_status), (404, 404), "{admin}");
+    assert_eq!(
+        admin["message"].as_str().map(|m| m.replace("r-9", "x")),
+        missing["message"].as_str().map(|m| m.replace("r-0", "x"))
+    );
+    let record = store.run_record("r-9").await.expect("read").expect("the run");
+    assert_eq!(record.status, yuxi_operator::run::RunStatus::Waiting, "nothing changed");
+    // A superadmin decides, and the run's own stream says who did, and what.
+    let (status, body) = call(&base, "POST", "/api/agent/runs", "root-token", Some(approve_r9())).await;
+    assert_eq!(status, 200, "{body}");
+    tokio::time::timeout(std::time::Duration::from_secs(10), server)
+        .await
+        .expect("launched")
+        .expect("the whole script");
+    let events = store.read_events("r-9", "0-0", 100).await.expect("events");
+    let audit: Vec<_> = events.iter().map(|e| &e.envelope.payload).filter(|p| p["type"] == "decided_by").collect();
+    assert_eq!(audit.len(), 1, "{events:?}");
+    assert_eq!(audit[0]["role"], "superadmin");
+    assert_ne!(audit[0]["uid"], "alice");
+    assert_eq!(audit[0]["decisions"], json!([{"tool_call_id": "call_0_0", "decision": "approve", "edited": false}]));
+    let (_, decisions) = store.take_resumption("r-9").await.expect("read").expect("its resumption");
+    assert_eq!(decisions.len(), 1);
+}
+
+#[tokio::test]
+async fn a_decision_after_the_approvals_deadline_ends_the_run_timed_out_and_answers_409() {
+    let store = Store::memory();
+    // The deadline passed a minute ago, and no sweep has ended the run yet.
+    let due = jiff::Timestamp::now() - jiff::SignedDuration::from_secs(60);
+    waiting_run(&store, "r-9", "t-9", "alice", &due.to_string()).await;
+    let (client, _server) = crate::support::api_server::scripted::api_server_receiving(vec![review("alice", &[])]);
+    let base = facade(client, store.clone()).await;
+    let (status, late) = call(&base, "POST", "/api/agent/runs", "alice-token", Some(approve_r9())).await;
+    assert_eq!(status, 409, "{late}");
+    assert!(late["message"].as_str().unwrap_or_default().contains("ApprovalTimeout"), "{late}");
+    assert!(store.take_resumption("r-9").await.expect("read").is_none(), "the late decisions were not taken");
+    let result = store.run_result("r-9").await.expect("read").expect("ended");
+    assert_eq!(
+        (result.status, result.reason.as_deref()),
+        (yuxi_operator::run::RunStatus::Failed, Some("ApprovalTimeout"))
+    );
+    let events = store.read_events("r-9", "0-0", 100).await.expect("events");
+    let ends = events.iter().filter(|e| e.envelope.event == yuxi_operator::run::EventKind::End).count();
+    assert_eq!(ends, 1);
 }

@@ -3,9 +3,12 @@
 //! this API's, `{resume: {run_id, decisions: [{tool_call_id, decision, arguments?, message?}]}}`, and
 //! Yuxi's web client's, which names the run in `created_by_run_id` and gives LangChain's decisions, one
 //! per waiting call in their order, `{resume: {decisions: [{type, edited_action?, message?}]}}`
-//! ([`crate::run::hitl`]). Only the run's user or an administrator decides; another user's run answers
-//! 404 as a missing one; a run that is not waiting, or a decision for a call that is not waiting,
-//! answers 409.
+//! ([`crate::run::hitl`]). Only the run's user decides, or a superadmin, whose decision on another
+//! user's run is written into that run's events and the audit log; another user's run answers 404 as a
+//! missing one, to an administrator too (an edit would run its arguments in that user's sandbox with
+//! their files). A run that is not waiting, or a decision for a call that is not waiting, answers 409;
+//! decisions that come after the approval's deadline end the run as the sweeper would
+//! (`ApprovalTimeout`) and answer 409.
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -15,7 +18,8 @@ use crate::access::{Identity, Role};
 use crate::facade::http::error::ApiError;
 use crate::facade::services::run_starts::launch_resumed;
 use crate::facade::services::state::FacadeState;
-use crate::run::approval::{ActionRequest, Decision, DecisionError, DecisionKind, check_decisions};
+use crate::run::EventKind;
+use crate::run::approval::{APPROVAL_TIMEOUT, ActionRequest, Decision, DecisionError, DecisionKind, check_decisions};
 use crate::run::hitl::{EditedAction, PositionalDecision, in_order};
 use crate::run::thread_id::is_valid_id;
 use crate::run::{RunRecord, RunStatus};
@@ -73,7 +77,8 @@ pub struct ResumeContext<'a> {
     pub thread_id: Option<&'a str>,
 }
 
-/// The waiting run `run_id` when `who` may decide on it: its user's, or any for an administrator.
+/// The waiting run `run_id` when `who` may decide on it: its user's, or any for a superadmin. An
+/// administrator decides only on their own runs: deciding is acting in the run's sandbox.
 async fn decidable(state: &FacadeState, who: &Identity, run_id: &str) -> Result<RunRecord, ApiError> {
     let store = state.store()?;
     let missing = || ApiError::NotFound(format!("run {run_id:?} does not exist"));
@@ -81,7 +86,12 @@ async fn decidable(state: &FacadeState, who: &Identity, run_id: &str) -> Result<
         return Err(missing());
     }
     let record = store.run_record(run_id).await?.ok_or_else(missing)?;
-    if record.uid == who.uid || who.role >= Role::Admin { Ok(record) } else { Err(missing()) }
+    if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
+}
+
+/// Whether the decisions on `record` come after its approval's deadline at `now`.
+fn overdue(record: &RunRecord, now: jiff::Timestamp) -> bool {
+    record.waiting.as_ref().and_then(|w| w.expires_at.parse::<jiff::Timestamp>().ok()).is_some_and(|due| due <= now)
 }
 
 /// The run a resume names: `resume.run_id`, or Yuxi's `created_by_run_id`; 422 naming
@@ -175,6 +185,14 @@ pub async fn resume(
     if record.status != RunStatus::Waiting {
         return Err(not_waiting(&record));
     }
+    if overdue(&record, jiff::Timestamp::now()) {
+        store.expire_waiting_run(&record).await?;
+        return Err(ApiError::Conflict(format!(
+            "run {} waited past its approval's deadline ({}): it ended with reason {APPROVAL_TIMEOUT}",
+            record.run_id,
+            record.waiting.as_ref().map_or("", |w| w.expires_at.as_str()),
+        )));
+    }
     let checkpoint = store.run_checkpoint(&record.run_id).await?.ok_or_else(|| not_waiting(&record))?;
     let decisions = decisions_of(&resume.decisions, &checkpoint.pending)?;
     check_decisions(&checkpoint.pending, &decisions).map_err(refusal)?;
@@ -184,9 +202,12 @@ pub async fn resume(
     if !store.resume_run(&record.run_id, &decisions).await? {
         return Err(ApiError::Conflict(format!("run {} is no longer waiting", record.run_id)));
     }
+    if who.uid != record.uid {
+        audit_decision(state, who, &record, &decisions).await;
+    }
     let record = RunRecord { status: RunStatus::Pending, waiting: None, ..record };
     // The run acts for its own user again, with fresh credentials (its earlier ones may have expired
-    // while it waited). An administrator deciding on another user's run gives it that user's uid only.
+    // while it waited). A superadmin deciding on another user's run gives it that user's uid only.
     let acting = if who.uid == record.uid {
         who.clone()
     } else {
@@ -194,4 +215,28 @@ pub async fn resume(
     };
     launch_resumed(state, &acting, agent, &record, checkpoint.input);
     Ok(StartedParentRun::running(&record, Default::default()))
+}
+
+/// Records a superadmin's decisions on another user's run: a `custom` event of type `decided_by` in
+/// the run's stream (so its user sees who decided, and what), and a line in the audit log (tracing
+/// target `yuxi::audit`). The decisions stand if the event cannot be written; the log says so.
+async fn audit_decision(state: &FacadeState, who: &Identity, record: &RunRecord, decisions: &[Decision]) {
+    let calls: Vec<_> = decisions
+        .iter()
+        .map(|d| serde_json::json!({"tool_call_id": d.tool_call_id, "decision": d.decision, "edited": d.arguments.is_some()}))
+        .collect();
+    tracing::warn!(
+        target: "yuxi::audit",
+        decided_by = %who.uid,
+        run_id = %record.run_id,
+        run_uid = %record.uid,
+        decisions = %serde_json::Value::from(calls.clone()),
+        "a superadmin decided on another user's waiting run"
+    );
+    let payload = serde_json::json!({"type": "decided_by", "uid": who.uid, "role": "superadmin", "decisions": calls});
+    if let Ok(store) = state.store()
+        && let Err(error) = store.append_event(&record.run_id, &record.thread_id, EventKind::Custom, payload).await
+    {
+        tracing::warn!(target: "yuxi::audit", run_id = %record.run_id, %error, "could not write the decided_by event");
+    }
 }
