@@ -68,9 +68,9 @@ pub struct LocalArgs {
     /// latest.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     keep_finished_runs: u64,
-    /// Without Redis: how many threads (conversation histories) this process keeps, the least recently
-    /// written forgotten first (never one a run holds); each is forgotten 30 days after its last write
-    /// at the latest.
+    /// Without Redis: how many threads (conversation histories) this process keeps for each user, that
+    /// user's least recently written forgotten first (never one a run holds, never because of another
+    /// user's); each is forgotten 30 days after its last write at the latest.
     #[arg(long, default_value_t = 1000, value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     keep_threads: u64,
     /// The model of agents that name none: by default each agent's own script

@@ -85,3 +85,29 @@ async fn a_list_is_its_owners_alone_and_a_deleted_conversation_leaves_it() {
         assert!(!store.change_conversation(&first, &ConversationChange::Pinned(true)).await.expect("store"));
     }
 }
+
+#[tokio::test]
+async fn a_user_keeps_their_latest_conversations_and_never_pushes_out_another_users() {
+    use yuxi_operator::run::conversation::MAX_CONVERSATIONS_PER_USER;
+    for store in stores().await {
+        let (alice, bob) = (unique("alice"), unique("bob"));
+        let bobs = unique("t-bob");
+        assert!(store.claim_thread(&bobs, &bob).await.expect("claim"));
+        store.put_conversation(&conversation(&bobs, &bob)).await.expect("put");
+        // Alice writes five more conversations than a user keeps, after Bob's one.
+        let threads: Vec<String> =
+            (0..MAX_CONVERSATIONS_PER_USER + 5).map(|n| format!("{}-{n}", unique("t-a"))).collect();
+        for thread in &threads {
+            assert!(store.claim_thread(thread, &alice).await.expect("claim"));
+            store.put_conversation(&conversation(thread, &alice)).await.expect("put");
+        }
+        assert_eq!(store.conversation(&bobs).await.expect("store").map(|c| c.uid), Some(bob.clone()));
+        assert_eq!(store.user_conversations(&bob, 0, 10).await.expect("list").len(), 1, "Bob's list is whole");
+        for thread in &threads[..5] {
+            assert!(store.conversation(thread).await.expect("store").is_none(), "Alice's own oldest are forgotten");
+        }
+        let kept = store.user_conversations(&alice, 0, 2 * MAX_CONVERSATIONS_PER_USER).await.expect("list");
+        assert_eq!(kept.len(), MAX_CONVERSATIONS_PER_USER);
+        assert_eq!(kept[0].thread_id, threads[threads.len() - 1], "the latest first");
+    }
+}

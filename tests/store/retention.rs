@@ -1,6 +1,6 @@
 //! What the in-process store keeps: runs that have ended, up to a count and for a time; threads, up to
-//! a count, the least recently written forgotten first; never a run that has not ended, nor a thread a
-//! run holds. Forgotten answers as never there.
+//! a count per user, that user's least recently written forgotten first (another user's never); never a
+//! run that has not ended, nor a thread a run holds. Forgotten answers as never there.
 
 use std::time::Duration;
 
@@ -81,6 +81,28 @@ async fn threads_past_the_count_are_forgotten_least_recently_written_first_but_n
     assert_eq!(store.thread_messages("thread-2").await.expect("history").len(), 1, "the most recent stays");
     finish(&store, &held).await;
     assert_eq!(store.thread_messages("thread-held").await.expect("history").len(), 1, "written last, kept");
+}
+
+#[tokio::test]
+async fn one_users_threads_never_push_out_another_users() {
+    let store = Store::memory_with(retention(100, 2));
+    let bobs = RunRecord { uid: "bob".into(), ..pending("bob-run", "bob-thread") };
+    assert_eq!(store.create_run(&bobs, None, Default::default()).await.expect("create"), Created::Started);
+    finish(&store, &bobs).await;
+    // Alice writes five threads, more than twice the count, after Bob's one.
+    for n in 0..5 {
+        let record = RunRecord { uid: "alice".into(), ..pending(&format!("run-{n}"), &format!("thread-{n}")) };
+        assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);
+        finish(&store, &record).await;
+    }
+    assert_eq!(store.thread_owner("bob-thread").await.expect("owner").as_deref(), Some("bob"));
+    assert_eq!(store.thread_messages("bob-thread").await.expect("history").len(), 1, "Bob's thread stays");
+    for n in 0..3 {
+        assert_eq!(store.thread_owner(&format!("thread-{n}")).await.expect("owner"), None, "Alice's own oldest go");
+    }
+    for n in 3..5 {
+        assert_eq!(store.thread_owner(&format!("thread-{n}")).await.expect("owner").as_deref(), Some("alice"));
+    }
 }
 
 #[tokio::test]

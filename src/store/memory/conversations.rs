@@ -69,7 +69,7 @@ impl MemoryStore {
             .conversations
             .values()
             .filter(|c| c.uid == uid)
-            .map(|c| (state.thread_writes.get(&c.thread_id).map_or(0, |(at, _)| *at), c))
+            .map(|c| (state.thread_writes.get(&c.thread_id).map_or(0, |(at, _, _)| *at), c))
             .collect();
         mine.sort_by_key(|(at, _)| std::cmp::Reverse(*at));
         mine.into_iter()

@@ -6,9 +6,10 @@
 //!
 //! Its memory is bounded by a [`Retention`]: a run that has ended is forgotten (record, events, result,
 //! cancel, idempotent start, list of children) once it is older than its time to live or more recent
-//! ends push it out, and a thread (history, owner) once it has not been written for its time to live or
-//! more recently written threads push it out, never while a run holds it. Redis forgets by time only
-//! ([`super::keys`]); a process's memory needs a count as well.
+//! ends push it out, and a thread (history, owner, conversation) once it has not been written for its
+//! time to live or more recently written threads *of the same user* push it out, never while a run
+//! holds it: one user's threads never push out another's. Redis forgets by time, and each user's
+//! conversations by the same count ([`super::keys`]); a process's memory needs a count as well.
 //!
 //! This file holds the store and its state, with how the state forgets; the operations are in files by
 //! concern, each an `impl MemoryStore`: `runs.rs` (events, the end, leases, creation, threads, status,
@@ -39,14 +40,15 @@ pub struct Retention {
     /// How long a run that has ended is kept (Redis keeps its events this long:
     /// [`super::keys::EVENTS_TTL_SECONDS`]).
     pub finished_run_ttl: Duration,
-    /// The most threads kept at once; the least recently written go first (`--keep-threads`).
+    /// The most threads kept for one user (their owner); that user's least recently written go first
+    /// (`--keep-threads`). Another user's threads never count.
     pub threads: usize,
     /// How long a thread nobody writes is kept (as in Redis: [`super::keys::STATE_TTL_SECONDS`]).
     pub thread_ttl: Duration,
 }
 
 impl Default for Retention {
-    /// 1,000 runs that have ended, for two hours; 1,000 threads, for 30 days.
+    /// 1,000 runs that have ended, for two hours; 1,000 threads per user, for 30 days.
     fn default() -> Self {
         Retention {
             finished_runs: 1000,
@@ -72,8 +74,11 @@ struct MemoryState {
     retention: Retention,
     /// The runs that have ended, earliest first, with when they ended.
     ended: VecDeque<(Instant, String)>,
-    /// When each thread was last written, by a counter that orders writes.
-    thread_writes: HashMap<String, (u64, Instant)>,
+    /// When each thread was last written, by a counter that orders writes, and the owner it is
+    /// counted for (`""` for none).
+    thread_writes: HashMap<String, (u64, Instant, String)>,
+    /// How many threads of `thread_writes` each user owns (threads without an owner under `""`).
+    threads_per_owner: HashMap<String, usize>,
     /// The threads in the order of their writes (a thread written again has a stale entry further up,
     /// skipped when it comes first).
     thread_order: VecDeque<(u64, String)>,
@@ -153,21 +158,56 @@ impl MemoryState {
         self.forget(now);
     }
 
-    /// Notes a write of the thread, and forgets what that pushes out.
+    /// Notes a write of the thread, and forgets what that pushes out: threads whose time is up, and the
+    /// least recently written of its owner's when the owner has more than the retention allows.
     fn touch_thread(&mut self, thread_id: &str) {
         let now = Instant::now();
         self.writes += 1;
-        self.thread_writes.insert(thread_id.to_string(), (self.writes, now));
+        let owner = self.owner_of(thread_id);
+        let previous = self.thread_writes.insert(thread_id.to_string(), (self.writes, now, owner.clone()));
+        match previous {
+            Some((_, _, counted)) if counted == owner => {}
+            // New, or given its owner since it was counted.
+            previous => {
+                if let Some((_, _, counted)) = previous {
+                    self.uncount(&counted);
+                }
+                *self.threads_per_owner.entry(owner.clone()).or_default() += 1;
+            }
+        }
         self.thread_order.push_back((self.writes, thread_id.to_string()));
         // Stale entries (threads written again since) are dropped when they outnumber the threads.
         if self.thread_order.len() > 2 * self.thread_writes.len() + 64 {
             let writes = &self.thread_writes;
-            self.thread_order.retain(|(at, thread)| writes.get(thread).is_some_and(|(last, _)| last == at));
+            self.thread_order.retain(|(at, thread)| writes.get(thread).is_some_and(|(last, _, _)| last == at));
         }
         self.forget(now);
+        self.forget_over_count(&owner);
     }
 
-    /// Forgets the runs that ended and the threads the retention no longer allows at `now`.
+    /// Takes one thread off `owner`'s count.
+    fn uncount(&mut self, owner: &str) {
+        if let Some(count) = self.threads_per_owner.get_mut(owner) {
+            *count -= 1;
+            if *count == 0 {
+                self.threads_per_owner.remove(owner);
+            }
+        }
+    }
+
+    /// The user who owns the thread (`""` for none).
+    fn owner_of(&self, thread_id: &str) -> String {
+        self.thread_owners.get(thread_id).cloned().unwrap_or_default()
+    }
+
+    /// Whether a run that has not ended holds the thread.
+    fn thread_held(&self, thread_id: &str) -> bool {
+        self.thread_locks
+            .get(thread_id)
+            .is_some_and(|run| self.records.get(run).is_some_and(|r| !r.status.is_terminal()))
+    }
+
+    /// Forgets the runs that ended and the threads whose time is up at `now`.
     fn forget(&mut self, now: Instant) {
         let retention = self.retention;
         while let Some((ended_at, _)) = self.ended.front() {
@@ -180,7 +220,7 @@ impl MemoryState {
         }
         let mut spared = Vec::new();
         while let Some((at, thread_id)) = self.thread_order.front().cloned() {
-            let Some(&(last, written)) = self.thread_writes.get(&thread_id) else {
+            let Some(&(last, written, _)) = self.thread_writes.get(&thread_id) else {
                 self.thread_order.pop_front();
                 continue;
             };
@@ -188,29 +228,46 @@ impl MemoryState {
                 self.thread_order.pop_front();
                 continue;
             }
-            let expired = now.saturating_duration_since(written) >= retention.thread_ttl;
-            if !expired && self.thread_writes.len() - spared.len() <= retention.threads {
+            if now.saturating_duration_since(written) < retention.thread_ttl {
                 break;
             }
             self.thread_order.pop_front();
             // A thread a run holds stays, whatever its age.
-            if self
-                .thread_locks
-                .get(&thread_id)
-                .is_some_and(|run| self.records.get(run).is_some_and(|r| !r.status.is_terminal()))
-            {
+            if self.thread_held(&thread_id) {
                 spared.push((at, thread_id));
                 continue;
             }
-            self.thread_writes.remove(&thread_id);
-            self.threads.remove(&thread_id);
-            self.thread_owners.remove(&thread_id);
-            self.thread_locks.remove(&thread_id);
-            self.conversations.remove(&thread_id);
+            self.forget_thread(&thread_id);
         }
         for entry in spared.into_iter().rev() {
             self.thread_order.push_front(entry);
         }
+    }
+
+    /// Forgets `owner`'s least recently written threads (never one a run holds) while the owner has more
+    /// than the retention allows. A scan of the threads, done only when one too many was written.
+    fn forget_over_count(&mut self, owner: &str) {
+        while self.threads_per_owner.get(owner).is_some_and(|&count| count > self.retention.threads) {
+            let oldest = self
+                .thread_writes
+                .iter()
+                .filter(|(thread, (_, _, counted))| counted == owner && !self.thread_held(thread))
+                .min_by_key(|(_, (at, _, _))| *at)
+                .map(|(thread, _)| thread.clone());
+            let Some(thread_id) = oldest else { break };
+            self.forget_thread(&thread_id);
+        }
+    }
+
+    /// Forgets everything of one thread (its entry in the write order goes stale).
+    fn forget_thread(&mut self, thread_id: &str) {
+        if let Some((_, _, counted)) = self.thread_writes.remove(thread_id) {
+            self.uncount(&counted);
+        }
+        self.threads.remove(thread_id);
+        self.thread_owners.remove(thread_id);
+        self.thread_locks.remove(thread_id);
+        self.conversations.remove(thread_id);
     }
 
     /// Forgets everything of one run that has ended.
