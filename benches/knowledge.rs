@@ -85,7 +85,8 @@ fn main() {
     for file in &files {
         let name = file.file_name().expect("name").to_string_lossy().into_owned();
         let bytes = std::fs::read(file).expect("a document");
-        let prepared = prepare(&name, &bytes).expect("a labelled document reads");
+        let prepared = prepare(yuxi_operator::knowledge::isolated::SOURCES_READER, &name, &bytes)
+            .expect("a labelled document reads");
         documents.push((name, prepared.passages, prepared.content_hash));
     }
     let dir = tempfile::TempDir::new().expect("dir");

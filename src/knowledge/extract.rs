@@ -75,12 +75,16 @@ pub enum ExtractError {
     /// Its passages, texts and heading paths together, hold more than
     /// [`super::chunk::MAX_PASSAGE_BYTES`].
     PassagesTooLarge,
+    /// The same reader (a user) has [`super::isolated::MAX_WAITING_PER_READER`] documents waiting to be
+    /// read already (429 naming `max_document_readings_per_user`).
+    ReadersBusy,
 }
 
 impl ExtractError {
     /// The limit a document passed, by its name in the limits reference (`max_document_bytes`,
     /// `max_document_text_bytes`, `max_pdf_expanded_bytes`, `max_pdf_page_content_bytes`,
-    /// `max_passages_per_document`, `max_document_passage_bytes`); `None` for the other errors.
+    /// `max_passages_per_document`, `max_document_passage_bytes`, `max_document_readings_per_user`);
+    /// `None` for the other errors.
     pub fn limit(&self) -> Option<&'static str> {
         match self {
             Self::TooLarge { .. } => Some("max_document_bytes"),
@@ -89,6 +93,7 @@ impl ExtractError {
             Self::PageExpands => Some("max_pdf_page_content_bytes"),
             Self::TooManyPassages => Some("max_passages_per_document"),
             Self::PassagesTooLarge => Some("max_document_passage_bytes"),
+            Self::ReadersBusy => Some("max_document_readings_per_user"),
             _ => None,
         }
     }
@@ -127,6 +132,11 @@ impl fmt::Display for ExtractError {
                 f,
                 "the document's passages with their headings hold more than max_document_passage_bytes ({} bytes)",
                 super::chunk::MAX_PASSAGE_BYTES
+            ),
+            Self::ReadersBusy => write!(
+                f,
+                "{} of your documents are waiting to be read already (max_document_readings_per_user); try again when they are",
+                super::isolated::MAX_WAITING_PER_READER
             ),
         }
     }

@@ -36,14 +36,15 @@ pub struct Prepared {
     pub passages: Vec<chunk::Passage>,
 }
 
-/// Reads the document `name` with contents `bytes` and cuts it into passages (Markdown by headings,
+/// Reads the document `name` with contents `bytes` for `reader` (the uploading user, or
+/// [`isolated::SOURCES_READER`]; [`isolated::Places`]) and cuts it into passages (Markdown by headings,
 /// other kinds by paragraphs).
 ///
 /// Errors: [`extract::ExtractError`]: an unknown kind, more than [`extract::MAX_DOCUMENT_BYTES`], not
 /// UTF-8, an unreadable HTML or PDF, no text, or more passages than [`chunk::MAX_PASSAGES`] or
-/// [`chunk::MAX_PASSAGE_BYTES`] allow.
-pub fn prepare(name: &str, bytes: &[u8]) -> Result<Prepared, extract::ExtractError> {
-    let (kind, text) = isolated::read(name, bytes)?;
+/// [`chunk::MAX_PASSAGE_BYTES`] allow, or `reader`'s documents waiting to be read already.
+pub fn prepare(reader: isolated::ReaderKey<'_>, name: &str, bytes: &[u8]) -> Result<Prepared, extract::ExtractError> {
+    let (kind, text) = isolated::read(reader, name, bytes)?;
     let passages = chunk::passages(&text, kind == extract::DocumentKind::Markdown)?;
     if passages.is_empty() {
         return Err(extract::ExtractError::Empty);

@@ -771,7 +771,8 @@ async fn an_upload_for_a_knowledge_base_deleted_meanwhile_stores_nothing_in_its_
     let bobs = served.knowledge.catalog.get("race").await.expect("catalog").expect("bob's");
     assert_eq!(served.call("DELETE", "/api/knowledge/race", "bob-token", None).await.0, 204);
     served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Race", "slug": "race"}))).await;
-    let late = served.knowledge.upload(&bobs, "secret.md", b"# Bob\n\nbob confidential platypus\n".to_vec()).await;
+    let late =
+        served.knowledge.upload(&bobs, "bob", "secret.md", b"# Bob\n\nbob confidential platypus\n".to_vec()).await;
     assert!(matches!(late, Err(yuxi_operator::facade::services::knowledge::sync::ChangeError::Gone(_))), "{late:?}");
     assert!(served.documents("race", "alice-token").await.is_empty());
     assert_eq!(served.search("race", "alice-token", "platypus").await.1["results"], json!([]));

@@ -146,7 +146,7 @@ pub async fn upload(
     if form.next_field().await.map_err(bad)?.is_some() {
         return Err(ApiError::invalid("file", "only one part, `file`, is expected"));
     }
-    let document = knowledge.upload(&kb, &name, bytes).await.map_err(|err| match err {
+    let document = knowledge.upload(&kb, &who.uid, &name, bytes).await.map_err(|err| match err {
         ChangeError::Unreadable(ExtractError::TooLarge { bytes }) => {
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))
         }
@@ -157,6 +157,11 @@ pub async fn upload(
             | ExtractError::TooManyPassages
             | ExtractError::PassagesTooLarge),
         ) => ApiError::TooLarge(format!("file: {too_big}")),
+        ChangeError::Unreadable(ExtractError::ReadersBusy) => ApiError::Limited {
+            limit: "max_document_readings_per_user".into(),
+            message: format!("file: {}", ExtractError::ReadersBusy),
+            retry_after: crate::facade::http::limits::RETRY_AFTER_SECONDS,
+        },
         ChangeError::Unreadable(ExtractError::UnknownKind { name }) => {
             ApiError::invalid("file", format!("{name:?} is not a document it can index: one of {KNOWN_EXTENSIONS}"))
         }

@@ -12,6 +12,7 @@ use serde_json::json;
 use super::{Base, IndexState, Knowledge, MAX_DOCUMENTS, SYNC_EVERY, generation, within};
 use crate::knowledge::extract::{DocumentKind, MAX_DOCUMENT_BYTES};
 use crate::knowledge::index::IndexedDocument;
+use crate::knowledge::isolated::SOURCES_READER;
 use crate::knowledge::{Prepared, content_hash, prepare};
 use crate::resources::KnowledgeBase;
 use crate::resources::names::FACADE_FIELD_MANAGER;
@@ -158,18 +159,24 @@ impl Knowledge {
         })
     }
 
-    /// Adds (or replaces) the uploaded document `name` of `kb`: it is read and cut first, so a document
-    /// that cannot be indexed is refused and nothing is stored; then stored and indexed, and if indexing
-    /// fails the stored file goes again.
+    /// Adds (or replaces) the document `name` of `kb` that `uid` uploads: it is read (at `uid`'s fair
+    /// share of the reading places) and cut first, so a document that cannot be indexed is refused and
+    /// nothing is stored; then stored and indexed, and if indexing fails the stored file goes again.
     ///
     /// Errors: [`ChangeError`].
-    pub async fn upload(&self, kb: &KnowledgeBase, name: &str, bytes: Vec<u8>) -> Result<IndexedDocument, ChangeError> {
+    pub async fn upload(
+        &self,
+        kb: &KnowledgeBase,
+        uid: &str,
+        name: &str,
+        bytes: Vec<u8>,
+    ) -> Result<IndexedDocument, ChangeError> {
         let slug = kb.name_any();
         if !kb.spec.takes_uploads() {
             return Err(ChangeError::NotUploads(slug));
         }
-        let name2 = name.to_string();
-        let prepared = tokio::task::spawn_blocking(move || prepare(&name2, &bytes).map(|p| (p, bytes)))
+        let (name2, uid) = (name.to_string(), uid.to_string());
+        let prepared = tokio::task::spawn_blocking(move || prepare(&uid, &name2, &bytes).map(|p| (p, bytes)))
             .await
             .map_err(|e| ChangeError::Storage(e.to_string()))?
             .map_err(ChangeError::Unreadable)?;
@@ -417,7 +424,7 @@ fn reindex(
         if indexed.get(&name).is_some_and(|hash| *hash == content_hash(&bytes)) {
             continue;
         }
-        match prepare(&name, &bytes) {
+        match prepare(SOURCES_READER, &name, &bytes) {
             Ok(prepared) => {
                 let vectors = embedder.and_then(|(embeddings, runtime)| {
                     let texts: Vec<String> = prepared.passages.iter().map(|p| p.text.clone()).collect();
