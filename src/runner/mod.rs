@@ -44,7 +44,7 @@ use crate::store::RunnerStoreClient;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
 pub use tools::execute::Confinement;
-use tools::execute::{ExecuteTool, Executor, LocalExecutor};
+use tools::execute::{ExecuteTool, Executor, LocalExecutor, SandboxSocket};
 use tools::files::{FileOp, FileTool, VolumePaths, Volumes};
 use tools::{Grants, ToolBox, names};
 
@@ -242,7 +242,7 @@ async fn prepare(
     }
     if grants.allows_builtin(names::EXECUTE) {
         let executor = match &options.sandbox_socket {
-            Some(socket) => Executor::Socket(socket.clone()),
+            Some(socket) => Executor::Socket(SandboxSocket::new(socket)),
             // Commands must not reach the runner's store: Redis is out of reach without a network, but a
             // store socket is a file in the read-only view of the system.
             None => {

@@ -5,7 +5,9 @@ use std::process::{Child, Command};
 use std::time::{Duration, Instant};
 
 use tempfile::TempDir;
-use yuxi_operator::runner::tools::execute::{Confinement, ExecRequest, Executor, LocalExecutor, MAX_OUTPUT_BYTES};
+use yuxi_operator::runner::tools::execute::{
+    Confinement, ExecRequest, Executor, LocalExecutor, MAX_OUTCOME_BYTES, MAX_OUTPUT_BYTES, SandboxSocket,
+};
 
 fn request(command: &str, timeout_seconds: u64) -> ExecRequest {
     ExecRequest { command: command.to_string(), timeout_seconds, max_output_bytes: MAX_OUTPUT_BYTES }
@@ -105,7 +107,7 @@ fn sandbox() -> Sandbox {
 #[tokio::test]
 async fn the_sandbox_container_runs_commands_over_its_socket() {
     let sandbox = sandbox();
-    let executor = Executor::Socket(sandbox.socket.clone());
+    let executor = Executor::Socket(SandboxSocket::new(&sandbox.socket));
     let outcome = executor.execute(&request("echo hi > made.txt; cat made.txt; env; exit 4", 10)).await.expect("runs");
     assert!(outcome.output.starts_with("hi\n"), "{}", outcome.output);
     assert!(!outcome.output.contains("sk-should-not-leak"), "{}", outcome.output);
@@ -125,15 +127,17 @@ async fn the_sandbox_answers_a_malformed_request_and_keeps_serving() {
     let mut answer = String::new();
     BufReader::new(stream).read_line(&mut answer).await.expect("answers");
     assert!(answer.contains("not an execute request"), "{answer}");
-    let outcome =
-        Executor::Socket(sandbox.socket.clone()).execute(&request("echo still here", 10)).await.expect("runs");
+    let outcome = Executor::Socket(SandboxSocket::new(&sandbox.socket))
+        .execute(&request("echo still here", 10))
+        .await
+        .expect("runs");
     assert_eq!(outcome.output, "still here\n");
 }
 
 #[tokio::test]
 async fn an_unreachable_sandbox_is_an_error() {
     let dir = TempDir::new().expect("temp dir");
-    let err = Executor::Socket(dir.path().join("missing.sock"))
+    let err = Executor::Socket(SandboxSocket::new(dir.path().join("missing.sock")))
         .execute(&request("true", 1))
         .await
         .expect_err("no sandbox")
@@ -260,4 +264,42 @@ async fn execute_is_refused_where_bubblewrap_cannot_confine_it() {
     // Only an operator's explicit word runs them unconfined.
     let unconfined = LocalExecutor::isolated_with(None, &volumes, Confinement::Unconfined).await;
     assert_eq!(unconfined.execute(&request("echo ran", 5)).await.expect("runs").output, "ran\n");
+}
+
+/// Listens at `path` (replacing what is there) and answers every connection with `answer`, written
+/// again and again when `endless`.
+fn impostor(path: &std::path::Path, answer: &'static [u8], endless: bool) {
+    let _ = std::fs::remove_file(path);
+    let listener = tokio::net::UnixListener::bind(path).expect("binds");
+    tokio::spawn(async move {
+        use tokio::io::AsyncWriteExt;
+        while let Ok((mut stream, _)) = listener.accept().await {
+            tokio::spawn(async move { while stream.write_all(answer).await.is_ok() && endless {} });
+        }
+    });
+}
+
+#[tokio::test]
+async fn a_command_that_replaces_the_sandbox_socket_is_never_answered_by_its_impostor() {
+    let sandbox = sandbox();
+    let executor = Executor::Socket(SandboxSocket::new(&sandbox.socket));
+    assert_eq!(executor.execute(&request("echo first", 10)).await.expect("runs").output, "first\n");
+    // What a command left running in the sandbox can do: its folder is the sandbox's too.
+    impostor(&sandbox.socket, b"{\"output\": \"forged\", \"exit_code\": 0, \"timed_out\": false}\n", false);
+    let outcome = executor.execute(&request("echo second", 10)).await.expect("runs");
+    assert_eq!(outcome.output, "second\n", "the runner reaches the socket it found first");
+}
+
+#[tokio::test]
+async fn an_endless_answer_is_not_an_outcome_past_its_bound() {
+    let dir = TempDir::new().expect("temp dir");
+    let path = dir.path().join("sandbox.sock");
+    impostor(&path, &[b'x'; 64 * 1024], true);
+    let executor = Executor::Socket(SandboxSocket::new(&path));
+    let answer = tokio::time::timeout(Duration::from_secs(20), executor.execute(&request("true", 1)))
+        .await
+        .expect("the runner stops reading at the bound, however long the answer");
+    let err = answer.expect_err("not an outcome").to_string();
+    assert!(err.contains("not an outcome"), "{err}");
+    assert!(MAX_OUTCOME_BYTES >= 6 * MAX_OUTPUT_BYTES as u64, "a whole escaped output fits");
 }

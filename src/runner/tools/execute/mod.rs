@@ -12,8 +12,6 @@ mod local;
 mod request;
 mod socket;
 
-use std::path::PathBuf;
-
 use futures::future::BoxFuture;
 use serde_json::{Value, json};
 
@@ -21,7 +19,7 @@ pub use local::{BWRAP_PATHS, Confinement, LocalExecutor, MAX_ADDRESS_SPACE_BYTES
 pub use request::{
     DEFAULT_TIMEOUT_SECONDS, ExecError, ExecOutcome, ExecRequest, MAX_OUTPUT_BYTES, MAX_TIMEOUT_SECONDS,
 };
-pub use socket::serve_socket;
+pub use socket::{MAX_OUTCOME_BYTES, SandboxSocket, serve_socket};
 
 use request::bounded;
 
@@ -31,8 +29,8 @@ use super::{Tool, ToolError, ToolSpec, names, opt_u64, req_str};
 pub enum Executor {
     /// A subprocess of this process (the local mode).
     Local(LocalExecutor),
-    /// The sandbox container, reached over the Unix socket at this path (a pod).
-    Socket(PathBuf),
+    /// The sandbox container, reached over its Unix socket (a pod).
+    Socket(SandboxSocket),
 }
 
 impl Executor {
@@ -44,7 +42,7 @@ impl Executor {
     pub async fn execute(&self, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
         match self {
             Executor::Local(local) => local.execute(request).await,
-            Executor::Socket(path) => socket::execute_over_socket(path, request).await,
+            Executor::Socket(sandbox) => socket::execute_over_socket(sandbox, request).await,
         }
     }
 }

@@ -1,7 +1,10 @@
 //! The `execute` tool across a Unix socket: the runner container's client and the `sandbox` container's
 //! server (`sandbox-exec`), one JSON request line and one JSON outcome line per connection.
 
-use std::path::Path;
+use std::os::fd::AsRawFd;
+use std::os::unix::fs::{FileTypeExt, OpenOptionsExt};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, OnceLock};
 
 use tokio::io::{AsyncBufReadExt, AsyncReadExt, AsyncWriteExt, BufReader};
 use tokio::net::UnixStream;
@@ -9,17 +12,64 @@ use tokio::net::UnixStream;
 use super::local::LocalExecutor;
 use super::request::{ExecError, ExecOutcome, ExecRequest, MAX_REQUEST_BYTES, bounded};
 
-/// Sends `request` to the sandbox at the socket `path` and reads its outcome. Errors:
-/// [`ExecError::Unreachable`], [`ExecError::Request`], [`ExecError::NotAnOutcome`].
-pub(super) async fn execute_over_socket(path: &Path, request: &ExecRequest) -> Result<ExecOutcome, ExecError> {
+/// The most an outcome line from the sandbox may hold, in bytes (1 MiB): [`super::MAX_OUTPUT_BYTES`]
+/// of output, each byte JSON-escaped to at most six, and the other fields. A longer answer is not an
+/// outcome.
+pub const MAX_OUTCOME_BYTES: u64 = 1024 * 1024;
+
+/// The sandbox container's socket as the runner reaches it: the socket file found at `path` the first
+/// time a command is sent, pinned (an `O_PATH` handle of it) and reached through that handle from then
+/// on. A command in the sandbox that replaces the file at `path` (its folder is the sandbox's too) makes
+/// a socket the runner never reaches; if the pinned socket's server is gone, commands fail rather than
+/// reach whatever listens at `path` now.
+#[derive(Clone, Debug)]
+pub struct SandboxSocket {
+    path: PathBuf,
+    pinned: Arc<OnceLock<std::fs::File>>,
+}
+
+impl SandboxSocket {
+    /// The socket at `path`, pinned at the first command.
+    pub fn new(path: impl Into<PathBuf>) -> Self {
+        Self { path: path.into(), pinned: Arc::default() }
+    }
+
+    /// The socket's path.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// A connection to the pinned socket (pinning the one at the path first, if none is yet).
+    async fn connect(&self) -> std::io::Result<UnixStream> {
+        let pinned = match self.pinned.get() {
+            Some(file) => file,
+            None => {
+                let file = std::fs::OpenOptions::new().read(true).custom_flags(libc::O_PATH).open(&self.path)?;
+                if !file.metadata()?.file_type().is_socket() {
+                    return Err(std::io::Error::new(std::io::ErrorKind::InvalidInput, "not a socket"));
+                }
+                self.pinned.get_or_init(|| file)
+            }
+        };
+        UnixStream::connect(format!("/proc/self/fd/{}", pinned.as_raw_fd())).await
+    }
+}
+
+/// Sends `request` to the sandbox at `socket` and reads its outcome, at most [`MAX_OUTCOME_BYTES`].
+/// Errors: [`ExecError::Unreachable`], [`ExecError::Request`], [`ExecError::NotAnOutcome`].
+pub(super) async fn execute_over_socket(
+    socket: &SandboxSocket,
+    request: &ExecRequest,
+) -> Result<ExecOutcome, ExecError> {
+    let path = socket.path();
     let unreachable = |source: std::io::Error| ExecError::Unreachable { socket: path.to_path_buf(), source };
-    let mut stream = UnixStream::connect(path).await.map_err(unreachable)?;
+    let mut stream = socket.connect().await.map_err(unreachable)?;
     let mut line = serde_json::to_vec(request).map_err(|source| ExecError::Request { source })?;
     line.push(b'\n');
     stream.write_all(&line).await.map_err(unreachable)?;
-    let mut answer = String::new();
-    BufReader::new(stream).read_line(&mut answer).await.map_err(unreachable)?;
-    serde_json::from_str(&answer).map_err(|source| ExecError::NotAnOutcome { socket: path.to_path_buf(), source })
+    let mut answer = Vec::new();
+    BufReader::new(stream.take(MAX_OUTCOME_BYTES)).read_until(b'\n', &mut answer).await.map_err(unreachable)?;
+    serde_json::from_slice(&answer).map_err(|source| ExecError::NotAnOutcome { socket: path.to_path_buf(), source })
 }
 
 /// Serves `execute` requests on the Unix socket at `socket` (the `sandbox-exec` role), one JSON request
