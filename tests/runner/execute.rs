@@ -266,6 +266,34 @@ async fn execute_is_refused_where_bubblewrap_cannot_confine_it() {
     assert_eq!(unconfined.execute(&request("echo ran", 5)).await.expect("runs").output, "ran\n");
 }
 
+#[tokio::test]
+async fn an_unconfined_command_cannot_read_an_undumpable_processs_environment_even_as_root() {
+    use yuxi_operator::runner::tools::files::VolumePaths;
+    // What the local mode and each runner do first thing (the model key is in their environment).
+    // SAFETY: prctl(PR_SET_DUMPABLE) changes only this process's own dumpable flag.
+    unsafe {
+        libc::prctl(libc::PR_SET_DUMPABLE, 0);
+    }
+    let root = TempDir::new().expect("temp dir");
+    let volumes = VolumePaths::under(root.path());
+    volumes.create_all().expect("mkdir");
+    let unconfined = LocalExecutor::isolated_with(None, &volumes, Confinement::Unconfined).await;
+    let script = format!(
+        "id -u; grep -E '^Cap(Prm|Eff|Bnd)' /proc/self/status; \
+         cat /proc/{pid}/environ >/dev/null 2>&1 && echo environ-read || echo environ-refused; \
+         head -c1 /proc/{pid}/mem >/dev/null 2>&1 && echo memory-read || echo memory-refused",
+        pid = std::process::id()
+    );
+    let outcome = unconfined.execute(&request(&script, 10)).await.expect("runs");
+    let lines: Vec<&str> = outcome.output.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", outcome.output);
+    assert_eq!(&lines[1..3], ["CapPrm:\t0000000000000000", "CapEff:\t0000000000000000"], "{}", outcome.output);
+    if lines[0] == "0" {
+        assert_eq!(lines[3], "CapBnd:\t0000000000000000", "root keeps no capability to regain");
+    }
+    assert_eq!(&lines[4..], ["environ-refused", "memory-refused"], "as uid {}", lines[0]);
+}
+
 /// Listens at `path` (replacing what is there) and answers every connection with `answer`, written
 /// again and again when `endless`.
 fn impostor(path: &std::path::Path, answer: &'static [u8], endless: bool) {

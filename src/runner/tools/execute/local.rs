@@ -21,8 +21,10 @@ pub enum Confinement {
     /// They may not: `execute` answers a tool error saying why (the default).
     #[default]
     Required,
-    /// They run as plain subprocesses with an emptied environment (`--unconfined-sandbox`): they can read
-    /// whatever the runner's user can, and reach the network.
+    /// They run as plain subprocesses with an emptied environment and no capabilities
+    /// (`--unconfined-sandbox`): they can read and write whatever the runner's user owns or may read
+    /// (as root: every file root owns, the data folder with every user's files included), and reach the
+    /// network; not the memory or environment of the undumpable local mode or runner.
     Unconfined,
 }
 
@@ -129,10 +131,16 @@ impl LocalExecutor {
             .kill_on_drop(true)
             .process_group(0);
         let cpu_seconds = request.timeout_seconds.saturating_add(5);
-        // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit, which is
-        // async-signal-safe.
+        let unconfined = self.bwrap.is_none();
+        // SAFETY: the closure runs in the child between fork and exec and only calls setrlimit, prctl
+        // and capset, which are async-signal-safe system calls.
         unsafe {
-            command.pre_exec(move || limit_resources(cpu_seconds));
+            command.pre_exec(move || {
+                if unconfined {
+                    drop_capabilities();
+                }
+                limit_resources(cpu_seconds)
+            });
         }
         let mut child = command.spawn().map_err(|source| ExecError::Start { source })?;
         // Whatever ends this call (a time-out, a cancelled run dropping it), the command's whole process
@@ -204,6 +212,40 @@ fn limit_resources(cpu_seconds: u64) -> std::io::Result<()> {
     set(libc::RLIMIT_NOFILE, MAX_OPEN_FILES)?;
     set(libc::RLIMIT_CPU, cpu_seconds)?;
     set(libc::RLIMIT_CORE, 0)
+}
+
+/// Takes every capability from this process and what it runs: the bounding and ambient sets emptied,
+/// the effective, permitted and inheritable sets cleared, no new privileges. A command run unconfined
+/// as root is then root without capabilities: it reads the files root owns, but not the memory or
+/// environment (`/proc/<pid>/environ`) of an undumpable process (the local mode's, a runner's), which
+/// takes `CAP_SYS_PTRACE`. Best effort: a process without `CAP_SETPCAP` (not root, or in a pod) keeps
+/// its bounding set, and has no capability to lose anyway.
+fn drop_capabilities() {
+    #[repr(C)]
+    struct Header {
+        version: u32,
+        pid: i32,
+    }
+    #[repr(C)]
+    #[derive(Clone, Copy)]
+    struct Data {
+        effective: u32,
+        permitted: u32,
+        inheritable: u32,
+    }
+    const VERSION_3: u32 = 0x2008_0522;
+    // SAFETY: prctl and capset change only this process's own credentials, and capset reads the two
+    // structs it is given, laid out as the kernel's (version 3: two data words).
+    unsafe {
+        libc::prctl(libc::PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0);
+        libc::prctl(libc::PR_CAP_AMBIENT, libc::PR_CAP_AMBIENT_CLEAR_ALL, 0, 0, 0);
+        for capability in 0..64 {
+            libc::prctl(libc::PR_CAPBSET_DROP, capability, 0, 0, 0);
+        }
+        let header = Header { version: VERSION_3, pid: 0 };
+        let data = [Data { effective: 0, permitted: 0, inheritable: 0 }; 2];
+        libc::syscall(libc::SYS_capset, &header as *const Header, data.as_ptr());
+    }
 }
 
 async fn bwrap_works(program: &Path) -> bool {
