@@ -367,15 +367,18 @@ async fn a_subagent_start_creates_an_agent_run_labelled_with_its_agent_and_paren
     assert_eq!((status, body["status"].as_str()), (200, Some("started")), "{body}");
     let run = &bodies[2];
     assert_eq!(run["metadata"]["name"], body["run_id"]);
+    let uid = run["spec"]["uid"].as_str().expect("uid");
+    assert!(uid.starts_with("system-serviceaccount-team-a-chat-"), "{uid}");
+    // A parent outside the system is kept under the caller's own id for its name.
+    let parent_run = yuxi_operator::delegation::outside_parent_run_id(uid, "parent-run");
     assert_eq!(
         run["metadata"]["labels"],
-        json!({"yuxi.dev/agent": "research-explorer", "yuxi.dev/parent-run": "parent-run"})
+        json!({"yuxi.dev/agent": "research-explorer", "yuxi.dev/parent-run": parent_run})
     );
+    assert_eq!(body["created_by_run_id"], json!(parent_run));
     assert_eq!(run["spec"]["input"], "find sources");
     assert_eq!(run["spec"]["threadId"], body["thread_id"]);
     assert_eq!(run["spec"]["parent"]["toolCallId"], "call-1");
-    let uid = run["spec"]["uid"].as_str().expect("uid");
-    assert!(uid.starts_with("system-serviceaccount-team-a-chat-"), "{uid}");
     let record = store.run_record(body["run_id"].as_str().expect("run id")).await.expect("store").expect("recorded");
     assert_eq!(record.uid, uid);
     let announced = format!("{}-credentials", body["run_id"].as_str().expect("id"));

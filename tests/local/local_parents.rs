@@ -361,37 +361,59 @@ async fn a_child_of_another_parent_is_invisible_and_bad_tool_calls_are_errors_th
 }
 
 #[tokio::test]
-async fn another_users_threads_runs_and_files_cannot_be_named_as_a_parent() {
+async fn another_users_threads_runs_and_files_named_as_a_parent_reach_nothing_of_theirs_and_answer_as_unused_names() {
     let system = start().await;
     let (alice_run, alice_thread) = system.run("alice-token", "deep-research", "what is in the report?").await;
     assert_eq!(system.ended("alice-token", &alice_run).await["status"], "completed");
     let events = system.events_until("alice-token", &alice_run, |_| false).await;
-    let alice_child_thread = announced(&events)[0]["thread_id"].as_str().expect("thread").to_string();
+    let alice_children = announced(&events);
+    let alice_child_thread = alice_children[0]["thread_id"].as_str().expect("thread").to_string();
     let start = |parent: Value, extra: Value| {
         let mut body = json!({"parent": parent, "description": "read it", "subagent_slug": "research-explorer"});
         body.as_object_mut().expect("object").extend(extra.as_object().expect("object").clone());
         body
     };
-    // Bob names Alice's conversation as the file thread, her thread as his, her run as his parent, or
-    // continues her child's thread: nothing of hers answers.
-    let cases = [
-        start(
-            json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": "bob-thread", "file_thread_id": alice_thread}),
-            json!({}),
-        ),
-        start(json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": alice_thread}), json!({})),
-        start(json!({"agent": "deep-research", "run_id": alice_run, "thread_id": "bob-thread-2"}), json!({})),
+    // Bob names Alice's conversation as the file thread, her thread as his, her run as his parent: each
+    // answers as a name nobody uses does, and reaches only Bob's own.
+    let parent = |run: &str, thread: &str, file: Option<&str>| {
+        let mut parent = json!({"agent": "deep-research", "run_id": run, "thread_id": thread});
+        if let Some(file) = file {
+            parent["file_thread_id"] = json!(file);
+        }
+        parent
+    };
+    let pairs = [
+        (parent("bob-run", "bob-thread", Some(&alice_thread)), parent("bob-run", "bob-thread", Some("unused-file"))),
+        (parent("bob-run", &alice_thread, None), parent("bob-run", "unused-thread", None)),
+        (parent(&alice_run, "bob-thread-2", None), parent("unused-run", "bob-thread-2", None)),
     ];
-    for body in cases {
-        let (status, answer) = system.local.tool("subagent_start", "bob-token", body.clone()).await;
-        assert_eq!(status, 404, "{body} → {answer}");
+    let keys = |answer: &Value| answer.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+    for (strangers, unused) in pairs {
+        let (status, answer) =
+            system.local.tool("subagent_start", "bob-token", start(strangers.clone(), json!({}))).await;
+        let (unused_status, unused_answer) =
+            system.local.tool("subagent_start", "bob-token", start(unused, json!({}))).await;
+        assert_eq!((status, unused_status), (200, 200), "{strangers} → {answer}; unused → {unused_answer}");
+        assert_eq!(keys(&answer), keys(&unused_answer));
+        assert_ne!(answer["created_by_run_id"], json!(alice_run), "{answer}");
+        let child = answer["run_id"].as_str().expect("run id").to_string();
+        assert_eq!(system.ended("bob-token", &child).await["status"], "completed");
+        // Alice does not see Bob's child, and Bob's child sees nothing of Alice's.
+        assert_eq!(system.get(&format!("/api/agent/runs/{child}"), "alice-token").await.0, 404);
     }
-    let continuing = start(
-        json!({"agent": "deep-research", "run_id": "bob-run", "thread_id": alice_thread}),
-        json!({"thread_id": alice_child_thread}),
-    );
-    assert_eq!(system.local.tool("task", "bob-token", continuing).await.0, 404);
+    let after = system.events_until("alice-token", &alice_run, |_| false).await;
+    assert_eq!(announced(&after), alice_children, "Alice's run gained no child");
     assert!(!system.local.data.path().join(format!("users/alice/threads/{alice_thread}/outputs/planted.md")).exists());
+    // Continuing Alice's child thread answers as continuing a child thread nobody used.
+    let named = |thread: &str| start(parent("bob-run", &alice_thread, None), json!({"thread_id": thread}));
+    let unused_child = format!("{alice_thread}_sub_research-explorer_0000abcd");
+    let (status, refused) = system.local.tool("task", "bob-token", named(&alice_child_thread)).await;
+    let (unused_status, unused_refused) = system.local.tool("task", "bob-token", named(&unused_child)).await;
+    assert_eq!((status, unused_status), (422, 422), "{refused} / {unused_refused}");
+    assert_eq!(
+        refused["message"].as_str().map(|m| m.replace(&alice_child_thread, "x")),
+        unused_refused["message"].as_str().map(|m| m.replace(&unused_child, "x"))
+    );
     let (status, messages) = system.get(&format!("/api/threads/{alice_child_thread}/messages"), "alice-token").await;
     assert_eq!(status, 200);
     assert_eq!(

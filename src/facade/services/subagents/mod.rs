@@ -44,11 +44,15 @@ pub async fn list_tools(state: &FacadeState, who: &Identity, agent: String) -> R
 /// The run (record, result and last events, in one read), when it was created by this parent run for this
 /// user; otherwise not found, whether it exists or not.
 async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<RunView, ApiError> {
+    let who = &caller.who;
     let parent_run = match &caller.run {
         Some(run) => run.run_id.clone(),
-        None => body.parent.run_id.clone().ok_or_else(|| ApiError::invalid("parent.run_id", "is required"))?,
+        None => {
+            let named =
+                body.parent.run_id.as_deref().ok_or_else(|| ApiError::invalid("parent.run_id", "is required"))?;
+            parent_run_of(store, who, named).await?
+        }
     };
-    let who = &caller.who;
     let missing = || ApiError::NotFound("run does not exist or does not belong to the current parent run".into());
     if !is_valid_id(&body.run_id) {
         return Err(missing());
@@ -57,6 +61,18 @@ async fn owned(store: &Store, caller: &ParentCaller, body: &RunBody) -> Result<R
     let record = &view.record;
     let mine = record.uid == who.uid && record.parent.as_ref().is_some_and(|p| p.run_id == parent_run);
     if mine { Ok(view) } else { Err(missing()) }
+}
+
+/// The run id a caller without run credentials means by the parent run `named`: `named` when it is one
+/// of the caller's own runs of this system, else the caller's own run id for a parent outside the
+/// system ([`crate::delegation::outside_parent_run_id`]), whether another user's run has the name or
+/// none has.
+pub async fn parent_run_of(store: &Store, who: &Identity, named: &str) -> Result<String, ApiError> {
+    if store.run_record(named).await?.is_some_and(|record| record.uid == who.uid) {
+        Ok(named.to_string())
+    } else {
+        Ok(crate::delegation::outside_parent_run_id(&who.uid, named))
+    }
 }
 
 /// The run as it is now, read in one round trip.

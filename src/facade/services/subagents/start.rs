@@ -63,15 +63,22 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
     let store = state.store()?;
     let who = &caller.who;
     let mut parent = parent_of(caller, &body.parent)?;
-    // A caller acts for itself: the parent run, its thread and its file thread must be the caller's (or
-    // nobody's yet: they become the caller's once the run is created), else they answer as if they did
-    // not exist. And only a running run starts children, whoever calls.
-    let foreign = || ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
+    // A caller acts for itself. Without run credentials, the parent run it names is one of its own runs
+    // of this system, or a parent outside the system under the caller's own id for that name: another
+    // user's run of that name is never reached, and answers as an unused name does. Its thread and file
+    // thread name folders of the caller's own (`users/<uid>/threads/<id>`), and are not claimed: another
+    // user's thread of that name is neither reached nor revealed. And only a running run starts
+    // children, whoever calls.
+    if caller.run.is_none() {
+        parent.run_id = super::parent_run_of(store, who, &parent.run_id).await?;
+    }
+    let foreign = ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
     let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
     // A child of a run of this system joins its parent's tree: the tree's root, and its budget.
     let mut inherited_budget = None;
     match store.run_record(&parent.run_id).await? {
-        Some(record) if record.uid != who.uid => return Err(foreign()),
+        // Only a run made under an outside parent's id on purpose (an AgentRun so named) is another's.
+        Some(record) if record.uid != who.uid => return Err(foreign),
         Some(record) if record.status != RunStatus::Running => {
             return Err(ApiError::Conflict(format!(
                 "the parent run {} is {}; only a running run starts subagents",
@@ -90,13 +97,6 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
             )));
         }
         None => {}
-    }
-    if caller.run.is_none() {
-        for thread in [&parent.thread_id, &file_thread] {
-            if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
-                return Err(foreign());
-            }
-        }
     }
     if body.description.trim().is_empty() {
         return Err(ApiError::invalid("description", "is empty"));
@@ -126,7 +126,8 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
     check_quotas(state, &who.uid).await?;
     let (thread_id, continuing) = match &body.thread_id {
         Some(thread) if is_child_thread_of(thread, &parent.thread_id, &slug) => {
-            if store.thread_owner(thread).await?.is_some_and(|owner| owner != who.uid) {
+            // Only the caller's own child thread goes on; another's, or one never used, answers alike.
+            if store.thread_owner(thread).await?.is_none_or(|owner| owner != who.uid) {
                 return Err(ApiError::invalid(
                     "thread_id",
                     format!("{thread:?} is not a thread of {slug} under parent thread {:?}", parent.thread_id),
@@ -156,14 +157,6 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         waiting: None,
     };
     check_startable(&record, &body.description, "description")?;
-    // Claimed only now, by a request that has passed every check: a refused start claims nothing.
-    if caller.run.is_none() {
-        for thread in [&parent.thread_id, &file_thread] {
-            if !store.claim_thread(thread, &who.uid).await? {
-                return Err(foreign());
-            }
-        }
-    }
     let key = parent.tool_call_id.as_deref().map(|call| start_key(&who.uid, &parent.run_id, &slug, call));
     let created = store.create_run(&record, key.as_deref(), state.limits.runs).await?;
     let describe = |status: StartStatus, record: &RunRecord| {
