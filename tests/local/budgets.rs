@@ -1,7 +1,7 @@
 //! Token budgets of run trees and daily quotas, end to end in the local mode with each store: a tree
 //! stopped at its budget with the reason on each of its runs (a child that spends it, a parent whose
-//! overspending stops its running child), the tree's usage on its root, and starts refused once a
-//! user's daily quota is used up.
+//! overspending stops its running child), the tree's usage on its root, and starts, queued requests and
+//! resumes refused once a user's daily quota is used up.
 
 use std::time::{Duration, Instant};
 
@@ -289,8 +289,74 @@ async fn queued_requests_are_held_to_the_daily_quota_when_they_start(store: Loca
     }
 }
 
+/// The run once it waits for its user's decisions (at most 60 s), read as the user of `token`.
+async fn waiting(local: &Local, run_id: &str, token: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let (status, answer) = get(local, &format!("/api/agent/runs/{run_id}"), token).await;
+        assert_eq!(status, 200, "{answer}");
+        if answer["run"]["status"] == "waiting" {
+            return answer["run"].clone();
+        }
+        assert!(Instant::now() < deadline, "run {run_id} does not wait: {answer}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// A main agent that spends 40 tokens on a turn whose `write_file` waits for its user's decision.
+const CAREFUL_SPENDER: &str = "- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: write_file, arguments: {path: /home/gem/user-data/outputs/note.txt, content: spent}}]\n- content: written\n";
+
+async fn a_resume_past_a_users_daily_quota_is_refused_naming_it(store: LocalStore) {
+    let data = TempDir::new().expect("dir");
+    let tag = uuid::Uuid::new_v4().simple().to_string();
+    let users = data.path().join("users.yaml");
+    std::fs::write(&users, format!("- {{token: q-alice-token, uid: q-alice-{tag}, role: user}}\n")).expect("users");
+    let manifests = TempDir::new().expect("dir");
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: careful-spender}\nspec:\n  backend: ChatbotAgent\n  share: {readScope: {accessLevel: Global}}\n";
+    std::fs::write(manifests.path().join("careful-spender.yaml"), agent).expect("agent");
+    let scripts = TempDir::new().expect("dir");
+    std::fs::write(scripts.path().join("careful-spender.yaml"), CAREFUL_SPENDER).expect("script");
+    let port = free_port();
+    let mut command = command_with_users(manifests.path(), store, port, data.path(), &users);
+    command.arg("--scripts-dir").arg(scripts.path());
+    command.args(["--default-model", "scripted/auto", "--max-tokens-per-user-per-day", "30"]);
+    let local = launch(command, port, data, scripts).await;
+    let post = |body: Value| {
+        local.client.post(format!("{}/api/agent/runs", local.base)).bearer_auth("q-alice-token").json(&body).send()
+    };
+    let started: Value = post(json!({"query": "write it", "agent_slug": "careful-spender"}))
+        .await
+        .expect("reaches")
+        .json()
+        .await
+        .expect("JSON");
+    let run_id = started["run_id"].as_str().expect("run_id").to_string();
+    // The run waits for Alice's decision, its turn having spent the day's 30 tokens.
+    let run = waiting(&local, &run_id, "q-alice-token").await;
+    let call = run["waiting"]["action_requests"][0]["tool_call_id"].as_str().expect("the waiting call").to_string();
+    let resume = json!({"resume": {"run_id": run_id, "decisions": [{"tool_call_id": call, "decision": "approve"}]}});
+    let refused = post(resume).await.expect("reaches");
+    assert_eq!(refused.status(), 429);
+    let retry_after: u64 = refused.headers()["retry-after"].to_str().expect("text").parse().expect("seconds");
+    assert!((1..=86_400).contains(&retry_after), "{retry_after}");
+    let refused: Value = refused.json().await.expect("JSON");
+    assert_eq!(refused["field"], "max_tokens_per_user_per_day", "{refused}");
+    assert!(refused["message"].as_str().unwrap_or_default().contains("30"), "{refused}");
+    // The run was not resumed: it still waits, and nothing was written.
+    assert_eq!(
+        waiting(&local, &run_id, "q-alice-token").await["waiting"]["action_requests"][0]["tool_call_id"],
+        call.as_str()
+    );
+    let threads = local.data.path().join(format!("users/q-alice-{tag}/threads"));
+    let written = std::fs::read_dir(&threads)
+        .map(|threads| threads.filter_map(Result::ok).any(|t| t.path().join("outputs/note.txt").exists()))
+        .unwrap_or(false);
+    assert!(!written, "the refused resume ran the call");
+}
+
 crate::with_each_store!(
     a_tree_stops_at_its_budget_with_the_reason_on_each_run,
     starts_past_a_users_daily_quota_are_refused_naming_it,
     queued_requests_are_held_to_the_daily_quota_when_they_start,
+    a_resume_past_a_users_daily_quota_is_refused_naming_it,
 );

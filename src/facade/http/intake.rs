@@ -3,12 +3,14 @@
 //! ([`BodyRule`]), within one deadline from the headers on, and within one budget of bytes held in
 //! memory by the whole process ([`Intake::budget`]). A stranger's body is small; a large one
 //! (a knowledge base document) is left for its route to take as a stream once it has checked that the
-//! caller may write there.
+//! caller may write there ([`take_part`]). A one-file upload's form, whatever its size, is read by one
+//! rule ([`FileForm`]).
 
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::extract::{FromRef, FromRequestParts, Request, State};
+use axum::extract::multipart::{Field, MultipartError, MultipartRejection};
+use axum::extract::{FromRef, FromRequestParts, Multipart, Request, State};
 use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -196,13 +198,85 @@ pub async fn read_body(State(intake): State<Intake>, request: Request, next: Nex
     }
 }
 
+/// A one-file upload as Yuxi's client sends it: a multipart body whose one part is `file`
+/// ([`super::body::UploadForm`]). Its part is taken with [`FileForm::file`], and the form ended with
+/// [`FileForm::end`], which refuses a part after it.
+pub struct FileForm {
+    form: Multipart,
+    /// When a streamed body must have arrived ([`FileForm::until`]); a body read whole has arrived.
+    deadline: Option<tokio::time::Instant>,
+}
+
+impl FileForm {
+    /// The form of a request's body. Errors: 400 when the body is not multipart.
+    pub fn new(form: Result<Multipart, MultipartRejection>) -> Result<Self, ApiError> {
+        let form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
+        Ok(Self { form, deadline: None })
+    }
+
+    /// The form of a streamed body, whose parts' headers and end must arrive by the request's
+    /// [`BodyDeadline`] (408 after), as its `file` part's bytes must ([`take_part`]).
+    pub fn until(self, deadline: Option<BodyDeadline>) -> Self {
+        Self { deadline: deadline.map(|d| d.0), ..self }
+    }
+
+    /// The form's first part, which must be `file`. Errors: 422 naming the first part when it is another
+    /// (`body` when it has no name), or naming `file` when the body has no part; 400 when the body cannot
+    /// be read; 408 past the deadline.
+    pub async fn file(&mut self) -> Result<Field<'_>, ApiError> {
+        match self.next().await? {
+            Some(field) if field.name() == Some("file") => Ok(field),
+            Some(field) => {
+                Err(ApiError::invalid(field.name().unwrap_or("body").to_string(), "only the part `file` is expected"))
+            }
+            None => Err(ApiError::invalid("file", "the multipart body has no `file` part")),
+        }
+    }
+
+    /// Ends the form once its `file` part has been read (or dropped). Errors: 422 naming a part after it
+    /// (`body` when it has no name); 400 when the body cannot be read; 408 past the deadline.
+    pub async fn end(mut self) -> Result<(), ApiError> {
+        match self.next().await? {
+            Some(extra) => {
+                Err(ApiError::invalid(extra.name().unwrap_or("body").to_string(), "only one part, `file`, is expected"))
+            }
+            None => Ok(()),
+        }
+    }
+
+    async fn next(&mut self) -> Result<Option<Field<'_>>, ApiError> {
+        let next = self.form.next_field();
+        let next = match self.deadline {
+            Some(deadline) => tokio::time::timeout_at(deadline, next).await.map_err(|_| late())?,
+            None => next.await,
+        };
+        next.map_err(unreadable)
+    }
+}
+
+/// The bytes of a part of a body read whole before its route ran ([`BodyRule::Read`]); a streamed
+/// body's part is taken with [`take_part`]. Errors: 400 when the part cannot be read.
+pub async fn read_part(field: Field<'_>) -> Result<axum::body::Bytes, ApiError> {
+    field.bytes().await.map_err(unreadable)
+}
+
+/// A streamed body still arriving past its deadline, as a 408.
+fn late() -> ApiError {
+    ApiError::Timeout("the body did not arrive within its deadline".into())
+}
+
+/// A multipart body that cannot be read, as a 400 saying why.
+fn unreadable(err: MultipartError) -> ApiError {
+    ApiError::BadRequest(format!("the multipart body cannot be read: {}", err.body_text()))
+}
+
 /// Takes a multipart part of a streamed body to its end: its bytes go to an unnamed file in `dir` as
 /// they come, so a slow upload holds no memory, at most `max` of them (413 naming `limit` past it), all
 /// within the request's [`BodyDeadline`] (408); then they are read back into memory under the
 /// [`BodyBudget`] (429 naming `max_body_bytes_in_flight` when it is spent), whose permit the caller holds
 /// while it uses them. Errors: 400 when the part cannot be read, 503 when `dir` cannot be written.
 pub async fn take_part(
-    field: &mut axum::extract::multipart::Field<'_>,
+    field: &mut Field<'_>,
     dir: &std::path::Path,
     (max, limit): (usize, &str),
     deadline: Option<BodyDeadline>,
@@ -215,10 +289,8 @@ pub async fn take_part(
     let mut size = 0usize;
     loop {
         let chunk = match tokio::time::timeout_at(deadline, field.chunk()).await {
-            Err(_) => return Err(ApiError::Timeout("the body did not arrive within its deadline".into())),
-            Ok(Err(err)) => {
-                return Err(ApiError::BadRequest(format!("the multipart body cannot be read: {}", err.body_text())));
-            }
+            Err(_) => return Err(late()),
+            Ok(Err(err)) => return Err(unreadable(err)),
             Ok(Ok(None)) => break,
             Ok(Ok(Some(chunk))) => chunk,
         };
@@ -233,4 +305,66 @@ pub async fn take_part(
     let mut bytes = Vec::with_capacity(size);
     file.read_to_end(&mut bytes).await.map_err(unwritable)?;
     Ok((bytes, permit))
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::{Body, Bytes};
+    use axum::extract::{FromRequest, Multipart};
+    use futures::StreamExt;
+
+    use super::*;
+
+    fn part(name: &str) -> String {
+        format!("--b\r\nContent-Disposition: form-data; name=\"{name}\"; filename=\"a.txt\"\r\n\r\nbytes of {name}\r\n")
+    }
+
+    async fn form(body: Body) -> FileForm {
+        let request = Request::builder().header("content-type", "multipart/form-data; boundary=b").body(body);
+        FileForm::new(Multipart::from_request(request.expect("a request"), &()).await).expect("a multipart body")
+    }
+
+    /// The status and the field of a refusal.
+    fn refused(err: Option<ApiError>) -> (u16, Option<String>) {
+        let err = err.expect("refused");
+        let field = match &err {
+            ApiError::Invalid { field, .. } => Some(field.clone()),
+            _ => None,
+        };
+        (err.status().0.as_u16(), field)
+    }
+
+    #[tokio::test]
+    async fn a_file_form_is_one_part_named_file_and_a_refusal_names_the_part() {
+        let mut one = form(Body::from(format!("{}--b--\r\n", part("file")))).await;
+        let bytes = read_part(one.file().await.expect("the part")).await.expect("its bytes");
+        assert_eq!(&bytes[..], b"bytes of file");
+        one.end().await.expect("nothing after it");
+
+        let mut other = form(Body::from(format!("{}--b--\r\n", part("image")))).await;
+        assert_eq!(refused(other.file().await.err()), (422, Some("image".into())));
+        let mut two = form(Body::from(format!("{}{}--b--\r\n", part("file"), part("extra")))).await;
+        read_part(two.file().await.expect("the part")).await.expect("its bytes");
+        assert_eq!(refused(two.end().await.err()), (422, Some("extra".into())));
+        let mut cut = form(Body::from("--b\r\nContent-Disposition: form-data; name=\"file\"\r\n\r\nno end")).await;
+        let read = match cut.file().await {
+            Ok(field) => read_part(field).await.err(),
+            Err(err) => Some(err),
+        };
+        assert_eq!(refused(read).0, 400);
+
+        let plain = Request::builder().header("content-type", "text/plain").body(Body::from("file")).expect("request");
+        assert_eq!(refused(FileForm::new(Multipart::from_request(plain, &()).await).err()), (400, None));
+    }
+
+    #[tokio::test]
+    async fn a_streamed_form_whose_part_stops_arriving_answers_408_at_its_deadline() {
+        // The first part's headers never end, and the client never closes.
+        let head = Bytes::from_static(b"--b\r\nContent-Disposition: form-data; na");
+        let stalled = futures::stream::iter([Ok::<_, std::io::Error>(head)]).chain(futures::stream::pending());
+        let deadline = BodyDeadline(tokio::time::Instant::now() + Duration::from_millis(200));
+        let mut stalled = form(Body::from_stream(stalled)).await.until(Some(deadline));
+        let answer = tokio::time::timeout(Duration::from_secs(10), stalled.file()).await.expect("answers in time");
+        assert_eq!(refused(answer.err()), (408, None));
+    }
 }

@@ -15,8 +15,8 @@ use super::config::guard_admin_fields;
 use super::default::{clear_defaults, restore};
 use super::rules::judge;
 use super::view::{AgentAnswer, AgentView, detail, set_pictures, stamp, view};
-use crate::access::{Identity, Permission, Role, permission};
-use crate::facade::http::auth::Caller;
+use crate::access::{Identity, Permission, permission};
+use crate::facade::http::auth::{Caller, administrator};
 use crate::facade::http::body::{JsonBody, QueryParams};
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::agent_views::{check_scopes, visible};
@@ -191,8 +191,8 @@ pub async fn create(
     Caller(who): Caller,
     JsonBody(body): JsonBody<CreateAgent>,
 ) -> Result<(StatusCode, Json<AgentAnswer>), ApiError> {
-    if body.set_default && who.role < Role::Admin {
-        return Err(ApiError::Forbidden("only administrators may set the default agent".into()));
+    if body.set_default {
+        administrator(&who, "may set the default agent")?;
     }
     let base = body.slug.clone().unwrap_or_else(|| slugify(&body.name));
     let context = match &body.config_json {

@@ -12,8 +12,7 @@ use kube::ResourceExt;
 
 use super::rules::judge;
 use super::view::{AgentAnswer, detail, stamp};
-use crate::access::Role;
-use crate::facade::http::auth::Caller;
+use crate::facade::http::auth::{Caller, administrator};
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::agent_views::visible;
 use crate::facade::services::state::FacadeState;
@@ -67,9 +66,7 @@ pub async fn set_default(
 ) -> Result<Json<AgentAnswer>, ApiError> {
     let all = state.agents.all().await?;
     let mut agent = visible(all.iter().find(|a| a.name_any() == slug).cloned(), &who, &slug)?;
-    if who.role < Role::Admin {
-        return Err(ApiError::Forbidden("only administrators may set the default agent".into()));
-    }
+    administrator(&who, "may set the default agent")?;
     if agent.spec.is_subagent() {
         return Err(ApiError::invalid(
             "slug",

@@ -22,6 +22,7 @@ use serde::Serialize;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::UploadForm;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::http::intake::{FileForm, read_part};
 use crate::facade::services::files::{MAX_NAME_CHARS, safe_name};
 use crate::facade::services::state::FacadeState;
 use crate::run::scope::{Scope, ScopeIds};
@@ -120,21 +121,9 @@ pub async fn upload_held(
     Caller(who): Caller,
     form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Json<HeldFile>, ApiError> {
-    let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
+    let mut form = FileForm::new(form)?;
     let data = data_dir(&state)?;
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::BadRequest(format!("the multipart body cannot be read: {e}"))
-    };
-    let field = match form.next_field().await.map_err(bad)? {
-        Some(field) if field.name() == Some("file") => field,
-        Some(field) => {
-            return Err(ApiError::invalid(
-                field.name().unwrap_or("body").to_string(),
-                "only the part `file` is expected",
-            ));
-        }
-        None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
-    };
+    let field = form.file().await?;
     let file_name = field.file_name().unwrap_or_default().chars().take(MAX_NAME_CHARS).collect::<String>();
     let file_type = field.content_type().map(String::from);
     let Some(safe) = safe_name(&file_name) else {
@@ -146,13 +135,8 @@ pub async fn upload_held(
             format!("{file_name:?} is not one of {}", ALLOWED_EXTENSIONS.join(", ")),
         ));
     }
-    let bytes = field.bytes().await.map_err(bad)?;
-    if let Some(extra) = form.next_field().await.map_err(bad)? {
-        return Err(ApiError::invalid(
-            extra.name().unwrap_or("body").to_string(),
-            "only one part, `file`, is expected",
-        ));
-    }
+    let bytes = read_part(field).await?;
+    form.end().await?;
     if bytes.len() > MAX_FILE_BYTES {
         return Err(ApiError::TooLarge(format!("file: {} bytes; at most {MAX_FILE_BYTES}", bytes.len())));
     }

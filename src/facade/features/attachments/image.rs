@@ -13,6 +13,7 @@ use serde::Serialize;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::UploadForm;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::http::intake::{FileForm, read_part};
 
 /// The largest image, in bytes: its base64 must fit, with the rest of the message, in a run's body
 /// (1 MiB).
@@ -110,27 +111,9 @@ pub async fn upload_image(
     Caller(_): Caller,
     form: Result<Multipart, axum::extract::multipart::MultipartRejection>,
 ) -> Result<Json<UploadedImage>, ApiError> {
-    let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::BadRequest(format!("the multipart body cannot be read: {e}"))
-    };
-    let field = match form.next_field().await.map_err(bad)? {
-        Some(field) if field.name() == Some("file") => field,
-        Some(field) => {
-            return Err(ApiError::invalid(
-                field.name().unwrap_or("body").to_string(),
-                "only the part `file` is expected",
-            ));
-        }
-        None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
-    };
-    let bytes = field.bytes().await.map_err(bad)?;
-    if let Some(extra) = form.next_field().await.map_err(bad)? {
-        return Err(ApiError::invalid(
-            extra.name().unwrap_or("body").to_string(),
-            "only one part, `file`, is expected",
-        ));
-    }
+    let mut form = FileForm::new(form)?;
+    let bytes = read_part(form.file().await?).await?;
+    form.end().await?;
     if bytes.len() > MAX_IMAGE_BYTES {
         return Err(ApiError::TooLarge(format!(
             "max_image_bytes: the image has {} bytes; at most {MAX_IMAGE_BYTES}",

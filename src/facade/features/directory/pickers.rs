@@ -12,8 +12,8 @@ use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
 
-use crate::access::{Identity, Role};
-use crate::facade::http::auth::Caller;
+use crate::access::Role;
+use crate::facade::http::auth::{Caller, administrator};
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::state::FacadeState;
 
@@ -48,13 +48,6 @@ pub struct AccessOption {
     pub department_name: Option<String>,
 }
 
-fn administrator(who: &Identity) -> Result<(), ApiError> {
-    match who.role {
-        Role::Admin | Role::Superadmin => Ok(()),
-        Role::User => Err(ApiError::Forbidden("only administrators list departments and users".into())),
-    }
-}
-
 fn department_name(id: i64) -> String {
     format!("Department {id}")
 }
@@ -76,7 +69,7 @@ pub async fn departments(
     State(state): State<FacadeState>,
     Caller(who): Caller,
 ) -> Result<Json<Vec<Department>>, ApiError> {
-    administrator(&who)?;
+    administrator(&who, "list departments and users")?;
     let mut counts: BTreeMap<i64, usize> = BTreeMap::new();
     for person in state.auth.people() {
         if let Some(id) = person.identity.department_id {
@@ -114,7 +107,7 @@ pub async fn access_options(
     State(state): State<FacadeState>,
     Caller(who): Caller,
 ) -> Result<Json<Vec<AccessOption>>, ApiError> {
-    administrator(&who)?;
+    administrator(&who, "list departments and users")?;
     Ok(Json(
         state
             .auth

@@ -149,6 +149,26 @@ impl ScopeDir {
         }
     }
 
+    /// The entries of the folder `rel` of the scope `sub_path` of `data`: its own ([`ScopeDir::list`]), or
+    /// every one below it when `recursive` ([`ScopeDir::walk`]). A scope no run has written to yet is an
+    /// empty folder with nothing below it ([`ScopeError::Missing`]). Errors as [`ScopeDir::open`] and
+    /// [`ScopeDir::list`].
+    pub fn list_in(data: &Path, sub_path: &str, rel: &[String], recursive: bool) -> Result<Vec<Entry>, ScopeError> {
+        match ScopeDir::open(data, sub_path)? {
+            Some(dir) if recursive => dir.walk(rel),
+            Some(dir) => dir.list(rel),
+            None if rel.is_empty() => Ok(Vec::new()),
+            None => Err(ScopeError::Missing),
+        }
+    }
+
+    /// The regular file `rel` of the scope `sub_path` of `data` ([`ScopeDir::open_file`]);
+    /// [`ScopeError::Missing`] in a scope no run has written to yet. Errors as [`ScopeDir::open`] and
+    /// [`ScopeDir::open_file`].
+    pub fn open_file_in(data: &Path, sub_path: &str, rel: &[String]) -> Result<OpenedFile, ScopeError> {
+        ScopeDir::open(data, sub_path)?.ok_or(ScopeError::Missing)?.open_file(rel)
+    }
+
     /// When the scope folder last changed, RFC 3339 (empty when unknown).
     pub fn modified_at(&self) -> String {
         rfc3339(self.0.dir_metadata().and_then(|m| m.modified().map(|t| t.into_std())))
@@ -316,6 +336,19 @@ mod tests {
         let long = vec!["x".repeat(300)];
         assert!(matches!(scope.open_file(&long), Err(ScopeError::Missing)));
         assert!(matches!(scope.list(&long), Err(ScopeError::Missing)));
+    }
+
+    #[test]
+    fn a_scope_no_run_wrote_to_is_an_empty_folder_with_nothing_below() {
+        let data = data();
+        let unwritten = "users/carol/workspace";
+        assert_eq!(ScopeDir::list_in(data.path(), unwritten, &[], true).expect("empty"), Vec::<Entry>::new());
+        assert!(matches!(ScopeDir::list_in(data.path(), unwritten, &seg("notes"), false), Err(ScopeError::Missing)));
+        assert!(matches!(ScopeDir::open_file_in(data.path(), unwritten, &seg("a.md")), Err(ScopeError::Missing)));
+        let outputs = "users/alice/threads/t1/outputs";
+        assert_eq!(ScopeDir::list_in(data.path(), outputs, &[], false).expect("lists").len(), 2);
+        assert_eq!(ScopeDir::list_in(data.path(), outputs, &[], true).expect("walks").len(), 3);
+        assert_eq!(ScopeDir::open_file_in(data.path(), outputs, &seg("report.md")).expect("the report").len, 8);
     }
 
     #[test]

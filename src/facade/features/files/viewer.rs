@@ -4,9 +4,9 @@
 //! `outputs/` (the conversation's); a path may also be given as the runs see it
 //! (`/home/gem/user-data/outputs/report.md`). A conversation another user owns answers as a missing one.
 
+use axum::Json;
 use axum::extract::State;
 use axum::response::Response;
-use axum::{Json, response::IntoResponse};
 use serde::{Deserialize, Serialize};
 
 use super::preview::{FileBytes, Preview, download as download_file, preview};
@@ -139,15 +139,8 @@ pub async fn tree(
             }
             Target::In(name, scope, rest) => (name, scope, rest),
         };
-        let Some(dir) = ScopeDir::open(&data, &ids.sub_path(scope)).map_err(|e| answer(e, "query.path", &path))? else {
-            // No run has written there yet: the folder is empty.
-            return if rest.is_empty() {
-                Ok(Vec::new())
-            } else {
-                Err(answer(super::scope::ScopeError::Missing, "query.path", &path))
-            };
-        };
-        let listed = dir.list(&rest).map_err(|e| answer(e, "query.path", &path))?;
+        let listed =
+            ScopeDir::list_in(&data, &ids.sub_path(scope), &rest, false).map_err(|e| answer(e, "query.path", &path))?;
         Ok(listed
             .into_iter()
             .map(|e| ViewerEntry {
@@ -177,10 +170,7 @@ async fn open(
     };
     let name = rest.last().cloned().unwrap_or_default();
     let opened = blocking(move || {
-        let dir = ScopeDir::open(&data, &ids.sub_path(scope))
-            .and_then(|d| d.ok_or(super::scope::ScopeError::Missing))
-            .map_err(|e| answer(e, "query.path", &path))?;
-        dir.open_file(&rest).map_err(|e| answer(e, "query.path", &path))
+        ScopeDir::open_file_in(&data, &ids.sub_path(scope), &rest).map_err(|e| answer(e, "query.path", &path))
     })
     .await?;
     Ok((opened, name))
@@ -236,5 +226,5 @@ pub async fn download(
     QueryParams(query): QueryParams<ViewerQuery>,
 ) -> Result<Response, ApiError> {
     let (opened, name) = open(&state, &who, query).await?;
-    Ok(download_file(opened, &name)?.into_response())
+    download_file(opened, &name)
 }

@@ -9,7 +9,7 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::preview::{FileBytes, Preview, download as download_file, preview};
-use super::scope::{OpenedFile, ScopeDir, ScopeError, answer, blocking, segments};
+use super::scope::{OpenedFile, ScopeDir, answer, blocking, segments};
 use crate::access::Identity;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
@@ -111,12 +111,7 @@ pub async fn tree(
     let (data, sub_path, rel) = located(&state, &who, &path)?;
     let (recursive, files_only) = (query.recursive.unwrap_or(false), query.files_only.unwrap_or(false));
     let entries = blocking(move || {
-        let Some(dir) = ScopeDir::open(&data, &sub_path).map_err(|e| answer(e, "query.path", &path))? else {
-            // No run has written there yet: the workspace is empty.
-            return if rel.is_empty() { Ok(Vec::new()) } else { Err(answer(ScopeError::Missing, "query.path", &path)) };
-        };
-        let listed = if recursive { dir.walk(&rel) } else { dir.list(&rel) };
-        listed.map_err(|e| answer(e, "query.path", &path))
+        ScopeDir::list_in(&data, &sub_path, &rel, recursive).map_err(|e| answer(e, "query.path", &path))
     })
     .await?;
     let root = Scope::Workspace.virtual_root();
@@ -144,13 +139,9 @@ async fn open(state: &FacadeState, who: &Identity, query: FileQuery) -> Result<(
     let path = query.path.filter(|p| !p.is_empty()).ok_or_else(|| ApiError::invalid("query.path", "is required"))?;
     let (data, sub_path, rel) = located(state, who, &path)?;
     let name = rel.last().cloned().unwrap_or_default();
-    let opened = blocking(move || {
-        let dir = ScopeDir::open(&data, &sub_path)
-            .and_then(|d| d.ok_or(ScopeError::Missing))
-            .map_err(|e| answer(e, "query.path", &path))?;
-        dir.open_file(&rel).map_err(|e| answer(e, "query.path", &path))
-    })
-    .await?;
+    let opened =
+        blocking(move || ScopeDir::open_file_in(&data, &sub_path, &rel).map_err(|e| answer(e, "query.path", &path)))
+            .await?;
     Ok((opened, name))
 }
 

@@ -10,7 +10,7 @@ use serde::Serialize;
 
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
-use crate::facade::http::intake::{BodyBudget, BodyDeadline, take_part};
+use crate::facade::http::intake::{BodyBudget, BodyDeadline, FileForm, take_part};
 use crate::facade::services::files::safe_name;
 use crate::facade::services::knowledge::sync::ChangeError;
 use crate::facade::services::state::FacadeState;
@@ -96,7 +96,7 @@ pub struct UploadAnswer {
         (status = 404, description = "unknown, or not readable by the caller", body = ErrorBody),
         (status = 409, description = "its documents come from a folder or a service", body = ErrorBody),
         (status = 413, description = "larger than `max_document_bytes`", body = ErrorBody),
-        (status = 422, description = "not a document it can index: `file` names why", body = ErrorBody),
+        (status = 422, description = "not a document it can index: `file` names why; or a part besides it, named", body = ErrorBody),
         (status = 429, description = "it holds `max_documents_per_knowledge_base` documents", body = ErrorBody),
         (status = 502, description = "the embeddings endpoint failed; nothing was stored", body = ErrorBody),
         (status = 503, description = "no knowledge bases here, or its files cannot be written", body = ErrorBody),
@@ -114,20 +114,8 @@ pub async fn upload(
     let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
-    let mut form = form.map_err(|e| ApiError::BadRequest(format!("not a multipart body: {}", e.body_text())))?;
-    let bad = |e: axum::extract::multipart::MultipartError| {
-        ApiError::BadRequest(format!("the multipart body cannot be read: {}", e.body_text()))
-    };
-    let mut field = match form.next_field().await.map_err(bad)? {
-        Some(field) if field.name() == Some("file") => field,
-        Some(field) => {
-            return Err(ApiError::invalid(
-                field.name().unwrap_or("body").to_string(),
-                "only the part `file` is expected",
-            ));
-        }
-        None => return Err(ApiError::invalid("file", "the multipart body has no `file` part")),
-    };
+    let mut form = FileForm::new(form)?.until(deadline.as_ref().map(|d| d.0));
+    let mut field = form.file().await?;
     let given = field.file_name().unwrap_or_default();
     if given.len() > MAX_NAME_BYTES {
         return Err(ApiError::invalid("file", format!("the file name is longer than {MAX_NAME_BYTES} bytes")));
@@ -143,9 +131,7 @@ pub async fn upload(
     let (bytes, _held) = take_part(&mut field, &spool, limit, deadline.map(|d| d.0), budget.map(|b| b.0)).await?;
     // The part lets go of the body before the next is looked for.
     drop(field);
-    if form.next_field().await.map_err(bad)?.is_some() {
-        return Err(ApiError::invalid("file", "only one part, `file`, is expected"));
-    }
+    form.end().await?;
     let document = knowledge.upload(&kb, &who.uid, &name, bytes).await.map_err(|err| match err {
         ChangeError::Unreadable(ExtractError::TooLarge { bytes }) => {
             ApiError::TooLarge(format!("file: {bytes} bytes; at most {MAX_DOCUMENT_BYTES} (max_document_bytes)"))

@@ -9,8 +9,7 @@ use axum::extract::Path;
 use serde::Serialize;
 use serde_json::{Map, Value};
 
-use crate::access::{Identity, Role};
-use crate::facade::http::auth::Caller;
+use crate::facade::http::auth::{Caller, administrator};
 use crate::facade::http::error::{ApiError, ErrorBody};
 
 /// `GET /api/projects`: the caller's projects, always none.
@@ -83,13 +82,6 @@ pub struct TaskList {
     pub summary: TaskSummary,
 }
 
-fn administrator(who: &Identity) -> Result<(), ApiError> {
-    match who.role {
-        Role::Admin | Role::Superadmin => Ok(()),
-        Role::User => Err(ApiError::Forbidden("only administrators list the background tasks".into())),
-    }
-}
-
 /// `GET /api/tasks`: the background tasks, for administrators; always none (`status` and `limit` are
 /// accepted and not used).
 #[utoipa::path(
@@ -105,7 +97,7 @@ fn administrator(who: &Identity) -> Result<(), ApiError> {
     security(("bearer" = [])),
 )]
 pub async fn tasks(Caller(who): Caller) -> Result<Json<TaskList>, ApiError> {
-    administrator(&who)?;
+    administrator(&who, "list the background tasks")?;
     Ok(Json(TaskList {
         tasks: Vec::new(),
         summary: TaskSummary { total: 0, filtered_total: 0, status_counts: Map::new(), type_counts: Map::new() },
@@ -127,6 +119,6 @@ pub async fn tasks(Caller(who): Caller) -> Result<Json<TaskList>, ApiError> {
     security(("bearer" = [])),
 )]
 pub async fn task(Caller(who): Caller, Path(task_id): Path<String>) -> Result<Json<Value>, ApiError> {
-    administrator(&who)?;
+    administrator(&who, "list the background tasks")?;
     Err(ApiError::NotFound(format!("task {task_id:?} does not exist")))
 }

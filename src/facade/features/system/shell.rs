@@ -6,7 +6,7 @@
 use axum::Json;
 use axum::extract::State;
 use serde::Serialize;
-use serde_json::{Map, Value, json};
+use serde_json::{Value, json};
 
 use crate::facade::services::state::FacadeState;
 
@@ -82,18 +82,18 @@ pub async fn info() -> Json<Info> {
     responses((status = 200, description = "`{default_model, fast_model, enable_content_guard, enable_content_guard_llm, content_guard_llm_model, embed_model, reranker, default_ocr_engine, _config_items}`", body = Object)),
 )]
 pub async fn config(State(state): State<FacadeState>) -> Json<Value> {
-    let default_model = state.models.default_model().map(String::from);
-    let mut out = Map::new();
-    out.insert("default_model".into(), json!(default_model));
-    out.insert("fast_model".into(), json!(default_model));
-    out.insert("enable_content_guard".into(), json!(false));
-    out.insert("enable_content_guard_llm".into(), json!(false));
-    out.insert("content_guard_llm_model".into(), json!(""));
-    out.insert("embed_model".into(), json!(""));
-    out.insert("reranker".into(), json!(""));
-    out.insert("default_ocr_engine".into(), json!(""));
-    out.insert("_config_items".into(), json!({}));
-    Json(Value::Object(out))
+    let default_model = state.models.default_model();
+    Json(json!({
+        "default_model": default_model,
+        "fast_model": default_model,
+        "enable_content_guard": false,
+        "enable_content_guard_llm": false,
+        "content_guard_llm_model": "",
+        "embed_model": "",
+        "reranker": "",
+        "default_ocr_engine": "",
+        "_config_items": {},
+    }))
 }
 
 /// The answer of `GET /api/auth/check-first-run`.

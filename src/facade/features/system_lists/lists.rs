@@ -9,18 +9,18 @@
 //!   `context.preloadSkills`), so the lists are the names the agents the caller may read reference, with
 //!   the agents that reference each. A server or skill that only a stranger's agent names is not listed.
 
-use std::collections::BTreeMap;
-
 use axum::Json;
 use axum::extract::State;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use crate::access::Identity;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::agent_views::{mcps_of, referenced, skills_of, used_by};
 use crate::facade::services::state::FacadeState;
+use crate::resources::Agent;
 use crate::resources::tools::builtin_tools;
 
 /// Yuxi's list answer.
@@ -150,8 +150,16 @@ pub struct Referenced {
     pub is_builtin: bool,
 }
 
-fn items(found: BTreeMap<String, Vec<String>>) -> Vec<Referenced> {
-    found
+/// The names the agents `who` may read reference, as `names_of` reads them from an agent (its MCP
+/// servers, its skills), each with the agents that reference it. Errors: 503 when the agents cannot be
+/// read.
+async fn referenced_by(
+    state: &FacadeState,
+    who: &Identity,
+    names_of: fn(&Agent) -> Vec<String>,
+) -> Result<Vec<Referenced>, ApiError> {
+    let all = state.agents.all().await?;
+    Ok(referenced(&all, who, names_of)
         .into_iter()
         .map(|(name, agents)| Referenced {
             description: used_by(&agents),
@@ -165,7 +173,7 @@ fn items(found: BTreeMap<String, Vec<String>>) -> Vec<Referenced> {
             effective_permission: "read",
             is_builtin: false,
         })
-        .collect()
+        .collect())
 }
 
 /// `GET /api/system/mcp-servers`: the MCP servers the caller's agents reference.
@@ -186,8 +194,7 @@ pub async fn mcp_servers(
     State(state): State<FacadeState>,
     Caller(who): Caller,
 ) -> Result<Json<Listed<Referenced>>, ApiError> {
-    let all = state.agents.all().await?;
-    Ok(Json(Listed { success: true, data: items(referenced(&all, &who, mcps_of)) }))
+    Ok(Json(Listed { success: true, data: referenced_by(&state, &who, mcps_of).await? }))
 }
 
 /// `GET /api/skills/accessible`: the skills the caller's agents reference.
@@ -208,8 +215,7 @@ pub async fn accessible_skills(
     State(state): State<FacadeState>,
     Caller(who): Caller,
 ) -> Result<Json<Listed<Referenced>>, ApiError> {
-    let all = state.agents.all().await?;
-    Ok(Json(Listed { success: true, data: items(referenced(&all, &who, skills_of)) }))
+    Ok(Json(Listed { success: true, data: referenced_by(&state, &who, skills_of).await? }))
 }
 
 /// The answer of `GET /api/skills` (Yuxi's skills page).
@@ -239,10 +245,6 @@ pub struct SkillCards {
     security(("bearer" = [])),
 )]
 pub async fn skill_cards(State(state): State<FacadeState>, Caller(who): Caller) -> Result<Json<SkillCards>, ApiError> {
-    let all = state.agents.all().await?;
-    Ok(Json(SkillCards {
-        success: true,
-        data: items(referenced(&all, &who, skills_of)),
-        allowed_access_levels: Vec::new(),
-    }))
+    let data = referenced_by(&state, &who, skills_of).await?;
+    Ok(Json(SkillCards { success: true, data, allowed_access_levels: Vec::new() }))
 }

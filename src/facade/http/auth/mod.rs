@@ -11,7 +11,7 @@ use axum::extract::FromRequestParts;
 use axum::http::request::Parts;
 
 use super::error::ApiError;
-use crate::access::Identity;
+use crate::access::{Identity, Role};
 use crate::run::grant::{RUN_TOKEN_PREFIX, TokenKey};
 use crate::run::{RunGrant, RunStatus};
 use crate::store::Store;
@@ -89,6 +89,16 @@ impl RunTokens {
             return Err(refused());
         }
         Ok(signed.grant)
+    }
+}
+
+/// Refuses a caller who is not an administrator (`admin` or `superadmin`, the roles that may save the
+/// wider share scopes): 403 saying `only administrators <what>`, `what` being what the route does (as
+/// "list the background tasks").
+pub fn administrator(who: &Identity, what: &str) -> Result<(), ApiError> {
+    match who.role {
+        Role::Admin | Role::Superadmin => Ok(()),
+        Role::User => Err(ApiError::Forbidden(format!("only administrators {what}"))),
     }
 }
 
