@@ -1,7 +1,8 @@
 //! Retrieval, for `make bench`: the labelled Chinese and English set of `bench/knowledge` (documents and
 //! questions written for it) read, cut and indexed as a knowledge base is, then every question searched:
 //! recall@5 and MRR. Then 10,000 passages (the set's own, and passages made from their sentences)
-//! indexed on disk: index time per MB, search p50/p99 and the process's RSS. Writes the passages and the
+//! indexed on disk: index time per MB, search p50/p99 and the process's RSS; and what a small knowledge
+//! base (the labelled set) holds in memory while idle, over 20 of them. Writes the passages and the
 //! numbers as JSON, so that the peer (`scripts/bench_knowledge.py`: rank-bm25 with jieba) indexes the same
 //! passages and is judged by the same labels.
 //!
@@ -27,6 +28,9 @@ struct Question {
     doc: String,
     section: String,
 }
+
+/// How many small knowledge bases are held idle to measure what one holds.
+const IDLE_BASES: usize = 20;
 
 fn arg(name: &str) -> Option<String> {
     let args: Vec<String> = std::env::args().collect();
@@ -110,6 +114,24 @@ fn main() {
     }
     let recall_at_5 = found as f64 / questions.len() as f64;
     let mrr = reciprocal / questions.len() as f64;
+
+    // Small knowledge bases held while idle: each holds the labelled set, indexed and searched once,
+    // then left; what each adds to the process's RSS (what the word segmenter shares is loaded above).
+    let idle_rss_before = rss_kib();
+    let idle: Vec<KnowledgeIndex> = (0..IDLE_BASES)
+        .map(|n| {
+            let path = dir.path().join(format!("idle-{n}"));
+            std::fs::create_dir_all(&path).expect("dir");
+            let base = KnowledgeIndex::open(&path).expect("an index");
+            for (name, passages, hash) in &documents {
+                base.put_document(name, hash, passages).expect("indexed");
+            }
+            base.search(&questions[0].q, 5).expect("a search");
+            base
+        })
+        .collect();
+    let idle_kib_per_base = rss_kib().saturating_sub(idle_rss_before) as f64 / IDLE_BASES as f64;
+    drop(idle);
 
     // 10,000 passages: the set's own, then passages of three sentences drawn from them, each in a
     // document of its own.
@@ -197,6 +219,7 @@ fn main() {
         "search_p99_ms": percentile(&latencies, 0.99),
         "rss_mib": rss_after as f64 / 1024.0,
         "rss_growth_mib": rss_after.saturating_sub(rss_before) as f64 / 1024.0,
+        "idle_kib_per_base": idle_kib_per_base,
     });
     std::fs::write(out.join("knowledge-yuxi.json"), numbers.to_string()).expect("the numbers");
     println!("{numbers:#}");
