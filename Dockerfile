@@ -1,18 +1,25 @@
-# The one image of every role: controller, webhook, api, and both containers of a sandbox pod (runner and
-# sandbox-exec). `docker build .` builds it from this file; `make image` builds it without docker.
+# Two images, from one binary: `yuxi-operator`, the control plane (controller, webhook, api, and the sandbox
+# pods' `runner` container), and `yuxi-operator-sandbox`, the sandbox pods' `sandbox` container
+# (sandbox-exec, which runs the model's `execute` commands). `docker build .` builds the first;
+# `docker build --target sandbox .` the second. `make image` builds both without docker.
 #
-# Three stages:
-# - build: the release binary and the example files, in /out;
-# - root:  the runtime root, /rootfs: the files of a few Debian packages (glibc, CA certificates, and the
-#          shell and tools the sandbox runs the model's commands with), copied by scripts/image-root;
-#          no package manager, no setuid or setgid file;
-# - the image, FROM scratch: that root, the binary and the files, the user, the entrypoint, the labels.
+# Five stages:
+# - build:         the release binary and the example files, in /out;
+# - root:          the runtime roots, copied out of a few Debian packages by scripts/image-root: /rootfs (glibc
+#                  and the CA certificates) and /sandbox-rootfs (the shell and the tools the sandbox runs the
+#                  model's commands with); no package manager, no setuid or setgid file;
+# - control-plane: the control-plane image, FROM scratch: /rootfs, the binary and the files, the user, the
+#                  entrypoint, the labels. No shell, and no program but the binary;
+# - sandbox:       the sandbox image: the control-plane image and /sandbox-rootfs on top, so that a node
+#                  that pulls both fetches the control-plane layer once;
+# - the last, unnamed: the control-plane image again, so that a build without --target gets no shell.
 #
-# `make image` (scripts/image-build) builds the last stage alone, with podman, from the text of this file
-# from `FROM scratch` to its end, giving it as `build` and `root` two folders it makes the same way:
-# the binary built on the host with the same examples, and scripts/image-root run on a Debian root that
-# mmdebstrap made. So both builds follow the same instructions; `make image-test` checks that the first
-# two stages here still make what `make image` gives in their place.
+# `make image` (scripts/image-build) builds the control-plane and sandbox stages alone, with podman, from
+# the text of this file from `FROM scratch` to its end, giving it as `build` and `root` two folders it
+# makes the same way: the binary built on the host with the same examples, and scripts/image-root run on a
+# Debian root that mmdebstrap made; the sandbox stage is built on the control-plane image just built. So
+# both builds follow the same instructions; `make image-test` checks that the first two stages here still
+# make what `make image` gives in their place.
 #
 # Dependency caching: Cargo.toml and Cargo.lock are copied first and the dependencies are built against a
 # placeholder crate, so that layer is reused until the manifest or the lock file changes, and a change to
@@ -55,19 +62,20 @@ RUN chmod -R u=rwX,go=rX /out/share
 
 FROM docker.io/library/debian:${DEBIAN_RELEASE}-slim AS root
 
-# The packages scripts/image-root names (most are in the base image already), then their files alone.
+# The packages scripts/image-root names (most are in the base image already), then their files alone: the
+# control plane's in /rootfs, the sandbox's in /sandbox-rootfs.
 COPY scripts/image-root /usr/local/bin/image-root
 RUN apt-get update \
     && apt-get install -y --no-install-recommends $(image-root --packages) \
-    && image-root / /rootfs
+    && image-root / /rootfs \
+    && image-root --sandbox / /sandbox-rootfs
 
 
-FROM scratch
+FROM scratch AS control-plane
 
-# glibc and the CA bundle (rustls trusts the system's roots), and /bin/sh, bash, coreutils, grep, sed,
-# find, diff, tar, gzip and awk: the sandbox container runs the model's `execute` commands with /bin/sh -c.
-# Bubblewrap is not there: it isolates commands in the local mode only; in a cluster the sandbox is its
-# own container. A sandbox with more tools (Python, git...) is an image built FROM this one.
+# glibc and the CA bundle (rustls trusts the system's roots), and the accounts: no shell, and no program but
+# the binary. The roles start no program but their own binary (the API reads documents in a subprocess of
+# it; the local mode starts its runners so).
 COPY --from=root /rootfs/ /
 COPY --from=build /out/bin/yuxi-operator /usr/local/bin/yuxi-operator
 # Defaults for trying the examples: examples/skills as /usr/share/yuxi/skills (a skills library to seed a
@@ -96,3 +104,19 @@ LABEL org.opencontainers.image.title="yuxi-operator" \
       org.opencontainers.image.version="${VERSION}" \
       org.opencontainers.image.revision="${REVISION}" \
       org.opencontainers.image.source="${SOURCE}"
+
+
+FROM control-plane AS sandbox
+
+# /bin/sh, bash, coreutils, grep, sed, find, diff, tar, gzip and awk: the sandbox container runs the
+# model's `execute` commands with /bin/sh -c. Bubblewrap is not there: it isolates commands in the local
+# mode only; in a cluster the sandbox is its own container. A sandbox with more tools (Python, git...) is
+# an image built FROM this one, named by the chart's sandboxImage. The user, entrypoint, environment and
+# the version, revision and source labels are the control-plane image's.
+COPY --from=root /sandbox-rootfs/ /
+LABEL org.opencontainers.image.title="yuxi-operator-sandbox" \
+      org.opencontainers.image.description="The sandbox container of yuxi-operator's sandbox pods: the model's commands, with a shell and the tools they use"
+
+
+# What a build without --target gives: the control-plane image, with no shell.
+FROM control-plane

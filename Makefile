@@ -150,31 +150,36 @@ clean:
 		YUXI_PODMAN_ROOT=$(CURDIR)/$(RUN_DIR)/image/$$storage scripts/podman --paths | tail -n 1 | xargs rm -rf; done
 	rm -rf $(RUN_DIR)
 
-# The container image and the cluster check.
-# The image's name. Without a registry it is Docker Hub's spelling, as kubelets resolve the chart's default
-# `yuxi-operator`: yuxi-operator:0.1.0 is named docker.io/library/yuxi-operator:0.1.0.
+# The container images and the cluster check.
+# The control-plane image's name. Without a registry it is Docker Hub's spelling, as kubelets resolve the
+# chart's default `yuxi-operator`: yuxi-operator:0.1.0 is named docker.io/library/yuxi-operator:0.1.0.
 IMAGE ?= yuxi-operator:$(IMAGE_VERSION)
+# The sandbox image's: IMAGE's with `-sandbox` after its repository (registry.example.com/yuxi-operator:0.1.0
+# gives registry.example.com/yuxi-operator-sandbox:0.1.0), as the chart's sandboxImage defaults to.
+SANDBOX_IMAGE ?= $(shell printf '%s' '$(IMAGE)' | sed -E 's|^(.*/)?([^/:]+)(:[^/:]*)?$$|\1\2-sandbox\3|')
 # The Debian release of the runtime root: its glibc must be at least the one the binary is built against.
 IMAGE_SUITE ?= bookworm
 IMAGE_VERSION = $(shell sed -n 's/^version = "\(.*\)"/\1/p' Cargo.toml | head -n 1)
 IMAGE_REVISION = $(shell git rev-parse HEAD 2>/dev/null || echo unknown)
 IMAGE_SOURCE = $(shell sed -n 's/^home: //p' charts/yuxi-operator/Chart.yaml)
 RELEASE_BIN = $${CARGO_TARGET_DIR:-target}/release/yuxi-operator
-IMAGE_ARGS = --image $(IMAGE) --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --source $(IMAGE_SOURCE) \
+IMAGE_ARGS = --image $(IMAGE) --sandbox-image $(SANDBOX_IMAGE) --version $(IMAGE_VERSION) --revision $(IMAGE_REVISION) --source $(IMAGE_SOURCE) \
 	--binary $(RELEASE_BIN)
 
 .PHONY: image image-test image-check e2e e2e-local
 
-## image: the one image of every role, without a container daemon or a pulled image: the release binary
-## built here, a runtime root of Debian packages (mmdebstrap), the Dockerfile's last stage built by podman;
-## exported as .run/image/yuxi-operator.oci.tar, named $(IMAGE) (scripts/image-build)
+## image: the two images, without a container daemon or a pulled image: the release binary built here, two
+## runtime roots of Debian packages (mmdebstrap), the Dockerfile's control-plane and sandbox stages built by
+## podman; exported as .run/image/yuxi-operator.oci.tar, named $(IMAGE) (the control plane: no shell), and
+## .run/image/yuxi-operator-sandbox.oci.tar, named $(SANDBOX_IMAGE) (the sandbox container's, with the
+## shell and tools `execute` needs) (scripts/image-build)
 image: image-tools
 	$(CARGO) build --release --locked
 	scripts/image-build $(IMAGE_ARGS) --suite $(IMAGE_SUITE)
 
-## image-test: each role run from the image's archive as the chart runs its pods (user 65532, read-only
-## root, no capabilities, no network where none is needed), the image's contents and the Dockerfile
-## against it (scripts/image-test, docs/operations/testing.md#the-image-test)
+## image-test: each role run from the images' archives as the chart runs its pods (user 65532, read-only
+## root, no capabilities, no network where none is needed), the images' contents (no shell in the control
+## plane's) and the Dockerfile against them (scripts/image-test, docs/operations/testing.md#the-image-test)
 image-test: image
 	scripts/with-redis scripts/image-test $(IMAGE_ARGS)
 
@@ -186,7 +191,7 @@ image-check: image-tools
 	else exit $$status; fi
 
 ## e2e-local: the README's deep-research flow in real pods on this machine (tests/e2e_local.rs): a control
-## plane and a node (containerd, kubelet, kube-proxy, CoreDNS) built from pinned sources, the image of
+## plane and a node (containerd, kubelet, kube-proxy, CoreDNS) built from pinned sources, the images of
 ## `make image` imported, the chart installed by Helm (as root; docs/operations/testing.md#runs-in-real-pods)
 e2e-local: image-tools
 	@{ command -v containerd && command -v ctr && command -v runc && command -v iptables && command -v catatonit \
@@ -194,7 +199,8 @@ e2e-local: image-tools
 		|| scripts/apt-install containerd runc containernetworking-plugins iptables catatonit redis-server curl
 	$(MAKE) --no-print-directory image
 	@bin=$$(scripts/kube-bin | tail -n 1) && $(CARGO) test --locked --test e2e_local --no-run && \
-		YUXI_KUBE_BIN=$$bin YUXI_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator.oci.tar CARGO_NET_OFFLINE=true \
+		YUXI_KUBE_BIN=$$bin YUXI_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator.oci.tar \
+		YUXI_SANDBOX_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator-sandbox.oci.tar CARGO_NET_OFFLINE=true \
 		scripts/kube-netns $(CARGO) test --locked --test e2e_local -- --nocapture
 
 # In `make test`: make e2e-local as root (a kubelet needs it); elsewhere why not, and a skip.

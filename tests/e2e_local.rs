@@ -1,10 +1,10 @@
 //! The README's deep-research flow in real pods (`make e2e-local`): a control plane and a node built from
 //! pinned sources (`scripts/kube-bin`) on this machine, in namespaces of the test's own
-//! (`scripts/kube-netns`), the image `make image` built imported into the node's containerd, the chart
-//! installed by Helm as a platform team installs it on a one-node cluster, and a deep-research run asked
-//! of the facade through its Service: the chart's roles and every AgentRun's sandbox pod run in pods,
-//! the runner reaches the facade with its run token, the events stream, the report lands in the outputs
-//! volume and the AgentRuns end `Completed`.
+//! (`scripts/kube-netns`), the two images `make image` built (the control plane's and the sandbox's)
+//! imported into the node's containerd, the chart installed by Helm as a platform team installs it on a
+//! one-node cluster, and a deep-research run asked of the facade through its Service: the chart's roles
+//! and every AgentRun's sandbox pod run in pods, the runner reaches the facade with its run token, the
+//! events stream, the report lands in the outputs volume and the AgentRuns end `Completed`.
 //!
 //! What differs from a cloud cluster, each named: storage is hostPath PersistentVolumes bound to the
 //! chart's claims (there is no provisioner); Redis is a server on the node address named by
@@ -123,6 +123,9 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
     yuxi_operator::tls::install_crypto_provider();
     let archive =
         PathBuf::from(std::env::var("YUXI_IMAGE_ARCHIVE").expect("YUXI_IMAGE_ARCHIVE: run with `make e2e-local`"));
+    let sandbox_archive = PathBuf::from(
+        std::env::var("YUXI_SANDBOX_IMAGE_ARCHIVE").expect("YUXI_SANDBOX_IMAGE_ARCHIVE: run with `make e2e-local`"),
+    );
     let plane = ControlPlane::start("e2e");
     let pause = plane.dir.join("pause.oci.tar");
     let made = Command::new(root().join("scripts/pause-image"))
@@ -131,7 +134,7 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
         .output()
         .expect("pause-image");
     assert!(made.status.success(), "{}", String::from_utf8_lossy(&made.stderr));
-    let node = Node::start(&plane, &[pause, archive]);
+    let node = Node::start(&plane, &[pause, archive, sandbox_archive]);
     let node_ip = node_ip();
 
     // Redis on the node address, with a password, for the chart's `redis.existingSecret`.
@@ -176,7 +179,7 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
         "spec": {"accessModes": ["ReadOnlyMany"], "storageClassName": "", "resources": {"requests": {"storage": "1Gi"}}}}),
     );
 
-    // The chart, one replica of each role, the image as `make image` names it and never pulled.
+    // The chart, one replica of each role, the images as `make image` names them and never pulled.
     let kubeconfig = plane.dir.join("admin.kubeconfig");
     let helm = Command::new(control_plane::kube_bin().join("helm"))
         .args(["install", RELEASE, "charts/yuxi-operator", "--namespace", NS, "--server-side=true", "--timeout", "5m"])

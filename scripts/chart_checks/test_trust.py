@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import copy
 import os
+import re
 import sys
 import unittest
 
@@ -105,6 +106,37 @@ class TrustTest(unittest.TestCase):
         found = self.messages(objects)
         self.assertIn("the API mounts the users' files writable (data at /var/lib/yuxi/user-data/users)", found)
         self.assertIn("the API mounts the users' files writable (data at /data)", found)
+
+    def test_the_sandbox_image_in_a_release_pod_or_for_both_containers_is_found(self):
+        settings = find(self.objects, "ConfigMap", "-sandbox-settings").doc["data"]["settings.yaml"]
+        self.assertIn('image: "yuxi-operator:0.1.0"', settings)
+        self.assertIn('sandboxImage: "yuxi-operator-sandbox:0.1.0"', settings)
+        objects = self.broken()
+        api = find(objects, "Deployment", "-api").doc["spec"]["template"]["spec"]["containers"][0]
+        api["image"] = "yuxi-operator-sandbox:0.1.0"
+        self.assertIn(
+            "the api's container api runs yuxi-operator-sandbox:0.1.0, not the control-plane image yuxi-operator:0.1.0",
+            self.messages(objects),
+        )
+        objects = rendered({"sandboxImage": {"repository": "yuxi-operator", "tag": "0.1.0"}})
+        self.assertIn("the sandbox container runs the control-plane image yuxi-operator:0.1.0", self.messages(objects))
+
+    def test_the_sandbox_image_follows_the_control_plane_image_unless_named(self):
+        def images(values):
+            settings = find(rendered(values), "ConfigMap", "-sandbox-settings").doc["data"]["settings.yaml"]
+            return re.findall(r'^(?:image|sandboxImage): "(.*)"$', settings, re.M)
+
+        self.assertEqual(
+            images({"image": {"repository": "registry.example.com/yuxi-operator", "tag": "0.2.0"}}),
+            ["registry.example.com/yuxi-operator:0.2.0", "registry.example.com/yuxi-operator-sandbox:0.2.0"],
+        )
+        self.assertEqual(
+            images({"image": {"tag": "0.2.0"}, "sandboxImage": {"repository": "registry.example.com/toolbox"}}),
+            ["yuxi-operator:0.2.0", "registry.example.com/toolbox:0.2.0"],
+        )
+        self.assertEqual(
+            images({"sandboxImage": {"tag": "0.1.0-python"}}), ["yuxi-operator:0.1.0", "yuxi-operator-sandbox:0.1.0-python"]
+        )
 
     def test_the_redis_password_is_the_same_in_every_served_namespace(self):
         objects = rendered({"watchNamespaces": ["team-a", "team-b"]})

@@ -9,7 +9,10 @@
 - the run-token signing key is mounted by the API's pods alone;
 - the API reads the users' files (the sandbox pods' data volume) and cannot write them: every mount of
   that volume reaching its `users` folder is read-only;
-- where the API runs, an admission policy limits the Secrets it may create.
+- where the API runs, an admission policy limits the Secrets it may create;
+- the shell and the tools model-written code runs with are the sandbox container's alone: the release's
+  pods run the sandbox settings' `image` (the control-plane image, with no shell), never its
+  `sandboxImage`, and the two differ.
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ from __future__ import annotations
 import ipaddress
 import re
 from typing import Iterable
+
+import yaml
 
 from chart_check import Finding, Obj, _dict, _get, _list, pod_templates
 
@@ -148,6 +153,29 @@ def check_user_data(objects: list[Obj]) -> list[Finding]:
     return findings
 
 
+def check_images(objects: list[Obj]) -> list[Finding]:
+    """The controller's, webhook's and API's containers run the sandbox settings' `image`; the settings'
+    `sandboxImage`, the one with a shell and tools for `execute`, is another image and none of theirs."""
+    findings = []
+    for config in (o for o in objects if o.kind == "ConfigMap" and o.name.endswith("-sandbox-settings")):
+        settings = _dict(yaml.safe_load(str(_dict(config.doc.get("data")).get("settings.yaml", ""))))
+        image, sandbox = settings.get("image"), settings.get("sandboxImage")
+        if not sandbox or sandbox == image:
+            findings.append(Finding(RULE, config.where, f"the sandbox container runs the control-plane image {image}"))
+            continue
+        for obj, _, pod in pod_templates(objects):
+            component = _dict(_get(pod, "metadata", "labels")).get("app.kubernetes.io/component")
+            if component not in ("controller", "webhook", "api"):
+                continue
+            for container in _list(_get(pod, "spec", "containers")) + _list(_get(pod, "spec", "initContainers")):
+                if container.get("image") != image:
+                    findings.append(
+                        Finding(RULE, obj.where, f"the {component}'s container {container.get('name')} runs "
+                                f"{container.get('image')}, not the control-plane image {image}")
+                    )
+    return findings
+
+
 def check_trust(objects: Iterable[Obj]) -> list[Finding]:
     """Every check of this module."""
     objects = list(objects)
@@ -157,4 +185,5 @@ def check_trust(objects: Iterable[Obj]) -> list[Finding]:
         + check_sandbox_egress(objects)
         + check_signing_key(objects)
         + check_user_data(objects)
+        + check_images(objects)
     )

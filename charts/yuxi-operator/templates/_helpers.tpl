@@ -19,9 +19,14 @@ app.kubernetes.io/instance: {{ .root.Release.Name }}
 app.kubernetes.io/component: {{ .component }}
 {{- end -}}
 
-{{/* The image. */}}
+{{/* The control-plane image: the release's pods and the sandbox pods' runner container. */}}
 {{- define "yuxi.image" -}}
 {{ .Values.image.repository }}:{{ .Values.image.tag | default .Chart.AppVersion }}
+{{- end -}}
+
+{{/* The sandbox image: the sandbox pods' sandbox container, with the shell and tools `execute` needs. */}}
+{{- define "yuxi.sandboxImage" -}}
+{{ .Values.sandboxImage.repository | default (printf "%s-sandbox" .Values.image.repository) }}:{{ .Values.sandboxImage.tag | default .Values.image.tag | default .Chart.AppVersion }}
 {{- end -}}
 
 {{/* The namespaces served: watchNamespaces, or the release namespace. */}}

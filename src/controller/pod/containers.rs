@@ -111,7 +111,7 @@ pub(super) fn runner_container(
 pub(super) fn sandbox_container(settings: &SandboxSettings, volumes: &Volumes, scopes: &ScopeIds) -> Container {
     Container {
         name: SANDBOX_CONTAINER.to_string(),
-        image: Some(settings.sandbox_image.clone().unwrap_or_else(|| settings.image.clone())),
+        image: Some(settings.sandbox_image.clone()),
         image_pull_policy: settings.image_pull_policy.clone(),
         command: Some(strings(&["yuxi-operator"])),
         args: Some(strings(&[

@@ -28,12 +28,14 @@ pub struct SecretKey {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct SandboxSettings {
-    /// The image of both containers (it must hold `yuxi-operator` on its `PATH`). Default:
-    /// `yuxi-operator:<this crate's version>`.
+    /// The image of the runner container: it must hold `yuxi-operator` on its `PATH`, and needs no shell
+    /// (the control-plane image, which has none). Default: `yuxi-operator:<this crate's version>`.
     pub image: String,
-    /// Another image for the sandbox container only (a toolbox with compilers and interpreters for the
-    /// model's commands; it must hold `yuxi-operator` too). Default: `image`.
-    pub sandbox_image: Option<String>,
+    /// The image of the sandbox container, which runs the model's `execute` commands with `/bin/sh -c`:
+    /// it must hold `yuxi-operator` on its `PATH`, a shell and the tools the commands use (the sandbox
+    /// image, or a toolbox built from it with compilers and interpreters). Default:
+    /// `yuxi-operator-sandbox:<this crate's version>`.
+    pub sandbox_image: String,
     /// `Always`, `IfNotPresent` or `Never`. Default: unset (Kubernetes decides from the tag).
     pub image_pull_policy: Option<String>,
     /// Names of Secrets in the run's namespace to pull the images with.
@@ -135,7 +137,7 @@ impl Default for SandboxSettings {
         };
         Self {
             image: format!("yuxi-operator:{}", env!("CARGO_PKG_VERSION")),
-            sandbox_image: None,
+            sandbox_image: format!("yuxi-operator-sandbox:{}", env!("CARGO_PKG_VERSION")),
             image_pull_policy: None,
             image_pull_secrets: Vec::new(),
             runtime_class_name: None,
@@ -216,11 +218,10 @@ pub(super) fn check_settings(settings: &SandboxSettings) -> Result<(), PodError>
             return Err(settings_error(field, format!("must be a positive id, not root (is {id})")));
         }
     }
-    if settings.image.trim().is_empty() {
-        return Err(settings_error("image", "is required"));
-    }
-    if settings.sandbox_image.as_deref().is_some_and(|image| image.trim().is_empty()) {
-        return Err(settings_error("sandboxImage", "must not be empty (leave it out to use image)"));
+    for (field, image) in [("image", &settings.image), ("sandboxImage", &settings.sandbox_image)] {
+        if image.trim().is_empty() {
+            return Err(settings_error(field, "is required"));
+        }
     }
     if let Some(policy) = &settings.image_pull_policy
         && !matches!(policy.as_str(), "Always" | "IfNotPresent" | "Never")

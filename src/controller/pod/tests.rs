@@ -185,6 +185,21 @@ fn volumes_are_the_four_scopes_of_the_run() {
 }
 
 #[test]
+fn the_shell_and_tools_are_the_sandbox_containers_alone() {
+    // The runner, which holds the secrets, runs the control-plane image (no shell); the sandbox, which runs
+    // the model's commands with /bin/sh -c, the sandbox image. A settings file that names only `image`
+    // keeps the default sandbox image.
+    let version = env!("CARGO_PKG_VERSION");
+    let objects = build(&run());
+    assert_eq!(container(&objects, RUNNER_CONTAINER).image, Some(format!("yuxi-operator:{version}")));
+    assert_eq!(container(&objects, SANDBOX_CONTAINER).image, Some(format!("yuxi-operator-sandbox:{version}")));
+    let settings = SandboxSettings::from_yaml("image: registry.example/yuxi-operator:1.2.3\n").expect("settings");
+    let objects = sandbox_objects(&run(), &agent(), &settings).expect("a pod");
+    assert_eq!(container(&objects, RUNNER_CONTAINER).image.as_deref(), Some("registry.example/yuxi-operator:1.2.3"));
+    assert_eq!(container(&objects, SANDBOX_CONTAINER).image, Some(format!("yuxi-operator-sandbox:{version}")));
+}
+
+#[test]
 fn the_runner_alone_has_secrets() {
     let settings = SandboxSettings {
         facade_url: Some("http://yuxi-api:8080".to_string()),
@@ -383,7 +398,7 @@ fn settings_are_applied() {
     };
     let settings = SandboxSettings {
         image: "registry.example/yuxi-operator:1.2.3".to_string(),
-        sandbox_image: Some("registry.example/yuxi-toolbox:1.2.3".to_string()),
+        sandbox_image: "registry.example/yuxi-toolbox:1.2.3".to_string(),
         image_pull_policy: Some("IfNotPresent".to_string()),
         image_pull_secrets: vec!["registry-credentials".to_string()],
         runtime_class_name: Some("gvisor".to_string()),
@@ -471,6 +486,7 @@ fn unusable_settings_are_refused_naming_the_setting() {
         ("runAsGroup", SandboxSettings { run_as_group: 0, ..SandboxSettings::default() }),
         ("fsGroup", SandboxSettings { fs_group: -1, ..SandboxSettings::default() }),
         ("image", SandboxSettings { image: " ".to_string(), ..SandboxSettings::default() }),
+        ("sandboxImage", SandboxSettings { sandbox_image: String::new(), ..SandboxSettings::default() }),
         ("imagePullPolicy", SandboxSettings { image_pull_policy: Some("Sometimes".into()), ..Default::default() }),
         ("deadlineGraceSeconds", SandboxSettings { deadline_grace_seconds: -1, ..SandboxSettings::default() }),
         ("userDataClaim", SandboxSettings { user_data_claim: "Not_A_Name".into(), ..SandboxSettings::default() }),
