@@ -213,6 +213,20 @@ async fn a_knowledge_base_is_judged_by_its_rules() {
 }
 
 #[tokio::test]
+async fn a_model_is_judged_by_its_rules() {
+    let webhook = Webhook::start(offline()).await;
+    let model = |spec: Value| json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Model", "metadata": {"name": "deepseek", "namespace": "team-a"}, "spec": spec});
+    let good = model(json!({"provider": "OpenAICompatible", "model": "deepseek-chat", "preset": "deepseek"}));
+    let response = webhook.review("/validate", &review("Model", "models", "CREATE", good, Value::Null)).await;
+    assert_eq!(response["allowed"], true, "{response}");
+    let plain = model(json!({"provider": "OpenAICompatible", "model": "m", "baseURL": "http://llm.example.com/v1"}));
+    let response = webhook.review("/validate", &review("Model", "models", "UPDATE", plain, Value::Null)).await;
+    assert_eq!(response["allowed"], false, "{response}");
+    let message = response["status"]["message"].as_str().expect("message");
+    assert!(message.starts_with("spec.baseURL: must be an https:// URL"), "{message}");
+}
+
+#[tokio::test]
 async fn mutate_derives_is_subagent_as_a_json_patch() {
     let webhook = Webhook::start(offline()).await;
     let object = agent("helper", json!({"backend": "SubAgentBackend"}));

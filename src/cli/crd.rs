@@ -8,7 +8,7 @@ use yuxi_operator::resources::crd;
 /// Where the CRDs go.
 #[derive(clap::Args)]
 pub struct CrdArgs {
-    /// Write `agent.yaml`, `agentrun.yaml` and `knowledgebase.yaml` into this folder instead of printing them.
+    /// Write `agent.yaml`, `agentrun.yaml`, `knowledgebase.yaml` and `model.yaml` into this folder instead of printing them.
     #[arg(long, value_name = "DIR")]
     out_dir: Option<PathBuf>,
 }

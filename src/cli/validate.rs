@@ -14,8 +14,8 @@ pub struct ValidateArgs {
 }
 
 /// Lists one verdict per object on stdout (`ok`, `rejected` with its errors, `skipped` for other kinds),
-/// warnings included. Exit status 1 when an object is rejected, when no Agent, AgentRun or KnowledgeBase is found, or
-/// when a path cannot be read; 0 otherwise.
+/// warnings included. Exit status 1 when an object is rejected, when no Agent, AgentRun, KnowledgeBase or Model is
+/// found, or when a path cannot be read; 0 otherwise.
 pub fn run(args: ValidateArgs) -> ExitCode {
     let paths = &args.paths;
     let files = match manifest_set::manifest_files(paths) {
@@ -51,7 +51,7 @@ pub fn run(args: ValidateArgs) -> ExitCode {
     let _ = std::io::Write::write_all(&mut std::io::stdout().lock(), out.as_bytes());
     if checked_objects == 0 {
         eprintln!(
-            "error: no Agent, AgentRun or KnowledgeBase manifests found in {}",
+            "error: no Agent, AgentRun, KnowledgeBase or Model manifests found in {}",
             paths.iter().map(|p| p.display().to_string()).collect::<Vec<_>>().join(", ")
         );
         return ExitCode::FAILURE;

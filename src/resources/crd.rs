@@ -6,7 +6,7 @@ use std::sync::OnceLock;
 use kube::CustomResourceExt;
 use serde_json::Value;
 
-use super::{Agent, AgentRun, KnowledgeBase};
+use super::{Agent, AgentRun, KnowledgeBase, Model};
 
 /// A CRD as served: the derived definition, with `nullable` taken out of every field and `metadata.name`
 /// declared.
@@ -44,7 +44,7 @@ fn strip_nullable(value: &mut Value) {
 }
 
 /// How many CRDs there are.
-const CRD_COUNT: usize = 3;
+const CRD_COUNT: usize = 4;
 
 fn crds() -> &'static [(&'static str, &'static str, Value); CRD_COUNT] {
     static CRDS: OnceLock<[(&str, &str, Value); CRD_COUNT]> = OnceLock::new();
@@ -53,6 +53,7 @@ fn crds() -> &'static [(&'static str, &'static str, Value); CRD_COUNT] {
             ("Agent", "agent.yaml", served(Agent::crd())),
             ("AgentRun", "agentrun.yaml", served(AgentRun::crd())),
             ("KnowledgeBase", "knowledgebase.yaml", served(KnowledgeBase::crd())),
+            ("Model", "model.yaml", served(Model::crd())),
         ]
     })
 }
@@ -67,7 +68,7 @@ pub fn crds_yaml() -> String {
     crd_files().map(|(_, yaml)| yaml).join("---\n")
 }
 
-/// The `openAPIV3Schema` of the kind `Agent`, `AgentRun` or `KnowledgeBase`.
+/// The `openAPIV3Schema` of the kind `Agent`, `AgentRun`, `KnowledgeBase` or `Model`.
 pub fn schema(kind: &str) -> Option<&'static Value> {
     crds()
         .iter()

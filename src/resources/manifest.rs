@@ -7,7 +7,7 @@ use std::path::Path;
 use serde::Deserialize;
 use serde_json::Value;
 
-use super::{API_VERSION, Agent, AgentRun, KnowledgeBase};
+use super::{API_VERSION, Agent, AgentRun, KnowledgeBase, Model};
 
 /// One object read from a manifest.
 #[derive(Clone, Debug)]
@@ -18,6 +18,8 @@ pub enum Manifest {
     AgentRun(Box<AgentRun>),
     /// A `KnowledgeBase`.
     KnowledgeBase(Box<KnowledgeBase>),
+    /// A `Model`: checked, not served yet (agents do not name Models yet).
+    Model(Box<Model>),
     /// A core `v1` `ConfigMap`: the documents of a KnowledgeBase whose `documents.configMap` names it.
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
@@ -43,7 +45,7 @@ pub enum ManifestError {
     },
     /// The document is not one of this operator's resources.
     #[error(
-        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent, AgentRun or KnowledgeBase of {API_VERSION}, nor a v1 ConfigMap"
+        "document {document}: apiVersion {api_version:?} kind {kind:?} is not an Agent, AgentRun, KnowledgeBase or Model of {API_VERSION}, nor a v1 ConfigMap"
     )]
     UnknownKind {
         /// Which document of the file.
@@ -196,6 +198,7 @@ fn decode_manifest(value: Value, document: usize) -> Result<Manifest, ManifestEr
         (API_VERSION, "Agent") => decode(value, document).map(|a| Manifest::Agent(Box::new(a))),
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),
         (API_VERSION, "KnowledgeBase") => decode(value, document).map(|k| Manifest::KnowledgeBase(Box::new(k))),
+        (API_VERSION, "Model") => decode(value, document).map(|m| Manifest::Model(Box::new(m))),
         ("v1", "ConfigMap") => decode(value, document).map(|c| Manifest::ConfigMap(Box::new(c))),
         _ => Err(ManifestError::UnknownKind { document, api_version, kind }),
     }

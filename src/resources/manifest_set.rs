@@ -1,6 +1,6 @@
 //! Checking a set of manifest files together, as `yuxi-operator validate` and the local mode do: every
-//! object by its own rules (Agents, AgentRuns, KnowledgeBases), and every Agent against the other Agents of its namespace among the files
-//! (the rules the webhook checks against the cluster).
+//! object by its own rules (Agents, AgentRuns, KnowledgeBases, Models), and every Agent against the other
+//! Agents of its namespace among the files (the rules the webhook checks against the cluster).
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -10,7 +10,7 @@ use kube::ResourceExt;
 use super::manifest::{Manifest, ManifestError, parse_documents, read_manifest_text};
 use super::validation::{
     FieldIssue, Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update,
-    validate_config_map, validate_knowledge_base,
+    validate_config_map, validate_knowledge_base, validate_model,
 };
 use super::{Agent, AgentRun, KnowledgeBase};
 use k8s_openapi::api::core::v1::ConfigMap;
@@ -61,6 +61,7 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
     let mut knowledge_bases: std::collections::HashSet<String> = std::collections::HashSet::new();
     let mut config_maps: std::collections::HashSet<String> = std::collections::HashSet::new();
+    let mut models: std::collections::HashSet<String> = std::collections::HashSet::new();
     for file in files {
         let documents = match read_manifest_text(file) {
             Ok(text) => parse_documents(&text),
@@ -75,6 +76,14 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
                     let object = describe("KnowledgeBase", kb.namespace(), &kb.name_any());
                     let mut report = validate_knowledge_base(&kb);
                     if !knowledge_bases.insert(object.clone()) {
+                        report.error("metadata.name", format!("{object} is declared twice among the files"));
+                    }
+                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                }
+                Ok(Manifest::Model(model)) => {
+                    let object = describe("Model", model.namespace(), &model.name_any());
+                    let mut report = validate_model(&model);
+                    if !models.insert(object.clone()) {
                         report.error("metadata.name", format!("{object} is declared twice among the files"));
                     }
                     checked.push(Checked { origin, object: Some(object), report, skipped: false });
@@ -146,8 +155,9 @@ pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
     load(files).map(|loaded| loaded.agents)
 }
 
-/// The Agents, KnowledgeBases and ConfigMaps of `files` when every document is valid (documents of other kinds and
-/// AgentRuns are ignored); otherwise every problem, as `origin: field: message` lines.
+/// The Agents, KnowledgeBases and ConfigMaps of `files` when every document is valid (documents of other kinds,
+/// AgentRuns and Models are ignored: Models are checked but not served yet); otherwise every problem, as
+/// `origin: field: message` lines.
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
     let mut problems = Vec::new();
     for item in check_files(files) {

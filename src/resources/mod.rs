@@ -1,5 +1,5 @@
-//! The custom resources (`agents.yuxi.dev`, `agentruns.yuxi.dev`, `knowledgebases.yuxi.dev`), the rules about them, and the
-//! manifests and CRDs they are read from and written to.
+//! The custom resources (`agents.yuxi.dev`, `agentruns.yuxi.dev`, `knowledgebases.yuxi.dev`, `models.yuxi.dev`), the
+//! rules about them, and the manifests and CRDs they are read from and written to.
 
 pub mod agent;
 pub mod agent_run;
@@ -7,6 +7,7 @@ pub mod crd;
 pub mod knowledge_base;
 pub mod manifest;
 pub mod manifest_set;
+pub mod model;
 pub mod names;
 pub mod thread_id;
 pub mod tools;
@@ -23,6 +24,7 @@ pub use agent_run::{
     RunBudget, TokenUsage,
 };
 pub use knowledge_base::{KnowledgeBase, KnowledgeBaseSpec, KnowledgeBaseStatus, KnowledgeSource};
+pub use model::{Model, ModelPreset, ModelProvider, ModelSpec, ModelStatus};
 
 /// The API group of the resources.
 pub const GROUP: &str = "yuxi.dev";

@@ -1,4 +1,5 @@
-//! Admission decisions for Agent and AgentRun: AdmissionReview v1 in, AdmissionReview v1 out.
+//! Admission decisions for Agent, AgentRun, KnowledgeBase and Model: AdmissionReview v1 in, AdmissionReview v1
+//! out.
 //!
 //! The decisions are the rules of [`crate::resources::validation`]; this module only unpacks the review,
 //! reads the other Agents of the namespace when a rule needs them, and packs the verdict.
@@ -13,7 +14,7 @@ use serde::de::DeserializeOwned;
 use crate::access::{RunCreators, run_owner};
 use crate::resources::manifest::decode;
 use crate::resources::validation::{self, Report};
-use crate::resources::{Agent, AgentRun, GROUP, KnowledgeBase};
+use crate::resources::{Agent, AgentRun, GROUP, KnowledgeBase, Model};
 
 /// Why a request body is not an AdmissionReview the webhook can answer; the server answers 400 with it.
 #[derive(Debug, thiserror::Error)]
@@ -41,6 +42,7 @@ enum Kind {
     Agent,
     AgentRun,
     KnowledgeBase,
+    Model,
 }
 
 /// Judges admission requests. `client` reads the other Agents of a namespace for the cross-object rules;
@@ -67,7 +69,7 @@ impl Admission {
     /// Answers a validating review (`POST /validate`), given the raw request body.
     ///
     /// Errors: [`BadReview`] when the body is not a review with a request. A review of a kind other than
-    /// Agent, AgentRun and KnowledgeBase is allowed unchanged.
+    /// Agent, AgentRun, KnowledgeBase and Model is allowed unchanged.
     pub async fn validate(&self, body: &[u8]) -> Result<AdmissionReview<DynamicObject>, BadReview> {
         let request = parse_review(body)?;
         let response = AdmissionResponse::from(&request);
@@ -77,6 +79,10 @@ impl Admission {
             Some(Kind::AgentRun) => validate_agent_run(&request, response, &self.run_creators),
             Some(Kind::KnowledgeBase) => match decode_object::<KnowledgeBase>(request.object.as_ref()) {
                 Ok(kb) => verdict(response, validation::validate_knowledge_base(&kb)),
+                Err(reason) => response.deny(reason),
+            },
+            Some(Kind::Model) => match decode_object::<Model>(request.object.as_ref()) {
+                Ok(model) => verdict(response, validation::validate_model(&model)),
                 Err(reason) => response.deny(reason),
             },
             None => response,
@@ -198,6 +204,7 @@ fn kind_of(request: &AdmissionRequest<DynamicObject>) -> Option<Kind> {
         "Agent" => Some(Kind::Agent),
         "AgentRun" => Some(Kind::AgentRun),
         "KnowledgeBase" => Some(Kind::KnowledgeBase),
+        "Model" => Some(Kind::Model),
         _ => None,
     }
 }

@@ -74,7 +74,7 @@ fn the_installed_webhook_configurations_call_the_chart_service_with_its_ca_and_f
             serde_json::to_value(mutating.get(&format!("{RELEASE}-mutating")).await.expect("mutating")).expect("json");
         for (config, path) in [(validating, "/validate"), (mutating, "/mutate")] {
             let hooks = config["webhooks"].as_array().expect("webhooks");
-            assert_eq!(hooks.len(), 3, "agents, agentruns, knowledgebases: {config}");
+            assert_eq!(hooks.len(), 4, "agents, agentruns, knowledgebases, models: {config}");
             for hook in hooks {
                 assert_eq!(hook["failurePolicy"], "Fail", "{hook}");
                 assert_eq!(hook["sideEffects"], "None", "{hook}");

@@ -56,7 +56,7 @@ pub fn grant_edit(plane: &crate::control_plane::ControlPlane, namespace: &str, u
             "apiVersion": "rbac.authorization.k8s.io/v1", "kind": "Role",
             "metadata": {"name": name, "namespace": namespace},
             "rules": [
-                {"apiGroups": ["yuxi.dev"], "resources": ["agents", "agentruns", "knowledgebases"],
+                {"apiGroups": ["yuxi.dev"], "resources": ["agents", "agentruns", "knowledgebases", "models"],
                  "verbs": ["get", "list", "watch", "create", "update", "patch", "delete"]},
                 {"apiGroups": [""], "resources": ["configmaps"], "verbs": ["get", "list", "create", "update", "patch", "delete"]},
             ],
@@ -79,7 +79,7 @@ fn the_generated_crds_are_accepted_by_server_side_apply_and_established() {
     let crds = root().join("crds");
     let out =
         kubectl_ok(plane, &["apply", "--server-side", "--field-manager=yuxi-tests", "-f", &crds.display().to_string()]);
-    for crd in ["agents.yuxi.dev", "agentruns.yuxi.dev", "knowledgebases.yuxi.dev"] {
+    for crd in ["agents.yuxi.dev", "agentruns.yuxi.dev", "knowledgebases.yuxi.dev", "models.yuxi.dev"] {
         assert!(out.contains(crd), "{crd} applied: {out}");
         let conditions = kubectl_ok(
             plane,
@@ -280,4 +280,35 @@ async fn explicit_nulls_are_admitted_as_absent_fields() {
     ));
     updated.metadata.resource_version = stored.metadata.resource_version;
     api.replace(&name, &params, &updated).await.expect("an update with nulls");
+}
+
+/// The Models of `examples/models/` are admitted, `kubectl get mdl` lists them with the printer columns,
+/// and the category `yuxi` includes them. (The invalid Models of `examples/invalid/` are refused naming
+/// their field by [`every_invalid_example_is_refused_naming_the_field_validate_names`].)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_example_models_are_admitted_and_listed_with_their_columns() {
+    examples_applied().await;
+    let plane = installed().plane;
+    let carol = plane.client("carol-token").await;
+    let params = PostParams { dry_run: false, field_manager: Some("yuxi-tests".into()) };
+    for file in yaml_files("examples/models") {
+        for object in documents(&file) {
+            let api = api_for(&carol, &object, EXAMPLES);
+            if let Err(err) = api.create(&params, &dynamic(&object)).await {
+                panic!("{}: {} is refused: {err}", file.display(), object["metadata"]["name"]);
+            }
+        }
+    }
+    let table = kubectl_ok(plane, &["get", "mdl", "-n", EXAMPLES]);
+    let header: Vec<&str> = table.lines().next().expect("a header").split_whitespace().collect();
+    assert_eq!(header, ["NAME", "PROVIDER", "MODEL", "AVAILABLE", "AGE"], "{table}");
+    let row = |name: &str| -> Vec<String> {
+        let line =
+            table.lines().find(|l| l.split_whitespace().next() == Some(name)).unwrap_or_else(|| panic!("{table}"));
+        line.split_whitespace().take(3).map(str::to_string).collect()
+    };
+    assert_eq!(row("deepseek-chat"), ["deepseek-chat", "OpenAICompatible", "deepseek-chat"]);
+    assert_eq!(row("claude-on-bedrock"), ["claude-on-bedrock", "Bedrock", "anthropic.claude-3-5-sonnet-20240620-v1:0"]);
+    let yuxi = kubectl_ok(plane, &["get", "yuxi", "-n", EXAMPLES, "-o", "name"]);
+    assert!(yuxi.contains("model.yuxi.dev/gpt-4o-team-a"), "{yuxi}");
 }

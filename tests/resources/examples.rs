@@ -7,7 +7,7 @@ use serde_json::{Value, json};
 use yuxi_operator::resources::manifest::{Manifest, ManifestError, read_manifest_file};
 use yuxi_operator::resources::validation::{
     Report, validate_agent, validate_agent_among, validate_agent_run, validate_agent_run_update, validate_config_map,
-    validate_knowledge_base,
+    validate_knowledge_base, validate_model,
 };
 
 use crate::support::examples::{example_agents, example_manifests, expectation};
@@ -27,6 +27,7 @@ fn every_example_passes_validation_without_warnings() {
             }
             Manifest::AgentRun(run) => validate_agent_run(run),
             Manifest::KnowledgeBase(kb) => validate_knowledge_base(kb),
+            Manifest::Model(model) => validate_model(model),
             Manifest::ConfigMap(config_map) => validate_config_map(config_map),
         };
         assert_eq!(report, Report::default(), "{}", path.display());
@@ -44,6 +45,7 @@ fn judge(manifests: &[Manifest]) -> Report {
         }
         [Manifest::AgentRun(run)] => validate_agent_run(run),
         [Manifest::KnowledgeBase(kb)] => validate_knowledge_base(kb),
+        [Manifest::Model(model)] => validate_model(model),
         [Manifest::AgentRun(old), Manifest::AgentRun(new)] => {
             let mut report = validate_agent_run(new);
             report.extend(validate_agent_run_update(old, new));
@@ -106,4 +108,20 @@ fn explicit_nulls_are_absent_fields_for_the_module() {
         yuxi_operator::resources::manifest::decode(updated, 1).expect("decodes"),
     );
     assert!(validate_agent_run_update(&old, &new).is_ok());
+}
+
+/// The Models of `examples/models/` (a folder of their own: the local mode serves `examples/`, and does
+/// not serve Models yet) pass every rule, and there is one of each kind of endpoint they show.
+#[test]
+fn every_example_model_passes_validation() {
+    let mut providers = Vec::new();
+    for path in yaml_files("examples/models") {
+        for manifest in read_manifest_file(&path).unwrap_or_else(|e| panic!("{}: {e}", path.display())) {
+            let Manifest::Model(model) = manifest else { panic!("{}: only Models", path.display()) };
+            assert_eq!(validate_model(&model), Report::default(), "{}", path.display());
+            yuxi_operator::resources::model::resolve(&model.spec).expect("an endpoint");
+            providers.push(model.spec.provider.as_str());
+        }
+    }
+    assert_eq!(providers, ["OpenAICompatible", "OpenAICompatible", "AzureOpenAI", "Bedrock"]);
 }

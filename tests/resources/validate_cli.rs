@@ -133,7 +133,9 @@ fn nothing_to_check_is_a_failure() {
     let dir = TempDir::new().expect("dir");
     let output = validate(&[dir.path()]);
     assert_eq!(output.status.code(), Some(1));
-    assert!(String::from_utf8_lossy(&output.stderr).contains("no Agent, AgentRun or KnowledgeBase manifests found"));
+    assert!(
+        String::from_utf8_lossy(&output.stderr).contains("no Agent, AgentRun, KnowledgeBase or Model manifests found")
+    );
     let file = write(&dir, "empty.yaml", "# nothing here\n");
     assert_eq!(validate(&[&file]).status.code(), Some(1));
 }
@@ -173,4 +175,33 @@ fn a_config_map_of_documents_is_checked_as_the_api_server_would() {
     let output = validate(&[&bad]);
     assert_eq!(output.status.code(), Some(1));
     assert!(stdout(&output).contains("data.notes/faq.md: a key is 1 to 253"), "{}", stdout(&output));
+}
+
+const MODEL: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Model\nmetadata: {name: deepseek}\nspec: {provider: OpenAICompatible, preset: deepseek, model: deepseek-chat}\n";
+
+/// Models are checked by their rules (and a misspelt field named), and the local mode's loading accepts
+/// them beside Agents and serves only the Agents: agents do not name Models yet.
+#[test]
+fn models_are_checked_and_the_local_mode_ignores_them() {
+    let dir = TempDir::new().expect("dir");
+    let agent = write(&dir, "agent.yaml", AGENT);
+    let model = write(&dir, "model.yaml", MODEL);
+    let output = validate(&[&agent, &model]);
+    assert!(output.status.success(), "{}", stdout(&output));
+    assert!(stdout(&output).contains("(Model default/deepseek)"), "{}", stdout(&output));
+    let loaded = yuxi_operator::resources::manifest_set::load(&[agent, model.clone()]).expect("loads");
+    assert_eq!(loaded.agents.len(), 1);
+
+    let bad = write(&dir, "bad.yaml", &MODEL.replace("preset: deepseek", "preset: vllm"));
+    let output = validate(&[&bad]);
+    assert_eq!(output.status.code(), Some(1));
+    assert!(
+        stdout(&output).contains("error:   spec.baseURL: provider OpenAICompatible needs baseURL"),
+        "{}",
+        stdout(&output)
+    );
+    let typo = write(&dir, "typo.yaml", &MODEL.replace("preset:", "presett:"));
+    let output = validate(&[&typo]);
+    assert!(stdout(&output).contains("spec.presett: unknown field of Model"), "{}", stdout(&output));
+    assert!(yuxi_operator::resources::manifest_set::load(&[bad]).is_err(), "an invalid Model stops the local mode");
 }

@@ -1,4 +1,4 @@
-//! Every rule about Agent, AgentRun and KnowledgeBase objects, as pure functions (docs/concepts/agents.md).
+//! Every rule about Agent, AgentRun, KnowledgeBase and Model objects, as pure functions (docs/concepts/agents.md).
 //!
 //! The webhook, the facade and the local mode all call these functions, so an object is judged the same
 //! wherever it enters. Each finding names the field it concerns with a Kubernetes field path
@@ -20,8 +20,10 @@ use super::{BACKEND_SUBAGENT, BACKENDS};
 
 mod agent_run;
 mod knowledge_base;
+mod model;
 pub use agent_run::{validate_agent_run, validate_agent_run_update};
 pub use knowledge_base::{MAX_CONFIG_MAP_BYTES, validate_config_map, validate_knowledge_base};
+pub use model::validate_model;
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
