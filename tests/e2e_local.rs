@@ -289,6 +289,8 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
     for wanted in ["subagent_start", "subagent_await", "knowledge_search", "event: end"] {
         assert!(events.contains(wanted), "the events show {wanted}:\n{events}");
     }
+    // What the parent's tools answered, for a failure below to be read.
+    eprintln!("the parent run's events:\n{events}");
     // The controller ends each AgentRun once it sees its pod end.
     let phases = || {
         kubectl(
