@@ -59,9 +59,15 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
     let mut checked = Vec::new();
     let mut agents: Vec<(String, Agent)> = Vec::new();
     let mut runs: HashMap<String, AgentRun> = HashMap::new();
-    let mut knowledge_bases: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut config_maps: std::collections::HashSet<String> = std::collections::HashSet::new();
-    let mut models: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // The knowledge bases, ConfigMaps and Models seen, each as `describe` names it (kind included).
+    let mut declared: std::collections::HashSet<String> = std::collections::HashSet::new();
+    // Checked once for its kind, and named twice among the files is an error.
+    let mut once = |origin: String, object: String, mut report: Report| {
+        if !declared.insert(object.clone()) {
+            report.error("metadata.name", format!("{object} is declared twice among the files"));
+        }
+        Checked { origin, object: Some(object), report, skipped: false }
+    };
     for file in files {
         let documents = match read_manifest_text(file) {
             Ok(text) => parse_documents(&text),
@@ -74,27 +80,15 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
                 Ok(Manifest::Agent(agent)) => agents.push((origin, *agent)),
                 Ok(Manifest::KnowledgeBase(kb)) => {
                     let object = describe("KnowledgeBase", kb.namespace(), &kb.name_any());
-                    let mut report = validate_knowledge_base(&kb);
-                    if !knowledge_bases.insert(object.clone()) {
-                        report.error("metadata.name", format!("{object} is declared twice among the files"));
-                    }
-                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                    checked.push(once(origin, object, validate_knowledge_base(&kb)));
                 }
                 Ok(Manifest::Model(model)) => {
                     let object = describe("Model", model.namespace(), &model.name_any());
-                    let mut report = validate_model(&model);
-                    if !models.insert(object.clone()) {
-                        report.error("metadata.name", format!("{object} is declared twice among the files"));
-                    }
-                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                    checked.push(once(origin, object, validate_model(&model)));
                 }
                 Ok(Manifest::ConfigMap(config_map)) => {
                     let object = describe("ConfigMap", config_map.namespace(), &config_map.name_any());
-                    let mut report = validate_config_map(&config_map);
-                    if !config_maps.insert(object.clone()) {
-                        report.error("metadata.name", format!("{object} is declared twice among the files"));
-                    }
-                    checked.push(Checked { origin, object: Some(object), report, skipped: false });
+                    checked.push(once(origin, object, validate_config_map(&config_map)));
                 }
                 Ok(Manifest::AgentRun(run)) => {
                     let object = describe("AgentRun", run.namespace(), &run.name_any());

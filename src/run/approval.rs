@@ -147,6 +147,14 @@ pub struct Waiting {
     pub expires_at: String,
 }
 
+impl Waiting {
+    /// Whether the decisions are overdue at `now` (`expires_at` at or before it). A deadline that does
+    /// not parse is never overdue.
+    pub fn overdue(&self, now: jiff::Timestamp) -> bool {
+        self.expires_at.parse::<jiff::Timestamp>().is_ok_and(|due| due <= now)
+    }
+}
+
 /// A person's answer about one pending call.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]

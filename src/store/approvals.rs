@@ -214,11 +214,7 @@ impl Store {
         let mut ended = 0;
         for run_id in self.unfinished_runs().await? {
             let Some(record) = self.run_record(&run_id).await? else { continue };
-            let overdue = record
-                .waiting
-                .as_ref()
-                .and_then(|w| w.expires_at.parse::<jiff::Timestamp>().ok())
-                .is_some_and(|due| due <= now);
+            let overdue = record.waiting.as_ref().is_some_and(|w| w.overdue(now));
             if record.status == RunStatus::Waiting && overdue && self.expire_waiting_run(&record).await? {
                 ended += 1;
             }

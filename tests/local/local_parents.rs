@@ -186,6 +186,19 @@ fn announced(events: &[Value]) -> Vec<Value> {
         .collect()
 }
 
+/// Every file and folder under `dir`, recursively (none when it does not exist).
+fn walkdir(dir: &Path) -> Vec<std::path::PathBuf> {
+    let mut found = Vec::new();
+    for entry in std::fs::read_dir(dir).into_iter().flatten().flatten() {
+        let path = entry.path();
+        if path.is_dir() {
+            found.extend(walkdir(&path));
+        }
+        found.push(path);
+    }
+    found
+}
+
 fn read(path: &Path) -> String {
     std::fs::read_to_string(path).unwrap_or_else(|e| panic!("{}: {e}", path.display()))
 }
@@ -388,6 +401,12 @@ async fn another_users_threads_runs_and_files_named_as_a_parent_reach_nothing_of
         (parent(&alice_run, "bob-thread-2", None), parent("unused-run", "bob-thread-2", None)),
     ];
     let keys = |answer: &Value| answer.as_object().map(|o| o.keys().cloned().collect::<Vec<_>>());
+    let alices_files = || {
+        let mut found: Vec<std::path::PathBuf> = walkdir(&system.local.data.path().join("users/alice"));
+        found.sort();
+        found
+    };
+    let before = alices_files();
     for (strangers, unused) in pairs {
         let (status, answer) =
             system.local.tool("subagent_start", "bob-token", start(strangers.clone(), json!({}))).await;
@@ -403,7 +422,7 @@ async fn another_users_threads_runs_and_files_named_as_a_parent_reach_nothing_of
     }
     let after = system.events_until("alice-token", &alice_run, |_| false).await;
     assert_eq!(announced(&after), alice_children, "Alice's run gained no child");
-    assert!(!system.local.data.path().join(format!("users/alice/threads/{alice_thread}/outputs/planted.md")).exists());
+    assert_eq!(alices_files(), before, "nothing of Bob's children lands in Alice's folders");
     // Continuing Alice's child thread answers as continuing a child thread nobody used.
     let named = |thread: &str| start(parent("bob-run", &alice_thread, None), json!({"thread_id": thread}));
     let unused_child = format!("{alice_thread}_sub_research-explorer_0000abcd");

@@ -89,11 +89,6 @@ async fn decidable(state: &FacadeState, who: &Identity, run_id: &str) -> Result<
     if record.uid == who.uid || who.role == Role::Superadmin { Ok(record) } else { Err(missing()) }
 }
 
-/// Whether the decisions on `record` come after its approval's deadline at `now`.
-fn overdue(record: &RunRecord, now: jiff::Timestamp) -> bool {
-    record.waiting.as_ref().and_then(|w| w.expires_at.parse::<jiff::Timestamp>().ok()).is_some_and(|due| due <= now)
-}
-
 /// The run a resume names: `resume.run_id`, or Yuxi's `created_by_run_id`; 422 naming
 /// `resume.run_id` when neither is given, or `created_by_run_id` when it names another run.
 fn run_named(resume: &ResumeBody, context: &ResumeContext<'_>) -> Result<String, ApiError> {
@@ -185,7 +180,7 @@ pub async fn resume(
     if record.status != RunStatus::Waiting {
         return Err(not_waiting(&record));
     }
-    if overdue(&record, jiff::Timestamp::now()) {
+    if record.waiting.as_ref().is_some_and(|w| w.overdue(jiff::Timestamp::now())) {
         store.expire_waiting_run(&record).await?;
         return Err(ApiError::Conflict(format!(
             "run {} waited past its approval's deadline ({}): it ended with reason {APPROVAL_TIMEOUT}",

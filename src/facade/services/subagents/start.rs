@@ -72,13 +72,14 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
     if caller.run.is_none() {
         parent.run_id = super::parent_run_of(store, who, &parent.run_id).await?;
     }
-    let foreign = ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id));
     let file_thread = parent.file_thread_id.clone().unwrap_or_else(|| parent.thread_id.clone());
     // A child of a run of this system joins its parent's tree: the tree's root, and its budget.
     let mut inherited_budget = None;
     match store.run_record(&parent.run_id).await? {
         // Only a run made under an outside parent's id on purpose (an AgentRun so named) is another's.
-        Some(record) if record.uid != who.uid => return Err(foreign),
+        Some(record) if record.uid != who.uid => {
+            return Err(ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id)));
+        }
         Some(record) if record.status != RunStatus::Running => {
             return Err(ApiError::Conflict(format!(
                 "the parent run {} is {}; only a running run starts subagents",
