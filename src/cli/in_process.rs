@@ -58,6 +58,7 @@ impl InProcess {
             models: ModelSettings {
                 openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
                 scripts_dir: settings.scripts_dir,
+                ..ModelSettings::default()
             },
             mcp_servers,
             cancel_poll: Duration::from_secs(1),

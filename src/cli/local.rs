@@ -209,6 +209,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         settings: yuxi_operator::runner::model::ModelSettings {
             openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
             scripts_dir: scripts_dir.clone(),
+            ..Default::default()
         },
     };
     let launcher = LocalLauncher {

@@ -151,7 +151,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         },
         sandbox_socket: args.sandbox_socket,
         default_model: args.default_model,
-        models: ModelSettings { openai, scripts_dir: args.scripts_dir },
+        models: ModelSettings { openai, scripts_dir: args.scripts_dir, ..ModelSettings::default() },
         mcp_servers,
         // A store socket has no cancel notice: checking often is all there is, and it is cheap.
         cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },

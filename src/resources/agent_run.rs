@@ -204,12 +204,20 @@ impl AgentRunPhase {
 #[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
 #[serde(rename_all = "camelCase")]
 pub struct TokenUsage {
-    /// Tokens sent to the model.
+    /// Tokens sent to the model, those read from the provider's prompt cache included.
     pub prompt_tokens: i64,
-    /// Tokens the model produced.
+    /// Tokens the model produced, reasoning tokens included.
     pub completion_tokens: i64,
     /// `promptTokens + completionTokens`.
     pub total_tokens: i64,
+    /// Of `promptTokens`, those the provider read from its prompt cache (priced at the Model's
+    /// `cachedInputPerMillion`); 0 when the provider reports none.
+    #[serde(default, skip_serializing_if = "is_zero")]
+    pub cached_prompt_tokens: i64,
+}
+
+fn is_zero(n: &i64) -> bool {
+    *n == 0
 }
 
 /// The observed state of an AgentRun, written by its reconciler.

@@ -124,7 +124,7 @@ mod tests {
     #[test]
     fn a_tree_is_exhausted_once_it_reached_its_budget_and_never_without_one() {
         let used = |total: i64, max: Option<i64>| TreeUsage {
-            usage: TokenUsage { prompt_tokens: 0, completion_tokens: 0, total_tokens: total },
+            usage: TokenUsage { total_tokens: total, ..TokenUsage::default() },
             max_tokens: max,
         };
         assert!(!used(99, Some(100)).exhausted());

@@ -97,6 +97,7 @@ fn tree_usage_of(counts: &[Option<i64>]) -> TreeUsage {
             prompt_tokens: at(0).unwrap_or(0),
             completion_tokens: at(1).unwrap_or(0),
             total_tokens: at(2).unwrap_or(0),
+            cached_prompt_tokens: 0,
         },
         max_tokens: at(3),
     }
@@ -111,7 +112,7 @@ mod tests {
     }
 
     fn tokens(total: i64) -> TokenUsage {
-        TokenUsage { prompt_tokens: total - 1, completion_tokens: 1, total_tokens: total }
+        TokenUsage { prompt_tokens: total - 1, completion_tokens: 1, total_tokens: total, cached_prompt_tokens: 0 }
     }
 
     #[tokio::test]

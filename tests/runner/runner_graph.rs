@@ -180,7 +180,7 @@ async fn the_step_limit_fails_the_run() {
 fn openai(endpoint: &FakeOpenAi) -> Model {
     let settings = ModelSettings {
         openai: Some(OpenAiEndpoint { base_url: endpoint.base_url.clone(), api_key: "sk-test".into() }),
-        scripts_dir: None,
+        ..ModelSettings::default()
     };
     Model::resolve("openai/test-model", &settings).expect("model")
 }
@@ -242,7 +242,7 @@ async fn an_unreachable_endpoint_fails_after_its_retries() {
     drop(listener);
     let settings = ModelSettings {
         openai: Some(OpenAiEndpoint { base_url: format!("http://{addr}/v1"), api_key: String::new() }),
-        scripts_dir: None,
+        ..ModelSettings::default()
     };
     let store = Store::memory();
     let mut g = graph(&store, Model::resolve("openai/m", &settings).expect("model"), ToolBox::new());

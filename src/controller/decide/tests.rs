@@ -398,7 +398,8 @@ fn a_run_stopped_by_its_budget_says_so_and_its_root_shows_the_trees_usage() {
     let running = started("Running", json!({"budget": {"maxTokens": 100}}));
     let mut stopped = outcome("failed", Some(""), Some("the run tree used 120 tokens of its budget of 100"));
     stopped.reason = Some("BudgetExceeded".into());
-    stopped.tree_token_usage = Some(TokenUsage { prompt_tokens: 90, completion_tokens: 30, total_tokens: 120 });
+    stopped.tree_token_usage =
+        Some(TokenUsage { prompt_tokens: 90, completion_tokens: 30, total_tokens: 120, cached_prompt_tokens: 0 });
     let actions = decide_at(&running, Some(pod(PodPhase::Succeeded)), Some(stopped), 5);
     assert_eq!(phase_reason(&actions), (AgentRunPhase::Failed, "BudgetExceeded".into()));
     assert_eq!(status_of(&actions).tree_token_usage.map(|u| u.total_tokens), Some(120));

@@ -3,6 +3,7 @@
 //! A model turn streams its text as [`ModelDelta`]s while it is generated and returns the whole turn
 //! (text, tool calls, token usage) at the end.
 
+pub mod connection;
 pub mod openai;
 pub mod scripted;
 pub mod title;
@@ -46,6 +47,22 @@ pub enum ResolveError {
     /// The scripted model cannot be made.
     #[error(transparent)]
     Scripted(#[from] scripted::ScriptError),
+    /// The id names a Model resource this runner was not given.
+    #[error("model {name:?} is not a Model this run may use (known here: {known})")]
+    UnknownModel {
+        /// The Model's name.
+        name: String,
+        /// The Models the runner was given, comma-separated, or `none`.
+        known: String,
+    },
+    /// The Model's provider has no client in this build.
+    #[error("model {name:?}: provider {provider} is not served by this runner")]
+    Unsupported {
+        /// The Model's name.
+        name: String,
+        /// The provider, as written in manifests.
+        provider: &'static str,
+    },
 }
 
 /// A chat model a run talks to.
@@ -63,6 +80,9 @@ pub struct ModelSettings {
     pub openai: Option<OpenAiEndpoint>,
     /// The folder `scripted/file:<name>` scripts are read from; `None` disables them.
     pub scripts_dir: Option<std::path::PathBuf>,
+    /// The Model resources runs may name, by `metadata.name`: in a pod, the one Model of its run; in the
+    /// local mode, those of the manifests folder.
+    pub resources: std::collections::BTreeMap<String, connection::Connection>,
 }
 
 impl Model {
@@ -82,6 +102,17 @@ impl Model {
     /// unknown, unreadable or malformed script ([`ResolveError::Scripted`]), each with a message naming
     /// what to fix.
     pub fn resolve(id: &str, settings: &ModelSettings) -> Result<Model, ResolveError> {
+        if !id.contains('/') {
+            let connection = settings.resources.get(id).ok_or_else(|| ResolveError::UnknownModel {
+                name: id.to_string(),
+                known: if settings.resources.is_empty() {
+                    "none".to_string()
+                } else {
+                    settings.resources.keys().cloned().collect::<Vec<_>>().join(", ")
+                },
+            })?;
+            return Model::connect(connection);
+        }
         let (provider, name) = id
             .split_once('/')
             .filter(|(p, n)| !p.is_empty() && !n.is_empty())
@@ -94,6 +125,25 @@ impl Model {
             }
             "scripted" => Ok(Model::Scripted(ScriptedModel::from_name(name, settings.scripts_dir.as_deref())?)),
             other => Err(ResolveError::UnknownProvider { id: id.to_string(), provider: other.to_string() }),
+        }
+    }
+
+    /// A client for the Model resource `connection` describes.
+    ///
+    /// Errors: [`ResolveError::OpenAi`] when its HTTP client cannot be built, [`ResolveError::Unsupported`]
+    /// for a provider without a client here.
+    pub fn connect(connection: &connection::Connection) -> Result<Model, ResolveError> {
+        use crate::resources::model::ModelProvider;
+        match connection.endpoint.provider {
+            ModelProvider::OpenAI | ModelProvider::OpenAICompatible => {
+                let api_key = match &connection.credentials {
+                    connection::Credentials::ApiKey(key) => key.clone(),
+                    _ => String::new(),
+                };
+                let endpoint = OpenAiEndpoint { base_url: connection.endpoint.base_url.clone(), api_key };
+                Ok(Model::OpenAi(OpenAiModel::new(endpoint, &connection.endpoint.model)?))
+            }
+            other => Err(ResolveError::Unsupported { name: connection.name.clone(), provider: other.as_str() }),
         }
     }
 

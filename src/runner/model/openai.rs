@@ -105,6 +105,7 @@ impl OpenAiModel {
                     prompt_tokens: usage.prompt_tokens,
                     completion_tokens: usage.completion_tokens,
                     total_tokens: usage.total_tokens,
+                    cached_prompt_tokens: 0,
                 });
             }
             for choice in chunk.choices.into_iter().filter(|c| c.index == 0) {

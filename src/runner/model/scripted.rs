@@ -9,7 +9,7 @@
 //!   `delay_ms` (wait before answering), `content` (the text) and `tool_calls` (a list of
 //!   `{name, arguments}`, `arguments` any YAML value, sent to the tool as JSON; a string is sent as it is,
 //!   so a script can also send arguments that are not JSON), and `usage` (`{prompt_tokens,
-//!   completion_tokens}`, the tokens the turn reports). When the script runs out, the last turn's text is
+//!   completion_tokens, cached_prompt_tokens}`, the last optional: the tokens the turn reports). When the script runs out, the last turn's text is
 //!   the answer.
 //!
 //! Every answer reports its tokens: a turn's `usage`, or one token per four characters of the prompt
@@ -162,6 +162,9 @@ pub struct ScriptUsage {
     pub prompt_tokens: i64,
     /// Tokens of the answer.
     pub completion_tokens: i64,
+    /// Of the prompt's tokens, those read from a prompt cache. Default 0.
+    #[serde(default)]
+    pub cached_prompt_tokens: i64,
 }
 
 /// The tokens a scripted answer is counted as: one per four characters (rounded up) of every message
@@ -176,7 +179,12 @@ pub fn estimated_usage(messages: &[Message], content: &str, tool_calls: &[ToolCa
             .map(|c| c.function.name.chars().count() + c.function.arguments.chars().count())
             .sum::<usize>();
     let (prompt_tokens, completion_tokens) = (tokens(prompt), tokens(answer));
-    TokenUsage { prompt_tokens, completion_tokens, total_tokens: prompt_tokens + completion_tokens }
+    TokenUsage {
+        prompt_tokens,
+        completion_tokens,
+        total_tokens: prompt_tokens + completion_tokens,
+        cached_prompt_tokens: 0,
+    }
 }
 
 /// One scripted tool call.
@@ -288,6 +296,7 @@ impl ScriptedModel {
                 prompt_tokens: usage.prompt_tokens,
                 completion_tokens: usage.completion_tokens,
                 total_tokens: usage.prompt_tokens + usage.completion_tokens,
+                cached_prompt_tokens: usage.cached_prompt_tokens,
             },
             None => estimated_usage(messages, &content, &tool_calls),
         };
