@@ -145,8 +145,16 @@ fn main() {
     let started = Instant::now();
     let mut actions = 0;
     for run in &typed {
-        let observed =
-            Observed { run, pod: None, agent: Some(&agent), outcome: None, quota: None, recorded: None, now };
+        let observed = Observed {
+            run,
+            pod: None,
+            agent: Some(&agent),
+            model: None,
+            outcome: None,
+            quota: None,
+            recorded: None,
+            now,
+        };
         let decided = decide(&observed, &settings);
         actions += decided.len();
     }

@@ -71,6 +71,12 @@ pub fn knowledge_permission(who: &Identity, kb: &KnowledgeBase) -> Permission {
     shared_permission(who, kb.spec.owner.as_deref(), kb.spec.share.as_ref())
 }
 
+/// What `who` may do with the Model `model`: the Agents' rules. `Read` is what running on it takes;
+/// a Model without share scopes serves its owner and superadmins only.
+pub fn model_permission(who: &Identity, model: &crate::resources::Model) -> Permission {
+    shared_permission(who, model.spec.owner.as_deref(), model.spec.share.as_ref())
+}
+
 /// The share rules of an object with `owner` and `share`.
 fn shared_permission(who: &Identity, owner: Option<&str>, share: Option<&AgentShare>) -> Permission {
     if who.role == Role::Superadmin || owner == Some(who.uid.as_str()) {

@@ -10,6 +10,7 @@ use std::time::Duration;
 
 use yuxi_operator::run::RunStatus;
 use yuxi_operator::run::inputs::env;
+use yuxi_operator::runner::model::connection::Connection;
 use yuxi_operator::runner::model::{ModelSettings, OpenAiEndpoint};
 use yuxi_operator::runner::tools::files::VolumePaths;
 use yuxi_operator::runner::{self, RunnerOptions, mcp};
@@ -66,6 +67,10 @@ pub struct RunnerArgs {
     /// The OpenAI-compatible endpoint of `openai/` models.
     #[arg(long, env = env::OPENAI_BASE_URL)]
     openai_base_url: Option<String>,
+    /// The Model resource the run runs on (a manifest), its referenced values in the `YUXI_MODEL_*`
+    /// variables.
+    #[arg(long, env = env::MODEL_FILE, value_name = "FILE")]
+    model_file: Option<PathBuf>,
     /// The folder `scripted/file:<name>` model scripts are read from (none: such models are refused).
     #[arg(long, env = env::SCRIPTS_DIR, value_name = "DIR")]
     scripts_dir: Option<PathBuf>,
@@ -96,6 +101,25 @@ pub fn openai_endpoint(base_url: Option<String>) -> Option<OpenAiEndpoint> {
     let base_url =
         base_url.filter(|u| !u.is_empty()).or_else(|| (!api_key.is_empty()).then(|| OPENAI_API_BASE.to_string()));
     base_url.map(|base_url| OpenAiEndpoint { base_url, api_key })
+}
+
+/// The connection of the Model in `path` (the run's pod's inputs), each value it references read from
+/// its `YUXI_MODEL_*` variable ([`yuxi_operator::resources::model::secrets`]), which the controller
+/// fills from the Model's Secrets in this container only.
+fn pod_model(path: &std::path::Path) -> Result<Connection, String> {
+    use yuxi_operator::resources::manifest::{Manifest, read_manifest_file};
+    let model = match read_manifest_file(path).map_err(|e| e.to_string())?.as_slice() {
+        [Manifest::Model(model)] => (**model).clone(),
+        _ => return Err(format!("{}: is not one Model", path.display())),
+    };
+    let name = model.metadata.name.clone().unwrap_or_default();
+    Connection::from_spec(
+        &name,
+        &model.spec,
+        |reference| std::env::var(reference.env_name()).ok(),
+        |reference| format!(" (variable {} is unset)", reference.env_name()),
+    )
+    .map_err(|e| e.to_string())
 }
 
 /// Takes from this process the right of other processes of the same user (commands the model runs among
@@ -140,6 +164,18 @@ async fn execute(args: RunnerArgs) -> ExitCode {
     };
     // OPENAI_BASE_URL names the endpoint; a key alone means OpenAI's own.
     let openai = openai_endpoint(args.openai_base_url.clone());
+    let mut models = ModelSettings { openai, scripts_dir: args.scripts_dir, ..ModelSettings::default() };
+    if let Some(path) = &args.model_file {
+        match pod_model(path) {
+            Ok(connection) => {
+                models.resources.insert(connection.name.clone(), connection);
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        }
+    }
     let options = RunnerOptions {
         run_file: args.run,
         agent_file: args.agent,
@@ -151,7 +187,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         },
         sandbox_socket: args.sandbox_socket,
         default_model: args.default_model,
-        models: ModelSettings { openai, scripts_dir: args.scripts_dir, ..ModelSettings::default() },
+        models,
         mcp_servers,
         // A store socket has no cancel notice: checking often is all there is, and it is cheap.
         cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },

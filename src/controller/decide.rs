@@ -19,7 +19,7 @@ use k8s_openapi::api::core::v1::Pod;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
 use kube::ResourceExt;
 
-use super::pod::{SandboxObjects, SandboxSettings, sandbox_objects};
+use super::pod::{SandboxObjects, SandboxSettings, sandbox_objects_on};
 use crate::resources::names::pod_name;
 use crate::resources::{Agent, AgentRun, AgentRunPhase, AgentRunStatus, TokenUsage};
 use crate::run::{RunResult, RunStatus};
@@ -30,6 +30,15 @@ pub const RESULT_MAX_CHARS: usize = 32_768;
 pub const SUCCEEDED: &str = "Succeeded";
 /// The condition set when a cancel is asked for; its `lastTransitionTime` starts the grace period.
 pub const CANCEL_REQUESTED: &str = "CancelRequested";
+
+/// The Model resource `run` of `agent` runs on: the first model set of the run's `spec.model`, the
+/// Agent's `context.model` and the sandbox settings' default, when it is a Model's name
+/// ([`crate::resources::model::resource_name`]) rather than `<provider>/<model>`.
+pub fn model_name<'a>(run: &'a AgentRun, agent: &'a Agent, sandbox: &'a SandboxSettings) -> Option<&'a str> {
+    let context_model = agent.spec.context.as_ref().and_then(|c| c.model.as_deref());
+    crate::resources::model::effective(run.spec.model.as_deref(), context_model, sandbox.default_model.as_deref())
+        .and_then(crate::resources::model::resource_name)
+}
 
 /// What the state machine needs besides its inputs.
 #[derive(Clone, Debug)]
@@ -169,6 +178,8 @@ pub struct Observed<'a> {
     pub pod: Option<ObservedPod>,
     /// Its Agent, when it exists.
     pub agent: Option<&'a Agent>,
+    /// The Model resource it runs on ([`model_name`]), when it runs on one and that Model exists.
+    pub model: Option<&'a crate::resources::Model>,
     /// What the runner stored, when it has finished.
     pub outcome: Option<Outcome>,
     /// A daily token quota of the run's user or namespace that is used up, when the run has no pod yet
@@ -298,7 +309,17 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
             let used_up = observed.quota.as_ref().expect("checked");
             next.finish(AgentRunPhase::Failed, crate::run::budget::QUOTA_EXCEEDED, used_up.message())
         }
-        None => match sandbox_objects(run, agent, &settings.sandbox) {
+        None if model_name(run, agent, &settings.sandbox)
+            .is_some_and(|name| observed.model.is_none_or(|model| model.metadata.name.as_deref() != Some(name))) =>
+        {
+            let name = model_name(run, agent, &settings.sandbox).unwrap_or_default();
+            next.finish(
+                AgentRunPhase::Failed,
+                "ModelNotFound",
+                format!("model {name:?} does not exist in namespace {}", run.namespace().unwrap_or_default()),
+            )
+        }
+        None => match sandbox_objects_on(run, agent, observed.model, &settings.sandbox) {
             Err(err) => next.finish(AgentRunPhase::Failed, "InvalidSpec", err.to_string()),
             Ok(objects) => {
                 // A pod named already but not seen yet is created again (the cache may lag behind the
@@ -663,5 +684,7 @@ pub fn set_condition(
     }
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;

@@ -21,7 +21,7 @@ use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
 use super::metrics::ControllerMetrics;
 use super::pod::{CredentialsVerdict, credentials_verdict, without_credentials};
 use crate::resources::names::{CREDENTIALS_ANNOTATION, FIELD_MANAGER, PARENT_RUN_LABEL, label_value, pod_name};
-use crate::resources::{Agent, AgentRun, AgentRunStatus};
+use crate::resources::{Agent, AgentRun, AgentRunPhase, AgentRunStatus, Model};
 use crate::store::Store;
 
 /// How long a run waits for the credentials Secret its starter announced before it is looked at again.
@@ -131,6 +131,16 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
     let pod = pods.get_opt(&pod_name(&run)).await?;
     let agent = agents.get_opt(&run.spec.agent).await?;
+    // The Model is read only for a run whose pod is to be made, the one time its spec is used.
+    let model = match (&agent, &pod, run.status.as_ref().and_then(|s| s.phase)) {
+        (Some(agent), None, None | Some(AgentRunPhase::Pending)) => {
+            match super::decide::model_name(&run, agent, &ctx.settings.sandbox) {
+                Some(name) => Api::<Model>::namespaced(ctx.client.clone(), &namespace).get_opt(name).await?,
+                None => None,
+            }
+        }
+        _ => None,
+    };
     let outcome = ctx.store.run_result(&run.name_any()).await?.as_ref().map(Outcome::from_result);
     // The day's counts are read only for a run whose pod is to be made.
     let quota = match (&pod, run.status.as_ref().and_then(|s| s.pod_name.as_ref())) {
@@ -149,6 +159,7 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         run: &run,
         pod: pod.as_ref().map(ObservedPod::from_pod),
         agent: agent.as_ref(),
+        model: model.as_ref(),
         outcome,
         now: jiff::Timestamp::now(),
     };

@@ -5,8 +5,9 @@
 //! Secret of the Model's namespace holds its key, and what it can do and costs. It is the resource form
 //! of the chart's single base URL and key (issue 34): each team may have its own key and endpoints.
 //!
-//! What exists today is the resource and its rules; agents do not name Models yet, and nothing probes
-//! them. The status fields (`Accepted`, `Available`, the last probe) are what the prober will write.
+//! Agents name a Model by its name in `context.model` (a run by `spec.model`, a request by
+//! `model_spec`): [`resource_name`] tells a Model's name from a `<provider>/<model>` id. The controller
+//! probes each Model and writes `Accepted` and `Available` to its status.
 //!
 //! As for Agents, the single-object rules are carried twice: CEL rules in the CRD, and
 //! [`crate::resources::validation::validate_model`] for the webhook and the local mode, each naming the
@@ -26,6 +27,7 @@ pub use endpoint::{
     ANTHROPIC_BASE_URL, Endpoint, EndpointError, GEMINI_BASE_URL, OPENAI_BASE_URL, preset_base_url, resolve,
 };
 mod rules;
+pub mod secrets;
 pub use pricing::{PRICE_PATTERN, parse_price_micros};
 pub use rules::*;
 
@@ -447,6 +449,18 @@ pub struct ModelStatus {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 1024))]
     pub last_probe_error: Option<String>,
+}
+
+/// The Model resource a model id names: an id without `/` is the `metadata.name` of a Model in the
+/// run's namespace; `<provider>/<model>` (`openai/gpt-4o-mini`, `scripted/echo`) names none.
+pub fn resource_name(id: &str) -> Option<&str> {
+    (!id.is_empty() && !id.contains('/')).then_some(id)
+}
+
+/// The model a run runs on: the run's own (`AgentRun.spec.model`, a request's `model_spec`), else its
+/// Agent's `context.model`, else the installation's default; empty strings count as unset.
+pub fn effective<'a>(run: Option<&'a str>, agent: Option<&'a str>, default: Option<&'a str>) -> Option<&'a str> {
+    [run, agent, default].into_iter().flatten().find(|m| !m.is_empty())
 }
 
 impl ModelSpec {

@@ -36,6 +36,10 @@ pub mod env {
     /// How long the runner's lease on its run lasts without renewal, in seconds
     /// ([`super::DEFAULT_LEASE_SECONDS`] when unset); it renews it every third of that.
     pub const RUN_LEASE_SECONDS: &str = "YUXI_RUN_LEASE_SECONDS";
+    /// The Model resource a run runs on, a manifest file (in a pod, [`super::MODEL_KEY`] of the
+    /// inputs); the values it references come in the `YUXI_MODEL_*` variables of
+    /// [`crate::resources::model::secrets`].
+    pub const MODEL_FILE: &str = "YUXI_MODEL_FILE";
     /// The OpenAI-compatible endpoint of `openai/` models.
     pub const OPENAI_BASE_URL: &str = "OPENAI_BASE_URL";
     /// The key of that endpoint.
@@ -52,6 +56,8 @@ pub const INPUTS_DIR: &str = "/etc/yuxi/inputs";
 pub const RUN_KEY: &str = "run.yaml";
 /// The key (and file name) of the Agent manifest in the inputs.
 pub const AGENT_KEY: &str = "agent.yaml";
+/// The key (and file name) of the Model manifest in the inputs, for a run on a Model resource.
+pub const MODEL_KEY: &str = "model.yaml";
 /// The key (and file name) of the MCP server configuration in the inputs, when there is one.
 pub const MCP_SERVERS_KEY: &str = "mcp-servers.yaml";
 /// The folder the runner and sandbox containers share for the sandbox socket.

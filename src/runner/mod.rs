@@ -223,13 +223,13 @@ async fn prepare(
     let context = spec.context();
     metadata["is_subagent"] = Value::Bool(spec.is_subagent());
 
-    let model_id = run
-        .spec
-        .model
-        .clone()
-        .or_else(|| context.model.clone().filter(|m| !m.is_empty()))
-        .or_else(|| options.default_model.clone())
-        .ok_or("no model: set spec.context.model on the Agent, spec.model on the AgentRun, or YUXI_DEFAULT_MODEL")?;
+    let model_id = crate::resources::model::effective(
+        run.spec.model.as_deref(),
+        context.model.as_deref(),
+        options.default_model.as_deref(),
+    )
+    .ok_or("no model: set spec.context.model on the Agent, spec.model on the AgentRun, or YUXI_DEFAULT_MODEL")?
+    .to_string();
     let model_id = model::scripted::pick_auto(&model_id, &identity.agent_slug, options.models.scripts_dir.as_deref());
     metadata["model"] = Value::String(model_id.clone());
     let model = Model::resolve(&model_id, &options.models).map_err(|e| e.to_string())?;

@@ -46,7 +46,8 @@ fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
 
 fn decide_at(run: &AgentRun, pod: Option<ObservedPod>, outcome: Option<Outcome>, now: i64) -> Vec<Action> {
     let agent = agent();
-    let observed = Observed { run, pod, agent: Some(&agent), outcome, quota: None, recorded: None, now: at(now) };
+    let observed =
+        Observed { run, pod, agent: Some(&agent), model: None, outcome, quota: None, recorded: None, now: at(now) };
     decide(&observed, &Settings::default())
 }
 
@@ -247,6 +248,7 @@ fn a_missing_agent_fails_the_run_and_stops_its_pod() {
         run: &running,
         pod: Some(pod(PodPhase::Running)),
         agent: None,
+        model: None,
         outcome: None,
         quota: None,
         recorded: None,
@@ -378,6 +380,7 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
         run: &fresh,
         pod: None,
         agent: Some(&agent),
+        model: None,
         outcome: None,
         quota: Some(used_up),
         recorded: None,
@@ -417,8 +420,16 @@ fn recorded(status: &str, waiting: bool) -> crate::run::RunRecord {
 
 fn decide_waiting(run: &AgentRun, pod: Option<ObservedPod>, record: crate::run::RunRecord, now: i64) -> Vec<Action> {
     let agent = agent();
-    let observed =
-        Observed { run, pod, agent: Some(&agent), outcome: None, quota: None, recorded: Some(record), now: at(now) };
+    let observed = Observed {
+        run,
+        pod,
+        agent: Some(&agent),
+        model: None,
+        outcome: None,
+        quota: None,
+        recorded: Some(record),
+        now: at(now),
+    };
     decide(&observed, &Settings::default())
 }
 
@@ -465,6 +476,7 @@ fn a_resumed_run_gets_a_new_pod_with_its_waiting_time_taken_off_its_clock() {
         run: &waiting,
         pod: None,
         agent: Some(&agent),
+        model: None,
         outcome: Some(outcome),
         quota: None,
         recorded: Some(timed_out),

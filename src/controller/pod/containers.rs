@@ -3,15 +3,16 @@
 //! environment at all; a native sidecar). Each one's image, command, arguments, environment and
 //! resources; the mounts come from [`super::volumes`], the hardening from [`super::security`].
 
-use k8s_openapi::api::core::v1::{Container, EnvVar, EnvVarSource, SecretKeySelector};
+use k8s_openapi::api::core::v1::{ConfigMapKeySelector, Container, EnvVar, EnvVarSource, SecretKeySelector};
 
 use super::security::container_security;
 use super::settings::SandboxSettings;
 use super::volumes::Volumes;
-use crate::resources::AgentRun;
+use crate::resources::model::secrets::{Source, references};
 use crate::resources::names::{CREDENTIALS_ANNOTATION, CREDENTIALS_TOKEN_KEY};
+use crate::resources::{AgentRun, Model};
 use crate::run::inputs::{
-    AGENT_KEY, INPUTS_DIR, MCP_SERVERS_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR, env as env_names,
+    AGENT_KEY, INPUTS_DIR, MCP_SERVERS_KEY, MODEL_KEY, RUN_KEY, SANDBOX_SOCKET, SKILLS_LIBRARY_DIR, env as env_names,
 };
 use crate::run::scope::{Scope, ScopeIds};
 
@@ -39,6 +40,21 @@ fn secret_env(name: &str, secret: &str, key: &str, optional: bool) -> EnvVar {
     }
 }
 
+fn config_map_env(name: &str, config_map: &str, key: &str) -> EnvVar {
+    EnvVar {
+        name: name.to_string(),
+        value: None,
+        value_from: Some(EnvVarSource {
+            config_map_key_ref: Some(ConfigMapKeySelector {
+                name: config_map.to_string(),
+                key: key.to_string(),
+                optional: None,
+            }),
+            ..EnvVarSource::default()
+        }),
+    }
+}
+
 fn strings(items: &[&str]) -> Vec<String> {
     items.iter().map(|s| s.to_string()).collect()
 }
@@ -47,6 +63,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// credentials).
 pub(super) fn runner_container(
     run: &AgentRun,
+    model: Option<&Model>,
     settings: &SandboxSettings,
     volumes: &Volumes,
     scopes: &ScopeIds,
@@ -56,8 +73,25 @@ pub(super) fn runner_container(
     if settings.allow_unauthenticated_store {
         vars.push(env(env_names::ALLOW_UNAUTHENTICATED_STORE, "true"));
     }
-    if let Some(secret) = &settings.openai_api_key_secret {
-        vars.push(secret_env(env_names::OPENAI_API_KEY, &secret.name, &secret.key, true));
+    match model {
+        // A run on a Model gets that Model's values and no other key: the installation's own key would
+        // give a run of team A what team B's Models are paid with.
+        Some(model) => {
+            vars.push(env(env_names::MODEL_FILE, &format!("{INPUTS_DIR}/{MODEL_KEY}")));
+            for reference in references(&model.spec) {
+                vars.push(match reference.source {
+                    Source::Secret => {
+                        secret_env(&reference.env_name(), &reference.name, &reference.key, reference.optional)
+                    }
+                    Source::ConfigMap => config_map_env(&reference.env_name(), &reference.name, &reference.key),
+                });
+            }
+        }
+        None => {
+            if let Some(secret) = &settings.openai_api_key_secret {
+                vars.push(secret_env(env_names::OPENAI_API_KEY, &secret.name, &secret.key, true));
+            }
+        }
     }
     for (name, value) in [
         (env_names::OPENAI_BASE_URL, &settings.openai_base_url),

@@ -31,6 +31,16 @@ pub enum PodError {
         /// The given Agent's `metadata.name`.
         agent: String,
     },
+    /// The run runs on a Model resource, and the Model given is not it (or none was given).
+    #[error("{field}: the run runs on the Model {wanted:?}, but {given}")]
+    ModelMismatch {
+        /// Where the Model's name came from: `spec.model` or the Agent's `spec.context.model`.
+        field: String,
+        /// The Model the run runs on.
+        wanted: String,
+        /// What was given instead (`no Model was given`, `the Model given is "x"`).
+        given: String,
+    },
     /// A setting is unusable.
     #[error("sandbox settings {field}: {message}")]
     Settings {
@@ -57,6 +67,7 @@ impl PodError {
             PodError::MissingUid => "spec.uid",
             PodError::AgentMismatch { .. } => "spec.agent",
             PodError::NotAPathSegment { field, .. }
+            | PodError::ModelMismatch { field, .. }
             | PodError::Settings { field, .. }
             | PodError::Encode { field, .. } => field,
         }

@@ -13,8 +13,8 @@ use serde::Serialize;
 use super::error::PodError;
 use super::settings::SandboxSettings;
 use crate::resources::names::inputs_name;
-use crate::resources::{Agent, AgentRun};
-use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, RUN_KEY};
+use crate::resources::{Agent, AgentRun, Model};
+use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, MODEL_KEY, RUN_KEY};
 
 /// The inputs of `run` and `agent` as an `Opaque` Secret named by [`inputs_name`] in the run's namespace,
 /// with `labels` and `owner_references`; immutable.
@@ -24,6 +24,7 @@ use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, RUN_KEY};
 pub(super) fn inputs_secret(
     run: &AgentRun,
     agent: &Agent,
+    model: Option<&Model>,
     settings: &SandboxSettings,
     labels: BTreeMap<String, String>,
     owner_references: Option<Vec<OwnerReference>>,
@@ -32,6 +33,9 @@ pub(super) fn inputs_secret(
         (RUN_KEY.to_string(), input_manifest(run, RUN_KEY)?),
         (AGENT_KEY.to_string(), input_manifest(agent, AGENT_KEY)?),
     ]);
+    if let Some(model) = model {
+        data.insert(MODEL_KEY.to_string(), input_manifest(model, MODEL_KEY)?);
+    }
     if !settings.mcp_servers.is_empty() {
         let servers = serde_norway::to_string(&settings.mcp_for_pod().0)
             .map_err(|e| PodError::Encode { field: MCP_SERVERS_KEY.to_string(), message: e.to_string() })?;

@@ -76,7 +76,7 @@ use crate::resources::names::{
     AGENT_LABEL, APP_NAME, MANAGED_BY, RUN_LABEL, THREAD_ANNOTATION, THREAD_LABEL, label_value, pod_name,
 };
 use crate::resources::yaml;
-use crate::resources::{Agent, AgentRun};
+use crate::resources::{Agent, AgentRun, Model};
 use crate::run::inputs::DEFAULT_TIMEOUT_SECONDS;
 use containers::{runner_container, sandbox_container};
 use inputs::inputs_secret;
@@ -108,6 +108,22 @@ pub struct SandboxObjects {
 /// root `runAsUser`, `runAsGroup` or `fsGroup`, an unknown `imagePullPolicy`, a claim or Secret that is
 /// not a valid name, a negative `deadlineGraceSeconds`, malformed `mcpServers`).
 pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings) -> Result<SandboxObjects, PodError> {
+    sandbox_objects_on(run, agent, None, settings)
+}
+
+/// [`sandbox_objects`] for a run whose model may be a Model resource, given as `model`: the Model goes
+/// into the inputs (`model.yaml`), and the values it references (its key, Secret headers, AWS keys, CA
+/// bundle) become variables of the runner container only, from `secretKeyRef`/`configMapKeyRef` of the
+/// run's namespace; the installation's own model key (`OPENAI_API_KEY`) is then not given at all.
+///
+/// Errors: those of [`sandbox_objects`], and [`PodError::ModelMismatch`] when the run runs on a Model
+/// resource ([`crate::resources::model::resource_name`]) and `model` is not that Model.
+pub fn sandbox_objects_on(
+    run: &AgentRun,
+    agent: &Agent,
+    model: Option<&Model>,
+    settings: &SandboxSettings,
+) -> Result<SandboxObjects, PodError> {
     check_settings(settings)?;
     let run_name = run.metadata.name.as_deref().filter(|name| !name.is_empty()).ok_or(PodError::MissingName)?;
     let scopes = scope_ids(run, run_name, settings)?;
@@ -115,6 +131,7 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
         return Err(PodError::AgentMismatch { run_agent: run.spec.agent.clone(), agent: agent.name_any() });
     }
     let slug = &run.spec.agent;
+    let model = check_model(run, agent, model, settings)?;
 
     let labels = BTreeMap::from([
         ("app.kubernetes.io/name".to_string(), APP_NAME.to_string()),
@@ -134,10 +151,10 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
         }]
     });
 
-    let inputs = inputs_secret(run, agent, settings, labels.clone(), owner_references.clone())?;
+    let inputs = inputs_secret(run, agent, model, settings, labels.clone(), owner_references.clone())?;
 
     let volumes = Volumes::for_settings(settings);
-    let runner = runner_container(run, settings, &volumes, &scopes);
+    let runner = runner_container(run, model, settings, &volumes, &scopes);
     let sandbox = sandbox_container(settings, &volumes, &scopes);
 
     let mut pod_labels = settings.pod_labels.clone();
@@ -180,6 +197,39 @@ pub fn sandbox_objects(run: &AgentRun, agent: &Agent, settings: &SandboxSettings
     Ok(SandboxObjects { pod, inputs })
 }
 
+/// The Model the run runs on, when it runs on a Model resource: `model`, checked to be the one named.
+fn check_model<'a>(
+    run: &AgentRun,
+    agent: &Agent,
+    model: Option<&'a Model>,
+    settings: &SandboxSettings,
+) -> Result<Option<&'a Model>, PodError> {
+    let context = agent.spec.context();
+    let named = crate::resources::model::effective(
+        run.spec.model.as_deref(),
+        context.model.as_deref(),
+        settings.default_model.as_deref(),
+    )
+    .and_then(crate::resources::model::resource_name);
+    let Some(wanted) = named else { return Ok(None) };
+    let field = if run.spec.model.as_deref().is_some_and(|m| !m.is_empty()) {
+        "spec.model"
+    } else if context.model.as_deref().is_some_and(|m| !m.is_empty()) {
+        "agent spec.context.model"
+    } else {
+        "sandbox settings defaultModel"
+    };
+    match model {
+        Some(model) if model.name_any() == wanted => Ok(Some(model)),
+        other => Err(PodError::ModelMismatch {
+            field: field.to_string(),
+            wanted: wanted.to_string(),
+            given: other
+                .map_or_else(|| "no Model was given".to_string(), |m| format!("the Model given is {:?}", m.name_any())),
+        }),
+    }
+}
+
 /// The two objects as YAML ([`objects_to_yaml`](yaml::objects_to_yaml)): the pod, then `---`, then the
 /// inputs Secret.
 ///
@@ -213,5 +263,7 @@ fn object_values(objects: &SandboxObjects) -> Result<[serde_json::Value; 2], Pod
     Ok([json("pod", serde_json::to_value(&objects.pod))?, json("inputs", serde_json::to_value(&objects.inputs))?])
 }
 
+#[cfg(test)]
+mod model_tests;
 #[cfg(test)]
 mod tests;

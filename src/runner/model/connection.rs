@@ -3,7 +3,9 @@
 //! container of the run's pod, from its environment; the local mode, from its manifests and keys) and
 //! never written anywhere: its `Debug` shows no credential.
 
-use crate::resources::model::{Endpoint, ModelParameters, ModelPricing};
+use crate::resources::ModelSpec;
+use crate::resources::model::secrets::{Purpose, Reference, Source, references};
+use crate::resources::model::{Endpoint, EndpointError, ModelParameters, ModelPricing, ModelProvider, resolve};
 
 /// How requests to a Model are authenticated.
 #[derive(Clone, Default)]
@@ -73,6 +75,104 @@ impl std::fmt::Debug for Connection {
     }
 }
 
+/// Why a Model cannot be called from here. Never carries a referenced value.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ConnectionError {
+    /// The spec has no endpoint (a spec validation would refuse).
+    #[error("model {name:?}: {source}")]
+    Endpoint {
+        /// The Model's name.
+        name: String,
+        /// Why.
+        source: EndpointError,
+    },
+    /// A referenced Secret or ConfigMap key has no value here.
+    #[error("model {name:?}: {field} names {kind} {object:?} key {key:?}, which is not there{hint}")]
+    Missing {
+        /// The Model's name.
+        name: String,
+        /// The field naming it.
+        field: String,
+        /// `Secret` or `ConfigMap`.
+        kind: &'static str,
+        /// The object's name.
+        object: String,
+        /// The key.
+        key: String,
+        /// Where the value is looked for in this mode, after `: `; or empty.
+        hint: String,
+    },
+}
+
+impl Connection {
+    /// The connection of the Model `name` with `spec`, each referenced value read with `lookup`
+    /// (the runner container's variables in a pod; the local mode's secrets), whose `hint` says where a
+    /// missing value is looked for.
+    ///
+    /// Errors: [`ConnectionError::Endpoint`] for a spec without an endpoint, [`ConnectionError::Missing`]
+    /// for a required value `lookup` does not have, naming the field, the object and the key.
+    pub fn from_spec(
+        name: &str,
+        spec: &ModelSpec,
+        lookup: impl Fn(&Reference) -> Option<String>,
+        hint: impl Fn(&Reference) -> String,
+    ) -> Result<Connection, ConnectionError> {
+        let endpoint = resolve(spec).map_err(|source| ConnectionError::Endpoint { name: name.to_string(), source })?;
+        let mut values = std::collections::HashMap::new();
+        for reference in references(spec) {
+            match lookup(&reference) {
+                Some(value) => {
+                    values.insert(reference.purpose, value);
+                }
+                None if reference.optional => {}
+                None => {
+                    return Err(ConnectionError::Missing {
+                        name: name.to_string(),
+                        field: reference.field.clone(),
+                        kind: match reference.source {
+                            Source::Secret => "Secret",
+                            Source::ConfigMap => "ConfigMap",
+                        },
+                        object: reference.name.clone(),
+                        key: reference.key.clone(),
+                        hint: hint(&reference),
+                    });
+                }
+            }
+        }
+        let credentials = if spec.provider == ModelProvider::Bedrock {
+            match (values.remove(&Purpose::AwsAccessKeyId), values.remove(&Purpose::AwsSecretAccessKey)) {
+                (Some(access_key_id), Some(secret_access_key)) => Credentials::Aws {
+                    access_key_id,
+                    secret_access_key,
+                    session_token: values.remove(&Purpose::AwsSessionToken),
+                },
+                _ => Credentials::AwsFromEnvironment,
+            }
+        } else {
+            values.remove(&Purpose::ApiKey).map_or(Credentials::None, Credentials::ApiKey)
+        };
+        let headers = spec
+            .headers
+            .iter()
+            .enumerate()
+            .filter_map(|(index, header)| {
+                let value = header.value.clone().or_else(|| values.get(&Purpose::Header(index)).cloned())?;
+                Some((header.name.clone(), value))
+            })
+            .collect();
+        Ok(Connection {
+            name: name.to_string(),
+            endpoint,
+            credentials,
+            headers,
+            ca_bundle: values.remove(&Purpose::CaBundle),
+            parameters: spec.parameters.clone().unwrap_or_default(),
+            pricing: spec.pricing.clone(),
+        })
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -98,5 +198,42 @@ mod tests {
         let shown = format!("{connection:?}");
         assert!(!shown.contains("sk-secret-key") && !shown.contains("gateway-secret"), "{shown}");
         assert!(shown.contains("X-Gateway-Token") && shown.contains("ApiKey(<redacted>)"), "{shown}");
+    }
+
+    fn spec(yaml: &str) -> ModelSpec {
+        serde_norway::from_str(yaml).expect("a spec")
+    }
+
+    #[test]
+    fn a_spec_is_connected_with_the_values_its_references_name() {
+        let spec = spec(
+            "provider: OpenAICompatible\npreset: deepseek\nmodel: deepseek-chat\napiKeySecretRef: {name: keys, key: deepseek}\nheaders:\n- {name: X-Team, value: a}\n- name: X-Route\n  secretKeyRef: {name: gw, key: route}",
+        );
+        let lookup = |r: &Reference| Some(format!("{}/{}", r.name, r.key));
+        let connection = Connection::from_spec("ds", &spec, lookup, |_| String::new()).expect("connects");
+        assert!(matches!(&connection.credentials, Credentials::ApiKey(k) if k == "keys/deepseek"));
+        assert_eq!(
+            connection.headers,
+            [("X-Team".to_string(), "a".to_string()), ("X-Route".to_string(), "gw/route".to_string())]
+        );
+        assert_eq!(connection.endpoint.base_url, "https://api.deepseek.com");
+    }
+
+    #[test]
+    fn a_missing_value_names_its_field_object_and_key_but_no_value() {
+        let spec = spec("provider: Anthropic\nmodel: claude\napiKeySecretRef: {name: team-a-keys, key: anthropic}");
+        let err = Connection::from_spec("claude", &spec, |_| None, |_| ": set it".into()).expect_err("refused");
+        assert_eq!(
+            err.to_string(),
+            "model \"claude\": spec.apiKeySecretRef names Secret \"team-a-keys\" key \"anthropic\", which is not there: set it"
+        );
+    }
+
+    #[test]
+    fn bedrock_without_a_key_pair_uses_the_pods_identity() {
+        let spec = spec("provider: Bedrock\nmodel: m\nbedrock: {region: us-east-1}");
+        let connection = Connection::from_spec("b", &spec, |_| None, |_| String::new()).expect("connects");
+        assert!(matches!(connection.credentials, Credentials::AwsFromEnvironment));
+        assert_eq!(connection.endpoint.region.as_deref(), Some("us-east-1"));
     }
 }
