@@ -7,7 +7,8 @@
 //! ```text
 //! the CLI (src/main.rs, src/cli/: one file per subcommand)
 //!   -> the roles: controller, facade, runner, webhook   (never each other)
-//!   -> store, knowledge                                  (the run store: Redis, in-process, socket; knowledge indexes)
+//!   -> store, knowledge, endpoints                       (the run store: Redis, in-process, socket; knowledge indexes;
+//!                                                         how to reach and probe a Model's endpoint)
 //!   -> the pure core: delegation -> run -> access -> resources
 //! ```
 //!
@@ -19,6 +20,7 @@
 pub mod access;
 pub mod controller;
 pub mod delegation;
+pub mod endpoints;
 pub mod facade;
 pub mod knowledge;
 pub mod resources;

@@ -12,7 +12,7 @@ use axum::routing::get;
 use futures::FutureExt;
 use tokio::sync::watch;
 use yuxi_operator::controller::{
-    agent_reconciler, decide, metrics::ControllerMetrics, pod::SandboxSettings, run_reconciler,
+    agent_reconciler, decide, metrics::ControllerMetrics, model_prober, pod::SandboxSettings, run_reconciler,
 };
 use yuxi_operator::facade::http::metrics::CONTENT_TYPE_TEXT;
 use yuxi_operator::store::Store;
@@ -145,8 +145,10 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         backoff: run_reconciler::Backoff::default(),
     });
     let agents = agent_reconciler::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
+    let models = model_prober::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
     let reconcilers = async move {
-        let (agents, ()) = tokio::join!(agents, run_reconciler::run(ctx, namespaces, args.concurrency, shutdown));
+        let (agents, (), ()) =
+            tokio::join!(agents, models, run_reconciler::run(ctx, namespaces, args.concurrency, shutdown));
         if let Err(err) = agents {
             tracing::error!(error = %err, "the Agent reconciler stopped");
         }

@@ -18,13 +18,14 @@ mod facade;
 /// The layer of each top-level module, lowest first. A module may use modules of lower layers, and
 /// the core modules (layers 0 to 3) only the ones below them. Roles share layer 5 and never use each
 /// other. `tls` is a leaf utility any layer may use.
-const LAYERS: [(&str, u8); 11] = [
+const LAYERS: [(&str, u8); 12] = [
     ("resources", 0),
     ("access", 1),
     ("run", 2),
     ("delegation", 3),
     ("store", 4),
     ("knowledge", 4),
+    ("endpoints", 4),
     ("controller", 5),
     ("facade", 5),
     ("runner", 5),

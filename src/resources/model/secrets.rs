@@ -6,7 +6,7 @@
 use super::ModelSpec;
 
 /// Where a referenced value comes from.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Source {
     /// A key of a Secret of the Model's namespace.
     Secret,

@@ -3,7 +3,7 @@
 //! A model turn streams its text as [`ModelDelta`]s while it is generated and returns the whole turn
 //! (text, tool calls, token usage) at the end.
 
-pub mod connection;
+pub use crate::endpoints::connection;
 pub mod openai;
 pub mod scripted;
 pub mod title;

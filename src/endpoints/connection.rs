@@ -1,4 +1,4 @@
-//! A `Model` resource as the runner calls it: the resolved endpoint with its credentials, extra headers,
+//! A `Model` resource as the roles call it: the resolved endpoint with its credentials, extra headers,
 //! CA bundle and default parameters. Built by the role that may read the Model's Secrets (the runner
 //! container of the run's pod, from its environment; the local mode, from its manifests and keys) and
 //! never written anywhere: its `Debug` shows no credential.
@@ -120,7 +120,8 @@ impl Connection {
         let endpoint = resolve(spec).map_err(|source| ConnectionError::Endpoint { name: name.to_string(), source })?;
         let mut values = std::collections::HashMap::new();
         for reference in references(spec) {
-            match lookup(&reference) {
+            // A value written with `--from-file` often ends in a line break no header or key may carry.
+            match lookup(&reference).map(|v| v.trim_end_matches(['\r', '\n']).to_string()) {
                 Some(value) => {
                     values.insert(reference.purpose, value);
                 }
