@@ -20,6 +20,8 @@ mod local_parents;
 mod local_tools;
 #[path = "local/mcp.rs"]
 mod mcp;
+#[path = "local/models.rs"]
+mod models;
 #[path = "local/readme_tour.rs"]
 mod readme_tour;
 #[path = "local/run_queues.rs"]
@@ -37,6 +39,9 @@ mod support {
     pub mod extra_agents;
     pub mod local_mode;
     pub mod mcp_client;
+    // The endpoint's error replies and tool calls are the runner tests'; the Models test streams text.
+    #[allow(dead_code)]
+    pub mod openai_endpoint;
     pub mod redis;
     pub mod repository;
 }

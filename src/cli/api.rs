@@ -132,7 +132,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
         runs: Some(facade::Runs {
             store,
-            launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client, &args.namespace)),
+            launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client.clone(), &args.namespace)),
         }),
         metrics,
         run_tokens,
@@ -147,6 +147,10 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
         knowledge: Some(knowledge),
         user_files: args.user_data_dir,
         models,
+        model_resources: catalog::Catalog::Cluster(Box::new(catalog::ClusterCatalog::new(
+            client.clone(),
+            &args.namespace,
+        ))),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

@@ -36,6 +36,11 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// The facade's URL, as runs reach it.
     pub facade_url: Option<String>,
+    /// The manifests' Models, connected with the local mode's secrets.
+    pub model_resources: std::collections::BTreeMap<
+        String,
+        Result<yuxi_operator::endpoints::connection::Connection, yuxi_operator::endpoints::connection::ConnectionError>,
+    >,
 }
 
 impl InProcess {
@@ -58,7 +63,7 @@ impl InProcess {
             models: ModelSettings {
                 openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
                 scripts_dir: settings.scripts_dir,
-                ..ModelSettings::default()
+                resources: settings.model_resources,
             },
             mcp_servers,
             cancel_poll: Duration::from_secs(1),

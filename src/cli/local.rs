@@ -88,6 +88,10 @@ pub struct LocalArgs {
     /// skills when the folder does not exist.
     #[arg(long, env = env::SKILLS_LIBRARY, value_name = "DIR", default_value = "examples/skills")]
     skills_library: PathBuf,
+    /// The Secrets the manifests' Models name (their keys), as v1 Secret manifests in a file readable by
+    /// its owner only; a variable `YUXI_SECRET_<NAME>_<KEY>` takes precedence over it.
+    #[arg(long, env = "YUXI_SECRETS_FILE", value_name = "FILE")]
+    secrets: Option<PathBuf>,
 }
 
 /// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish and removes the store
@@ -117,17 +121,25 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         models,
         scripts_dir,
         skills_library,
+        secrets,
     } = args;
     let openai_base_url = std::env::var(env::OPENAI_BASE_URL).ok();
     let models = facade::services::models::ModelCatalog::new(Some(default_model.clone()), models, openai_base_url)
         .map_err(anyhow::Error::msg)?;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let manifest_set::Loaded { agents, knowledge_bases, config_maps } =
+    let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources } =
         manifest_set::load(&files).map_err(|problems| {
             anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
         })?;
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
+    let secrets = super::local_models::LocalSecrets::load(secrets.as_deref())?;
+    let connections = super::local_models::connect_all(&model_resources, &secrets, &config_maps);
+    for (name, connection) in &connections {
+        if let Err(err) = connection {
+            tracing::warn!(model = %name, "runs on this Model will fail: {err}");
+        }
+    }
     // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
     // SAFETY: umask only sets this process's file mode mask.
     unsafe {
@@ -201,6 +213,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             unconfined_sandbox,
             lease_ttl,
             facade_url: facade_url.clone(),
+            model_resources: connections.clone(),
         })?;
         Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>)
     };
@@ -209,11 +222,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         settings: yuxi_operator::runner::model::ModelSettings {
             openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
             scripts_dir: scripts_dir.clone(),
-            ..Default::default()
+            resources: connections.clone(),
         },
     };
+    let model_inputs = super::local_models::subprocess_inputs(&model_resources, &secrets, &config_maps)?;
     let launcher = LocalLauncher {
         in_process,
+        model_inputs: std::sync::Arc::new(model_inputs),
         runs: runs.clone(),
         unconfined_sandbox,
         exe: std::env::current_exe()?,
@@ -260,6 +275,12 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         knowledge: Some(knowledge),
         user_files: Some(data_dir.clone()),
         models,
+        // The manifests' Models, read-only through the API.
+        model_resources: facade::services::catalog::Catalog::Local(facade::services::catalog::LocalCatalog::new(
+            model_resources,
+            Vec::new(),
+            None,
+        )),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

@@ -13,6 +13,7 @@ pub mod hash_password;
 pub mod in_process;
 pub mod leader;
 pub mod local;
+pub mod local_models;
 pub mod quick_model;
 pub mod runner;
 pub mod sandbox_exec;

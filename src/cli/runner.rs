@@ -168,7 +168,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
     if let Some(path) = &args.model_file {
         match pod_model(path) {
             Ok(connection) => {
-                models.resources.insert(connection.name.clone(), connection);
+                models.resources.insert(connection.name.clone(), Ok(connection));
             }
             Err(err) => {
                 eprintln!("error: {err}");

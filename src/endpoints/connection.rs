@@ -87,21 +87,26 @@ pub enum ConnectionError {
         source: EndpointError,
     },
     /// A referenced Secret or ConfigMap key has no value here.
-    #[error("model {name:?}: {field} names {kind} {object:?} key {key:?}, which is not there{hint}")]
-    Missing {
-        /// The Model's name.
-        name: String,
-        /// The field naming it.
-        field: String,
-        /// `Secret` or `ConfigMap`.
-        kind: &'static str,
-        /// The object's name.
-        object: String,
-        /// The key.
-        key: String,
-        /// Where the value is looked for in this mode, after `: `; or empty.
-        hint: String,
-    },
+    #[error(transparent)]
+    Missing(Box<MissingValue>),
+}
+
+/// A referenced Secret or ConfigMap key with no value where the Model is connected.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("model {name:?}: {field} names {kind} {object:?} key {key:?}, which is not there{hint}")]
+pub struct MissingValue {
+    /// The Model's name.
+    pub name: String,
+    /// The field naming it.
+    pub field: String,
+    /// `Secret` or `ConfigMap`.
+    pub kind: &'static str,
+    /// The object's name.
+    pub object: String,
+    /// The key.
+    pub key: String,
+    /// Where the value is looked for in this mode, after `: `; or empty.
+    pub hint: String,
 }
 
 impl Connection {
@@ -127,7 +132,7 @@ impl Connection {
                 }
                 None if reference.optional => {}
                 None => {
-                    return Err(ConnectionError::Missing {
+                    return Err(ConnectionError::Missing(Box::new(MissingValue {
                         name: name.to_string(),
                         field: reference.field.clone(),
                         kind: match reference.source {
@@ -137,7 +142,7 @@ impl Connection {
                         object: reference.name.clone(),
                         key: reference.key.clone(),
                         hint: hint(&reference),
-                    });
+                    })));
                 }
             }
         }

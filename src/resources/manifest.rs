@@ -18,7 +18,7 @@ pub enum Manifest {
     AgentRun(Box<AgentRun>),
     /// A `KnowledgeBase`.
     KnowledgeBase(Box<KnowledgeBase>),
-    /// A `Model`: checked, not served yet (agents do not name Models yet).
+    /// A `Model`: a chat-model endpoint agents name in `context.model`.
     Model(Box<Model>),
     /// A core `v1` `ConfigMap`: the documents of a KnowledgeBase whose `documents.configMap` names it.
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),

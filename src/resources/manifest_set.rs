@@ -141,6 +141,8 @@ pub struct Loaded {
     pub knowledge_bases: Vec<KnowledgeBase>,
     /// The ConfigMaps (the documents of KnowledgeBases that name them), in file order.
     pub config_maps: Vec<ConfigMap>,
+    /// The Models, in file order.
+    pub models: Vec<super::Model>,
 }
 
 /// The Agents of `files` when every document is valid (documents of other kinds and AgentRuns are
@@ -149,9 +151,8 @@ pub fn load_agents(files: &[PathBuf]) -> Result<Vec<Agent>, Vec<String>> {
     load(files).map(|loaded| loaded.agents)
 }
 
-/// The Agents, KnowledgeBases and ConfigMaps of `files` when every document is valid (documents of other kinds,
-/// AgentRuns and Models are ignored: Models are checked but not served yet); otherwise every problem, as
-/// `origin: field: message` lines.
+/// The Agents, KnowledgeBases, ConfigMaps and Models of `files` when every document is valid (documents
+/// of other kinds and AgentRuns are ignored); otherwise every problem, as `origin: field: message` lines.
 pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
     let mut problems = Vec::new();
     for item in check_files(files) {
@@ -170,6 +171,7 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
                 Ok(Manifest::Agent(agent)) => loaded.agents.push(*agent),
                 Ok(Manifest::KnowledgeBase(kb)) => loaded.knowledge_bases.push(*kb),
                 Ok(Manifest::ConfigMap(config_map)) => loaded.config_maps.push(*config_map),
+                Ok(Manifest::Model(model)) => loaded.models.push(*model),
                 _ => {}
             }
         }

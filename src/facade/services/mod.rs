@@ -21,6 +21,7 @@ pub mod conversations;
 pub mod files;
 pub mod knowledge;
 pub mod launch;
+pub mod model_access;
 pub mod models;
 pub mod quick_model;
 pub mod request_fields;

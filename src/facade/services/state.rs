@@ -61,6 +61,9 @@ pub struct FacadeParts {
     pub user_files: Option<std::path::PathBuf>,
     /// The models this installation runs, as the model picker lists them.
     pub models: super::models::ModelCatalog,
+    /// The Model resources runs may name (the namespace's in a cluster; the manifests folder's locally),
+    /// each used only by whom its share allows.
+    pub model_resources: super::catalog::Catalog<crate::resources::Model>,
 }
 
 impl FacadeParts {
@@ -83,6 +86,7 @@ impl FacadeParts {
             knowledge: None,
             user_files: None,
             models: Default::default(),
+            model_resources: super::catalog::Catalog::new(Vec::new()),
         }
     }
 

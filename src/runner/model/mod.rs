@@ -47,6 +47,9 @@ pub enum ResolveError {
     /// The scripted model cannot be made.
     #[error(transparent)]
     Scripted(#[from] scripted::ScriptError),
+    /// The Model cannot be connected from here (a referenced key is not there).
+    #[error(transparent)]
+    Connection(connection::ConnectionError),
     /// The id names a Model resource this runner was not given.
     #[error("model {name:?} is not a Model this run may use (known here: {known})")]
     UnknownModel {
@@ -81,8 +84,9 @@ pub struct ModelSettings {
     /// The folder `scripted/file:<name>` scripts are read from; `None` disables them.
     pub scripts_dir: Option<std::path::PathBuf>,
     /// The Model resources runs may name, by `metadata.name`: in a pod, the one Model of its run; in the
-    /// local mode, those of the manifests folder.
-    pub resources: std::collections::BTreeMap<String, connection::Connection>,
+    /// local mode, those of the manifests folder, each connected or with why it cannot be (a key that is
+    /// not there), which a run on it fails with.
+    pub resources: std::collections::BTreeMap<String, Result<connection::Connection, connection::ConnectionError>>,
 }
 
 impl Model {
@@ -111,7 +115,10 @@ impl Model {
                     settings.resources.keys().cloned().collect::<Vec<_>>().join(", ")
                 },
             })?;
-            return Model::connect(connection);
+            return match connection {
+                Ok(connection) => Model::connect(connection),
+                Err(err) => Err(ResolveError::Connection(err.clone())),
+            };
         }
         let (provider, name) = id
             .split_once('/')

@@ -89,11 +89,27 @@ pub async fn call(
         None | Some(Value::Null) => None,
         Some(Value::String(s)) if s.is_empty() => None,
         Some(Value::String(s)) if is_model_spec(s) => Some(s.clone()),
-        Some(other) => return Err(ApiError::invalid("meta.model_spec", format!("{other} is not <provider>/<model>"))),
+        Some(Value::String(s)) if crate::resources::validation::is_dns1123_label(s) => {
+            // A Model resource: only one shared with the caller (a missing one answers alike).
+            if crate::facade::services::model_access::usable(&state, &who, s).await?.is_none() {
+                return Err(ApiError::Forbidden(format!("meta.model_spec: {s:?} is not a Model you may use")));
+            }
+            Some(s.clone())
+        }
+        Some(other) => {
+            return Err(ApiError::invalid(
+                "meta.model_spec",
+                format!("{other} is neither <provider>/<model> nor the name of a Model"),
+            ));
+        }
     };
     let request_id = request_id_of(&meta)?;
     let admin = matches!(who.role, Role::Admin | Role::Superadmin);
-    let offered = |named: &str| named == model.default_model() || state.models.offers(named);
+    let offered = |named: &str| {
+        named == model.default_model()
+            || state.models.offers(named)
+            || crate::resources::model::resource_name(named).is_some()
+    };
     if let Some(named) = spec.as_deref().filter(|named| !offered(named))
         && !admin
     {

@@ -14,6 +14,9 @@ use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::state::FacadeState;
 
+/// The provider entry the Model resources are listed under (their `spec` is the Model's name).
+pub const MODELS_PROVIDER: &str = "models";
+
 /// The kinds of model Yuxi's client asks for.
 #[derive(utoipa::ToSchema)]
 #[schema(rename_all = "lowercase")]
@@ -89,7 +92,7 @@ pub struct PickerList {
 )]
 pub async fn models_v2(
     State(state): State<FacadeState>,
-    Caller(_): Caller,
+    Caller(who): Caller,
     QueryParams(query): QueryParams<ModelsQuery>,
 ) -> Result<Json<PickerList>, ApiError> {
     let mut data = BTreeMap::new();
@@ -112,6 +115,30 @@ pub async fn models_v2(
                     PickerProvider {
                         provider_id: provider.provider_id,
                         provider_display_name: provider.display_name,
+                        models,
+                    },
+                );
+            }
+            // The Model resources the caller may run on, under their own provider entry.
+            let usable = crate::facade::services::model_access::usable_models(&state, &who).await?;
+            if !usable.is_empty() {
+                let models = usable
+                    .iter()
+                    .map(|m| PickerModel {
+                        spec: m.metadata.name.clone().unwrap_or_default(),
+                        model_id: m.spec.model.clone(),
+                        display_name: m.spec.display_name.clone().unwrap_or_else(|| {
+                            format!("{} ({})", m.metadata.name.as_deref().unwrap_or_default(), m.spec.provider.as_str())
+                        }),
+                        dimension: None,
+                        batch_size: None,
+                    })
+                    .collect();
+                data.insert(
+                    MODELS_PROVIDER.to_string(),
+                    PickerProvider {
+                        provider_id: MODELS_PROVIDER.to_string(),
+                        provider_display_name: "Models".to_string(),
                         models,
                     },
                 );

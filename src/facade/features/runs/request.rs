@@ -146,10 +146,15 @@ pub fn checked(
     }
     let model_spec = match body.model_spec.as_deref().filter(|m| !m.is_empty()) {
         None => None,
+        // A Model resource's name: whether the caller may use it is the Model's share
+        // (`services::model_access`), checked with the Models at hand.
+        Some(model) if crate::resources::validation::is_dns1123_label(model) => Some(model.to_string()),
         Some(model) if !is_model_spec(model) => {
             return Err(ApiError::invalid(
                 "model_spec",
-                format!("{model:?} is not <provider>/<model> (at most {MAX_MODEL_SPEC_LEN} characters)"),
+                format!(
+                    "{model:?} is neither <provider>/<model> (at most {MAX_MODEL_SPEC_LEN} characters) nor the name of a Model"
+                ),
             ));
         }
         Some(model) => {

@@ -16,6 +16,7 @@ use crate::facade::http::limits::run_limited;
 use crate::facade::services::agent_views::visible;
 use crate::facade::services::conversations::note_run;
 use crate::facade::services::launch::check_startable;
+use crate::facade::services::model_access::check_run_model;
 use crate::facade::services::run_queue::{self, QueuePolicy};
 use crate::facade::services::run_starts::{check_quotas, launch_parent};
 use crate::facade::services::state::FacadeState;
@@ -103,6 +104,7 @@ pub async fn start(
         None => None,
     };
     let request = checked(&body, &who, &agent, &thread_id, earlier.as_ref(), state.models.default_model())?;
+    check_run_model(&state, &who, &agent, request.model_spec.as_deref()).await?;
     let max_tokens = budget_of(body.budget, &agent, &who)?;
     check_quotas(&state, &who.uid).await?;
     let record = RunRecord {

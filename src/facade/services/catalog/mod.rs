@@ -52,6 +52,10 @@ impl CatalogItem for KnowledgeBase {
     const NOUN: &'static str = "knowledge base";
 }
 
+impl CatalogItem for crate::resources::Model {
+    const NOUN: &'static str = "model";
+}
+
 /// The agents, by slug.
 pub type AgentCatalog = Catalog<Agent>;
 

@@ -55,6 +55,25 @@ pub struct LocalLauncher {
     /// Executes runs inside this process (the default of the local mode); `None` runs each in a
     /// `runner` subprocess (`--runner-processes`).
     pub in_process: Option<std::sync::Arc<dyn InProcessRunner>>,
+    /// What a `runner` subprocess of a run on a Model resource is given, by the Model's name.
+    pub model_inputs: std::sync::Arc<std::collections::BTreeMap<String, ModelInputs>>,
+}
+
+/// What a `runner` subprocess of a run on a Model gets, as a pod's runner container does: the Model's
+/// manifest (a file of the run's folder) and the values it references, as variables of that process only.
+#[derive(Clone, Default)]
+pub struct ModelInputs {
+    /// The Model, as YAML.
+    pub manifest: String,
+    /// `YUXI_MODEL_*` variables and their values ([`crate::resources::model::secrets`]).
+    pub variables: Vec<(String, String)>,
+}
+
+impl std::fmt::Debug for ModelInputs {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let names: Vec<&str> = self.variables.iter().map(|(name, _)| name.as_str()).collect();
+        f.debug_struct("ModelInputs").field("variables", &names).finish_non_exhaustive()
+    }
 }
 
 /// One run for an [`InProcessRunner`]: the AgentRun and its Agent as objects (nothing is written or
@@ -322,6 +341,20 @@ impl LocalLauncher {
             Some(library) => command.env(env_names::SKILLS_LIBRARY, library),
             None => command.env_remove(env_names::SKILLS_LIBRARY),
         };
+        let context = agent.spec.context();
+        let model = crate::resources::model::effective(
+            record.request.model_spec.as_deref(),
+            context.model.as_deref(),
+            Some(&self.default_model),
+        )
+        .and_then(crate::resources::model::resource_name);
+        if let Some(inputs) = model.and_then(|name| self.model_inputs.get(name)) {
+            write("model.yaml", Ok(inputs.manifest.clone()))?;
+            command.env(env_names::MODEL_FILE, dir.join("model.yaml"));
+            for (name, value) in &inputs.variables {
+                command.env(name, value);
+            }
+        }
         let status = command.status().await.map_err(|source| LaunchError::StartRunner { run_id: run_id(), source })?;
         tracing::info!(run_id = %record.run_id, status = %status, "runner ended");
         Ok(())

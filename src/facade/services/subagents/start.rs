@@ -116,6 +116,8 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         ));
     };
     let slug = subagent.name_any();
+    // A subagent on a Model runs only for users the Model is shared with, as a main agent does.
+    crate::facade::services::model_access::check_run_model(state, who, &subagent, None).await?;
     // The tree's budget. A parent outside the system starts a tree, with the smaller of the subagent's
     // own budget and the parent agent's: the parent agent's budget bounds what its delegations spend
     // whether or not its parent run is one of this system's.

@@ -1,0 +1,138 @@
+//! Models as resources in the local mode: a run of an Agent on a Model uses that Model's key (read from
+//! `YUXI_SECRET_*`) and no other — not the installation's `OPENAI_API_KEY` — and a user outside the
+//! Model's share is refused with 403 naming `model_spec`, whether the request names the Model or the
+//! agent does; the model picker lists the Model to whom it is shared with only. In process and with
+//! `--runner-processes` (where the key travels as a pod's would, in the runner's variables).
+
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
+use crate::support::openai_endpoint::{FakeOpenAi, Reply};
+use crate::support::repository::yaml_files;
+
+const TEAM_KEY: &str = "sk-team-a-7c1e0f";
+const INSTALLATION_KEY: &str = "sk-installation-93d2";
+
+fn manifests(endpoint: &FakeOpenAi) -> TempDir {
+    let dir = TempDir::new().expect("dir");
+    for file in yaml_files("examples") {
+        std::fs::copy(&file, dir.path().join(file.file_name().expect("name"))).expect("copy");
+    }
+    let model = format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Model\nmetadata: {{name: team-a-model}}\nspec:\n  provider: OpenAICompatible\n  preset: vllm\n  model: qwen3-8b\n  baseURL: {}\n  apiKeySecretRef: {{name: team-a-keys, key: api-key}}\n  share: {{readScope: {{accessLevel: User, userUids: [alice]}}}}\n",
+        endpoint.base_url
+    );
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: team-a-writer}\nspec:\n  backend: ChatbotAgent\n  context: {model: team-a-model, subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
+    std::fs::write(dir.path().join("team-a-model.yaml"), model).expect("write");
+    std::fs::write(dir.path().join("team-a-writer.yaml"), agent).expect("write");
+    dir
+}
+
+async fn system(endpoint: &FakeOpenAi, processes: bool) -> (Local, TempDir) {
+    let manifests = manifests(endpoint);
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(manifests.path(), LocalStore::InProcess, port, data.path());
+    command
+        .env("YUXI_SECRET_TEAM_A_KEYS_API_KEY", TEAM_KEY)
+        // The installation's own endpoint and key: a run on the Model must use neither.
+        .env("OPENAI_BASE_URL", &endpoint.base_url)
+        .env("OPENAI_API_KEY", INSTALLATION_KEY);
+    if processes {
+        command.arg("--runner-processes");
+    }
+    (launch(command, port, data, TempDir::new().expect("dir")).await, manifests)
+}
+
+async fn post(local: &Local, token: &str, body: Value) -> (u16, Value) {
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth(token)
+        .json(&body)
+        .send()
+        .await
+        .expect("reaches");
+    (response.status().as_u16(), response.json().await.unwrap_or(Value::Null))
+}
+
+async fn result(local: &Local, run_id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = local
+            .client
+            .get(format!("{}/api/agent/runs/{run_id}/result", local.base))
+            .bearer_auth("alice-token")
+            .send()
+            .await
+            .expect("reaches");
+        if response.status() == 200 {
+            return response.json().await.expect("json");
+        }
+        assert!(Instant::now() < deadline, "run {run_id} did not end\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+async fn a_run_on_a_model_uses_its_key_and_no_other(processes: bool) {
+    let endpoint = FakeOpenAi::start(vec![Reply::text(&["Hello ", "from team A."])]).await;
+    let (local, _manifests) = system(&endpoint, processes).await;
+    let (status, started) = post(&local, "alice-token", json!({"query": "hi", "agent_slug": "team-a-writer"})).await;
+    assert_eq!(status, 200, "{started}");
+    let ended = result(&local, started["run_id"].as_str().expect("run_id")).await;
+    assert_eq!(ended["status"], "completed", "{ended}\n{}", local.log());
+    assert_eq!(ended["output"], "Hello from team A.");
+    assert_eq!(endpoint.authorizations(), [format!("Bearer {TEAM_KEY}")]);
+    assert_eq!(endpoint.requests()[0]["model"], "qwen3-8b");
+    assert!(!local.log().contains(TEAM_KEY), "the key is in the log");
+}
+
+#[tokio::test]
+async fn a_run_on_a_model_uses_its_key_and_no_other_in_process() {
+    a_run_on_a_model_uses_its_key_and_no_other(false).await;
+}
+
+#[tokio::test]
+async fn a_run_on_a_model_uses_its_key_and_no_other_in_a_runner_process() {
+    a_run_on_a_model_uses_its_key_and_no_other(true).await;
+}
+
+#[tokio::test]
+async fn a_user_outside_the_models_share_is_refused_naming_model_spec() {
+    let endpoint = FakeOpenAi::start(Vec::new()).await;
+    let (local, _manifests) = system(&endpoint, false).await;
+    // Bob may use the agent, not its Model.
+    let (status, refused) = post(&local, "bob-token", json!({"query": "hi", "agent_slug": "team-a-writer"})).await;
+    assert_eq!(status, 403, "{refused}");
+    assert!(refused.to_string().contains("model_spec"), "{refused}");
+    // Naming it, or naming a Model that does not exist, answers alike.
+    let named = json!({"query": "hi", "agent_slug": "team-a-writer", "model_spec": "team-a-model"});
+    let missing = json!({"query": "hi", "agent_slug": "team-a-writer", "model_spec": "no-such-model"});
+    let (a, named) = post(&local, "bob-token", named).await;
+    let (b, missing) = post(&local, "bob-token", missing).await;
+    assert_eq!((a, b), (403, 403), "{named} {missing}");
+    let strip = |v: &Value| v.to_string().replace("team-a-model", "X").replace("no-such-model", "X");
+    assert_eq!(strip(&named), strip(&missing));
+    assert!(endpoint.requests().is_empty(), "nothing reached the Model");
+    // The picker shows the Model to Alice, not to Bob.
+    let listed = |token: &'static str| {
+        let local = &local;
+        async move {
+            let response = local
+                .client
+                .get(format!("{}/api/system/model-providers/models/v2?model_type=chat", local.base))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("reaches");
+            let body: Value = response.json().await.expect("json");
+            body["data"]["models"]["models"].as_array().cloned().unwrap_or_default()
+        }
+    };
+    let alices = listed("alice-token").await;
+    assert_eq!(alices.iter().map(|m| m["spec"].clone()).collect::<Vec<_>>(), [json!("team-a-model")]);
+    assert!(listed("bob-token").await.is_empty());
+}
