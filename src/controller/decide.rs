@@ -153,6 +153,8 @@ pub struct Outcome {
     pub reason: Option<String>,
     /// On a tree's root: the tokens the whole tree used.
     pub tree_token_usage: Option<TokenUsage>,
+    /// On a tree's root: what the whole tree cost, by currency.
+    pub tree_cost: Vec<crate::resources::CostAmount>,
 }
 
 impl Outcome {
@@ -165,6 +167,7 @@ impl Outcome {
             token_usage: Some(result.token_usage.clone()),
             reason: result.reason.clone(),
             tree_token_usage: result.tree_token_usage.clone(),
+            tree_cost: result.tree_cost.clone(),
         }
     }
 }
@@ -621,6 +624,9 @@ impl Transition {
         }
         if outcome.tree_token_usage.is_some() {
             self.status.tree_token_usage = outcome.tree_token_usage.clone();
+        }
+        if !outcome.tree_cost.is_empty() {
+            self.status.tree_cost = outcome.tree_cost.clone();
         }
         match outcome.status {
             RunStatus::Completed => self.finish(AgentRunPhase::Completed, "Completed", "the run completed".into()),

@@ -70,7 +70,7 @@ pub fn router(state: FacadeState) -> Router {
         .merge(features::console::routes())
         .route("/healthz", get(|| async { "ok" }))
         .route("/readyz", get(readyz))
-        .route("/metrics", get(http::metrics::serve))
+        .route("/metrics", get(features::models::metrics::serve))
         .fallback(|| async { ApiError::NotFound("no such route".into()) })
         .method_not_allowed_fallback(|method: axum::http::Method| async move {
             ApiError::MethodNotAllowed(format!("{method} is not served on this route"))

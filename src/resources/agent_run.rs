@@ -124,6 +124,23 @@ pub struct RunBudget {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(range(min = 1, max = 1_000_000_000_000i64))]
     pub max_tokens: Option<i64>,
+
+    /// The most the tree's model calls may cost, priced by their Models (runs on models without a
+    /// price count nothing); reached, the tree stops as at `maxTokens`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_cost: Option<CostAmount>,
+}
+
+/// An amount of money.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, PartialEq, Eq, utoipa::ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CostAmount {
+    /// The ISO 4217 code of its currency (`USD`, `CNY`): a Model's `pricing.currency`.
+    #[schemars(length(min = 3, max = 3), regex(pattern = r"^[A-Z]{3}$"))]
+    pub currency: String,
+    /// The amount, a decimal of at most 6 integer and 12 fractional digits (`"1.5"`, `"0.001580"`).
+    #[schemars(length(min = 1, max = 19), regex(pattern = r"^(0|[1-9][0-9]{0,5})(\.[0-9]{1,12})?$"))]
+    pub amount: String,
 }
 
 /// The CEL transition rule that keeps the spec field `field` as it was: present in both with equal values,
@@ -280,6 +297,11 @@ pub struct AgentRunStatus {
     /// as counted when the run ended.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree_token_usage: Option<TokenUsage>,
+
+    /// On the root of a run tree: what the whole tree's model calls cost, priced by their Models, one
+    /// amount per currency.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tree_cost: Vec<CostAmount>,
 
     /// While the run waits for a person (phase `Waiting`): the calls waiting and when the decisions are
     /// due.

@@ -20,8 +20,8 @@ pub use agent::{
     builtin_general_purpose,
 };
 pub use agent_run::{
-    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, MAX_BUDGET_TOKENS, ParentRef, PendingApproval, PendingCall,
-    RunBudget, TokenUsage,
+    AgentRun, AgentRunPhase, AgentRunSpec, AgentRunStatus, CostAmount, MAX_BUDGET_TOKENS, ParentRef, PendingApproval,
+    PendingCall, RunBudget, TokenUsage,
 };
 pub use knowledge_base::{KnowledgeBase, KnowledgeBaseSpec, KnowledgeBaseStatus, KnowledgeSource};
 pub use model::{Model, ModelPreset, ModelProvider, ModelSpec, ModelStatus};

@@ -28,7 +28,7 @@ pub use endpoint::{
 };
 mod rules;
 pub mod secrets;
-pub use pricing::{PRICE_PATTERN, parse_price_micros};
+pub use pricing::{PRICE_PATTERN, cost_picos, format_picos, parse_amount_picos, parse_price_micros};
 pub use rules::*;
 
 /// The condition type saying the spec is valid and its references resolve.

@@ -24,22 +24,68 @@ pub struct TreeUsage {
     pub usage: TokenUsage,
     /// The tree's budget, when it has one.
     pub max_tokens: Option<i64>,
+    /// What the tree's priced model calls cost, in pico-units by currency
+    /// ([`crate::resources::model::cost_picos`]).
+    #[serde(default)]
+    pub cost: std::collections::BTreeMap<String, i64>,
+    /// The tree's cost budget: its currency and pico-units.
+    #[serde(default)]
+    pub max_cost: Option<(String, i64)>,
 }
 
 impl TreeUsage {
-    /// Whether the tree has used its budget: no model call may be made for it any more.
+    /// Whether the tree has used its budget, in tokens or in cost: no model call may be made for it any
+    /// more.
     pub fn exhausted(&self) -> bool {
-        self.max_tokens.is_some_and(|max| self.usage.total_tokens >= max)
+        self.max_tokens.is_some_and(|max| self.usage.total_tokens >= max) || self.cost_exhausted()
     }
 
-    /// What a run stopped by its budget says: `the run tree used N tokens of its budget of M`.
+    fn cost_exhausted(&self) -> bool {
+        self.max_cost.as_ref().is_some_and(|(currency, max)| self.cost.get(currency).is_some_and(|spent| spent >= max))
+    }
+
+    /// What a run stopped by its budget says: `the run tree used N tokens of its budget of M`, or
+    /// `the run tree cost X CUR of its budget of Y CUR`.
     pub fn message(&self) -> String {
+        if !self.max_tokens.is_some_and(|max| self.usage.total_tokens >= max)
+            && let Some((currency, max)) = self.max_cost.as_ref().filter(|_| self.cost_exhausted())
+        {
+            let spent = self.cost.get(currency).copied().unwrap_or_default();
+            return format!(
+                "the run tree cost {} {currency} of its budget of {} {currency} (spec.budget.maxCost)",
+                crate::resources::model::format_picos(spent),
+                crate::resources::model::format_picos(*max)
+            );
+        }
         format!(
             "the run tree used {} tokens of its budget of {} (spec.budget.maxTokens)",
             self.usage.total_tokens,
             self.max_tokens.unwrap_or_default()
         )
     }
+
+    /// The tree's cost, one amount per currency, in the form status and results show.
+    pub fn cost_amounts(&self) -> Vec<crate::resources::CostAmount> {
+        self.cost
+            .iter()
+            .map(|(currency, picos)| crate::resources::CostAmount {
+                currency: currency.clone(),
+                amount: crate::resources::model::format_picos(*picos),
+            })
+            .collect()
+    }
+}
+
+/// One model call as it is counted: its tokens, its cost when its Model states a price, and the model
+/// it was made on (a Model's name or `<provider>/<model>`), for the per-model totals.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ModelCall {
+    /// Its tokens.
+    pub usage: TokenUsage,
+    /// Its cost: currency and pico-units.
+    pub cost: Option<(String, i64)>,
+    /// The model.
+    pub model: String,
 }
 
 /// Where a model call's tokens are counted: its tree, and the day's counts of its user and namespace.
@@ -49,6 +95,9 @@ pub struct UsageTarget {
     pub root_run_id: String,
     /// The tree's budget, when it has one (stored with the count, so every run of the tree reads it).
     pub max_tokens: Option<i64>,
+    /// The tree's cost budget (currency, pico-units), when it has one, stored likewise.
+    #[serde(default)]
+    pub max_cost: Option<(String, i64)>,
     /// The run's namespace (`default` in the local mode).
     pub namespace: String,
     /// The run's user.
@@ -126,6 +175,7 @@ mod tests {
         let used = |total: i64, max: Option<i64>| TreeUsage {
             usage: TokenUsage { total_tokens: total, ..TokenUsage::default() },
             max_tokens: max,
+            ..TreeUsage::default()
         };
         assert!(!used(99, Some(100)).exhausted());
         assert!(used(100, Some(100)).exhausted());
@@ -151,5 +201,23 @@ mod tests {
         let at: jiff::Timestamp = "2026-12-03T23:59:30Z".parse().expect("time");
         assert_eq!(day_of(at), "2026-12-03");
         assert_eq!(seconds_to_next_day(at), 30);
+    }
+
+    #[test]
+    fn a_tree_is_exhausted_once_its_cost_in_the_budgets_currency_reached_it() {
+        let tree = |spent: &[(&str, i64)]| TreeUsage {
+            cost: spent.iter().map(|(c, p)| (c.to_string(), *p)).collect(),
+            max_cost: Some(("USD".to_string(), 1_000_000_000_000)),
+            ..TreeUsage::default()
+        };
+        assert!(!tree(&[("USD", 999_999_999_999)]).exhausted());
+        assert!(!tree(&[("CNY", 5_000_000_000_000)]).exhausted(), "another currency does not count");
+        let spent = tree(&[("USD", 1_250_000_000_000)]);
+        assert!(spent.exhausted());
+        assert_eq!(
+            spent.message(),
+            "the run tree cost 1.250000 USD of its budget of 1.000000 USD (spec.budget.maxCost)"
+        );
+        assert_eq!(spent.cost_amounts()[0].amount, "1.250000");
     }
 }

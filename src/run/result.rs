@@ -36,4 +36,8 @@ pub struct RunResult {
     /// On the root of a run tree: the tokens the whole tree used, its own and every descendant's.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tree_token_usage: Option<TokenUsage>,
+    /// On the root of a run tree: what the whole tree's model calls cost, one amount per currency (none
+    /// when no Model of the tree states a price).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tree_cost: Vec<crate::resources::CostAmount>,
 }

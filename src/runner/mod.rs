@@ -323,10 +323,13 @@ async fn prepare(
         system_prompt.push_str(&section);
     }
 
+    let pricing = options.models.resources.get(&model_id).and_then(|c| c.as_ref().ok()).and_then(|c| c.pricing.clone());
     Ok(Graph {
         identity: identity.clone(),
         store,
         model,
+        model_id: model_id.clone(),
+        pricing,
         tools,
         system_prompt,
         input: run.spec.input.clone(),
@@ -336,7 +339,7 @@ async fn prepare(
         cancel_poll: options.cancel_poll,
         end_retry_for: options.lease_ttl,
         delegation,
-        usage: usage_target(run),
+        usage: usage_target(run, spec),
         approval: crate::run::approval::ApprovalRule::of(spec, context.tool_approval_mode.unwrap_or_default()),
         tool_servers,
         approval_timeout: Duration::from_secs(u64::from(
@@ -368,10 +371,18 @@ async fn mount_delegation(
 
 /// Where `run`'s tokens are counted: the tree of its parent (or its own, for a run without one) with
 /// the budget it carries, and its namespace and user.
-fn usage_target(run: &AgentRun) -> crate::run::budget::UsageTarget {
+fn usage_target(run: &AgentRun, agent: &crate::resources::AgentSpec) -> crate::run::budget::UsageTarget {
+    // A cost budget: the run's own, else (for a run that starts a tree) its Agent's; a child's tree
+    // carries its root's.
+    let own_cost = run.spec.budget.as_ref().and_then(|b| b.max_cost.clone());
+    let agent_cost = agent.budget.as_ref().and_then(|b| b.max_cost.clone()).filter(|_| run.spec.parent.is_none());
+    let max_cost = own_cost
+        .or(agent_cost)
+        .and_then(|cost| Some((cost.currency, crate::resources::model::parse_amount_picos(&cost.amount)?)));
     crate::run::budget::UsageTarget {
         root_run_id: run.spec.parent.as_ref().map_or_else(|| run.name_any(), |p| p.root().to_string()),
         max_tokens: run.spec.budget.as_ref().and_then(|b| b.max_tokens),
+        max_cost,
         namespace: run.namespace().unwrap_or_else(|| crate::resources::manifest_set::DEFAULT_NAMESPACE.to_string()),
         uid: run.spec.uid.clone().unwrap_or_default(),
     }
@@ -409,6 +420,7 @@ async fn fail_before_start(
         token_usage: TokenUsage::default(),
         reason: None,
         tree_token_usage: None,
+        tree_cost: Vec::new(),
     };
     if let Err(err) = store.append_event(&identity.run_id, &identity.thread_id, EventKind::Metadata, metadata).await {
         tracing::warn!(run_id = %identity.run_id, error = %err, "cannot write the run's metadata");

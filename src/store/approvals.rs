@@ -204,6 +204,7 @@ impl Store {
             token_usage: checkpoint.usage,
             reason: reason.map(String::from),
             tree_token_usage: None,
+            tree_cost: Vec::new(),
         };
         self.finish_run(run_id, &record.thread_id, &messages, &result).await
     }

@@ -151,10 +151,20 @@ pub fn request_claim(uid: &str, request_id: &str) -> String {
 pub const QUEUED_THREADS: &str = "yuxi:queued_threads";
 
 /// A run tree's token usage ([`crate::run::budget`]): a hash of `prompt`, `completion`, `total` and
-/// `max`, by the tree's root run.
+/// `max`, `cost:<CURRENCY>` (pico-units) and `max_cost` (`<CURRENCY> <pico-units>`), by the tree's root
+/// run.
 pub fn tree_usage(root: &str) -> String {
     format!("yuxi:tree:{root}:usage")
 }
+
+/// Every model's totals since the store began, for the `yuxi_model_tokens_total` and
+/// `yuxi_model_cost_total` metrics: a hash whose fields are `<namespace>\t<model>\t<kind>` (kind
+/// `prompt`, `completion`, `cached`, or `cost:<CURRENCY>` in pico-units), counters.
+pub const MODEL_TOTALS: &str = "yuxi:model_totals";
+
+/// The most distinct fields [`MODEL_TOTALS`] keeps (namespaces × models × kinds); past it, new ones
+/// are not counted (the store's memory stays bounded however many model names runs make up).
+pub const MAX_MODEL_TOTALS: usize = 20_000;
 
 /// The tokens all of a namespace used on a day (`YYYY-MM-DD`, UTC): a counter (the in-process store
 /// counts under the same name).

@@ -362,6 +362,7 @@ impl Store {
             token_usage: Default::default(),
             reason: reason.map(String::from),
             tree_token_usage: None,
+            tree_cost: Vec::new(),
         };
         let payload = serde_json::to_value(crate::run::EndPayload {
             status,

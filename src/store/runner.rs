@@ -160,17 +160,17 @@ impl RunnerStoreClient {
         }
     }
 
-    /// Adds one model call's tokens to the run's tree and to the day's counts of its namespace and user
+    /// Adds one model call's tokens and cost to the run's tree and to the day's counts of its namespace and user
     /// ([`Store::record_usage`]); answers the tree's count and budget.
     pub async fn record_usage(
         &self,
         target: &crate::run::budget::UsageTarget,
-        usage: &crate::resources::TokenUsage,
+        call: &crate::run::budget::ModelCall,
         day: &str,
     ) -> Result<crate::run::budget::TreeUsage, StoreError> {
         match self {
-            RunnerStoreClient::Direct(store) => store.record_usage(target, usage, day).await,
-            RunnerStoreClient::Socket(socket) => socket.record_usage(target, usage, day).await,
+            RunnerStoreClient::Direct(store) => store.record_usage(target, call, day).await,
+            RunnerStoreClient::Socket(socket) => socket.record_usage(target, call, day).await,
         }
     }
 

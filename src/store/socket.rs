@@ -21,7 +21,7 @@
 //! {"op": "await_cancel", "run_id", "timeout_ms"}                      => true (asked) | false (not within it)
 //! {"op": "hold_run_lease", "run_id", "holder", "ttl_ms"}              => true | false
 //! {"op": "release_run_lease", "run_id", "holder"}                     => null
-//! {"op": "record_usage", "target", "usage", "day"}                    => the tree's usage {usage, max_tokens}
+//! {"op": "record_usage", "target", "call", "day"}                     => the tree's usage {usage, max_tokens, cost, max_cost}
 //! {"op": "tree_usage", "root_run_id"}                                 => the tree's usage {usage, max_tokens}
 //! {"op": "pause_run", "run_id", "thread_id", "checkpoint", "waiting", "payload", "keep_ms"} => true | false
 //! {"op": "take_resumption", "run_id"}                                 => [checkpoint, decisions] or null
@@ -115,7 +115,7 @@ enum Request {
     },
     RecordUsage {
         target: UsageTarget,
-        usage: crate::resources::TokenUsage,
+        call: crate::run::budget::ModelCall,
         day: String,
     },
     TreeUsage {
@@ -280,10 +280,10 @@ impl SocketStore {
     pub(super) async fn record_usage(
         &self,
         target: &UsageTarget,
-        usage: &crate::resources::TokenUsage,
+        call: &crate::run::budget::ModelCall,
         day: &str,
     ) -> Result<TreeUsage, StoreError> {
-        self.call(Request::RecordUsage { target: target.clone(), usage: usage.clone(), day: day.into() }).await
+        self.call(Request::RecordUsage { target: target.clone(), call: call.clone(), day: day.into() }).await
     }
 
     pub(super) async fn pause_run(
@@ -551,8 +551,8 @@ async fn answer(store: &Store, request: Request) -> Answer {
         Request::ReleaseRunLease { run_id, holder } => {
             store.release_run_lease(&run_id, &holder).await.map(|()| Value::Null)
         }
-        Request::RecordUsage { target, usage, day } => store
-            .record_usage(&target, &usage, &day)
+        Request::RecordUsage { target, call, day } => store
+            .record_usage(&target, &call, &day)
             .await
             .map(|tree| serde_json::to_value(tree).expect("a usage serializes")),
         Request::PauseRun { run_id, thread_id, checkpoint, waiting, payload, keep_ms } => store

@@ -9,8 +9,10 @@
 //! atomic step. In process: the same counts in memory, at most `MAX_TREES` trees and the days of
 //! the last two days (`memory/usage.rs`). The keys are those of [`keys`].
 
+use std::collections::HashMap;
+
 use crate::resources::TokenUsage;
-use crate::run::budget::{TreeUsage, UsageTarget};
+use crate::run::budget::{ModelCall, TreeUsage, UsageTarget};
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
 
@@ -21,16 +23,18 @@ const DAY_TTL_SECONDS: i64 = 2 * 24 * 3600;
 
 /// Token usage.
 impl Store {
-    /// Adds one model call's `usage` to `target`'s tree and to the counts of `day` (`YYYY-MM-DD`, UTC)
-    /// of its namespace and user, in one step; answers the tree's count and budget afterwards.
+    /// Adds one model `call` (its tokens, its cost, its model) to `target`'s tree, to the counts of
+    /// `day` (`YYYY-MM-DD`, UTC) of its namespace and user, and to the model's totals, in one step;
+    /// answers the tree's count and budget afterwards.
     pub async fn record_usage(
         &self,
         target: &UsageTarget,
-        usage: &TokenUsage,
+        call: &ModelCall,
         day: &str,
     ) -> Result<TreeUsage, StoreError> {
+        let usage = &call.usage;
         match self {
-            Store::Memory(memory) => Ok(memory.usage().record(target, usage, day)),
+            Store::Memory(memory) => Ok(memory.usage().record(target, call, day)),
             Store::Redis(redis) => {
                 let tree = keys::tree_usage(&target.root_run_id);
                 let mut pipe = ::redis::pipe();
@@ -44,6 +48,12 @@ impl Store {
                 if let Some(max) = target.max_tokens {
                     pipe.hset(&tree, "max", max).ignore();
                 }
+                if let Some((currency, max)) = &target.max_cost {
+                    pipe.hset(&tree, "max_cost", format!("{currency} {max}")).ignore();
+                }
+                if let Some((currency, picos)) = &call.cost {
+                    pipe.hincr(&tree, format!("cost:{currency}"), *picos).ignore();
+                }
                 pipe.expire(&tree, TREE_TTL_SECONDS).ignore();
                 for key in [
                     keys::namespace_day_usage(day, &target.namespace),
@@ -51,9 +61,20 @@ impl Store {
                 ] {
                     pipe.incr(&key, usage.total_tokens).ignore().expire(&key, DAY_TTL_SECONDS).ignore();
                 }
-                pipe.cmd("HMGET").arg(&tree).arg(&["prompt", "completion", "total", "max"]);
-                let (counts,): (Vec<Option<i64>>,) = pipe.query_async(&mut redis.connection()).await?;
-                Ok(tree_usage_of(&counts))
+                pipe.cmd("HGETALL").arg(&tree);
+                let (fields,): (HashMap<String, String>,) = pipe.query_async(&mut redis.connection()).await?;
+                // The per-model totals, outside the atomic step: a metric, not a budget.
+                let mut totals = ::redis::pipe();
+                let fields_now: i64 = redis.read(::redis::cmd("HLEN").arg(keys::MODEL_TOTALS)).await?;
+                if (fields_now as usize) < keys::MAX_MODEL_TOTALS {
+                    for (kind, amount) in model_kinds(call) {
+                        totals
+                            .hincr(keys::MODEL_TOTALS, total_field(&target.namespace, &call.model, &kind), amount)
+                            .ignore();
+                    }
+                    let () = totals.query_async(&mut redis.connection()).await?;
+                }
+                Ok(tree_usage_of(&fields))
             }
         }
     }
@@ -63,17 +84,32 @@ impl Store {
         match self {
             Store::Memory(memory) => Ok(memory.usage().tree(root)),
             Store::Redis(redis) => {
-                let counts: Vec<Option<i64>> = redis
-                    .read(::redis::cmd("HMGET").arg(keys::tree_usage(root)).arg(&[
-                        "prompt",
-                        "completion",
-                        "total",
-                        "max",
-                    ]))
-                    .await?;
-                Ok(tree_usage_of(&counts))
+                let fields: HashMap<String, String> =
+                    redis.read(::redis::cmd("HGETALL").arg(keys::tree_usage(root))).await?;
+                Ok(tree_usage_of(&fields))
             }
         }
+    }
+
+    /// Every model's totals: `(namespace, model, kind, amount)`, kind `prompt`, `completion`, `cached`
+    /// (tokens) or `cost:<CURRENCY>` (pico-units), sorted.
+    pub async fn model_totals(&self) -> Result<Vec<(String, String, String, i64)>, StoreError> {
+        let fields: Vec<(String, i64)> = match self {
+            Store::Memory(memory) => memory.usage().model_totals(),
+            Store::Redis(redis) => {
+                let map: HashMap<String, i64> = redis.read(::redis::cmd("HGETALL").arg(keys::MODEL_TOTALS)).await?;
+                map.into_iter().collect()
+            }
+        };
+        let mut totals: Vec<(String, String, String, i64)> = fields
+            .into_iter()
+            .filter_map(|(field, amount)| {
+                let mut parts = field.splitn(3, '\t');
+                Some((parts.next()?.to_string(), parts.next()?.to_string(), parts.next()?.to_string(), amount))
+            })
+            .collect();
+        totals.sort();
+        Ok(totals)
     }
 
     /// The tokens `uid` and all of `namespace` have used on `day`: `(user, namespace)`.
@@ -89,17 +125,43 @@ impl Store {
     }
 }
 
-/// A tree's usage from its hash fields `prompt`, `completion`, `total`, `max`.
-fn tree_usage_of(counts: &[Option<i64>]) -> TreeUsage {
-    let at = |i: usize| counts.get(i).copied().flatten();
+/// The field of a model's total of `kind` in [`keys::MODEL_TOTALS`].
+pub(in crate::store) fn total_field(namespace: &str, model: &str, kind: &str) -> String {
+    format!("{namespace}\t{model}\t{kind}")
+}
+
+/// What one call adds to its model's totals, by kind.
+pub(in crate::store) fn model_kinds(call: &ModelCall) -> Vec<(String, i64)> {
+    let mut kinds = vec![
+        ("prompt".to_string(), call.usage.prompt_tokens),
+        ("completion".to_string(), call.usage.completion_tokens),
+        ("cached".to_string(), call.usage.cached_prompt_tokens),
+    ];
+    if let Some((currency, picos)) = &call.cost {
+        kinds.push((format!("cost:{currency}"), *picos));
+    }
+    kinds
+}
+
+/// A tree's usage from its hash's fields.
+fn tree_usage_of(fields: &HashMap<String, String>) -> TreeUsage {
+    let number = |name: &str| fields.get(name).and_then(|v| v.parse::<i64>().ok());
     TreeUsage {
         usage: TokenUsage {
-            prompt_tokens: at(0).unwrap_or(0),
-            completion_tokens: at(1).unwrap_or(0),
-            total_tokens: at(2).unwrap_or(0),
+            prompt_tokens: number("prompt").unwrap_or(0),
+            completion_tokens: number("completion").unwrap_or(0),
+            total_tokens: number("total").unwrap_or(0),
             cached_prompt_tokens: 0,
         },
-        max_tokens: at(3),
+        max_tokens: number("max"),
+        cost: fields
+            .iter()
+            .filter_map(|(name, value)| Some((name.strip_prefix("cost:")?.to_string(), value.parse().ok()?)))
+            .collect(),
+        max_cost: fields.get("max_cost").and_then(|v| {
+            let (currency, picos) = v.split_once(' ')?;
+            Some((currency.to_string(), picos.parse().ok()?))
+        }),
     }
 }
 
@@ -108,11 +170,26 @@ mod tests {
     use super::*;
 
     fn target(root: &str, uid: &str, max: Option<i64>) -> UsageTarget {
-        UsageTarget { root_run_id: root.into(), max_tokens: max, namespace: "team-a".into(), uid: uid.into() }
+        UsageTarget {
+            root_run_id: root.into(),
+            max_tokens: max,
+            max_cost: None,
+            namespace: "team-a".into(),
+            uid: uid.into(),
+        }
     }
 
-    fn tokens(total: i64) -> TokenUsage {
-        TokenUsage { prompt_tokens: total - 1, completion_tokens: 1, total_tokens: total, cached_prompt_tokens: 0 }
+    fn tokens(total: i64) -> ModelCall {
+        ModelCall {
+            usage: TokenUsage {
+                prompt_tokens: total - 1,
+                completion_tokens: 1,
+                total_tokens: total,
+                cached_prompt_tokens: 0,
+            },
+            cost: None,
+            model: "scripted/echo".into(),
+        }
     }
 
     #[tokio::test]
@@ -126,5 +203,35 @@ mod tests {
         assert_eq!(store.tree_usage("other").await.expect("read").usage.total_tokens, 5);
         assert_eq!(store.usage_today(day, "team-a", "alice").await.expect("read"), (110, 115));
         assert_eq!(store.usage_today("2026-12-04", "team-a", "alice").await.expect("read"), (0, 0));
+    }
+
+    #[tokio::test]
+    async fn a_trees_cost_adds_up_by_currency_against_its_cost_budget_and_models_keep_totals() {
+        let store = Store::memory();
+        let day = "2026-12-05";
+        let mut root = target("root", "alice", None);
+        root.max_cost = Some(("USD".into(), 3_000_000_000));
+        let priced = |picos: i64, currency: &str| ModelCall {
+            cost: Some((currency.to_string(), picos)),
+            model: "team-a-model".into(),
+            ..tokens(10)
+        };
+        store.record_usage(&root, &priced(2_000_000_000, "USD"), day).await.expect("counted");
+        let child =
+            store.record_usage(&target("root", "alice", None), &priced(500, "CNY"), day).await.expect("counted");
+        assert!(!child.exhausted(), "{child:?}");
+        let after = store
+            .record_usage(&target("root", "alice", None), &priced(1_000_000_000, "USD"), day)
+            .await
+            .expect("counted");
+        assert_eq!(after.cost.get("USD"), Some(&3_000_000_000));
+        assert_eq!(after.cost.get("CNY"), Some(&500));
+        assert!(after.exhausted(), "the root's cost budget holds for its children's calls");
+        let totals = store.model_totals().await.expect("totals");
+        assert!(
+            totals.contains(&("team-a".into(), "team-a-model".into(), "cost:USD".into(), 3_000_000_000)),
+            "{totals:?}"
+        );
+        assert!(totals.contains(&("team-a".into(), "team-a-model".into(), "prompt".into(), 27)), "{totals:?}");
     }
 }

@@ -51,6 +51,8 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         identity: RunIdentity { run_id: "run-1".into(), thread_id: "thread-1".into(), agent_slug: "helper".into() },
         store: store.clone().into(),
         model,
+        model_id: "scripted/echo".into(),
+        pricing: None,
         tools,
         system_prompt: "You help.".into(),
         input: "Summarise the uploads.".into(),
@@ -66,6 +68,7 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         usage: yuxi_operator::run::budget::UsageTarget {
             root_run_id: "run-1".into(),
             max_tokens: None,
+            max_cost: None,
             namespace: "default".into(),
             uid: "alice".into(),
         },

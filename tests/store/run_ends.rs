@@ -64,6 +64,7 @@ pub(crate) fn result_of(record: &RunRecord, status: RunStatus, error: Option<&st
         token_usage: Default::default(),
         reason: None,
         tree_token_usage: None,
+        tree_cost: Vec::new(),
     }
 }
 

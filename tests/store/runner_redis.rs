@@ -469,6 +469,7 @@ async fn records_owners_and_histories_expire_and_a_history_is_bounded() {
         token_usage: Default::default(),
         reason: None,
         tree_token_usage: None,
+        tree_cost: Vec::new(),
     };
     store.finish_run(&run, &thread, &messages, &result).await.expect("finished");
     let history = store.thread_messages(&thread).await.expect("history");

@@ -41,6 +41,7 @@ fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
         token_usage: None,
         reason: None,
         tree_token_usage: None,
+        tree_cost: Vec::new(),
     }
 }
 

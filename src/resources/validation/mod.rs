@@ -400,18 +400,35 @@ pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
     report
 }
 
-/// The value the mutating webhook gives `spec.isSubagent` when it is omitted: derived from the backend
-/// (true exactly for `SubAgentBackend`). `None` when the field is already set or the backend is unknown
-/// (validation then rejects the object, so nothing is stamped on it).
-/// A budget's `maxTokens` is 1 to [`MAX_BUDGET_TOKENS`].
+/// A budget's `maxTokens` is 1 to [`MAX_BUDGET_TOKENS`](crate::resources::MAX_BUDGET_TOKENS); its
+/// `maxCost` a currency code and a decimal amount of at most 6 integer and 12 fractional digits, more
+/// than 0 (the CRD's pattern; `field` is the `maxTokens` path, whose parent is the budget's).
 pub(super) fn check_budget(report: &mut Report, field: &str, budget: Option<&crate::resources::RunBudget>) {
     if let Some(max) = budget.and_then(|b| b.max_tokens)
         && !(1..=crate::resources::MAX_BUDGET_TOKENS).contains(&max)
     {
         report.error(field, format!("must be within 1..{} (is {max})", crate::resources::MAX_BUDGET_TOKENS));
     }
+    if let Some(cost) = budget.and_then(|b| b.max_cost.as_ref()) {
+        let parent = field.trim_end_matches(".maxTokens");
+        if !(cost.currency.len() == 3 && cost.currency.bytes().all(|b| b.is_ascii_uppercase())) {
+            report.error(format!("{parent}.maxCost.currency"), "must be an ISO 4217 code of three capital letters");
+        }
+        if !crate::resources::model::parse_amount_picos(&cost.amount).is_some_and(|picos| picos > 0) {
+            report.error(
+                format!("{parent}.maxCost.amount"),
+                format!(
+                    "{:?} is not a decimal more than 0 with at most 6 integer and 12 fractional digits",
+                    cost.amount
+                ),
+            );
+        }
+    }
 }
 
+/// The value the mutating webhook gives `spec.isSubagent` when it is omitted: derived from the backend
+/// (true exactly for `SubAgentBackend`). `None` when the field is already set or the backend is unknown
+/// (validation then rejects the object, so nothing is stamped on it).
 pub fn derived_is_subagent(agent: &Agent) -> Option<bool> {
     let spec = &agent.spec;
     (spec.is_subagent.is_none() && BACKENDS.contains(&spec.backend.as_str())).then(|| spec.has_subagent_backend())

@@ -99,6 +99,7 @@ impl Graph {
                 token_usage: conversation.usage.clone(),
                 reason: Some(APPROVAL_REQUIRED.into()),
                 tree_token_usage: None,
+                tree_cost: Vec::new(),
             }),
             Ok(false) => Err(Stop::Cancelled),
             Err(err) => Err(Stop::Failed(format!("the run could not pause for approval: {err}"))),

@@ -36,6 +36,11 @@ pub struct Graph {
     pub store: RunnerStoreClient,
     /// The model.
     pub model: Model,
+    /// The model's id as the run named it (a Model's name or `<provider>/<model>`), for the per-model
+    /// totals.
+    pub model_id: String,
+    /// The Model's prices, when it states them: each call's usage is priced with them.
+    pub pricing: Option<crate::resources::model::ModelPricing>,
     /// The granted tools.
     pub tools: ToolBox,
     /// The system prompt.
@@ -195,6 +200,7 @@ impl Graph {
             token_usage: usage.clone(),
             reason: reason.map(String::from),
             tree_token_usage: None,
+            tree_cost: Vec::new(),
         };
         let mut report = match outcome {
             Ok(Some(output)) => RunReport { output, ..ended(RunStatus::Completed, None, None) },
@@ -207,7 +213,10 @@ impl Graph {
         if self.usage.root_run_id == self.identity.run_id {
             let root = &self.usage.root_run_id;
             match self.riding_through(|| self.store.tree_usage(root)).await {
-                Ok(tree) => report.tree_token_usage = Some(tree.usage),
+                Ok(tree) => {
+                    report.tree_cost = tree.cost_amounts();
+                    report.tree_token_usage = Some(tree.usage);
+                }
                 Err(err) => tracing::warn!(run_id = %root, error = %err, "cannot read the run tree's usage"),
             }
         }
@@ -279,7 +288,12 @@ impl Graph {
                 conversation.usage.completion_tokens += usage.completion_tokens;
                 conversation.usage.total_tokens += usage.total_tokens;
                 let day = crate::run::budget::day_of(jiff::Timestamp::now());
-                let tree = self.riding_through(|| self.store.record_usage(&self.usage, usage, &day)).await?;
+                let call = crate::run::budget::ModelCall {
+                    usage: usage.clone(),
+                    cost: crate::resources::model::cost_picos(usage, self.pricing.as_ref()),
+                    model: self.model_id.clone(),
+                };
+                let tree = self.riding_through(|| self.store.record_usage(&self.usage, &call, &day)).await?;
                 exhausted = tree.exhausted().then_some(tree);
             }
             let content = (!turn.content.is_empty()).then(|| turn.content.clone());
@@ -307,7 +321,9 @@ impl Graph {
     /// The tree's usage when the run has a budget and its tree has used it; `None` otherwise, and when
     /// the store cannot say (the next check asks again).
     async fn budget_used(&self) -> Option<TreeUsage> {
-        self.usage.max_tokens?;
+        if self.usage.max_tokens.is_none() && self.usage.max_cost.is_none() && self.pricing.is_none() {
+            return None;
+        }
         match self.riding_through(|| self.store.tree_usage(&self.usage.root_run_id)).await {
             Ok(tree) => tree.exhausted().then_some(tree),
             Err(err) => {

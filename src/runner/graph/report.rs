@@ -35,6 +35,8 @@ pub struct RunReport {
     pub reason: Option<String>,
     /// On a tree's root: the tokens the whole tree used.
     pub tree_token_usage: Option<TokenUsage>,
+    /// On a tree's root: what the whole tree cost, by currency.
+    pub tree_cost: Vec<crate::resources::CostAmount>,
 }
 
 impl RunReport {
@@ -50,6 +52,7 @@ impl RunReport {
             token_usage: self.token_usage.clone(),
             reason: self.reason.clone(),
             tree_token_usage: self.tree_token_usage.clone(),
+            tree_cost: self.tree_cost.clone(),
         }
     }
 }

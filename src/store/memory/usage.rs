@@ -5,8 +5,7 @@
 use std::collections::{HashMap, VecDeque};
 use std::sync::{Arc, Mutex};
 
-use crate::resources::TokenUsage;
-use crate::run::budget::{TreeUsage, UsageTarget};
+use crate::run::budget::{ModelCall, TreeUsage, UsageTarget};
 use crate::store::keys;
 
 /// The most trees the in-process store counts; the oldest is forgotten first.
@@ -25,6 +24,9 @@ struct Counts {
     days: HashMap<String, i64>,
     /// The days counted, latest last.
     counted_days: VecDeque<String>,
+    /// Every model's totals, by [`crate::store::usage::total_field`] (at most
+    /// [`keys::MAX_MODEL_TOTALS`] of them).
+    models: HashMap<String, i64>,
 }
 
 impl MemoryUsage {
@@ -32,8 +34,15 @@ impl MemoryUsage {
         self.0.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
     }
 
-    pub(in crate::store) fn record(&self, target: &UsageTarget, usage: &TokenUsage, day: &str) -> TreeUsage {
+    pub(in crate::store) fn record(&self, target: &UsageTarget, call: &ModelCall, day: &str) -> TreeUsage {
+        let usage = &call.usage;
         let mut counts = self.counts();
+        for (kind, amount) in crate::store::usage::model_kinds(call) {
+            let field = crate::store::usage::total_field(&target.namespace, &call.model, &kind);
+            if counts.models.len() < keys::MAX_MODEL_TOTALS || counts.models.contains_key(&field) {
+                *counts.models.entry(field).or_default() += amount;
+            }
+        }
         if !counts.counted_days.iter().any(|d| d == day) {
             counts.counted_days.push_back(day.to_string());
             while counts.counted_days.len() > 2 {
@@ -58,7 +67,17 @@ impl MemoryUsage {
         if target.max_tokens.is_some() {
             tree.max_tokens = target.max_tokens;
         }
+        if target.max_cost.is_some() {
+            tree.max_cost = target.max_cost.clone();
+        }
+        if let Some((currency, picos)) = &call.cost {
+            *tree.cost.entry(currency.clone()).or_default() += picos;
+        }
         tree.clone()
+    }
+
+    pub(in crate::store) fn model_totals(&self) -> Vec<(String, i64)> {
+        self.counts().models.iter().map(|(field, amount)| (field.clone(), *amount)).collect()
     }
 
     pub(in crate::store) fn tree(&self, root: &str) -> TreeUsage {

@@ -119,16 +119,20 @@ pub async fn call(
     }
     let _under_way = state.chat_calls.enter(&who.uid, MAX_CHAT_CALLS_PER_USER, "max_chat_calls_per_user")?;
     check_quotas(&state, &who.uid).await?;
+    let model_name = spec.clone().unwrap_or_else(|| model.default_model().to_string());
     let (response, usage) = model.answer(spec, body.query).await.map_err(ApiError::BadGateway)?;
     if let (Some(usage), Ok(store)) = (usage, state.store()) {
         let target = UsageTarget {
             root_run_id: format!("chat-call-{}", who.uid),
             max_tokens: None,
+            max_cost: None,
             namespace: state.limits.namespace.clone(),
             uid: who.uid.clone(),
         };
         let day = crate::run::budget::day_of(jiff::Timestamp::now());
-        if let Err(err) = store.record_usage(&target, &usage, &day).await {
+        // The answer's cost is not priced here (the quick model gives tokens only); its tokens count.
+        let call = crate::run::budget::ModelCall { usage, cost: None, model: model_name };
+        if let Err(err) = store.record_usage(&target, &call, &day).await {
             tracing::warn!(uid = %who.uid, error = %err, "cannot count a chat call's tokens");
         }
     }

@@ -2,6 +2,7 @@
 //! installation runs, by provider, in Yuxi's shape. The spec a person picks is what a run's
 //! `model_spec` and `/api/chat/call`'s `meta.model_spec` take.
 
+pub mod metrics;
 pub mod picker;
 
 use utoipa_axum::router::OpenApiRouter;

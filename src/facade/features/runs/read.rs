@@ -213,6 +213,19 @@ pub struct ResultAnswer {
     /// The token budget of its tree, when it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_tokens: Option<i64>,
+    /// On the root of a run tree: what the whole tree's model calls cost, priced by their Models, one
+    /// `{currency, amount}` per currency; absent when nothing was priced.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub tree_cost: Vec<CostCount>,
+}
+
+/// An amount of money, as results show it.
+#[derive(Serialize, utoipa::ToSchema)]
+pub struct CostCount {
+    /// The ISO 4217 currency code (`USD`, `CNY`).
+    pub currency: String,
+    /// The amount, a decimal string of 6 to 12 places (`"0.001580"`): exact, never a float.
+    pub amount: String,
 }
 
 /// `GET /api/agent/runs/{run_id}/result`: the result once the run has ended (409 before).
@@ -261,6 +274,7 @@ pub async fn result(
         reason: result.reason,
         tree_token_usage: result.tree_token_usage.as_ref().map(TokenCounts::from),
         max_tokens: record.max_tokens,
+        tree_cost: result.tree_cost.into_iter().map(|c| CostCount { currency: c.currency, amount: c.amount }).collect(),
     }))
 }
 

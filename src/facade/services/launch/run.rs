@@ -61,7 +61,7 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
             parent: record.parent.clone(),
             uid: Some(record.uid.clone()),
             model: record.request.model_spec.clone(),
-            budget: record.max_tokens.map(|max| crate::resources::RunBudget { max_tokens: Some(max) }),
+            budget: record.max_tokens.map(|max| crate::resources::RunBudget { max_tokens: Some(max), max_cost: None }),
             ..AgentRunSpec::default()
         },
     );
