@@ -24,10 +24,6 @@ use crate::store::{RunnerStoreClient, StoreError};
 /// flood the event stream.
 pub const MAX_TOOL_CALLS_PER_TURN: usize = 64;
 
-/// The first retry waits this long; each further one twice as long, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(8);
-
 /// Everything the loop works with.
 pub struct Graph {
     /// The run.
@@ -69,6 +65,7 @@ pub struct Graph {
 mod approval;
 mod batch;
 mod report;
+mod retry;
 
 use batch::{BATCH_CHARS, Batch};
 pub use report::{RunIdentity, RunReport, record_end};
@@ -356,7 +353,7 @@ impl Graph {
                 Ok(turn) => return Ok(turn),
                 Err(err) if err.is_transient() && attempt < self.model_retries => {
                     attempt += 1;
-                    let backoff = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(8)).min(MAX_BACKOFF);
+                    let backoff = retry::backoff(attempt, &err);
                     self.emit(
                         EventKind::Custom,
                         json!({"type": "model_retry", "attempt": attempt, "of": self.model_retries, "error": err.to_string(), "backoff_ms": backoff.as_millis() as u64}),
