@@ -268,3 +268,64 @@ async fn bedrock_exchanges_the_pods_web_identity_with_sts_once_and_signs_with_it
         assert_signed(&request, "ASIASTSEXAMPLE", "sts-secret-access-key", "FwoGZXIvYXdzEXAMPLE&TOKEN");
     }
 }
+
+#[tokio::test]
+async fn bedrock_takes_eks_pod_identity_keys_and_an_sts_refusal_shows_no_token() {
+    let expires =
+        (jiff::Timestamp::now() + jiff::SignedDuration::from_hours(1)).strftime("%Y-%m-%dT%H:%M:%SZ").to_string();
+    let agent = Endpoint::start(vec![Answer::ok(
+        "application/json",
+        json!({"AccessKeyId": "ASIAPODIDENTITY", "SecretAccessKey": "pod-identity-secret", "Token": "pod-identity-session",
+               "AccountId": "123456789012", "Expiration": expires})
+        .to_string(),
+    )])
+    .await;
+    let refusal = "<ErrorResponse xmlns=\"https://sts.amazonaws.com/doc/2011-06-15/\"><Error><Type>Sender</Type>\
+        <Code>InvalidIdentityToken</Code><Message>Incorrect token audience in eyJhbGciOiJSUzI1NiJ9.refused.token</Message></Error>\
+        <RequestId>c6104cbe-af31-11e0-8154-cbc7ccf896c7</RequestId></ErrorResponse>";
+    let sts = Endpoint::start(vec![Answer {
+        status: 400,
+        headers: vec![("content-type".into(), "text/xml".into())],
+        body: refusal.into(),
+    }])
+    .await;
+    let endpoint = Endpoint::start(vec![streamed_turn()]).await;
+    let dir = tempfile::TempDir::new().expect("dir");
+    let (agent_token, web_token) = (dir.path().join("eks-pod-identity-token"), dir.path().join("token"));
+    std::fs::write(&agent_token, "pod-identity-agent-token").expect("token");
+    std::fs::write(&web_token, "eyJhbGciOiJSUzI1NiJ9.refused.token").expect("token");
+    let pod = connection(ModelProvider::Bedrock, &endpoint.base_url, MODEL_ID, Credentials::AwsFromEnvironment);
+    let (messages, tools) = conversation();
+
+    let pod_identity: HashMap<&str, String> = [
+        ("AWS_CONTAINER_CREDENTIALS_FULL_URI", format!("{}/v1/credentials", agent.base_url)),
+        ("AWS_CONTAINER_AUTHORIZATION_TOKEN_FILE", agent_token.display().to_string()),
+    ]
+    .into();
+    let environment = AwsEnvironment::read(|name| pod_identity.get(name).cloned());
+    let model = Model::Bedrock(BedrockModel::connect_with(&pod, environment).expect("model"));
+    turn(&model, &messages, &tools).await.0.expect("a turn");
+    let asked = &agent.received()[0];
+    assert_eq!((asked.method.as_str(), asked.path_and_query.as_str()), ("GET", "/v1/credentials"));
+    assert_eq!(asked.header("authorization"), "pod-identity-agent-token");
+    assert_signed(&endpoint.received()[0], "ASIAPODIDENTITY", "pod-identity-secret", "pod-identity-session");
+
+    let web_identity: HashMap<&str, String> = [
+        ("AWS_ROLE_ARN", "arn:aws:iam::123456789012:role/bedrock".to_string()),
+        ("AWS_WEB_IDENTITY_TOKEN_FILE", web_token.display().to_string()),
+        ("AWS_ENDPOINT_URL_STS", sts.base_url.clone()),
+    ]
+    .into();
+    let environment = AwsEnvironment::read(|name| web_identity.get(name).cloned());
+    let model = Model::Bedrock(BedrockModel::connect_with(&pod, environment).expect("model"));
+    let refused = turn(&model, &messages, &tools).await.0.expect_err("refused");
+    let shown = refused.to_string();
+    assert!(!refused.is_transient(), "{shown}");
+    assert!(
+        shown.contains("cannot assume the role arn:aws:iam::123456789012:role/bedrock")
+            && shown.contains("InvalidIdentityToken"),
+        "{shown}"
+    );
+    assert!(!shown.contains("refused.token"), "the web identity token is never shown: {shown}");
+    assert_eq!(endpoint.received().len(), 1, "nothing is sent to Bedrock without keys");
+}

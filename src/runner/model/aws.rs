@@ -306,6 +306,36 @@ mod tests {
         assert_eq!(expires, SystemTime::UNIX_EPOCH + Duration::from_secs(1_796_464_800));
     }
 
+    #[tokio::test]
+    async fn the_environments_keys_come_first_and_without_a_source_the_error_names_them_all() {
+        crate::tls::install_crypto_provider();
+        let vars = |name: &str| match name {
+            "AWS_ACCESS_KEY_ID" => Some("AKIAENVIRONMENT".to_string()),
+            "AWS_SECRET_ACCESS_KEY" => Some("environment-secret".to_string()),
+            "AWS_ROLE_ARN" => Some("arn:aws:iam::123456789012:role/bedrock".to_string()),
+            _ => None,
+        };
+        let environment = AwsCredentials::new(
+            &Credentials::AwsFromEnvironment,
+            AwsEnvironment::read(vars),
+            "us-east-1",
+            reqwest::Client::new(),
+        );
+        let keys = environment.keys().await.expect("keys");
+        assert_eq!((keys.access_key_id.as_str(), keys.session_token), ("AKIAENVIRONMENT", None));
+        let nothing = AwsCredentials::new(
+            &Credentials::AwsFromEnvironment,
+            AwsEnvironment::default(),
+            "us-east-1",
+            reqwest::Client::new(),
+        );
+        let error = nothing.keys().await.err().expect("no source");
+        assert!(!error.is_transient(), "{error}");
+        for name in ["AWS_ACCESS_KEY_ID", "AWS_ROLE_ARN", "AWS_CONTAINER_CREDENTIALS_FULL_URI"] {
+            assert!(error.to_string().contains(name), "{error}");
+        }
+    }
+
     #[test]
     fn the_signature_names_its_scope_and_signed_headers() {
         let keys = AwsKeys {
