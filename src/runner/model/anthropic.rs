@@ -55,9 +55,8 @@ impl AnthropicModel {
             Credentials::ApiKey(key) => key.clone(),
             _ => String::new(),
         };
-        let auth = [("x-api-key", key), ("anthropic-version", ANTHROPIC_VERSION.to_string())];
         Ok(Self {
-            http: Http::for_connection(connection, &auth)?,
+            http: Http::for_connection(connection, &[("x-api-key", key)])?,
             url: format!("{}/v1/messages", connection.endpoint.base_url.trim_end_matches('/')),
             model: connection.endpoint.model.clone(),
             parameters: connection.parameters.clone(),
@@ -112,6 +111,7 @@ impl AnthropicModel {
         let body = serde_json::to_vec(&self.request(messages, tools)).map_err(|e| ModelError::fatal(e.to_string()))?;
         let mut headers = reqwest::header::HeaderMap::new();
         headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
+        headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(ANTHROPIC_VERSION));
         let response = self.http.post(&self.url, body, headers).await?;
         let mut state = Stream::default();
         read_events(&self.http, response, |event| state.read(&event.data, deltas))

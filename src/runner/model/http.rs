@@ -7,10 +7,11 @@
 
 use std::time::Duration;
 
+use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
+
 use super::connection::{Connection, Credentials};
 use super::errors::answer_error;
 use super::turn::ModelError;
-use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
 /// How long to wait for a connection to the endpoint.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);

@@ -58,7 +58,7 @@ impl OpenAiModel {
     /// Errors: [`SetupError::HttpClient`], [`SetupError::Header`] (a key that is not visible ASCII).
     pub fn new(endpoint: OpenAiEndpoint, model: &str) -> Result<Self, SetupError> {
         let auth = bearer(&endpoint.api_key);
-        let http = Http::new(model, None, &auth, &[], Vec::new())?;
+        let http = Http::new(model, None, &auth, &[], vec![endpoint.api_key.clone()])?;
         Ok(Self {
             http,
             url: format!("{}/chat/completions", endpoint.base_url.trim_end_matches('/')),
