@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use reqwest::header::{HeaderMap, HeaderName, HeaderValue};
 
-use super::connection::Connection;
+use super::connection::{Connection, Credentials};
 
 /// How long to wait for a connection to the endpoint.
 pub const CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
@@ -58,22 +58,66 @@ pub fn headers(connection: &Connection) -> Result<HeaderMap, ClientError> {
     Ok(map)
 }
 
-/// A client for `connection`'s endpoint, with `read_timeout` as the longest silence.
+/// A client builder for the Model `name`: [`CONNECT_TIMEOUT`], `read_timeout` as the longest silence,
+/// and the PEM `ca_bundle` in place of the system's roots when set.
 ///
-/// Errors: [`ClientError`], naming the header or the CA bundle at fault.
-pub fn client(connection: &Connection, read_timeout: Duration) -> Result<reqwest::Client, ClientError> {
+/// Errors: [`ClientError::CaBundle`] for a bundle with no readable certificate.
+pub fn builder(
+    name: &str,
+    ca_bundle: Option<&str>,
+    read_timeout: Duration,
+) -> Result<reqwest::ClientBuilder, ClientError> {
     crate::tls::install_crypto_provider();
-    let mut builder = reqwest::Client::builder()
-        .connect_timeout(CONNECT_TIMEOUT)
-        .read_timeout(read_timeout)
-        .default_headers(headers(connection)?);
-    if let Some(pem) = &connection.ca_bundle {
-        let bad = |message: String| ClientError::CaBundle { model: connection.name.clone(), message };
+    let mut builder = reqwest::Client::builder().connect_timeout(CONNECT_TIMEOUT).read_timeout(read_timeout);
+    if let Some(pem) = ca_bundle {
+        let bad = |message: String| ClientError::CaBundle { model: name.to_string(), message };
         let certificates = reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| bad(e.to_string()))?;
         if certificates.is_empty() {
             return Err(bad("no certificate in it".into()));
         }
         builder = builder.tls_certs_only(certificates);
     }
-    builder.build().map_err(|source| ClientError::Build { model: connection.name.clone(), source })
+    Ok(builder)
+}
+
+/// A client for `connection`'s endpoint, with its extra headers on every request and `read_timeout` as
+/// the longest silence.
+///
+/// Errors: [`ClientError`], naming the header or the CA bundle at fault.
+pub fn client(connection: &Connection, read_timeout: Duration) -> Result<reqwest::Client, ClientError> {
+    builder(&connection.name, connection.ca_bundle.as_deref(), read_timeout)?
+        .default_headers(headers(connection)?)
+        .build()
+        .map_err(|source| ClientError::Build { model: connection.name.clone(), source })
+}
+
+/// Secrets shorter than this are not searched for in messages (they would blank common words).
+pub const MIN_SECRET_CHARS: usize = 4;
+
+/// Every credential `connection` sends (its key, its AWS keys, its extra headers' values), longest
+/// first, those under [`MIN_SECRET_CHARS`] left out: what [`redact`] removes from messages.
+pub fn secrets(connection: &Connection) -> Vec<String> {
+    let mut secrets: Vec<String> = connection.headers.iter().map(|(_, value)| value.clone()).collect();
+    match &connection.credentials {
+        Credentials::ApiKey(key) => secrets.push(key.clone()),
+        Credentials::Aws { access_key_id, secret_access_key, session_token } => {
+            secrets.extend([access_key_id.clone(), secret_access_key.clone()]);
+            secrets.extend(session_token.clone());
+        }
+        Credentials::None | Credentials::AwsFromEnvironment => {}
+    }
+    sorted_secrets(secrets)
+}
+
+/// `secrets` as [`redact`] wants them: those under [`MIN_SECRET_CHARS`] left out, longest first (so a
+/// secret containing another is removed whole).
+pub fn sorted_secrets(mut secrets: Vec<String>) -> Vec<String> {
+    secrets.retain(|secret| secret.chars().count() >= MIN_SECRET_CHARS);
+    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
+    secrets
+}
+
+/// `text` with each of `secrets` replaced by `<redacted>`: an endpoint may echo what it was sent.
+pub fn redact(text: &str, secrets: &[String]) -> String {
+    secrets.iter().fold(text.to_string(), |text, secret| text.replace(secret.as_str(), "<redacted>"))
 }

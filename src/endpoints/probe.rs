@@ -136,23 +136,7 @@ fn error_chain(err: &dyn std::error::Error) -> String {
 /// `text` with every credential of `connection` (its key, AWS secrets, header values) replaced by
 /// `<redacted>`: an endpoint may echo what it was sent, and URLs in errors may carry it.
 pub fn redact(text: &str, connection: &Connection) -> String {
-    let mut secrets: Vec<&str> = connection.headers.iter().map(|(_, value)| value.as_str()).collect();
-    match &connection.credentials {
-        Credentials::ApiKey(key) => secrets.push(key),
-        Credentials::Aws { access_key_id, secret_access_key, session_token } => {
-            secrets.extend([access_key_id.as_str(), secret_access_key.as_str()]);
-            secrets.extend(session_token.as_deref());
-        }
-        Credentials::None | Credentials::AwsFromEnvironment => {}
-    }
-    // Longest first, so a secret containing another is replaced whole.
-    secrets.retain(|s| s.len() >= 4);
-    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
-    let mut text = text.to_string();
-    for secret in secrets {
-        text = text.replace(secret, "<redacted>");
-    }
-    text
+    super::http::redact(text, &super::http::secrets(connection))
 }
 
 #[cfg(test)]

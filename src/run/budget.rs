@@ -47,7 +47,7 @@ impl TreeUsage {
     /// What a run stopped by its budget says: `the run tree used N tokens of its budget of M`, or
     /// `the run tree cost X CUR of its budget of Y CUR`.
     pub fn message(&self) -> String {
-        if !self.max_tokens.is_some_and(|max| self.usage.total_tokens >= max)
+        if self.max_tokens.is_none_or(|max| self.usage.total_tokens < max)
             && let Some((currency, max)) = self.max_cost.as_ref().filter(|_| self.cost_exhausted())
         {
             let spent = self.cost.get(currency).copied().unwrap_or_default();

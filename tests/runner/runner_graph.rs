@@ -216,6 +216,22 @@ async fn transient_model_errors_are_retried() {
 }
 
 #[tokio::test]
+async fn a_rate_limits_retry_after_is_waited_before_the_retry() {
+    let endpoint = FakeOpenAi::start(vec![Reply::RateLimited("2"), Reply::text(&["Hello"])]).await;
+    let store = Store::memory();
+    let started = Instant::now();
+    let report = graph(&store, openai(&endpoint), ToolBox::new()).run(json!({})).await;
+    assert_eq!((report.status, report.output.as_str()), (Status::Completed, "Hello"));
+    assert!(started.elapsed() >= Duration::from_secs(2), "retried after {:?}", started.elapsed());
+    let events = assert_framed(&store, &report).await;
+    let retry = events.iter().find(|e| e.event == "custom").expect("a model_retry event");
+    assert_eq!(
+        (retry.payload["type"].clone(), retry.payload["backoff_ms"].clone()),
+        (json!("model_retry"), json!(2000))
+    );
+}
+
+#[tokio::test]
 async fn retries_run_out_and_the_run_fails() {
     let endpoint = FakeOpenAi::start(vec![Reply::Error(503, "busy"), Reply::Error(503, "busy")]).await;
     let store = Store::memory();

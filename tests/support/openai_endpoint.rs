@@ -17,6 +17,8 @@ use serde_json::{Value, json};
 pub enum Reply {
     /// An error status with an OpenAI-style error body.
     Error(u16, &'static str),
+    /// A 429 whose `retry-after` header asks to wait this many seconds.
+    RateLimited(&'static str),
     /// A streamed turn: the text in pieces, then the tool calls (name, arguments), then usage.
     Turn { pieces: Vec<String>, tool_calls: Vec<(String, String)> },
 }
@@ -87,6 +89,11 @@ async fn complete(State(inner): State<Arc<Mutex<Inner>>>, headers: HeaderMap, bo
     match reply {
         None => error(500, "no more scripted replies"),
         Some(Reply::Error(status, message)) => error(status, message),
+        Some(Reply::RateLimited(seconds)) => {
+            let mut response = error(429, "Rate limit reached for requests");
+            response.headers_mut().insert("retry-after", seconds.parse().expect("a header value"));
+            response
+        }
         Some(Reply::Turn { pieces, tool_calls }) => {
             let mut events = Vec::new();
             let chunk = |delta: Value, finish: Value| {

@@ -414,7 +414,7 @@ pub(super) fn check_budget(report: &mut Report, field: &str, budget: Option<&cra
         if !(cost.currency.len() == 3 && cost.currency.bytes().all(|b| b.is_ascii_uppercase())) {
             report.error(format!("{parent}.maxCost.currency"), "must be an ISO 4217 code of three capital letters");
         }
-        if !crate::resources::model::parse_amount_picos(&cost.amount).is_some_and(|picos| picos > 0) {
+        if crate::resources::model::parse_amount_picos(&cost.amount).is_none_or(|picos| picos <= 0) {
             report.error(
                 format!("{parent}.maxCost.amount"),
                 format!(

@@ -24,10 +24,6 @@ use crate::store::{RunnerStoreClient, StoreError};
 /// flood the event stream.
 pub const MAX_TOOL_CALLS_PER_TURN: usize = 64;
 
-/// The first retry waits this long; each further one twice as long, up to [`MAX_BACKOFF`].
-const FIRST_BACKOFF: Duration = Duration::from_millis(500);
-const MAX_BACKOFF: Duration = Duration::from_secs(8);
-
 /// Everything the loop works with.
 pub struct Graph {
     /// The run.
@@ -74,6 +70,8 @@ pub struct Graph {
 mod approval;
 mod batch;
 mod report;
+mod retry;
+mod usage;
 
 use batch::{BATCH_CHARS, Batch};
 pub use report::{RunIdentity, RunReport, record_end};
@@ -284,17 +282,7 @@ impl Graph {
             let turn = self.call_model(&conversation.messages, &specs, &message_id).await?;
             let mut exhausted = None;
             if let Some(usage) = &turn.usage {
-                conversation.usage.prompt_tokens += usage.prompt_tokens;
-                conversation.usage.completion_tokens += usage.completion_tokens;
-                conversation.usage.total_tokens += usage.total_tokens;
-                let day = crate::run::budget::day_of(jiff::Timestamp::now());
-                let call = crate::run::budget::ModelCall {
-                    usage: usage.clone(),
-                    cost: crate::resources::model::cost_picos(usage, self.pricing.as_ref()),
-                    model: self.model_id.clone(),
-                };
-                let tree = self.riding_through(|| self.store.record_usage(&self.usage, &call, &day)).await?;
-                exhausted = tree.exhausted().then_some(tree);
+                exhausted = self.count_call(&mut conversation.usage, usage).await?;
             }
             let content = (!turn.content.is_empty()).then(|| turn.content.clone());
             conversation.push(Message::Assistant { content, tool_calls: turn.tool_calls.clone() });
@@ -315,21 +303,6 @@ impl Graph {
                 conversation.push(Message::Tool { tool_call_id: call.id.clone(), content });
             }
             self.run_calls(conversation, calls.to_vec(), &message_id, &[]).await?;
-        }
-    }
-
-    /// The tree's usage when the run has a budget and its tree has used it; `None` otherwise, and when
-    /// the store cannot say (the next check asks again).
-    async fn budget_used(&self) -> Option<TreeUsage> {
-        if self.usage.max_tokens.is_none() && self.usage.max_cost.is_none() && self.pricing.is_none() {
-            return None;
-        }
-        match self.riding_through(|| self.store.tree_usage(&self.usage.root_run_id)).await {
-            Ok(tree) => tree.exhausted().then_some(tree),
-            Err(err) => {
-                tracing::warn!(run_id = %self.identity.run_id, error = %err, "cannot read the run tree's usage");
-                None
-            }
         }
     }
 
@@ -372,7 +345,7 @@ impl Graph {
                 Ok(turn) => return Ok(turn),
                 Err(err) if err.is_transient() && attempt < self.model_retries => {
                     attempt += 1;
-                    let backoff = FIRST_BACKOFF.saturating_mul(1 << (attempt - 1).min(8)).min(MAX_BACKOFF);
+                    let backoff = retry::backoff(attempt, &err);
                     self.emit(
                         EventKind::Custom,
                         json!({"type": "model_retry", "attempt": attempt, "of": self.model_retries, "error": err.to_string(), "backoff_ms": backoff.as_millis() as u64}),

@@ -1,11 +1,23 @@
-//! Chat models: an OpenAI-compatible endpoint (`openai/<model>`) and the offline `scripted` provider.
+//! Chat models: the `Model` resources' providers (OpenAI and OpenAI-compatible servers, Azure OpenAI,
+//! Anthropic, Gemini, Bedrock, each through its own API), the installation's OpenAI-compatible endpoint
+//! (`openai/<model>`) and the offline `scripted` provider.
 //!
 //! A model turn streams its text as [`ModelDelta`]s while it is generated and returns the whole turn
-//! (text, tool calls, token usage) at the end.
+//! (text, tool calls, token usage) at the end. Every client sends a Model's extra headers, trusts its CA
+//! bundle in place of the system's roots, maps its parameters onto the provider's fields, and reads the
+//! provider's errors into the same [`ModelError`]s ([`http`]).
 
 pub use crate::endpoints::connection;
+pub mod anthropic;
+pub mod aws;
+pub mod bedrock;
+mod conversation;
+pub mod errors;
+pub mod gemini;
+pub mod http;
 pub mod openai;
 pub mod scripted;
+mod sse;
 pub mod title;
 mod turn;
 
@@ -14,7 +26,11 @@ use tokio::sync::mpsc::UnboundedSender;
 use super::tools::ToolSpec;
 use crate::run::message::Message;
 
-pub use openai::{OpenAiEndpoint, OpenAiModel, OpenAiSetupError};
+pub use anthropic::AnthropicModel;
+pub use bedrock::BedrockModel;
+pub use gemini::GeminiModel;
+pub use http::SetupError;
+pub use openai::{OpenAiEndpoint, OpenAiModel};
 pub use scripted::{ScriptError, ScriptedModel};
 pub use turn::{ModelDelta, ModelError, ModelTurn};
 
@@ -41,9 +57,9 @@ pub enum ResolveError {
         /// The model id.
         id: String,
     },
-    /// The OpenAI-compatible model cannot be set up.
+    /// The model's client cannot be set up (its HTTP client, CA bundle, headers or endpoint).
     #[error(transparent)]
-    OpenAi(#[from] openai::OpenAiSetupError),
+    Setup(#[from] http::SetupError),
     /// The scripted model cannot be made.
     #[error(transparent)]
     Scripted(#[from] scripted::ScriptError),
@@ -58,20 +74,18 @@ pub enum ResolveError {
         /// The Models the runner was given, comma-separated, or `none`.
         known: String,
     },
-    /// The Model's provider has no client in this build.
-    #[error("model {name:?}: provider {provider} is not served by this runner")]
-    Unsupported {
-        /// The Model's name.
-        name: String,
-        /// The provider, as written in manifests.
-        provider: &'static str,
-    },
 }
 
 /// A chat model a run talks to.
 pub enum Model {
-    /// An OpenAI-compatible chat-completions endpoint.
+    /// An OpenAI-compatible chat-completions endpoint, or an Azure OpenAI deployment.
     OpenAi(OpenAiModel),
+    /// Anthropic's Messages API.
+    Anthropic(AnthropicModel),
+    /// Google's Gemini API.
+    Gemini(GeminiModel),
+    /// Amazon Bedrock's Converse API.
+    Bedrock(BedrockModel),
     /// A fixed script of turns, for tests and demos without an endpoint.
     Scripted(ScriptedModel),
 }
@@ -102,7 +116,7 @@ impl Model {
     ///
     /// Errors: an id not of the form `<provider>/<model>` ([`ResolveError::NotAModelId`]), an unknown
     /// provider ([`ResolveError::UnknownProvider`]), `openai/` without a configured endpoint
-    /// ([`ResolveError::NoEndpoint`]) or whose client cannot be built ([`ResolveError::OpenAi`]), or an
+    /// ([`ResolveError::NoEndpoint`]) or whose client cannot be built ([`ResolveError::Setup`]), or an
     /// unknown, unreadable or malformed script ([`ResolveError::Scripted`]), each with a message naming
     /// what to fix.
     pub fn resolve(id: &str, settings: &ModelSettings) -> Result<Model, ResolveError> {
@@ -135,23 +149,20 @@ impl Model {
         }
     }
 
-    /// A client for the Model resource `connection` describes.
+    /// A client for the Model resource `connection` describes, whichever its provider.
     ///
-    /// Errors: [`ResolveError::OpenAi`] when its HTTP client cannot be built, [`ResolveError::Unsupported`]
-    /// for a provider without a client here.
+    /// Errors: [`ResolveError::Setup`] when its client cannot be built (an unreadable CA bundle, a header
+    /// that cannot be sent, an endpoint without what its provider needs).
     pub fn connect(connection: &connection::Connection) -> Result<Model, ResolveError> {
         use crate::resources::model::ModelProvider;
-        match connection.endpoint.provider {
-            ModelProvider::OpenAI | ModelProvider::OpenAICompatible => {
-                let api_key = match &connection.credentials {
-                    connection::Credentials::ApiKey(key) => key.clone(),
-                    _ => String::new(),
-                };
-                let endpoint = OpenAiEndpoint { base_url: connection.endpoint.base_url.clone(), api_key };
-                Ok(Model::OpenAi(OpenAiModel::new(endpoint, &connection.endpoint.model)?))
+        Ok(match connection.endpoint.provider {
+            ModelProvider::OpenAI | ModelProvider::OpenAICompatible | ModelProvider::AzureOpenAI => {
+                Model::OpenAi(OpenAiModel::connect(connection)?)
             }
-            other => Err(ResolveError::Unsupported { name: connection.name.clone(), provider: other.as_str() }),
-        }
+            ModelProvider::Anthropic => Model::Anthropic(AnthropicModel::connect(connection)?),
+            ModelProvider::Gemini => Model::Gemini(GeminiModel::connect(connection)?),
+            ModelProvider::Bedrock => Model::Bedrock(BedrockModel::connect(connection)?),
+        })
     }
 
     /// Runs one model turn on `messages` with `tools` offered, streaming its text to `deltas`.
@@ -163,6 +174,9 @@ impl Model {
     ) -> Result<ModelTurn, ModelError> {
         match self {
             Model::OpenAi(model) => model.complete(messages, tools, deltas).await,
+            Model::Anthropic(model) => model.complete(messages, tools, deltas).await,
+            Model::Gemini(model) => model.complete(messages, tools, deltas).await,
+            Model::Bedrock(model) => model.complete(messages, tools, deltas).await,
             Model::Scripted(model) => model.complete(messages, deltas).await,
         }
     }

@@ -1,6 +1,8 @@
 //! What a model call yields, whichever the provider: the pieces of a turn as they stream, the whole turn,
 //! and why a call failed.
 
+use std::time::Duration;
+
 use serde::Serialize;
 
 use crate::resources::TokenUsage;
@@ -26,21 +28,48 @@ pub struct ModelTurn {
     pub usage: Option<TokenUsage>,
 }
 
-/// Why a model call failed. Transient failures (rate limits, server errors, time-outs, broken
-/// connections) are retried; the others end the run.
+/// Why a model call failed, whichever the provider. Transient failures (rate limits, overload, server
+/// errors, time-outs, broken connections and streams) are retried by the graph; the others end the run.
+/// A message never holds a credential or a header value (the clients remove them before building one).
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error, Serialize)]
 pub enum ModelError {
-    /// Worth retrying: HTTP 408, 429 or 5xx, a time-out, a refused or broken connection.
-    #[error("{0}")]
-    Transient(String),
-    /// Not worth retrying: a bad request, a refused key, an unknown model, a malformed answer.
+    /// Worth retrying: HTTP 408, 429 or 5xx (Anthropic's 529 included), a provider's throttling or
+    /// unavailability, a time-out, a refused or broken connection, a stream that ended early.
+    #[error("{message}")]
+    Transient {
+        /// What failed, for people.
+        message: String,
+        /// How long the provider asked to wait before trying again (`retry-after`, `retry-after-ms`,
+        /// Gemini's `RetryInfo`), when it said; the graph waits at least this long, up to a cap.
+        retry_after: Option<Duration>,
+    },
+    /// Not worth retrying: a bad request (a conversation longer than the context window included), a
+    /// refused key, an unknown model, a malformed answer.
     #[error("{0}")]
     Fatal(String),
 }
 
 impl ModelError {
+    /// A transient failure without a wait asked for.
+    pub fn transient(message: impl Into<String>) -> Self {
+        ModelError::Transient { message: message.into(), retry_after: None }
+    }
+
+    /// A fatal failure.
+    pub fn fatal(message: impl Into<String>) -> Self {
+        ModelError::Fatal(message.into())
+    }
+
     /// Whether the call may succeed if tried again.
     pub fn is_transient(&self) -> bool {
-        matches!(self, ModelError::Transient(_))
+        matches!(self, ModelError::Transient { .. })
+    }
+
+    /// How long the provider asked to wait before the next try, if it said.
+    pub fn retry_after(&self) -> Option<Duration> {
+        match self {
+            ModelError::Transient { retry_after, .. } => *retry_after,
+            ModelError::Fatal(_) => None,
+        }
     }
 }
