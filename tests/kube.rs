@@ -26,6 +26,8 @@ mod controller;
 mod facade;
 #[path = "kube/leases_and_watches.rs"]
 mod leases_and_watches;
+#[path = "kube/models.rs"]
+mod models;
 #[path = "kube/rbac.rs"]
 mod rbac;
 #[path = "kube/resources.rs"]

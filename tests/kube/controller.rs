@@ -67,7 +67,7 @@ fn params() -> PostParams {
 
 /// A client of `carol`, a member of `yuxi:run-creators` (who may create runs for other users, as the
 /// facade does), with the rights to edit the namespace's runs.
-async fn run_creator() -> kube::Client {
+pub async fn run_creator() -> kube::Client {
     let plane = installed().plane;
     crate::resources::grant_edit(plane, NS, "carol");
     plane.client("carol-token").await
@@ -75,7 +75,7 @@ async fn run_creator() -> kube::Client {
 
 /// Creates, as `client`, the AgentRun `name` of `general-purpose` for `alice`, with `metadata` and
 /// `spec` merged into its own.
-async fn create_run(client: &kube::Client, name: &str, metadata: Value, spec: Value) -> DynamicObject {
+pub async fn create_run(client: &kube::Client, name: &str, metadata: Value, spec: Value) -> DynamicObject {
     let mut object = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "AgentRun", "metadata": {"name": name},
         "spec": {"agent": "general-purpose", "input": "Look around.", "uid": "alice", "timeoutSeconds": 600}});
     merge(&mut object["metadata"], metadata);
@@ -91,7 +91,7 @@ fn merge(into: &mut Value, from: Value) {
 
 /// Polls `read` every 200 ms until it returns `Some`, for at most `timeout`; panics naming `what` with the
 /// controller's log.
-async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut read: F) -> T
+pub async fn eventually<T, F, Fut>(what: &str, timeout: Duration, mut read: F) -> T
 where
     F: FnMut() -> Fut,
     Fut: std::future::Future<Output = Option<T>>,
