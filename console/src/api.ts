@@ -73,6 +73,30 @@ export async function api<T = any>(method: string, path: string, body?: unknown,
   return (await response.json()) as T;
 }
 
+/** One model a person may pick: what `model_spec` takes, and what is shown. */
+export interface ModelChoice {
+  spec: string;
+  label: string;
+  /** A Model resource (shared by its share rule), not the installation's `<provider>/<model>`. */
+  resource: boolean;
+}
+
+/** The models the caller may pick (`GET /api/system/model-providers/models/v2`), Model resources first. */
+export async function modelChoices(): Promise<ModelChoice[]> {
+  const answer = await api<{ data: Record<string, { provider_display_name: string; models: { spec: string; display_name: string }[] }> }>(
+    'GET',
+    '/api/system/model-providers/models/v2?model_type=chat',
+  );
+  const choices: ModelChoice[] = [];
+  for (const [id, provider] of Object.entries(answer.data ?? {})) {
+    for (const model of provider.models ?? []) {
+      const resource = id === 'models';
+      choices.push({ spec: model.spec, label: resource ? model.display_name : `${model.display_name} (${provider.provider_display_name})`, resource });
+    }
+  }
+  return choices.sort((a, b) => Number(b.resource) - Number(a.resource));
+}
+
 /** The local mode's password login (`POST /api/auth/token`): the user's bearer token. */
 export async function login(username: string, password: string): Promise<string> {
   const form = new URLSearchParams({ username, password });

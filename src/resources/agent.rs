@@ -118,7 +118,8 @@ pub struct AgentContext {
     #[schemars(length(max = 65536))]
     pub system_prompt: Option<String>,
 
-    /// The chat model, as `<provider>/<model>` (for example `openai/gpt-4o-mini`, `scripted/echo`).
+    /// The chat model: the name of a Model in the agent's namespace (`deepseek-chat`), or
+    /// `<provider>/<model>` on the installation's own endpoint (`openai/gpt-4o-mini`, `scripted/echo`).
     /// Empty: the system's default model.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 256))]

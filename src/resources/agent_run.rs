@@ -100,7 +100,7 @@ pub struct AgentRunSpec {
     #[schemars(range(min = 0))]
     pub ttl_seconds_after_finished: Option<i64>,
 
-    /// A model (`<provider>/<model>`) that overrides the agent's for this run only.
+    /// A model that overrides the agent's for this run only: a Model's name, or `<provider>/<model>`.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(min = 1, max = 256))]
     pub model: Option<String>,

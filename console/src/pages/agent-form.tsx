@@ -5,7 +5,7 @@
 // is shown with every control disabled.
 import type { ComponentChildren } from 'preact';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError } from '../api';
+import { api, ApiError, modelChoices, type ModelChoice } from '../api';
 import { t, type Key } from '../i18n';
 import type { Agent, Scope } from './agents';
 
@@ -247,6 +247,10 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
   const [saved, setSaved] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
   const [options, setOptions] = useState<Record<string, Option[]>>({});
+  const [models, setModels] = useState<ModelChoice[]>([]);
+  useEffect(() => {
+    modelChoices().then(setModels).catch(() => setModels([]));
+  }, []);
   const [backends, setBackends] = useState<Option[]>([
     { value: 'ChatbotAgent', label: 'ChatbotAgent' },
     { value: 'SubAgentBackend', label: 'SubAgentBackend' },
@@ -433,7 +437,16 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
               )}
             </Field>
             <Field id="agent-model" label={t('form.model')} hint={t('form.modelHint')} error={errors.model}>
-              {(aria) => <input {...aria} value={form.model} onInput={(e) => set('model', e.currentTarget.value)} />}
+              {(aria) => (
+                <>
+                  <input {...aria} list="agent-model-choices" value={form.model} onInput={(e) => set('model', e.currentTarget.value)} />
+                  <datalist id="agent-model-choices">
+                    {models.map((m) => (
+                      <option value={m.spec}>{m.label}</option>
+                    ))}
+                  </datalist>
+                </>
+              )}
             </Field>
           </div>
           <Field id="agent-system_prompt" label={t('form.systemPrompt')} error={errors.system_prompt}>

@@ -4,7 +4,7 @@
 // cancelled; sending again continues the thread. Opening a conversation reads its persisted messages,
 // finds the subagent runs its tool results name, and replays their trees into the panel.
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { api, ApiError, followEvents } from '../api';
+import { api, ApiError, followEvents, modelChoices, type ModelChoice } from '../api';
 import { statusText, t } from '../i18n';
 import { applyEvent, fromMessages, TERMINAL, type Envelope, type Item } from '../transcript';
 import { TranscriptView } from './transcript-view';
@@ -36,6 +36,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
   const [error, setError] = useState<string | null>(null);
   const [opened, setOpened] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const [models, setModels] = useState<ModelChoice[]>([]);
+  const [model, setModel] = useState('');
   const loaded = useRef<string | null>(null);
   const streams = useRef(new Map<string, AbortController>());
   const composer = useRef<HTMLTextAreaElement>(null);
@@ -46,6 +48,13 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     api<{ threads?: Conversation[] } | Conversation[]>('GET', '/api/chat/threads?limit=50')
       .then((answer) => setThreads(Array.isArray(answer) ? answer : (answer.threads ?? [])))
       .catch(() => undefined);
+
+  useEffect(() => {
+    // The Models the user may run on; the agent's own model is the default choice.
+    modelChoices()
+      .then((choices) => setModels(choices.filter((c) => c.resource)))
+      .catch(() => setModels([]));
+  }, []);
 
   useEffect(() => {
     api<{ agents: Agent[] }>('GET', '/api/agent')
@@ -222,6 +231,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     try {
       const body: Record<string, unknown> = { query: text, agent_slug: agentSlug };
       if (threadId) body.thread_id = threadId;
+      if (model) body.model_spec = model;
       const answer = await api<{ run_id: string; thread_id: string }>('POST', '/api/agent/runs', body);
       setQuery('');
       setItems((prev) => [...prev, { kind: 'user', key: `u-${answer.run_id}`, text }]);
@@ -323,6 +333,17 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
             }}
           />
           <div class="actions">
+            {models.length > 0 && (
+              <label class="model-choice">
+                {t('chat.model')}{' '}
+                <select id="chat-model" value={model} onChange={(e) => setModel(e.currentTarget.value)}>
+                  <option value="">{t('chat.agentModel')}</option>
+                  {models.map((m) => (
+                    <option value={m.spec}>{m.label}</option>
+                  ))}
+                </select>
+              </label>
+            )}
             <button type="submit" disabled={busy || running || !query.trim() || !agentSlug}>
               {t('chat.send')}
             </button>
