@@ -41,7 +41,11 @@ async fn model_list(seen: Arc<Mutex<Vec<String>>>) -> (String, tokio::task::Join
 }
 
 fn models(client: &kube::Client) -> Api<DynamicObject> {
-    Api::namespaced_with(client.clone(), NS, &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Model")))
+    Api::namespaced_with(
+        client.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Model")),
+    )
 }
 
 async fn create_model(admin: &kube::Client, name: &str, secret: &str, base_url: &str) {
@@ -53,7 +57,10 @@ async fn create_model(admin: &kube::Client, name: &str, secret: &str, base_url: 
         "spec": {"provider": "OpenAICompatible", "preset": "vllm", "model": "qwen3-8b", "baseURL": base_url,
                  "apiKeySecretRef": {"name": secret, "key": "api-key"}, "probeIntervalSeconds": INTERVAL,
                  "share": {"readScope": {"accessLevel": "Global"}}}});
-    models(admin).create(&PostParams::default(), &serde_json::from_value(model).expect("model")).await.expect("the Model");
+    models(admin)
+        .create(&PostParams::default(), &serde_json::from_value(model).expect("model"))
+        .await
+        .expect("the Model");
 }
 
 /// The `Available` condition's status and reason, once the prober has written one.
@@ -118,8 +125,9 @@ async fn a_run_on_a_model_gets_its_teams_key_in_the_runner_only() {
     let run = crate::unique("on-a-model");
     create_run(&creator, &run, json!({}), json!({"model": name})).await;
     let pods: Api<Pod> = Api::namespaced(admin.clone(), NS);
-    let pod = eventually("the run's pod", Duration::from_secs(60), || async { pods.get_opt(&run).await.ok().flatten() })
-        .await;
+    let pod =
+        eventually("the run's pod", Duration::from_secs(60), || async { pods.get_opt(&run).await.ok().flatten() })
+            .await;
     let spec = pod.spec.expect("spec");
     let runner = spec.containers.iter().find(|c| c.name == "runner").expect("runner");
     let from_secrets: Vec<(String, String, String)> = runner
@@ -138,7 +146,8 @@ async fn a_run_on_a_model_gets_its_teams_key_in_the_runner_only() {
     }
     let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
     let inputs = secrets.get(&format!("{run}-inputs")).await.expect("inputs");
-    let manifest = inputs.data.unwrap_or_default().get("model.yaml").map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let manifest =
+        inputs.data.unwrap_or_default().get("model.yaml").map(|b| String::from_utf8_lossy(&b.0).into_owned());
     assert!(manifest.is_some_and(|m| m.contains(&name)), "the Model is one of the run's inputs");
     // A run naming a Model that does not exist fails before any pod is made.
     let missing = crate::unique("on-no-model");

@@ -22,12 +22,14 @@ fn manifests(endpoint: &FakeOpenAi) -> TempDir {
         std::fs::copy(&file, dir.path().join(file.file_name().expect("name"))).expect("copy");
     }
     let model = format!(
-        "apiVersion: yuxi.dev/v1alpha1\nkind: Model\nmetadata: {{name: team-a-model}}\nspec:\n  provider: OpenAICompatible\n  preset: vllm\n  model: qwen3-8b\n  baseURL: {}\n  apiKeySecretRef: {{name: team-a-keys, key: api-key}}\n  share: {{readScope: {{accessLevel: User, userUids: [alice]}}}}\n",
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Model\nmetadata: {{name: team-a-model}}\nspec:\n  provider: OpenAICompatible\n  preset: vllm\n  model: qwen3-8b\n  baseURL: {}\n  apiKeySecretRef: {{name: team-a-keys, key: api-key}}\n  pricing: {{currency: CNY, inputPerMillion: \"2\", outputPerMillion: \"3\"}}\n  share: {{readScope: {{accessLevel: User, userUids: [alice]}}}}\n",
         endpoint.base_url
     );
     let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: team-a-writer}\nspec:\n  backend: ChatbotAgent\n  context: {model: team-a-model, subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
     std::fs::write(dir.path().join("team-a-model.yaml"), model).expect("write");
     std::fs::write(dir.path().join("team-a-writer.yaml"), agent).expect("write");
+    let saver = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: team-a-saver}\nspec:\n  backend: ChatbotAgent\n  context: {model: team-a-model, subagents: []}\n  budget: {maxCost: {currency: CNY, amount: \"0.00005\"}}\n  share: {readScope: {accessLevel: Global}}\n";
+    std::fs::write(dir.path().join("team-a-saver.yaml"), saver).expect("write");
     dir
 }
 
@@ -135,4 +137,44 @@ async fn a_user_outside_the_models_share_is_refused_naming_model_spec() {
     let alices = listed("alice-token").await;
     assert_eq!(alices.iter().map(|m| m["spec"].clone()).collect::<Vec<_>>(), [json!("team-a-model")]);
     assert!(listed("bob-token").await.is_empty());
+}
+
+#[tokio::test]
+async fn a_runs_cost_is_priced_by_its_model_and_a_cost_budget_stops_the_tree() {
+    // Each reply of the stand-in reports 10 prompt and 5 completion tokens: 10 × 2 + 5 × 3 = 35
+    // millionths of a yuan a call.
+    let endpoint = FakeOpenAi::start(vec![
+        Reply::text(&["priced"]),
+        Reply::tool_call("ls", r#"{"path": "/home/gem/user-data/workspace"}"#),
+        Reply::text(&["never read: the budget stops the tree first"]),
+    ])
+    .await;
+    let (local, _manifests) = system(&endpoint, false).await;
+    let (_, started) = post(&local, "alice-token", json!({"query": "hi", "agent_slug": "team-a-writer"})).await;
+    let ended = result(&local, started["run_id"].as_str().expect("run_id")).await;
+    assert_eq!(ended["status"], "completed", "{ended}");
+    assert_eq!(ended["tree_cost"], json!([{"currency": "CNY", "amount": "0.000035"}]));
+    // The saver's trees may cost 0.00005 yuan: its second call (0.00007 in all) is its last.
+    let (_, started) = post(&local, "alice-token", json!({"query": "hi", "agent_slug": "team-a-saver"})).await;
+    let ended = result(&local, started["run_id"].as_str().expect("run_id")).await;
+    assert_eq!(
+        (ended["status"].as_str(), ended["reason"].as_str()),
+        (Some("failed"), Some("BudgetExceeded")),
+        "{ended}"
+    );
+    assert_eq!(ended["error"], "the run tree cost 0.000070 CNY of its budget of 0.000050 CNY (spec.budget.maxCost)");
+    assert_eq!(ended["tree_cost"], json!([{"currency": "CNY", "amount": "0.000070"}]));
+    assert_eq!(endpoint.requests().len(), 3, "no call after the budget was reached");
+    // The totals, with the Model unnamed: it is not shared with everyone.
+    let metrics = local.client.get(format!("{}/metrics", local.base)).send().await.expect("reaches");
+    let text = metrics.text().await.expect("text");
+    assert!(
+        text.contains(r#"yuxi_model_cost_total{namespace="default",model="(private)",currency="CNY"} 0.000105"#),
+        "{text}"
+    );
+    assert!(
+        text.contains(r#"yuxi_model_tokens_total{namespace="default",model="(private)",kind="prompt"} 30"#),
+        "{text}"
+    );
+    assert!(!text.contains("team-a-model"), "a private Model's name is in the metrics");
 }
