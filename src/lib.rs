@@ -8,7 +8,8 @@
 //! the CLI (src/main.rs, src/cli/: one file per subcommand)
 //!   -> the roles: controller, facade, runner, webhook   (never each other)
 //!   -> store, knowledge, endpoints                       (the run store: Redis, in-process, socket; knowledge indexes;
-//!                                                         how to reach and probe a Model's endpoint)
+//!                                                         how to reach and probe a Model's endpoint; telemetry:
+//!                                                         the spans of run trees)
 //!   -> the pure core: delegation -> run -> access -> resources
 //! ```
 //!
@@ -27,6 +28,7 @@ pub mod resources;
 pub mod run;
 pub mod runner;
 pub mod store;
+pub mod telemetry;
 pub mod tls;
 pub mod webhook;
 

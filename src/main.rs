@@ -59,12 +59,17 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|role| role == "runner") {
         cli::runner::forbid_inspection();
     }
-    tracing_subscriber::fmt()
-        .with_env_filter(tracing_subscriber::EnvFilter::try_from_default_env().unwrap_or_else(|_| "info".into()))
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
-        .init();
-    match Cli::parse().command {
+    let command = Cli::parse().command;
+    // Flushes the spans left to export when dropped, as `main` returns.
+    let _telemetry = cli::telemetry::init(match &command {
+        Command::Local(_) => "local",
+        Command::Api(_) => "api",
+        Command::Controller(_) => "controller",
+        Command::Runner(_) => "runner",
+        Command::Webhook(_) => "webhook",
+        _ => "cli",
+    });
+    match command {
         Command::Crd(args) => cli::crd::run(args),
         Command::HashPassword(args) => cli::hash_password::run(args),
         Command::Validate(args) => cli::validate::run(args),

@@ -28,6 +28,8 @@ mod readme_tour;
 mod run_queues;
 #[path = "local/run_trees.rs"]
 mod run_trees;
+#[path = "local/traces.rs"]
+mod traces;
 #[path = "local/user_files.rs"]
 mod user_files;
 #[path = "local/yuxi_client.rs"]

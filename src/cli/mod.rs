@@ -19,6 +19,7 @@ pub mod runner;
 pub mod sandbox_exec;
 pub mod sandbox_pod;
 pub mod serve;
+pub mod telemetry;
 pub mod validate;
 pub mod webhook;
 

@@ -66,6 +66,7 @@ pub fn router(state: FacadeState) -> Router {
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
         .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
+        .route_layer(axum::middleware::from_fn(http::trace::trace))
         .merge(features::mcp::routes(state.clone()))
         .merge(features::console::routes())
         .route("/healthz", get(|| async { "ok" }))

@@ -18,7 +18,7 @@ mod facade;
 /// The layer of each top-level module, lowest first. A module may use modules of lower layers, and
 /// the core modules (layers 0 to 3) only the ones below them. Roles share layer 5 and never use each
 /// other. `tls` is a leaf utility any layer may use.
-const LAYERS: [(&str, u8); 12] = [
+const LAYERS: [(&str, u8); 13] = [
     ("resources", 0),
     ("access", 1),
     ("run", 2),
@@ -31,6 +31,7 @@ const LAYERS: [(&str, u8); 12] = [
     ("runner", 5),
     ("webhook", 5),
     ("tls", 0),
+    ("telemetry", 4),
 ];
 
 /// What the pure core must not name: the async runtime, the HTTP server and client, Redis and the

@@ -97,6 +97,10 @@ pub struct RunRequest {
     /// ([`crate::run::approval::run_mode`]), and the run keeps it (`tool_approval_mode`).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub tool_approval_mode_asked: Option<crate::resources::yuxi::YuxiApprovalMode>,
+    /// The W3C `traceparent` the run's span is a child of ([`crate::run::trace`]): the starting
+    /// request's, or the delegating tool call's for a subagent run; checked, or absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 /// A JSON object kept as its JSON text (an object is also read, as records written before were): what

@@ -176,24 +176,56 @@ pub async fn execute(
     };
     // A run resumed after a person's decisions goes on from its checkpoint.
     let resumption = store.take_resumption(&identity.run_id).await?;
-    let report = match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
-        Ok(graph) => match resumption {
-            Some((checkpoint, decisions)) => graph.resume(checkpoint, decisions).await,
-            None => graph.run(metadata).await,
-        },
-        Err(error) => {
-            // A run cancelled while it was being prepared ends cancelled, whatever the preparing met
-            // (its credentials, for one, stop working once its cancel has ended it).
-            let cancelled = store.is_cancel_requested(&identity.run_id).await.unwrap_or(false);
-            let error = (!cancelled).then_some(error);
-            fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await
+    let span = run_span(&run, &identity);
+    let executed = async {
+        match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
+            Ok(graph) => match resumption {
+                Some((checkpoint, decisions)) => graph.resume(checkpoint, decisions).await,
+                None => graph.run(metadata).await,
+            },
+            Err(error) => {
+                // A run cancelled while it was being prepared ends cancelled, whatever the preparing met
+                // (its credentials, for one, stop working once its cancel has ended it).
+                let cancelled = store.is_cancel_requested(&identity.run_id).await.unwrap_or(false);
+                let error = (!cancelled).then_some(error);
+                fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await
+            }
         }
     };
+    let report = tracing::Instrument::instrument(executed, span.clone()).await;
+    span.record("yuxi.run.status", report.status.as_str());
+    span.record("gen_ai.usage.input_tokens", report.token_usage.prompt_tokens);
+    span.record("gen_ai.usage.output_tokens", report.token_usage.completion_tokens);
+    if report.status != crate::run::RunStatus::Completed {
+        span.record("otel.status_code", "ERROR");
+    }
     renewal.abort();
     if let Err(err) = store.release_run_lease(&identity.run_id, &holder).await {
         tracing::warn!(error = %err, "cannot release the run's lease");
     }
     Ok(report)
+}
+
+/// The span of a run (OpenTelemetry's `invoke_agent`), a child of the span its AgentRun's
+/// [`TRACEPARENT_ANNOTATION`](crate::run::trace::TRACEPARENT_ANNOTATION) names, when there is one.
+fn run_span(run: &AgentRun, identity: &RunIdentity) -> tracing::Span {
+    let span = tracing::trace_span!(
+        target: crate::telemetry::TARGET,
+        "invoke_agent",
+        otel.name = %format!("invoke_agent {}", identity.agent_slug),
+        otel.status_code = tracing::field::Empty,
+        gen_ai.operation.name = "invoke_agent",
+        gen_ai.agent.name = %identity.agent_slug,
+        gen_ai.conversation.id = %identity.thread_id,
+        yuxi.run.id = %identity.run_id,
+        yuxi.run.parent_id = run.spec.parent.as_ref().map(|p| p.run_id.as_str()),
+        yuxi.run.status = tracing::field::Empty,
+        gen_ai.usage.input_tokens = tracing::field::Empty,
+        gen_ai.usage.output_tokens = tracing::field::Empty,
+    );
+    let traceparent = run.metadata.annotations.as_ref().and_then(|a| a.get(crate::run::trace::TRACEPARENT_ANNOTATION));
+    crate::telemetry::set_remote_parent(&span, traceparent.map(String::as_str));
+    span
 }
 
 fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {
@@ -328,6 +360,7 @@ async fn prepare(
         identity: identity.clone(),
         store,
         model,
+        provider: provider_name(&model_id, &options.models),
         model_id: model_id.clone(),
         pricing,
         tools,
@@ -367,6 +400,20 @@ async fn mount_delegation(
         .when(|err| matches!(err, tools::subagents::MountError::Unreachable { .. }))
         .await
         .map_err(|e| e.to_string())
+}
+
+/// The provider of `model_id`, as OpenTelemetry's GenAI conventions name it (`gen_ai.provider.name`).
+fn provider_name(model_id: &str, models: &ModelSettings) -> String {
+    use crate::resources::ModelProvider;
+    match models.resources.get(model_id).and_then(|c| c.as_ref().ok()).map(|c| c.endpoint.provider) {
+        Some(ModelProvider::OpenAI) => "openai".into(),
+        Some(ModelProvider::OpenAICompatible) => "openai_compatible".into(),
+        Some(ModelProvider::AzureOpenAI) => "azure.ai.openai".into(),
+        Some(ModelProvider::Anthropic) => "anthropic".into(),
+        Some(ModelProvider::Gemini) => "gcp.gemini".into(),
+        Some(ModelProvider::Bedrock) => "aws.bedrock".into(),
+        None => model_id.split_once('/').map_or("unknown", |(provider, _)| provider).to_string(),
+    }
 }
 
 /// Where `run`'s tokens are counted: the tree of its parent (or its own, for a run without one) with

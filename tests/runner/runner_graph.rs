@@ -51,6 +51,7 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
         identity: RunIdentity { run_id: "run-1".into(), thread_id: "thread-1".into(), agent_slug: "helper".into() },
         store: store.clone().into(),
         model,
+        provider: "scripted".into(),
         model_id: "scripted/echo".into(),
         pricing: None,
         tools,

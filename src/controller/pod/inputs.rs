@@ -15,6 +15,7 @@ use super::settings::SandboxSettings;
 use crate::resources::names::inputs_name;
 use crate::resources::{Agent, AgentRun, Model};
 use crate::run::inputs::{AGENT_KEY, MCP_SERVERS_KEY, MODEL_KEY, RUN_KEY};
+use crate::run::trace::TRACEPARENT_ANNOTATION;
 
 /// The inputs of `run` and `agent` as an `Opaque` Secret named by [`inputs_name`] in the run's namespace,
 /// with `labels` and `owner_references`; immutable.
@@ -56,8 +57,10 @@ pub(super) fn inputs_secret(
     })
 }
 
-/// A manifest for the inputs: the object's kind, name, namespace, uid, labels and spec, without its
-/// status or the server's bookkeeping (managed fields, resource version), which the runner does not read.
+/// A manifest for the inputs: the object's kind, name, namespace, uid, labels, spec and the one
+/// annotation the runner reads (the trace its run joins, [`crate::run::trace::TRACEPARENT_ANNOTATION`]),
+/// without its status or the server's bookkeeping (managed fields, resource version, other
+/// annotations), which the runner does not read.
 fn input_manifest<K>(object: &K, key: &str) -> Result<String, PodError>
 where
     K: Resource + Clone + Serialize,
@@ -69,6 +72,9 @@ where
         namespace: meta.namespace.take(),
         uid: meta.uid.take(),
         labels: meta.labels.take(),
+        annotations: meta.annotations.take().and_then(|a| {
+            a.get_key_value(TRACEPARENT_ANNOTATION).map(|(k, v)| BTreeMap::from([(k.clone(), v.clone())]))
+        }),
         ..ObjectMeta::default()
     };
     let mut value = serde_json::to_value(&object)
@@ -77,4 +83,21 @@ where
         map.remove("status");
     }
     serde_norway::to_string(&value).map_err(|e| PodError::Encode { field: key.to_string(), message: e.to_string() })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_inputs_keep_the_runs_trace_and_no_other_annotation() {
+        let mut run = AgentRun::new("r", crate::resources::AgentRunSpec::default());
+        run.metadata.annotations = Some(BTreeMap::from([
+            (TRACEPARENT_ANNOTATION.to_string(), "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01".to_string()),
+            ("kubectl.kubernetes.io/last-applied-configuration".to_string(), "{\"secret\": 1}".to_string()),
+        ]));
+        let manifest = input_manifest(&run, RUN_KEY).expect("a manifest");
+        assert!(manifest.contains("00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01"), "{manifest}");
+        assert!(!manifest.contains("last-applied-configuration"), "{manifest}");
+    }
 }

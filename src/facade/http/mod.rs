@@ -18,3 +18,4 @@ pub mod intake;
 pub mod limits;
 pub mod metrics;
 pub mod openapi;
+pub mod trace;

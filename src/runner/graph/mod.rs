@@ -9,10 +9,9 @@
 use std::time::Duration;
 
 use serde_json::{Value, json};
-use tokio::sync::mpsc;
 use tokio::time::Instant;
 
-use super::model::{Model, ModelError, ModelTurn};
+use super::model::{Model, ModelTurn};
 use super::tools::ToolBox;
 use crate::resources::TokenUsage;
 use crate::run::budget::{BUDGET_EXCEEDED, TreeUsage, UsageTarget};
@@ -32,6 +31,9 @@ pub struct Graph {
     pub store: RunnerStoreClient,
     /// The model.
     pub model: Model,
+    /// The provider, as OpenTelemetry's `gen_ai.provider.name` spells it (`openai`, `anthropic`,
+    /// `gcp.gemini`, `aws.bedrock`, `azure.ai.openai`, or the id's own prefix such as `scripted`).
+    pub provider: String,
     /// The model's id as the run named it (a Model's name or `<provider>/<model>`), for the per-model
     /// totals.
     pub model_id: String,
@@ -71,9 +73,9 @@ mod approval;
 mod batch;
 mod report;
 mod retry;
+mod stream;
 mod usage;
 
-use batch::{BATCH_CHARS, Batch};
 pub use report::{RunIdentity, RunReport, record_end};
 
 /// Why the loop stopped early.
@@ -364,47 +366,6 @@ impl Graph {
         }
     }
 
-    /// Runs one model call while forwarding its deltas in batches.
-    async fn stream_turn(
-        &self,
-        messages: &[Message],
-        specs: &[super::tools::ToolSpec],
-        message_id: &str,
-    ) -> Result<Result<ModelTurn, ModelError>, Stop> {
-        let (sender, mut receiver) = mpsc::unbounded_channel();
-        let call = self.model.complete(messages, specs, &sender);
-        tokio::pin!(call);
-        let mut batch = Batch::default();
-        let result = loop {
-            let flush_at = batch.flush_at();
-            tokio::select! {
-                biased;
-                Some(delta) = receiver.recv() => {
-                    batch.push(delta);
-                    if batch.chars() >= BATCH_CHARS {
-                        self.flush(&mut batch, message_id).await?;
-                    }
-                }
-                result = &mut call => break result,
-                () = tokio::time::sleep_until(flush_at.unwrap_or_else(Instant::now)), if flush_at.is_some() => {
-                    self.flush(&mut batch, message_id).await?;
-                }
-            }
-        };
-        while let Ok(delta) = receiver.try_recv() {
-            batch.push(delta);
-        }
-        self.flush(&mut batch, message_id).await?;
-        Ok(result)
-    }
-
-    async fn flush(&self, batch: &mut Batch, message_id: &str) -> Result<(), Stop> {
-        if let Some(payload) = batch.take(message_id) {
-            self.emit(EventKind::Messages, payload).await?;
-        }
-        Ok(())
-    }
-
     /// Runs one tool call, writing the call and its result as `messages` events. A tool's failure is
     /// fed back to the model as the result, prefixed `Error:`.
     /// `arguments` are the model's, or a person's edit of them (`edited`, said in the event).
@@ -427,10 +388,25 @@ impl Graph {
             &self.identity.thread_id,
             self.store.clone(),
         );
-        let (content, is_error) = match self.tools.call_in(name, arguments, context.clone()).await {
+        let span = tracing::trace_span!(
+            target: crate::telemetry::TARGET,
+            "execute_tool",
+            otel.name = %format!("execute_tool {name}"),
+            otel.status_code = tracing::field::Empty,
+            gen_ai.operation.name = "execute_tool",
+            gen_ai.tool.name = %name,
+            gen_ai.tool.call.id = %call.id,
+            yuxi.tool.result_bytes = tracing::field::Empty,
+        );
+        let called = self.tools.call_in(name, arguments, context.clone());
+        let (content, is_error) = match tracing::Instrument::instrument(called, span.clone()).await {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
+        span.record("yuxi.tool.result_bytes", content.len());
+        if is_error {
+            span.record("otel.status_code", "ERROR");
+        }
         // Bounded for the model's context, the events and the history alike.
         let content = crate::run::event::cap_text(content, crate::run::event::MAX_TOOL_RESULT_BYTES);
         let mut result = json!({"type": "tool_result", "tool_call_id": call.id, "name": name, "content": content, "is_error": is_error});

@@ -204,13 +204,14 @@ impl ToolBox {
         if !arguments.is_object() {
             return Err(ToolError::new(format!("the arguments of {name} must be a JSON object, not {arguments}")));
         }
-        // Each call runs as its own task, so a tool that panics fails only its call.
-        let task = tokio::spawn(async move {
+        // Each call runs as its own task, so a tool that panics fails only its call; in the caller's
+        // span, so what it asks of the facade goes under its tool call's span.
+        let task = tokio::spawn(tracing::Instrument::in_current_span(async move {
             match context {
                 Some(context) => tool.call_in(context, arguments).await,
                 None => tool.call(arguments).await,
             }
-        });
+        }));
         match task.await {
             Ok(result) => result,
             Err(err) if err.is_panic() => Err(ToolError::new(format!("the tool {name} failed unexpectedly"))),

@@ -166,9 +166,7 @@ impl Facade {
     /// `GET /api/tools<path>` (`path` empty or `/<name>`) for the run's agent: the answer's JSON, or why
     /// not.
     pub(super) async fn get(&self, path: &str, agent: &str) -> Result<Value, MountError> {
-        let response = self
-            .http
-            .get(format!("{}/api/tools{path}", self.base))
+        let response = with_trace(self.http.get(format!("{}/api/tools{path}", self.base)))
             .query(&[("agent", agent)])
             .bearer_auth(&self.token)
             .timeout(CALL_MARGIN)
@@ -188,9 +186,7 @@ impl Facade {
     /// model can read.
     pub(super) async fn post(&self, tool: &str, body: &Value, wait: Option<u64>) -> Result<Value, ToolError> {
         let timeout = CALL_MARGIN + Duration::from_secs(wait.unwrap_or(0));
-        let response = self
-            .http
-            .post(format!("{}/api/tools/{tool}", self.base))
+        let response = with_trace(self.http.post(format!("{}/api/tools/{tool}", self.base)))
             .bearer_auth(&self.token)
             .json(body)
             .timeout(timeout)
@@ -347,5 +343,14 @@ impl Tool for DelegationTool {
 
     fn call_in(&self, context: ToolContext, arguments: Value) -> BoxFuture<'_, Result<String, ToolError>> {
         self.run(Some(context), arguments).boxed()
+    }
+}
+
+/// `request` with the current span's `traceparent` (a tool call's, or the run's), so that what the
+/// facade does for it, a child run included, goes under it when traces are exported.
+fn with_trace(request: reqwest::RequestBuilder) -> reqwest::RequestBuilder {
+    match crate::telemetry::current_traceparent() {
+        Some(traceparent) => request.header("traceparent", traceparent),
+        None => request,
     }
 }

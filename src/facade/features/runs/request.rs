@@ -198,5 +198,7 @@ pub fn checked(
         model_spec,
         tool_approval_mode,
         tool_approval_mode_asked,
+        // The request's span, when traces are exported: the run's span goes under it.
+        traceparent: crate::telemetry::current_traceparent(),
     })
 }

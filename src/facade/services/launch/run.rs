@@ -65,7 +65,12 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
             ..AgentRunSpec::default()
         },
     );
-    run.metadata = ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), ..ObjectMeta::default() };
+    // The trace the run's span joins, for the runner (a pod's reads its AgentRun in its inputs).
+    let annotations = record.request.traceparent.as_ref().map(|traceparent| {
+        std::collections::BTreeMap::from([(crate::run::trace::TRACEPARENT_ANNOTATION.to_string(), traceparent.clone())])
+    });
+    run.metadata =
+        ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), annotations, ..ObjectMeta::default() };
     run
 }
 

@@ -155,7 +155,8 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         status: RunStatus::Pending,
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
-        request: Default::default(),
+        // The delegating tool call's request span, when traces are exported: the child's goes under it.
+        request: crate::run::RunRequest { traceparent: crate::telemetry::current_traceparent(), ..Default::default() },
         max_tokens,
         waiting: None,
     };

@@ -1,0 +1,179 @@
+//! Traces of a whole run tree, exported over OTLP/HTTP to a receiver stand-in that decodes them with
+//! the official protobuf definitions (`opentelemetry-proto`): a deep-research run started with a
+//! caller's `traceparent` is one trace under the caller's span — the request, the run, its model and
+//! tool calls, and its two children with their own — and no span carries the question's text.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
+use opentelemetry_proto::tonic::trace::v1::Span;
+use prost::Message;
+use serde_json::{Value, json};
+use tempfile::TempDir;
+
+use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
+use crate::support::repository::root;
+
+const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
+const CALLER_SPAN: &str = "00f067aa0ba902b7";
+/// A value the question carries and no span may.
+const CANARY: &str = "canary-question-5d1f";
+
+/// An OTLP/HTTP receiver: `POST /v1/traces` with a protobuf `ExportTraceServiceRequest`.
+async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
+    let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+    let kept = spans.clone();
+    let app = axum::Router::new().route(
+        "/v1/traces",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let request = ExportTraceServiceRequest::decode(body).expect("an OTLP export request");
+                let mut kept = kept.lock().expect("lock");
+                for resource in request.resource_spans {
+                    for scope in resource.scope_spans {
+                        kept.extend(scope.spans);
+                    }
+                }
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("the receiver serves") });
+    (format!("http://{address}"), spans)
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|b| format!("{b:02x}")).collect()
+}
+
+fn attribute(span: &Span, key: &str) -> Option<String> {
+    let value = span.attributes.iter().find(|a| a.key == key)?.value.as_ref()?.value.as_ref()?;
+    Some(match value {
+        AnyValue::StringValue(s) => s.clone(),
+        AnyValue::IntValue(i) => i.to_string(),
+        AnyValue::BoolValue(b) => b.to_string(),
+        AnyValue::DoubleValue(d) => d.to_string(),
+        other => format!("{other:?}"),
+    })
+}
+
+async fn ended(local: &Local, run_id: &str) -> Value {
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let response = local
+            .client
+            .get(format!("{}/api/agent/runs/{run_id}/result", local.base))
+            .bearer_auth("alice-token")
+            .send()
+            .await
+            .expect("reaches");
+        if response.status() == 200 {
+            return response.json().await.expect("json");
+        }
+        assert!(Instant::now() < deadline, "run {run_id} did not end\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+#[tokio::test]
+async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_contents() {
+    let (endpoint, spans) = receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("OTEL_SERVICE_NAME", "yuxi-traces-test");
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
+        .json(&json!({"query": format!("Which electrolytes? {CANARY}"), "agent_slug": "deep-research"}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 200);
+    let started: Value = response.json().await.expect("json");
+    let root_run = started["run_id"].as_str().expect("run_id").to_string();
+    assert_eq!(ended(&local, &root_run).await["status"], "completed");
+
+    // The spans arrive in batches; the three runs' spans are all there once their runs ended.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let spans = loop {
+        let seen = spans.lock().expect("lock").clone();
+        let runs =
+            seen.iter().filter(|s| attribute(s, "gen_ai.operation.name").as_deref() == Some("invoke_agent")).count();
+        if runs >= 3 || Instant::now() > deadline {
+            break seen;
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let by_id: HashMap<String, &Span> = spans.iter().map(|s| (hex(&s.span_id), s)).collect();
+    let names: Vec<&str> = spans.iter().map(|s| s.name.as_str()).collect();
+    // Every span but this test's own polls of the result is in the caller's trace.
+    let polls = |s: &Span| s.name == "GET /api/agent/runs/{run_id}/result";
+    let strays: Vec<&str> =
+        spans.iter().filter(|s| !polls(s) && hex(&s.trace_id) != TRACE_ID).map(|s| s.name.as_str()).collect();
+    assert!(strays.is_empty(), "spans outside the caller's trace: {strays:?} of {names:?}");
+
+    // The request, under the caller's span; the root run under the request.
+    let request = spans
+        .iter()
+        .find(|s| s.name == "POST /api/agent/runs")
+        .unwrap_or_else(|| panic!("no request span: {names:?}\n{}", local.log()));
+    assert_eq!(hex(&request.parent_span_id), CALLER_SPAN);
+    let run_of = |slug: &str| {
+        spans
+            .iter()
+            .find(|s| s.name == format!("invoke_agent {slug}"))
+            .unwrap_or_else(|| panic!("no run of {slug}: {names:?}"))
+    };
+    let root = run_of("deep-research");
+    assert_eq!(hex(&root.parent_span_id), hex(&request.span_id));
+    assert_eq!(attribute(root, "yuxi.run.id").as_deref(), Some(root_run.as_str()));
+    assert_eq!(attribute(root, "yuxi.run.status").as_deref(), Some("completed"));
+
+    // The runs' model calls and tool calls are theirs; each child run goes up to a tool call of the root.
+    let ancestors = |span: &Span| {
+        let mut chain = Vec::new();
+        let mut parent = hex(&span.parent_span_id);
+        while let Some(up) = by_id.get(&parent) {
+            chain.push(up.name.clone());
+            parent = hex(&up.parent_span_id);
+        }
+        chain
+    };
+    for slug in ["research-explorer", "fact-verifier"] {
+        let child = run_of(slug);
+        let chain = ancestors(child);
+        assert!(
+            chain.iter().any(|n| n == "execute_tool subagent_start")
+                && chain.contains(&"invoke_agent deep-research".to_string()),
+            "{slug}: {chain:?}"
+        );
+    }
+    let chats: Vec<&Span> = spans.iter().filter(|s| s.name.starts_with("chat ")).collect();
+    assert!(chats.len() >= 3, "{names:?}");
+    for chat in &chats {
+        assert!(attribute(chat, "gen_ai.usage.input_tokens").is_some(), "{chat:?}");
+        assert!(ancestors(chat).iter().any(|n| n.starts_with("invoke_agent ")), "{chat:?}");
+    }
+    assert!(spans.iter().any(|s| s.name == "execute_tool knowledge_search"), "{names:?}");
+
+    // Contents are not exported: the question's canary is in no span.
+    for span in &spans {
+        let text = format!("{span:?}");
+        assert!(!text.contains(CANARY), "{} carries the question: {text}", span.name);
+        assert!(!text.contains("alice-token"), "{} carries a token", span.name);
+    }
+    local.stop();
+}
