@@ -75,3 +75,23 @@ capabilities:
 {{- define "yuxi.webhookService" -}}
 {{ include "yuxi.name" . }}-webhook
 {{- end -}}
+
+{{- /* The OTLP export variables of a role (`traces.*`; nothing when no endpoint is set). */}}
+{{- define "yuxi.traceEnv" -}}
+{{- $root := index . 0 }}{{- $role := index . 1 }}
+{{- with $root.Values.traces.endpoint }}
+- name: OTEL_EXPORTER_OTLP_ENDPOINT
+  value: {{ . | quote }}
+- name: OTEL_SERVICE_NAME
+  value: {{ printf "yuxi-operator-%s" $role | quote }}
+- name: OTEL_TRACES_SAMPLER_ARG
+  value: {{ $root.Values.traces.samplerRatio | toString | quote }}
+{{- with $root.Values.traces.headersSecret.name }}
+- name: OTEL_EXPORTER_OTLP_HEADERS
+  valueFrom:
+    secretKeyRef:
+      name: {{ . }}
+      key: {{ $root.Values.traces.headersSecret.key }}
+{{- end }}
+{{- end }}
+{{- end }}

@@ -102,6 +102,17 @@ pub(super) fn runner_container(
             vars.push(env(name, value));
         }
     }
+    // The collector its spans go to, when there is one; its headers (a backend's key) from a Secret.
+    if let Some(traces) = settings.traces.as_ref().filter(|t| !t.endpoint.is_empty()) {
+        vars.push(env("OTEL_EXPORTER_OTLP_ENDPOINT", &traces.endpoint));
+        vars.push(env("OTEL_SERVICE_NAME", "yuxi-operator-runner"));
+        if let Some(ratio) = traces.sampler_ratio {
+            vars.push(env("OTEL_TRACES_SAMPLER_ARG", &ratio.to_string()));
+        }
+        if let Some(secret) = &traces.headers_secret {
+            vars.push(secret_env("OTEL_EXPORTER_OTLP_HEADERS", &secret.name, &secret.key, false));
+        }
+    }
     // Only a run whose starter announced its credentials gets them; the controller checks the Secret
     // before it creates the pod ([`super::credentials`]).
     if let Some(secret) = run.metadata.annotations.as_ref().and_then(|a| a.get(CREDENTIALS_ANNOTATION)) {

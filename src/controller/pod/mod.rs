@@ -70,7 +70,7 @@ pub use command::{SandboxPodError, SandboxPodOutput, sandbox_pod_text};
 pub use containers::{RUNNER_CONTAINER, SANDBOX_CONTAINER};
 pub use credentials::{CredentialsVerdict, credentials_verdict, without_credentials};
 pub use error::PodError;
-pub use settings::{SandboxSettings, SecretKey, SettingsError};
+pub use settings::{SandboxSettings, SecretKey, SettingsError, TraceExport};
 
 use crate::resources::names::{
     AGENT_LABEL, APP_NAME, MANAGED_BY, RUN_LABEL, THREAD_ANNOTATION, THREAD_LABEL, label_value, pod_name,

@@ -107,3 +107,34 @@ fn the_model_given_must_be_the_one_the_run_names() {
     assert_eq!(err.field(), "spec.model");
     assert!(err.to_string().ends_with("the Model given is \"claude\""), "{err}");
 }
+
+#[test]
+fn a_trace_collector_is_named_to_the_runner_only_with_its_headers_from_a_secret() {
+    let settings = SandboxSettings {
+        traces: Some(settings::TraceExport {
+            endpoint: "http://otel-collector.observability.svc:4318".into(),
+            headers_secret: Some(SecretKey { name: "otel-headers".into(), key: "headers".into() }),
+            sampler_ratio: Some(0.25),
+        }),
+        ..SandboxSettings::default()
+    };
+    let objects = sandbox_objects_on(&run(None), &agent("openai/gpt-4o-mini"), None, &settings).expect("a pod");
+    let [sandbox, runner] = [SANDBOX_CONTAINER, RUNNER_CONTAINER]
+        .map(|name| *containers(&objects).iter().find(|c| c.name == name).expect("container"));
+    let value = |name: &str| runner.env.iter().flatten().find(|v| v.name == name).and_then(|v| v.value.clone());
+    assert_eq!(value("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(), Some("http://otel-collector.observability.svc:4318"));
+    assert_eq!(value("OTEL_TRACES_SAMPLER_ARG").as_deref(), Some("0.25"));
+    assert!(references(runner).contains(&(
+        "OTEL_EXPORTER_OTLP_HEADERS".to_string(),
+        "Secret",
+        "otel-headers".to_string(),
+        "headers".to_string()
+    )));
+    assert!(sandbox.env.as_ref().is_none_or(|env| env.is_empty()));
+    let bad = SandboxSettings {
+        traces: Some(settings::TraceExport { endpoint: "otel:4318".into(), ..Default::default() }),
+        ..SandboxSettings::default()
+    };
+    let err = sandbox_objects_on(&run(None), &agent("openai/gpt-4o-mini"), None, &bad).expect_err("refused");
+    assert_eq!(err.field(), "traces.endpoint");
+}

@@ -106,6 +106,22 @@ pub struct SandboxSettings {
     /// tools, headers}`); written into the inputs Secret and named by `YUXI_MCP_SERVERS` when not empty,
     /// with each `secretKeyRef` header read from a variable of the runner container.
     pub mcp_servers: BTreeMap<String, serde_json::Value>,
+    /// Where the runners export the spans of their runs (docs/how-to/traces.md); unset: nowhere.
+    /// Default: unset.
+    pub traces: Option<TraceExport>,
+}
+
+/// The OTLP/HTTP collector runners export spans to: the runner container's `OTEL_*` variables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", default, deny_unknown_fields)]
+pub struct TraceExport {
+    /// The collector's base URL (`OTEL_EXPORTER_OTLP_ENDPOINT`), such as `http://otel-collector.observability.svc:4318`.
+    pub endpoint: String,
+    /// A Secret key holding the collector's headers (`OTEL_EXPORTER_OTLP_HEADERS`, `k=v,...`: a
+    /// backend's key), given to the runner container only.
+    pub headers_secret: Option<SecretKey>,
+    /// The share of the traces a run starts that are kept (`OTEL_TRACES_SAMPLER_ARG`), 0 to 1.
+    pub sampler_ratio: Option<f64>,
 }
 
 impl SandboxSettings {
@@ -165,6 +181,7 @@ impl Default for SandboxSettings {
             default_model: None,
             facade_url: None,
             mcp_servers: BTreeMap::new(),
+            traces: None,
         }
     }
 }
@@ -247,6 +264,24 @@ pub(super) fn check_settings(settings: &SandboxSettings) -> Result<(), PodError>
     }
     let mut secrets = vec![("redisUrlSecret", &settings.redis_url_secret)];
     secrets.extend(settings.openai_api_key_secret.as_ref().map(|s| ("openaiApiKeySecret", s)));
+    secrets
+        .extend(settings.traces.as_ref().and_then(|t| t.headers_secret.as_ref()).map(|s| ("traces.headersSecret", s)));
+    if let Some(traces) = &settings.traces {
+        if !traces.endpoint.is_empty()
+            && !traces.endpoint.starts_with("http://")
+            && !traces.endpoint.starts_with("https://")
+        {
+            return Err(settings_error(
+                "traces.endpoint",
+                format!("{:?} is not an http:// or https:// URL", traces.endpoint),
+            ));
+        }
+        if let Some(ratio) = traces.sampler_ratio
+            && !(0.0..=1.0).contains(&ratio)
+        {
+            return Err(settings_error("traces.samplerRatio", format!("must be within 0..1 (is {ratio})")));
+        }
+    }
     for (field, secret) in secrets {
         if !is_dns1123_subdomain(&secret.name) {
             return Err(settings_error(&format!("{field}.name"), format!("{:?} is not a Secret name", secret.name)));
