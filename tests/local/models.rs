@@ -4,8 +4,6 @@
 //! agent does; the model picker lists the Model to whom it is shared with only. In process and with
 //! `--runner-processes` (where the key travels as a pod's would, in the runner's variables).
 
-use std::time::{Duration, Instant};
-
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -62,21 +60,7 @@ async fn post(local: &Local, token: &str, body: Value) -> (u16, Value) {
 }
 
 async fn result(local: &Local, run_id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response = local
-            .client
-            .get(format!("{}/api/agent/runs/{run_id}/result", local.base))
-            .bearer_auth("alice-token")
-            .send()
-            .await
-            .expect("reaches");
-        if response.status() == 200 {
-            return response.json().await.expect("json");
-        }
-        assert!(Instant::now() < deadline, "run {run_id} did not end\n{}", local.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    local.result_of(run_id, "alice-token").await
 }
 
 async fn a_run_on_a_model_uses_its_key_and_no_other(processes: bool) {

@@ -64,21 +64,7 @@ fn attribute(span: &Span, key: &str) -> Option<String> {
 }
 
 async fn ended(local: &Local, run_id: &str) -> Value {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let response = local
-            .client
-            .get(format!("{}/api/agent/runs/{run_id}/result", local.base))
-            .bearer_auth("alice-token")
-            .send()
-            .await
-            .expect("reaches");
-        if response.status() == 200 {
-            return response.json().await.expect("json");
-        }
-        assert!(Instant::now() < deadline, "run {run_id} did not end\n{}", local.log());
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    local.result_of(run_id, "alice-token").await
 }
 
 #[tokio::test]

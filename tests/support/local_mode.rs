@@ -171,6 +171,26 @@ impl Local {
         (response.status().as_u16(), response.json().await.expect("JSON"))
     }
 
+    /// The run's result once it has ended, read as the user of `token` (at most 60 s; panics naming the
+    /// run, with the log, after that).
+    pub async fn result_of(&self, run_id: &str, token: &str) -> Value {
+        let deadline = std::time::Instant::now() + Duration::from_secs(60);
+        loop {
+            let response = self
+                .client
+                .get(format!("{}/api/agent/runs/{run_id}/result", self.base))
+                .bearer_auth(token)
+                .send()
+                .await
+                .expect("reaches the facade");
+            if response.status() == 200 {
+                return response.json().await.expect("JSON");
+            }
+            assert!(std::time::Instant::now() < deadline, "run {run_id} did not end\n{}", self.log());
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+    }
+
     /// What it has logged so far.
     pub fn log(&self) -> String {
         std::fs::read_to_string(&self.log).unwrap_or_default()

@@ -108,11 +108,9 @@ impl AnthropicModel {
         tools: &[ToolSpec],
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<ModelTurn, ModelError> {
-        let body = serde_json::to_vec(&self.request(messages, tools)).map_err(|e| ModelError::fatal(e.to_string()))?;
         let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
         headers.insert("anthropic-version", reqwest::header::HeaderValue::from_static(ANTHROPIC_VERSION));
-        let response = self.http.post(&self.url, body, headers).await?;
+        let response = self.http.post_json(&self.url, &self.request(messages, tools), headers).await?;
         let mut state = Stream::default();
         read_events(&self.http, response, |event| state.read(&event.data, deltas))
             .await

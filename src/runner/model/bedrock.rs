@@ -119,7 +119,7 @@ impl BedrockModel {
         tools: &[ToolSpec],
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<ModelTurn, ModelError> {
-        let body = serde_json::to_vec(&self.request(messages, tools)).map_err(|e| ModelError::fatal(e.to_string()))?;
+        let body = super::http::json_body(&self.request(messages, tools))?;
         let keys = self.credentials.keys().await?;
         let content = [("content-type", "application/json"), ("accept", "application/vnd.amazon.eventstream")];
         let signed = sign(&keys, &self.region, "bedrock", "POST", &self.url, &content, &body, SystemTime::now())?;

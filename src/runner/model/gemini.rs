@@ -143,10 +143,7 @@ impl GeminiModel {
         tools: &[ToolSpec],
         deltas: &UnboundedSender<ModelDelta>,
     ) -> Result<ModelTurn, ModelError> {
-        let body = serde_json::to_vec(&self.request(messages, tools)).map_err(|e| ModelError::fatal(e.to_string()))?;
-        let mut headers = reqwest::header::HeaderMap::new();
-        headers.insert(reqwest::header::CONTENT_TYPE, reqwest::header::HeaderValue::from_static("application/json"));
-        let response = self.http.post(&self.url, body, headers).await?;
+        let response = self.http.post_json(&self.url, &self.request(messages, tools), Default::default()).await?;
         let mut turn = ModelTurn::default();
         let mut finish: Option<String> = None;
         let mut new_signatures = Vec::new();

@@ -139,6 +139,20 @@ impl Http {
         Err(self.redacted(error))
     }
 
+    /// POSTs the JSON `body` to `url` as [`Http::post`] does, with `Content-Type: application/json` and
+    /// `extra` headers.
+    ///
+    /// Errors: those of [`json_body`] and [`Http::post`].
+    pub async fn post_json(
+        &self,
+        url: &str,
+        body: &serde_json::Value,
+        mut extra: HeaderMap,
+    ) -> Result<reqwest::Response, ModelError> {
+        extra.insert(reqwest::header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        self.post(url, json_body(body)?, extra).await
+    }
+
     /// The error of a connection that could not be made or timed out (transient).
     pub fn unreachable(&self, e: reqwest::Error) -> ModelError {
         ModelError::transient(self.redact(&format!("cannot reach the model endpoint: {e}")))
@@ -168,6 +182,11 @@ pub fn redact_error(error: ModelError, secrets: &[String]) -> ModelError {
         }
         ModelError::Fatal(message) => ModelError::Fatal(redact(&message, secrets)),
     }
+}
+
+/// A request body as JSON bytes (a fatal error, not expected for built requests, when it cannot be).
+pub fn json_body(body: &serde_json::Value) -> Result<Vec<u8>, ModelError> {
+    serde_json::to_vec(body).map_err(|e| ModelError::fatal(e.to_string()))
 }
 
 #[cfg(test)]
