@@ -62,6 +62,10 @@ pub struct ApiArgs {
     /// routes answer 503.
     #[arg(long, env = "YUXI_USER_DATA_DIR", value_name = "DIR")]
     user_data_dir: Option<PathBuf>,
+    /// The address of a trace in the tracing backend, `{trace_id}` standing for its id (Jaeger:
+    /// `https://jaeger.example/trace/{trace_id}`): a run's timeline links to it.
+    #[arg(long, env = "YUXI_TRACE_LINK", value_name = "URL")]
+    trace_link: Option<String>,
     /// The model of agents that name none, as the sandbox pods' settings have it (`defaultModel`): listed
     /// first by the model picker.
     #[arg(long, env = yuxi_operator::run::inputs::env::DEFAULT_MODEL, value_name = "MODEL")]
@@ -151,6 +155,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
             client.clone(),
             &args.namespace,
         ))),
+        trace_link: args.trace_link,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

@@ -92,6 +92,10 @@ pub struct LocalArgs {
     /// its owner only; a variable `YUXI_SECRET_<NAME>_<KEY>` takes precedence over it.
     #[arg(long, env = "YUXI_SECRETS_FILE", value_name = "FILE")]
     secrets: Option<PathBuf>,
+    /// The address of a trace in the tracing backend, `{trace_id}` standing for its id: a run's
+    /// timeline links to it.
+    #[arg(long, env = "YUXI_TRACE_LINK", value_name = "URL")]
+    trace_link: Option<String>,
 }
 
 /// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish and removes the store
@@ -122,6 +126,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         scripts_dir,
         skills_library,
         secrets,
+        trace_link,
     } = args;
     let openai_base_url = std::env::var(env::OPENAI_BASE_URL).ok();
     let models = facade::services::models::ModelCatalog::new(Some(default_model.clone()), models, openai_base_url)
@@ -281,6 +286,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             Vec::new(),
             None,
         )),
+        trace_link,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

@@ -16,6 +16,7 @@ pub mod record;
 pub mod result;
 pub mod scope;
 pub mod status;
+pub mod timeline;
 pub mod trace;
 pub use crate::resources::thread_id;
 

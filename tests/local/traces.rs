@@ -161,5 +161,59 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
         assert!(!text.contains(CANARY), "{} carries the question: {text}", span.name);
         assert!(!text.contains("alice-token"), "{} carries a token", span.name);
     }
+
+    // The run's timeline, from its own records, tells what the exported spans tell.
+    let timeline = local.get_json(&format!("/api/agent/runs/{root_run}/trace"), "alice-token").await;
+    assert_eq!(timeline["trace_id"], TRACE_ID);
+    assert_eq!(timeline["truncated"], false);
+    let timeline_spans = timeline["spans"].as_array().expect("spans");
+    let exported_runs: Vec<&Span> =
+        spans.iter().filter(|s| attribute(s, "gen_ai.operation.name").as_deref() == Some("invoke_agent")).collect();
+    let timeline_runs: Vec<&Value> = timeline_spans.iter().filter(|s| s["kind"] == "run").collect();
+    assert_eq!(timeline_runs.len(), exported_runs.len(), "{timeline:#}");
+    for exported in exported_runs {
+        let run_id = attribute(exported, "yuxi.run.id").expect("a run's id");
+        let run = timeline_runs.iter().find(|s| s["run_id"] == run_id.as_str()).expect("the run in the timeline");
+        assert_eq!(run["name"], exported.name.as_str());
+        assert_eq!(run["status"], attribute(exported, "yuxi.run.status").expect("status").as_str());
+        // Its model calls and tool calls: the same names, the same tokens.
+        let call = |s: &Span| matches!(attribute(s, "gen_ai.operation.name").as_deref(), Some("chat" | "execute_tool"));
+        let under = |s: &&Span| call(s) && hex(&s.parent_span_id) == hex(&exported.span_id);
+        let mut exported_calls: Vec<(String, String)> = spans
+            .iter()
+            .filter(under)
+            .map(|s| (s.name.clone(), attribute(s, "gen_ai.usage.input_tokens").unwrap_or_default()))
+            .collect();
+        let mut timeline_calls: Vec<(String, String)> = timeline_spans
+            .iter()
+            .filter(|s| s["parent_span_id"] == run_id.as_str())
+            .map(|s| {
+                let tokens = &s["attributes"]["gen_ai.usage.input_tokens"];
+                (s["name"].as_str().unwrap_or_default().to_string(), if tokens.is_null() { String::new() } else { tokens.to_string() })
+            })
+            .collect();
+        exported_calls.sort();
+        timeline_calls.sort();
+        assert_eq!(timeline_calls, exported_calls, "the calls of {run_id}");
+        // A child run goes under the tool call that started it, in both.
+        if let Some(parent) = run["parent_span_id"].as_str() {
+            let call_id = parent.rsplit('/').next().expect("a tool call's id");
+            let mut up = by_id.get(&hex(&exported.parent_span_id)).copied();
+            while let Some(span) = up.filter(|s| !s.name.starts_with("execute_tool ")) {
+                up = by_id.get(&hex(&span.parent_span_id)).copied();
+            }
+            let tool = up.unwrap_or_else(|| panic!("{run_id} is under no tool call"));
+            assert_eq!(attribute(tool, "gen_ai.tool.call.id").as_deref(), Some(call_id), "{run_id}");
+        }
+    }
+    // Another user's run answers as a missing one.
+    let stranger = local
+        .client
+        .get(format!("{}/api/agent/runs/{root_run}/trace", local.base))
+        .bearer_auth("bob-token")
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(stranger.status(), 404);
     local.stop();
 }

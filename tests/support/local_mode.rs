@@ -171,6 +171,14 @@ impl Local {
         (response.status().as_u16(), response.json().await.expect("JSON"))
     }
 
+    /// `GET path` as the user of `token`: its JSON answer, which must be a 200.
+    pub async fn get_json(&self, path: &str, token: &str) -> Value {
+        let response =
+            self.client.get(format!("{}{path}", self.base)).bearer_auth(token).send().await.expect("reaches the facade");
+        assert_eq!(response.status(), 200, "GET {path}\n{}", self.log());
+        response.json().await.expect("JSON")
+    }
+
     /// The run's result once it has ended, read as the user of `token` (at most 60 s; panics naming the
     /// run, with the log, after that).
     pub async fn result_of(&self, run_id: &str, token: &str) -> Value {

@@ -7,6 +7,7 @@ use tokio::time::Instant;
 use super::batch::{BATCH_CHARS, Batch};
 use super::{Graph, Stop};
 use crate::run::EventKind;
+use crate::run::timeline::{MODEL_CALL_EVENT, ModelCallEvent};
 use crate::run::message::Message;
 use crate::runner::model::{ModelError, ModelTurn};
 
@@ -36,7 +37,8 @@ impl Graph {
             error.type = tracing::field::Empty,
         );
         let started = Instant::now();
-        let mut first_token = false;
+        let started_at = jiff::Timestamp::now();
+        let mut first_token: Option<u64> = None;
         let call = tracing::Instrument::instrument(self.model.complete(messages, specs, &sender), span.clone());
         tokio::pin!(call);
         let mut batch = Batch::default();
@@ -45,9 +47,10 @@ impl Graph {
             tokio::select! {
                 biased;
                 Some(delta) = receiver.recv() => {
-                    if !first_token {
-                        first_token = true;
-                        span.record("yuxi.time_to_first_token_ms", started.elapsed().as_millis() as u64);
+                    if first_token.is_none() {
+                        let elapsed = started.elapsed().as_millis() as u64;
+                        first_token = Some(elapsed);
+                        span.record("yuxi.time_to_first_token_ms", elapsed);
                     }
                     batch.push(delta);
                     if batch.chars() >= BATCH_CHARS {
@@ -64,7 +67,18 @@ impl Graph {
             batch.push(delta);
         }
         self.flush(&mut batch, message_id).await?;
-        record_turn(&span, &result, self.pricing.as_ref());
+        let mut call = ModelCallEvent {
+            kind: MODEL_CALL_EVENT.into(),
+            started_at: started_at.to_string(),
+            duration_ms: started.elapsed().as_millis() as u64,
+            time_to_first_token_ms: first_token,
+            model: self.model_id.clone(),
+            provider: self.provider.clone(),
+            ..Default::default()
+        };
+        record_turn(&span, &mut call, &result, self.pricing.as_ref());
+        // The run's own record of the call, for its timeline (`crate::run::timeline`).
+        self.emit(EventKind::Custom, crate::run::event::payload(&call)).await?;
         Ok(result)
     }
 
@@ -76,9 +90,11 @@ impl Graph {
     }
 }
 
-/// What a model call's span says once it ended: its tokens, cost and finish, or why it failed.
+/// What a model call's span and its record (`call`) say once it ended: its tokens, cost and finish,
+/// or why it failed.
 fn record_turn(
     span: &tracing::Span,
+    call: &mut ModelCallEvent,
     result: &Result<ModelTurn, ModelError>,
     pricing: Option<&crate::resources::model::ModelPricing>,
 ) {
@@ -88,18 +104,23 @@ fn record_turn(
                 span.record("gen_ai.usage.input_tokens", usage.prompt_tokens);
                 span.record("gen_ai.usage.output_tokens", usage.completion_tokens);
                 span.record("gen_ai.usage.cache_read.input_tokens", usage.cached_prompt_tokens);
+                (call.input_tokens, call.output_tokens) = (usage.prompt_tokens, usage.completion_tokens);
+                call.cached_tokens = usage.cached_prompt_tokens;
                 if let Some((currency, picos)) = crate::resources::model::cost_picos(usage, pricing) {
-                    span.record("yuxi.cost", format!("{} {currency}", crate::resources::model::format_picos(picos)));
+                    let cost = format!("{} {currency}", crate::resources::model::format_picos(picos));
+                    span.record("yuxi.cost", &cost);
+                    call.cost = Some(cost);
                 }
             }
-            span.record(
-                "gen_ai.response.finish_reasons",
-                if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" },
-            );
+            let finish = if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" };
+            span.record("gen_ai.response.finish_reasons", finish);
+            call.finish_reason = Some(finish.into());
         }
         Err(err) => {
+            let kind = if err.is_transient() { "transient" } else { "fatal" };
             span.record("otel.status_code", "ERROR");
-            span.record("error.type", if err.is_transient() { "transient" } else { "fatal" });
+            span.record("error.type", kind);
+            call.error = Some(kind.into());
         }
     }
 }

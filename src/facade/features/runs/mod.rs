@@ -11,6 +11,7 @@ pub mod request;
 pub mod requests;
 pub mod start;
 pub mod started;
+pub mod trace;
 pub mod wire;
 
 use utoipa_axum::router::OpenApiRouter;
@@ -25,6 +26,7 @@ pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
         .routes(routes!(read::result))
         .routes(routes!(read::cancel))
         .routes(routes!(read::active_run))
+        .routes(routes!(trace::trace))
         .routes(routes!(events::events))
         .routes(routes!(events::thread_messages))
         .routes(routes!(requests::get_request))
