@@ -1,7 +1,8 @@
 //! Logs and traces of this process: logs on stderr (`RUST_LOG`, default `info`), and, when an OTLP
 //! endpoint is configured, the spans of run trees ([`yuxi_operator::telemetry::TARGET`]) exported over
-//! OTLP/HTTP (protobuf), configured by the standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or
-//! `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`), `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
+//! OTLP/HTTP (protobuf) or, with `OTEL_EXPORTER_OTLP_PROTOCOL=grpc`, OTLP/gRPC, configured by the
+//! standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`),
+//! `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER_ARG` (the ratio of traces
 //! this system starts that are kept; a caller's sampled flag is followed) and `OTEL_SDK_DISABLED`.
 //! Off by default: with no endpoint nothing is built, nothing is sent, and the spans are never made.
@@ -15,6 +16,8 @@ use tracing_subscriber::util::SubscriberInitExt;
 /// Exports until dropped, then sends what is left (a runner's spans before its process exits).
 pub struct Telemetry {
     provider: Option<SdkTracerProvider>,
+    /// The runtime the gRPC exporter's connection lives on (gRPC only).
+    grpc_runtime: Option<tokio::runtime::Runtime>,
 }
 
 impl Drop for Telemetry {
@@ -24,7 +27,19 @@ impl Drop for Telemetry {
         {
             eprintln!("warning: the last spans could not be exported: {err}");
         }
+        if let Some(runtime) = self.grpc_runtime.take() {
+            runtime.shutdown_background();
+        }
     }
+}
+
+/// Whether `OTEL_EXPORTER_OTLP_TRACES_PROTOCOL` (or `OTEL_EXPORTER_OTLP_PROTOCOL`) asks for gRPC; the
+/// default, and `http/protobuf`, is OTLP/HTTP.
+fn grpc_asked() -> bool {
+    let protocol = std::env::var("OTEL_EXPORTER_OTLP_TRACES_PROTOCOL")
+        .or_else(|_| std::env::var("OTEL_EXPORTER_OTLP_PROTOCOL"))
+        .unwrap_or_default();
+    protocol.trim().eq_ignore_ascii_case("grpc")
 }
 
 /// Whether the environment asks for traces to be exported.
@@ -42,8 +57,9 @@ pub fn init(role: &str) -> Telemetry {
         .with_writer(std::io::stderr)
         .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()))
         .with_filter(filter);
+    let mut grpc_runtime = None;
     let provider = if export_configured() {
-        match provider(role) {
+        match provider(role, &mut grpc_runtime) {
             Ok(provider) => Some(provider),
             Err(err) => {
                 eprintln!("warning: traces are not exported: {err}");
@@ -59,13 +75,28 @@ pub fn init(role: &str) -> Telemetry {
         tracing_opentelemetry::layer().with_tracer(provider.tracer("yuxi-operator")).with_filter(targets)
     });
     tracing_subscriber::registry().with(logs).with(traces).init();
-    Telemetry { provider }
+    Telemetry { provider, grpc_runtime }
 }
 
-fn provider(role: &str) -> anyhow::Result<SdkTracerProvider> {
-    // The exporter's HTTP client (an https:// collector) needs the process's TLS provider.
+fn provider(role: &str, grpc_runtime: &mut Option<tokio::runtime::Runtime>) -> anyhow::Result<SdkTracerProvider> {
+    // The exporter's client (an https:// collector) needs the process's TLS provider.
     yuxi_operator::tls::install_crypto_provider();
-    let exporter = opentelemetry_otlp::SpanExporter::builder().with_http().build()?;
+    let exporter = if grpc_asked() {
+        // The gRPC channel's connection is driven by a runtime of its own, beside the process's.
+        let runtime = tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("otlp-grpc")
+            .enable_all()
+            .build()?;
+        let exporter = {
+            let _entered = runtime.enter();
+            opentelemetry_otlp::SpanExporter::builder().with_tonic().build()?
+        };
+        *grpc_runtime = Some(runtime);
+        exporter
+    } else {
+        opentelemetry_otlp::SpanExporter::builder().with_http().build()?
+    };
     let service = std::env::var("OTEL_SERVICE_NAME")
         .ok()
         .filter(|s| !s.trim().is_empty())

@@ -7,7 +7,8 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use opentelemetry_proto::tonic::collector::trace::v1::ExportTraceServiceRequest;
+use opentelemetry_proto::tonic::collector::trace::v1::trace_service_server::{TraceService, TraceServiceServer};
+use opentelemetry_proto::tonic::collector::trace::v1::{ExportTraceServiceRequest, ExportTraceServiceResponse};
 use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
@@ -21,6 +22,41 @@ const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
 /// A value the question carries and no span may.
 const CANARY: &str = "canary-question-5d1f";
+
+/// An OTLP/gRPC receiver: the `TraceService` of the official definitions, served by tonic.
+struct GrpcReceiver(Arc<Mutex<Vec<Span>>>);
+
+#[tonic::async_trait]
+impl TraceService for GrpcReceiver {
+    async fn export(
+        &self,
+        request: tonic::Request<ExportTraceServiceRequest>,
+    ) -> Result<tonic::Response<ExportTraceServiceResponse>, tonic::Status> {
+        let mut kept = self.0.lock().expect("lock");
+        for resource in request.into_inner().resource_spans {
+            for scope in resource.scope_spans {
+                kept.extend(scope.spans);
+            }
+        }
+        Ok(tonic::Response::new(ExportTraceServiceResponse { partial_success: None }))
+    }
+}
+
+async fn grpc_receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
+    let spans: Arc<Mutex<Vec<Span>>> = Arc::default();
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    let service = TraceServiceServer::new(GrpcReceiver(spans.clone()));
+    let incoming = tokio_stream::wrappers::TcpListenerStream::new(listener);
+    tokio::spawn(async move {
+        tonic::transport::Server::builder()
+            .add_service(service)
+            .serve_with_incoming(incoming)
+            .await
+            .expect("the receiver serves")
+    });
+    (format!("http://{address}"), spans)
+}
 
 /// An OTLP/HTTP receiver: `POST /v1/traces` with a protobuf `ExportTraceServiceRequest`.
 async fn receiver() -> (String, Arc<Mutex<Vec<Span>>>) {
@@ -215,5 +251,43 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
         .await
         .expect("reaches");
     assert_eq!(stranger.status(), 404);
+    local.stop();
+}
+
+#[tokio::test]
+async fn over_grpc_a_run_is_exported_to_a_grpc_receiver() {
+    let (endpoint, spans) = grpc_receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
+        .json(&json!({"query": "hello", "agent_slug": "deep-research"}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 200);
+    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    ended(&local, &run_id).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = spans.lock().expect("lock").clone();
+        let run = seen.iter().find(|s| attribute(s, "yuxi.run.id").as_deref() == Some(run_id.as_str()));
+        if let Some(run) = run {
+            assert_eq!(hex(&run.trace_id), TRACE_ID);
+            assert_eq!(run.name, "invoke_agent deep-research");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no run span over gRPC: {seen:?}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
     local.stop();
 }
