@@ -378,6 +378,167 @@ test('reopening the conversation rebuilds it from what the facade persisted', as
   const current = page.getByRole('complementary', { name: 'Conversations' }).locator('a[aria-current="page"]');
   assert.match(await current.innerText(), /^Which solid electrolytes/);
   assert.equal(await panel.locator('section.run-group').count(), 2, 'both runs that started subagents');
+  // The latest run, the cancelled one, links to its timeline, read from the thread's history.
+  const latest = await panel.locator('section.run-group').nth(1).getAttribute('data-root');
+  await page.locator('.run-line').getByRole('link', { name: `Timeline of run ${latest.slice(0, 8)}` }).waitFor();
+  assert.equal(await page.locator('.run-line a').getAttribute('href'), `#/runs/${latest}`);
+});
+
+/** The facade's answer for `path` with alice's token. */
+async function asAlice(path) {
+  const answer = await fetch(`${base}${path}`, { headers: { Authorization: 'Bearer alice-token' } });
+  assert.equal(answer.status, 200, `GET ${path}`);
+  return answer.json();
+}
+
+let timelineRun;
+
+test("a deep-research run's timeline: a row per span the API answers, refreshed until the run ends", async () => {
+  await page.goto(`${base}/console/#/chat`);
+  await page.locator('#chat-agent option[value="deep-research"]').waitFor({ state: 'attached' });
+  await page.getByLabel('Message').fill(QUESTION);
+  await page.getByRole('button', { name: 'Send' }).click();
+  const link = page.locator('.run-line').getByRole('link', { name: /^Timeline of run / });
+  await link.waitFor();
+  timelineRun = (await link.getAttribute('href')).replace('#/runs/', '');
+  // The panel links each subagent's own timeline.
+  const explorerLink = page.getByRole('complementary', { name: 'Subagents' }).getByRole('link', { name: 'Timeline of research-explorer' });
+  await explorerLink.waitFor();
+  assert.match(await explorerLink.getAttribute('href'), /^#\/runs\/[0-9a-f]+$/);
+  const asked = [];
+  const counting = (request) => {
+    if (request.url().endsWith(`/api/agent/runs/${timelineRun}/trace`)) asked.push(Date.now());
+  };
+  page.on('request', counting);
+  try {
+    await link.click();
+    await page.getByRole('heading', { name: 'Run timeline' }).waitFor();
+    assert.equal(await page.getByRole('navigation', { name: 'Sections' }).locator('a[aria-current="page"]').innerText(), 'Chat and runs');
+    const table = page.locator('table.timeline');
+    await table.waitFor();
+    // The explorer's script takes 4 s: the tree usually still runs when the page opens.
+    const openedRunning = (await table.getAttribute('data-ended')) === 'false';
+    if (openedRunning) {
+      await page.getByRole('status').filter({ hasText: 'refreshed every 2 s' }).waitFor();
+      await shot('timeline-running');
+    }
+    await page.locator('table.timeline[data-ended="true"]').waitFor();
+    if (openedRunning) assert.ok(asked.length >= 2, `read again while it ran (${asked.length} reads)`);
+    await page.getByRole('status').filter({ hasText: /^completed deep-research: / }).waitFor();
+    await shot('timeline');
+    // What the page shows is what the facade answers for the run, span by span.
+    const trace = await asAlice(`/api/agent/runs/${timelineRun}/trace`);
+    assert.equal(trace.run_id, timelineRun);
+    assert.notEqual(trace.spans[0].end, null, 'the root has ended');
+    const rows = page.locator('tr[data-span-id]');
+    assert.equal(await rows.count(), trace.spans.length, 'a row per span');
+    const shown = await rows.evaluateAll((trs) =>
+      trs.map((tr) => ({ id: tr.dataset.spanId, depth: Number(tr.dataset.depth), name: tr.querySelector('.span-name').textContent })),
+    );
+    assert.deepEqual(new Set(shown.map((r) => r.id)), new Set(trace.spans.map((s) => s.span_id)), 'each span once');
+    const byId = new Map(shown.map((r, at) => [r.id, { ...r, at }]));
+    for (const span of trace.spans) {
+      const row = byId.get(span.span_id);
+      assert.equal(row.name, span.name, `the name of ${span.span_id}`);
+      const bar = page.locator(`tr[data-span-id="${span.span_id}"] .timeline-bar`);
+      assert.match(await bar.getAttribute('class'), new RegExp(`\\btimeline-${span.kind}\\b`));
+      if (span.parent_span_id === null) {
+        assert.equal(row.depth, 0);
+      } else {
+        // Under its parent: after it, one level deeper.
+        const parent = byId.get(span.parent_span_id);
+        assert.ok(row.at > parent.at, `${span.span_id} after its parent`);
+        assert.equal(row.depth, parent.depth + 1, `${span.span_id} one level under its parent`);
+      }
+    }
+    // The tree: deep-research and its two children, each under the tool call that started it.
+    const runs = trace.spans.filter((s) => s.kind === 'run');
+    assert.deepEqual(runs.map((s) => s.name).sort(), ['invoke_agent deep-research', 'invoke_agent fact-verifier', 'invoke_agent research-explorer']);
+    for (const child of runs.slice(1)) assert.match(child.parent_span_id, new RegExp(`^${timelineRun}/tool/`));
+    assert.equal(await page.locator('.timeline-bar.timeline-run').count(), 3);
+    // A model call shows its tokens, a tool call its result's size.
+    const chat = trace.spans.find((s) => s.kind === 'chat');
+    assert.match(
+      await page.locator(`tr[data-span-id="${chat.span_id}"] .timeline-details`).innerText(),
+      new RegExp(`${chat.attributes['gen_ai.usage.input_tokens']} in / ${chat.attributes['gen_ai.usage.output_tokens']} out tokens`),
+    );
+    const tool = trace.spans.find((s) => s.kind === 'tool');
+    assert.match(await page.locator(`tr[data-span-id="${tool.span_id}"] .timeline-details`).innerText(), /result \d+ bytes/);
+    // No tracing backend here: no trace link, and nothing was cut.
+    assert.equal(trace.trace_url, null);
+    assert.equal(await page.getByRole('link', { name: /View trace/ }).count(), 0);
+    assert.equal(await page.locator('.notice').count(), 0);
+    // Once it has ended, the page stops asking.
+    const reads = asked.length;
+    await page.waitForTimeout(2500);
+    assert.equal(asked.length, reads, 'no read after the run ended');
+  } finally {
+    page.off('request', counting);
+  }
+});
+
+test("another user's run is not shown: the timeline says so", async () => {
+  const started = await fetch(`${base}/api/agent/runs`, {
+    method: 'POST',
+    headers: { Authorization: 'Bearer bob-token', 'Content-Type': 'application/json' },
+    body: JSON.stringify({ query: 'What is a garnet electrolyte?', agent_slug: 'deep-research' }),
+  });
+  assert.equal(started.status, 200);
+  const { run_id: bobs } = await started.json();
+  const denied = await fetch(`${base}/api/agent/runs/${bobs}/trace`, { headers: { Authorization: 'Bearer alice-token' } });
+  assert.equal(denied.status, 404);
+  await page.goto(`${base}/console/#/runs/${bobs}`);
+  await page.getByRole('heading', { name: 'Run timeline' }).waitFor();
+  await page.getByRole('alert').filter({ hasText: `No run ${bobs} is visible to you` }).waitFor();
+  assert.equal(await page.locator('tr[data-span-id]').count(), 0);
+  await shot('timeline-not-found');
+});
+
+test('a timeline marks failed spans, links the trace in a new tab and says when it was cut (the answer mocked)', async () => {
+  const at = (ms) => new Date(Date.UTC(2026, 0, 1, 0, 0, 0, ms)).toISOString().replace('Z', '123Z');
+  const span = (id, parent, kind, name, start, duration, status, attributes) => ({
+    span_id: id, parent_span_id: parent, run_id: 'run-mocked', kind, name, start: at(start), end: at(start + duration),
+    duration_ms: duration, status, attributes,
+  });
+  const answer = {
+    run_id: 'run-mocked',
+    trace_id: '4bf92f3577b34da6a3ce929d0e0e4736',
+    trace_url: 'https://traces.example/trace/4bf92f3577b34da6a3ce929d0e0e4736',
+    langfuse_url: 'https://traces.example/trace/4bf92f3577b34da6a3ce929d0e0e4736',
+    truncated: true,
+    spans: [
+      span('run-mocked', null, 'run', 'invoke_agent deep-research', 0, 2400, 'failed', { 'gen_ai.agent.name': 'deep-research' }),
+      span('run-mocked/chat/1', 'run-mocked', 'chat', 'chat gpt-4o-mini', 10, 900, 'ok', {
+        'gen_ai.usage.input_tokens': 456, 'gen_ai.usage.output_tokens': 7, 'yuxi.cost': '0.0012 USD', 'yuxi.time_to_first_token_ms': 40,
+      }),
+      span('run-mocked/tool/call_1', 'run-mocked', 'tool', 'execute_tool read_file', 950, 50, 'error', { 'yuxi.tool.result_bytes': 12 }),
+      span('run-mocked/chat/2', 'run-mocked', 'chat', 'chat gpt-4o-mini', 1100, 1300, 'error', { 'error.type': 'fatal' }),
+    ],
+  };
+  await page.route('**/api/agent/runs/run-mocked/trace', (route) => route.fulfill({ json: answer }));
+  try {
+    await page.goto(`${base}/console/#/runs/run-mocked`);
+    const view = page.getByRole('link', { name: 'View trace (opens in a new tab)' });
+    await view.waitFor();
+    assert.equal(await view.getAttribute('href'), answer.trace_url);
+    assert.equal(await view.getAttribute('target'), '_blank');
+    assert.equal(await view.getAttribute('rel'), 'noopener noreferrer');
+    await page.locator('.notice', { hasText: 'only its first spans are shown' }).waitFor();
+    const row = (id) => page.locator(`tr[data-span-id="${id}"]`);
+    assert.match(await row('run-mocked').getAttribute('class'), /timeline-error/);
+    assert.match(await row('run-mocked/tool/call_1').locator('.badge').innerText(), /✕ error/);
+    assert.equal(await page.locator('.timeline-bar.timeline-error').count(), 3, 'the failed run, tool call and model call');
+    assert.doesNotMatch(await row('run-mocked/chat/1').getAttribute('class'), /timeline-error/);
+    assert.match(await row('run-mocked/chat/1').innerText(), /900 ms/);
+    const details = await row('run-mocked/chat/1').locator('.timeline-details').innerText();
+    assert.match(details, /456 in \/ 7 out tokens/);
+    assert.match(details, /cost 0\.0012 USD/);
+    assert.match(await row('run-mocked/tool/call_1').locator('.timeline-details').innerText(), /result 12 bytes/);
+    assert.match(await row('run-mocked').innerText(), /2\.40 s/);
+    await shot('timeline-failed');
+  } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+  }
 });
 
 test('knowledge bases: indexing status, search, a new base and an upload', async () => {
@@ -441,6 +602,7 @@ test('at a phone width a pasted token signs in and no page is wider than the scr
     ['chat-phone', `#/chat/${encodeURIComponent(threadId)}`, 'li.run-node'],
     ['knowledge-phone', '#/knowledge/research-notes', 'ul.documents li'],
     ['agent-form-phone', '#/agents/edit/console-notes-helper', '#agent-system_prompt'],
+    ['timeline-phone', `#/runs/${timelineRun}`, 'tr[data-span-id]'],
   ]) {
     await phone.goto(`${base}/console/${hash}`);
     await phone.locator(ready).first().waitFor();

@@ -219,3 +219,41 @@ export async function followEvents(
   }
   return 'aborted';
 }
+
+/** One span of a run tree's timeline: a run, one of its model calls, or one of its tool calls. */
+export interface TraceSpan {
+  /** The run id, `<run>/chat/<n>` or `<run>/tool/<call id>`. */
+  span_id: string;
+  /** The span it is part of: a run's for its calls, the tool call that started it for a child run. */
+  parent_span_id: string | null;
+  run_id: string;
+  kind: 'run' | 'chat' | 'tool' | string;
+  /** `invoke_agent <agent>`, `chat <model>` or `execute_tool <tool>`. */
+  name: string;
+  /** RFC 3339. */
+  start: string;
+  /** RFC 3339; null while it goes on. */
+  end: string | null;
+  duration_ms: number | null;
+  /** A run's status, or `ok`, `error`, `running` for a call. */
+  status: string;
+  /** The exported span's attributes: tokens, cost, model, tool, result size. */
+  attributes: Record<string, unknown>;
+}
+
+/** The answer of `GET /api/agent/runs/{run_id}/trace`. */
+export interface RunTrace {
+  run_id: string;
+  trace_id: string | null;
+  /** The trace in the tracing backend, when the installation links one. */
+  trace_url: string | null;
+  /** Spans in tree order: each run's own first, then its model and tool calls, then its children's. */
+  spans: TraceSpan[];
+  /** Whether the tree was larger than one answer reads. */
+  truncated: boolean;
+}
+
+/** The timeline of a run and every run under it (`GET /api/agent/runs/{run_id}/trace`); 404 for a run not the caller's. */
+export function runTrace(runId: string): Promise<RunTrace> {
+  return api<RunTrace>('GET', `/api/agent/runs/${encodeURIComponent(runId)}/trace`);
+}

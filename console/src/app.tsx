@@ -1,6 +1,6 @@
 // The console's frame: the login until a token is kept, then the header (sections, language, user) and
 // the page the location's hash names: #/agents, #/agents/new, #/agents/edit/<slug>, #/chat, #/chat/<thread>,
-// #/knowledge, #/knowledge/<slug>.
+// #/knowledge, #/knowledge/<slug>, #/runs/<run_id> (a run tree's timeline).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, getToken, onUnauthorized, setToken } from './api';
 import { lang, setLang, t, type Lang } from './i18n';
@@ -10,6 +10,7 @@ import { AgentsPage } from './pages/agents';
 import { AgentForm } from './pages/agent-form';
 import { ChatPage } from './pages/chat';
 import { KnowledgePage } from './pages/knowledge';
+import { TimelinePage } from './pages/timeline';
 
 /** Who the token names (`GET /api/auth/me`). */
 export interface Me {
@@ -108,13 +109,16 @@ export function App() {
     page = <AgentForm key={rest[1]} slug={decodeURIComponent(rest[1])} subagent={false} />;
   } else if (section === 'chat') {
     page = <ChatPage threadId={rest[0] ? decodeURIComponent(rest[0]) : null} />;
+  } else if (section === 'runs' && rest[0]) {
+    page = <TimelinePage key={rest[0]} runId={decodeURIComponent(rest[0])} />;
   } else if (section === 'knowledge') {
     page = <KnowledgePage slug={rest[0] ? decodeURIComponent(rest[0]) : null} />;
   } else {
     page = <AgentsPage />;
   }
+  // A run's timeline belongs to the chat and runs section.
   const link = (to: string, key: 'nav.agents' | 'nav.chat' | 'nav.knowledge') => (
-    <a href={`#/${to}`} aria-current={section === to ? 'page' : undefined}>
+    <a href={`#/${to}`} aria-current={section === to || (to === 'chat' && section === 'runs') ? 'page' : undefined}>
       {t(key)}
     </a>
   );

@@ -2,13 +2,14 @@
 // and follows its whole run tree in one stream (`GET /api/agent/runs/{id}/events?tree=true`, flat
 // payloads): the root's events make the transcript, its descendants' the subagent panel. A run can be
 // cancelled; sending again continues the thread. Opening a conversation reads its persisted messages,
-// finds the subagent runs its tool results name, and replays their trees into the panel.
+// finds the subagent runs its tool results name, and replays their trees into the panel. The latest run of
+// the conversation links to its timeline (#/runs/<run_id>).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, followEvents, modelChoices, type ModelChoice } from '../api';
 import { statusText, t } from '../i18n';
 import { applyEvent, fromMessages, TERMINAL, type Envelope, type Item } from '../transcript';
 import { TranscriptView } from './transcript-view';
-import { ChildDialog, SubagentPanel, type RunNode } from './subagents';
+import { ChildDialog, SubagentPanel, TimelineLink, type RunNode } from './subagents';
 import type { Agent } from './agents';
 
 interface Conversation {
@@ -32,6 +33,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
   const [nodes, setNodes] = useState<Record<string, RunNode>>({});
   const [roots, setRoots] = useState<string[]>([]);
   const [live, setLive] = useState<Live | null>(null);
+  const [latestRun, setLatestRun] = useState<string | null>(null);
   const [query, setQuery] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [opened, setOpened] = useState<string | null>(null);
@@ -159,6 +161,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     setNodes({});
     setRoots([]);
     setLive(null);
+    setLatestRun(null);
     setError(null);
     setOpened(null);
     if (!threadId) return;
@@ -203,6 +206,16 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
         if (active.run && !TERMINAL.has(active.run.status)) {
           setLive({ runId: active.run.run_id, status: active.run.status });
           followTree(active.run.run_id, true);
+        } else if (active.run) {
+          setLatestRun(active.run.run_id);
+        } else {
+          // A finished conversation: its history marks the latest run's messages with its id.
+          api<{ history: { extra_metadata?: { run_id?: string } }[] }>('GET', `/api/chat/thread/${encodeURIComponent(threadId)}/history`)
+            .then(({ history: marked }) => {
+              const latest = [...marked].reverse().find((m) => typeof m.extra_metadata?.run_id === 'string');
+              if (loaded.current === threadId && latest) setLatestRun(latest.extra_metadata!.run_id!);
+            })
+            .catch(() => undefined);
         }
       } catch (err) {
         setError((err as Error).message);
@@ -236,6 +249,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
       setQuery('');
       setItems((prev) => [...prev, { kind: 'user', key: `u-${answer.run_id}`, text }]);
       setLive({ runId: answer.run_id, status: 'pending' });
+      setLatestRun(answer.run_id);
       if (!threadId) {
         loaded.current = answer.thread_id;
         location.hash = `#/chat/${encodeURIComponent(answer.thread_id)}`;
@@ -310,10 +324,15 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
         >
           <TranscriptView items={items} onOpenChild={setOpened} />
         </div>
-        {live && (
-          <p class={`run-status status-${live.status}`} role="status">
-            {t('chat.runStatus', { id: live.runId.slice(0, 8), status: statusText(live.status) })}
-          </p>
+        {(live || latestRun) && (
+          <div class="run-line">
+            {live && (
+              <p class={`run-status status-${live.status}`} role="status">
+                {t('chat.runStatus', { id: live.runId.slice(0, 8), status: statusText(live.status) })}
+              </p>
+            )}
+            <TimelineLink runId={live?.runId ?? latestRun!} />
+          </div>
         )}
         {error && (
           <p class="error" role="alert">

@@ -1,6 +1,7 @@
 // The subagent panel: each run's children as a tree, grouped by the run that started the tree, each with
 // its status and last progress lines. Opening a child shows it in a dialog: a running child's own event
 // stream, followed live; a finished child's persisted messages (`GET /api/threads/{thread_id}/messages`).
+// Each run links to its timeline (#/runs/<run_id>).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, followEvents } from '../api';
 import { statusText, t } from '../i18n';
@@ -20,6 +21,19 @@ export interface RunNode {
   items: Item[];
 }
 
+/** A link to a run's timeline page; `name` (a subagent) tells it from the others, else the run's id does. */
+export function TimelineLink({ runId, name }: { runId: string; name?: string }) {
+  return (
+    <a
+      class="timeline-link"
+      href={`#/runs/${encodeURIComponent(runId)}`}
+      aria-label={name ? t('timeline.linkOf', { name }) : t('timeline.linkOfRun', { id: runId.slice(0, 8) })}
+    >
+      {t('timeline.link')}
+    </a>
+  );
+}
+
 function NodeList({ parent, nodes, onOpen }: { parent: string; nodes: RunNode[]; onOpen: (runId: string) => void }) {
   const children = nodes.filter((n) => n.parentRunId === parent);
   if (children.length === 0) return null;
@@ -37,7 +51,9 @@ function NodeList({ parent, nodes, onOpen }: { parent: string; nodes: RunNode[];
               </button>
               <span class={`badge status status-${node.status}`}>{statusText(node.status)}</span>
             </div>
-            <div class="muted small mono">{node.runId}</div>
+            <div class="muted small">
+              <span class="mono">{node.runId}</span> <TimelineLink runId={node.runId} name={name} />
+            </div>
             {lines.length > 0 && (
               <ul class="progress">
                 {lines.map((line) => (
@@ -70,7 +86,10 @@ export function SubagentPanel({
       {groups.length === 0 && <p class="muted">{t('panel.empty')}</p>}
       {groups.map((root) => (
         <section class="run-group" data-root={root} aria-label={t('panel.run', { id: root })}>
-          <h3>{t('panel.run', { id: root.slice(0, 8) })}</h3>
+          <div class="node-head">
+            <h3>{t('panel.run', { id: root.slice(0, 8) })}</h3>
+            <TimelineLink runId={root} />
+          </div>
           <NodeList parent={root} nodes={all.filter((n) => n.rootRunId === root)} onOpen={onOpen} />
         </section>
       ))}
