@@ -61,6 +61,8 @@ impl LocalSecrets {
                 values.insert(key.clone(), String::from_utf8_lossy(&bytes.0).into_owned());
             }
             values.extend(secret.string_data.clone().unwrap_or_default());
+            // No captured content of a span carries one.
+            values.values().for_each(|value| yuxi_operator::telemetry::register_secret(value));
             secrets.insert(secret.name_any(), values);
         }
         Ok(LocalSecrets(secrets))

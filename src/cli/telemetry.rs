@@ -4,7 +4,8 @@
 //! standard variables: `OTEL_EXPORTER_OTLP_ENDPOINT` (or `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT`),
 //! `OTEL_EXPORTER_OTLP_PROTOCOL`, `OTEL_EXPORTER_OTLP_HEADERS`, `OTEL_EXPORTER_OTLP_TIMEOUT`,
 //! `OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER_ARG` (the ratio of traces
-//! this system starts that are kept; a caller's sampled flag is followed) and `OTEL_SDK_DISABLED`.
+//! this system starts that are kept; a caller's sampled flag is followed) and `OTEL_SDK_DISABLED`;
+//! and `YUXI_TRACES_CAPTURE_CONTENT=true` to export contents ([`yuxi_operator::telemetry::content`]).
 //! Off by default: with no endpoint nothing is built, nothing is sent, and the spans are never made.
 
 use opentelemetry::trace::TracerProvider;
@@ -69,6 +70,11 @@ pub fn init(role: &str) -> Telemetry {
     } else {
         None
     };
+    if provider.is_some() {
+        let capture = std::env::var(yuxi_operator::telemetry::CAPTURE_CONTENT_ENV)
+            .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
+        yuxi_operator::telemetry::capture_content(capture);
+    }
     let traces = provider.as_ref().map(|provider| {
         let targets = tracing_subscriber::filter::Targets::new()
             .with_target(yuxi_operator::telemetry::TARGET, tracing::Level::TRACE);

@@ -291,3 +291,54 @@ async fn over_grpc_a_run_is_exported_to_a_grpc_receiver() {
     }
     local.stop();
 }
+
+#[tokio::test]
+async fn with_content_capture_contents_are_exported_bounded_and_without_keys_or_tokens() {
+    let (endpoint, spans) = receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let key = "sk-canary-key-0f3e9a7d21";
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command
+        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
+        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
+        .env("YUXI_TRACES_CAPTURE_CONTENT", "true")
+        .env("YUXI_EXAMPLE_API_KEY", key);
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    // The question carries a content canary, the key, a bearer token, and more than a span keeps.
+    let padding = "x".repeat(6000);
+    let query = format!("{CANARY} uses {key} with Authorization: Bearer tok-canary-77aa1 {padding}");
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"query": query, "agent_slug": "deep-research"}))
+        .send()
+        .await
+        .expect("reaches");
+    assert_eq!(response.status(), 200);
+    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    ended(&local, &run_id).await;
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let captured = loop {
+        let seen = spans.lock().expect("lock").clone();
+        let first = seen.iter().find_map(|s| attribute(s, "gen_ai.input.messages").filter(|m| m.contains(CANARY)));
+        if let Some(first) = first {
+            break (first, seen);
+        }
+        assert!(Instant::now() < deadline, "no captured question: {seen:?}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let (question, seen) = captured;
+    assert!(question.len() <= 4096 + 100, "{} bytes", question.len());
+    assert!(question.contains("more bytes cut"), "{question}");
+    assert_eq!(question.matches("[REDACTED]").count(), 2, "the key and the token stood in the question: {question}");
+    assert!(seen.iter().any(|s| attribute(s, "gen_ai.tool.call.arguments").is_some()), "no tool arguments");
+    for span in &seen {
+        let text = format!("{span:?}");
+        assert!(!text.contains(key), "{} carries the key: {text}", span.name);
+        assert!(!text.contains("tok-canary-77aa1"), "{} carries the bearer token: {text}", span.name);
+        assert!(!text.contains("alice-token"), "{} carries the caller's token", span.name);
+    }
+    local.stop();
+}

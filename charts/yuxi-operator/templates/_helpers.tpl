@@ -86,6 +86,12 @@ capabilities:
   value: {{ printf "yuxi-operator-%s" $role | quote }}
 - name: OTEL_TRACES_SAMPLER_ARG
   value: {{ $root.Values.traces.samplerRatio | toString | quote }}
+- name: OTEL_EXPORTER_OTLP_PROTOCOL
+  value: {{ $root.Values.traces.protocol | quote }}
+{{- if $root.Values.traces.captureContent }}
+- name: YUXI_TRACES_CAPTURE_CONTENT
+  value: "true"
+{{- end }}
 {{- with $root.Values.traces.headersSecret.name }}
 - name: OTEL_EXPORTER_OTLP_HEADERS
   valueFrom:

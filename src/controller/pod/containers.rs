@@ -109,6 +109,12 @@ pub(super) fn runner_container(
         if let Some(ratio) = traces.sampler_ratio {
             vars.push(env("OTEL_TRACES_SAMPLER_ARG", &ratio.to_string()));
         }
+        if let Some(protocol) = &traces.protocol {
+            vars.push(env("OTEL_EXPORTER_OTLP_PROTOCOL", protocol));
+        }
+        if traces.capture_content {
+            vars.push(env(crate::telemetry::CAPTURE_CONTENT_ENV, "true"));
+        }
         if let Some(secret) = &traces.headers_secret {
             vars.push(secret_env("OTEL_EXPORTER_OTLP_HEADERS", &secret.name, &secret.key, false));
         }

@@ -115,6 +115,8 @@ fn a_trace_collector_is_named_to_the_runner_only_with_its_headers_from_a_secret(
             endpoint: "http://otel-collector.observability.svc:4318".into(),
             headers_secret: Some(SecretKey { name: "otel-headers".into(), key: "headers".into() }),
             sampler_ratio: Some(0.25),
+            protocol: Some("grpc".into()),
+            capture_content: true,
         }),
         ..SandboxSettings::default()
     };
@@ -124,6 +126,8 @@ fn a_trace_collector_is_named_to_the_runner_only_with_its_headers_from_a_secret(
     let value = |name: &str| runner.env.iter().flatten().find(|v| v.name == name).and_then(|v| v.value.clone());
     assert_eq!(value("OTEL_EXPORTER_OTLP_ENDPOINT").as_deref(), Some("http://otel-collector.observability.svc:4318"));
     assert_eq!(value("OTEL_TRACES_SAMPLER_ARG").as_deref(), Some("0.25"));
+    assert_eq!(value("OTEL_EXPORTER_OTLP_PROTOCOL").as_deref(), Some("grpc"));
+    assert_eq!(value("YUXI_TRACES_CAPTURE_CONTENT").as_deref(), Some("true"));
     assert!(references(runner).contains(&(
         "OTEL_EXPORTER_OTLP_HEADERS".to_string(),
         "Secret",
@@ -137,4 +141,14 @@ fn a_trace_collector_is_named_to_the_runner_only_with_its_headers_from_a_secret(
     };
     let err = sandbox_objects_on(&run(None), &agent("openai/gpt-4o-mini"), None, &bad).expect_err("refused");
     assert_eq!(err.field(), "traces.endpoint");
+    let bad = SandboxSettings {
+        traces: Some(settings::TraceExport {
+            endpoint: "http://otel:4317".into(),
+            protocol: Some("thrift".into()),
+            ..Default::default()
+        }),
+        ..SandboxSettings::default()
+    };
+    let err = sandbox_objects_on(&run(None), &agent("openai/gpt-4o-mini"), None, &bad).expect_err("refused");
+    assert_eq!(err.field(), "traces.protocol");
 }

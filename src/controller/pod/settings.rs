@@ -111,7 +111,7 @@ pub struct SandboxSettings {
     pub traces: Option<TraceExport>,
 }
 
-/// The OTLP/HTTP collector runners export spans to: the runner container's `OTEL_*` variables.
+/// The OTLP collector runners export spans to: the runner container's `OTEL_*` variables.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase", default, deny_unknown_fields)]
 pub struct TraceExport {
@@ -122,6 +122,11 @@ pub struct TraceExport {
     pub headers_secret: Option<SecretKey>,
     /// The share of the traces a run starts that are kept (`OTEL_TRACES_SAMPLER_ARG`), 0 to 1.
     pub sampler_ratio: Option<f64>,
+    /// `grpc` or `http/protobuf` (the default) (`OTEL_EXPORTER_OTLP_PROTOCOL`).
+    pub protocol: Option<String>,
+    /// Whether message contents and tool arguments and results are exported
+    /// (`YUXI_TRACES_CAPTURE_CONTENT`; bounded, keys and tokens removed). Default: false.
+    pub capture_content: bool,
 }
 
 impl SandboxSettings {
@@ -275,6 +280,9 @@ pub(super) fn check_settings(settings: &SandboxSettings) -> Result<(), PodError>
                 "traces.endpoint",
                 format!("{:?} is not an http:// or https:// URL", traces.endpoint),
             ));
+        }
+        if let Some(protocol) = traces.protocol.as_deref().filter(|p| !matches!(*p, "grpc" | "http/protobuf")) {
+            return Err(settings_error("traces.protocol", format!("{protocol:?} is neither grpc nor http/protobuf")));
         }
         if let Some(ratio) = traces.sampler_ratio
             && !(0.0..=1.0).contains(&ratio)

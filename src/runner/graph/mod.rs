@@ -397,13 +397,25 @@ impl Graph {
             gen_ai.tool.name = %name,
             gen_ai.tool.call.id = %call.id,
             yuxi.tool.result_bytes = tracing::field::Empty,
+            gen_ai.tool.call.arguments = tracing::field::Empty,
+            gen_ai.tool.call.result = tracing::field::Empty,
         );
+        if !span.is_disabled()
+            && let Some(arguments) = crate::telemetry::content(arguments)
+        {
+            span.record("gen_ai.tool.call.arguments", arguments);
+        }
         let called = self.tools.call_in(name, arguments, context.clone());
         let (content, is_error) = match tracing::Instrument::instrument(called, span.clone()).await {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
         span.record("yuxi.tool.result_bytes", content.len());
+        if !span.is_disabled()
+            && let Some(result) = crate::telemetry::content(&content)
+        {
+            span.record("gen_ai.tool.call.result", result);
+        }
         if is_error {
             span.record("otel.status_code", "ERROR");
         }

@@ -35,7 +35,17 @@ impl Graph {
             yuxi.cost = tracing::field::Empty,
             yuxi.time_to_first_token_ms = tracing::field::Empty,
             error.type = tracing::field::Empty,
+            gen_ai.input.messages = tracing::field::Empty,
+            gen_ai.output.messages = tracing::field::Empty,
         );
+        // With content capture on: what is new in this call (after the model's last turn).
+        if !span.is_disabled() {
+            let new_from = messages.iter().rposition(|m| matches!(m, Message::Assistant { .. })).map_or(0, |at| at + 1);
+            let input = serde_json::to_string(&messages[new_from..]).unwrap_or_default();
+            if let Some(input) = crate::telemetry::content(&input) {
+                span.record("gen_ai.input.messages", input);
+            }
+        }
         let started = Instant::now();
         let started_at = jiff::Timestamp::now();
         let mut first_token: Option<u64> = None;
@@ -111,6 +121,11 @@ fn record_turn(
                     span.record("yuxi.cost", &cost);
                     call.cost = Some(cost);
                 }
+            }
+            if !span.is_disabled()
+                && let Some(output) = crate::telemetry::content(&turn.content)
+            {
+                span.record("gen_ai.output.messages", output);
             }
             let finish = if turn.tool_calls.is_empty() { "stop" } else { "tool_calls" };
             span.record("gen_ai.response.finish_reasons", finish);
