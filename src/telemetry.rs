@@ -120,7 +120,8 @@ fn redact_bearer(text: &str) -> String {
     let mut from = 0;
     while let Some(found) = lower[from..].find("bearer ") {
         let start = from + found + "bearer ".len();
-        let end = text[start..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').map_or(text.len(), |i| start + i);
+        let end =
+            text[start..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').map_or(text.len(), |i| start + i);
         if end > start {
             out.push_str(&text[rest..start]);
             out.push_str(REDACTED);

@@ -186,7 +186,13 @@ pub fn spawn_sweeper(
         loop {
             match store.sweep().await {
                 Ok(0) => {}
-                Ok(ended) => tracing::warn!(runs = ended, "ended abandoned runs"),
+                Ok(ended) => {
+                    tracing::warn!(runs = ended, "ended abandoned runs");
+                    let span = tracing::trace_span!(target: yuxi_operator::telemetry::TARGET, "sweep", yuxi.sweep.ended = ended as i64);
+                    span.in_scope(|| {
+                        tracing::event!(target: yuxi_operator::telemetry::TARGET, tracing::Level::TRACE, yuxi.sweep.ended = ended as i64, "runs_swept")
+                    });
+                }
                 Err(err) => tracing::warn!(error = %err, "cannot sweep the run store for abandoned runs"),
             }
             tokio::time::sleep(every).await;

@@ -225,7 +225,10 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
             .filter(|s| s["parent_span_id"] == run_id.as_str())
             .map(|s| {
                 let tokens = &s["attributes"]["gen_ai.usage.input_tokens"];
-                (s["name"].as_str().unwrap_or_default().to_string(), if tokens.is_null() { String::new() } else { tokens.to_string() })
+                (
+                    s["name"].as_str().unwrap_or_default().to_string(),
+                    if tokens.is_null() { String::new() } else { tokens.to_string() },
+                )
             })
             .collect();
         exported_calls.sort();
@@ -339,6 +342,71 @@ async fn with_content_capture_contents_are_exported_bounded_and_without_keys_or_
         assert!(!text.contains(key), "{} carries the key: {text}", span.name);
         assert!(!text.contains("tok-canary-77aa1"), "{} carries the bearer token: {text}", span.name);
         assert!(!text.contains("alice-token"), "{} carries the caller's token", span.name);
+    }
+    local.stop();
+}
+
+#[tokio::test]
+async fn an_approval_asked_and_given_are_events_of_the_runs_spans() {
+    let (endpoint, spans) = receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let start = json!({"query": "note this", "agent_slug": "note-taker"});
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&start)
+        .send()
+        .await;
+    let run_id =
+        response.expect("reaches").json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let waiting = loop {
+        let run = local.get_json(&format!("/api/agent/runs/{run_id}"), "alice-token").await["run"].clone();
+        if run["status"] == "waiting" {
+            break run;
+        }
+        assert!(Instant::now() < deadline, "the run does not wait: {run}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let decisions: Vec<Value> = waiting["waiting"]["action_requests"]
+        .as_array()
+        .expect("calls")
+        .iter()
+        .map(|call| json!({"tool_call_id": call["tool_call_id"], "decision": "approve"}))
+        .collect();
+    let resume = json!({"resume": {"run_id": run_id, "decisions": decisions}});
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&resume)
+        .send()
+        .await;
+    assert_eq!(response.expect("reaches").status(), 200);
+    assert_eq!(ended(&local, &run_id).await["status"], "completed");
+    let event_of = |seen: &[Span], name: &str| {
+        seen.iter()
+            .filter(|s| attribute(s, "yuxi.run.id").as_deref() == Some(run_id.as_str()))
+            .find_map(|s| s.events.iter().find(|e| e.name == name).cloned())
+    };
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = spans.lock().expect("lock").clone();
+        if let (Some(asked), Some(given)) = (event_of(&seen, "approval_requested"), event_of(&seen, "approval_given")) {
+            let count = |event: &opentelemetry_proto::tonic::trace::v1::span::Event, key: &str| {
+                event.attributes.iter().find(|a| a.key == key).and_then(|a| a.value.clone()).and_then(|v| v.value)
+            };
+            assert_eq!(count(&asked, "yuxi.approval.calls"), Some(AnyValue::IntValue(decisions.len() as i64)));
+            assert_eq!(count(&given, "yuxi.approval.approved"), Some(AnyValue::IntValue(decisions.len() as i64)));
+            break;
+        }
+        assert!(Instant::now() < deadline, "no approval events: {seen:?}");
+        tokio::time::sleep(Duration::from_millis(200)).await;
     }
     local.stop();
 }

@@ -173,8 +173,13 @@ impl Local {
 
     /// `GET path` as the user of `token`: its JSON answer, which must be a 200.
     pub async fn get_json(&self, path: &str, token: &str) -> Value {
-        let response =
-            self.client.get(format!("{}{path}", self.base)).bearer_auth(token).send().await.expect("reaches the facade");
+        let response = self
+            .client
+            .get(format!("{}{path}", self.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("reaches the facade");
         assert_eq!(response.status(), 200, "GET {path}\n{}", self.log());
         response.json().await.expect("JSON")
     }

@@ -125,7 +125,12 @@ fn a_failed_model_call_and_a_failed_tool_call_are_errors_and_a_malformed_record_
     let events = vec![
         event(1, EventKind::Custom, failed, "2026-12-05T10:00:00.01Z"),
         event(2, EventKind::Custom, json!({"type": "model_call", "started_at": 5}), "2026-12-05T10:00:00.02Z"),
-        event(3, EventKind::Messages, json!({"type": "tool_call", "tool_call_id": "c", "name": "x"}), "2026-12-05T10:00:01Z"),
+        event(
+            3,
+            EventKind::Messages,
+            json!({"type": "tool_call", "tool_call_id": "c", "name": "x"}),
+            "2026-12-05T10:00:01Z",
+        ),
         event(
             4,
             EventKind::Messages,

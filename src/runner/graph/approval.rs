@@ -91,6 +91,9 @@ impl Graph {
         let paused = self
             .riding_through(|| self.store.pause_run(run_id, thread_id, &checkpoint, &waiting, payload.clone(), keep))
             .await;
+        if paused.as_ref().is_ok_and(|p| *p) {
+            tracing::event!(target: crate::telemetry::TARGET, tracing::Level::TRACE, yuxi.approval.calls = waiting.action_requests.len() as i64, yuxi.approval.expires_at = %waiting.expires_at, "approval_requested");
+        }
         match paused {
             Ok(true) => Ok(RunReport {
                 status: RunStatus::Waiting,

@@ -136,6 +136,14 @@ impl Graph {
         checkpoint: crate::run::approval::Checkpoint,
         decisions: Vec<crate::run::approval::Decision>,
     ) -> RunReport {
+        use crate::run::approval::DecisionKind;
+        let count = |kind: DecisionKind| decisions.iter().filter(|d| d.decision == kind).count() as i64;
+        tracing::event!(target: crate::telemetry::TARGET, tracing::Level::TRACE,
+            yuxi.approval.approved = count(DecisionKind::Approve),
+            yuxi.approval.edited = count(DecisionKind::Edit),
+            yuxi.approval.rejected = count(DecisionKind::Reject),
+            "approval_given"
+        );
         let note = json!({"type": "resumed", "decisions": decisions.iter()
             .map(|d| json!({"tool_call_id": d.tool_call_id, "decision": d.decision})).collect::<Vec<_>>()});
         self.drive(note, Some((checkpoint, decisions))).await
@@ -206,7 +214,10 @@ impl Graph {
             Ok(Some(output)) => RunReport { output, ..ended(RunStatus::Completed, None, None) },
             Ok(None) | Err(Stop::Cancelled) => ended(RunStatus::Cancelled, None, None),
             Err(Stop::Failed(error)) => ended(RunStatus::Failed, Some(error), None),
-            Err(Stop::Budget(tree)) => ended(RunStatus::Failed, Some(tree.message()), Some(BUDGET_EXCEEDED)),
+            Err(Stop::Budget(tree)) => {
+                tracing::event!(target: crate::telemetry::TARGET, tracing::Level::TRACE, yuxi.tree.total_tokens = tree.usage.total_tokens, "budget_exceeded");
+                ended(RunStatus::Failed, Some(tree.message()), Some(BUDGET_EXCEEDED))
+            }
             Err(Stop::Pause { .. }) => unreachable!("a pause is handled above"),
         };
         // The root of a tree reports what the whole tree used.
@@ -348,6 +359,7 @@ impl Graph {
                 Err(err) if err.is_transient() && attempt < self.model_retries => {
                     attempt += 1;
                     let backoff = retry::backoff(attempt, &err);
+                    tracing::event!(target: crate::telemetry::TARGET, tracing::Level::TRACE, yuxi.retry.attempt = attempt, yuxi.retry.backoff_ms = backoff.as_millis() as i64, error.type = "transient", "model_retry");
                     self.emit(
                         EventKind::Custom,
                         json!({"type": "model_retry", "attempt": attempt, "of": self.model_retries, "error": err.to_string(), "backoff_ms": backoff.as_millis() as u64}),
@@ -410,7 +422,7 @@ impl Graph {
             Ok(output) => (output, false),
             Err(err) => (format!("Error: {err}"), true),
         };
-        span.record("yuxi.tool.result_bytes", content.len());
+        span.record("yuxi.tool.result_bytes", content.len() as i64);
         if !span.is_disabled()
             && let Some(result) = crate::telemetry::content(&content)
         {

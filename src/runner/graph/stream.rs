@@ -7,8 +7,8 @@ use tokio::time::Instant;
 use super::batch::{BATCH_CHARS, Batch};
 use super::{Graph, Stop};
 use crate::run::EventKind;
-use crate::run::timeline::{MODEL_CALL_EVENT, ModelCallEvent};
 use crate::run::message::Message;
+use crate::run::timeline::{MODEL_CALL_EVENT, ModelCallEvent};
 use crate::runner::model::{ModelError, ModelTurn};
 
 impl Graph {
@@ -60,7 +60,7 @@ impl Graph {
                     if first_token.is_none() {
                         let elapsed = started.elapsed().as_millis() as u64;
                         first_token = Some(elapsed);
-                        span.record("yuxi.time_to_first_token_ms", elapsed);
+                        span.record("yuxi.time_to_first_token_ms", elapsed as i64);
                     }
                     batch.push(delta);
                     if batch.chars() >= BATCH_CHARS {
