@@ -47,6 +47,15 @@ pub fn current_traceparent() -> Option<String> {
     traceparent_of(&tracing::Span::current())
 }
 
+/// `request` with the current span's `traceparent` in its `_meta` (MCP's SEP-414), when traces are
+/// exported: the MCP server's spans then join the caller's trace.
+pub fn with_trace_meta(mut request: rmcp::model::CallToolRequestParams) -> rmcp::model::CallToolRequestParams {
+    if let Some(traceparent) = current_traceparent() {
+        request.meta.get_or_insert_with(rmcp::model::RequestMetaObject::new).set_traceparent(traceparent);
+    }
+    request
+}
+
 /// The variable that turns content capture on (`true`): message contents and tool arguments and
 /// results go into the spans, through [`content`].
 pub const CAPTURE_CONTENT_ENV: &str = "YUXI_TRACES_CAPTURE_CONTENT";

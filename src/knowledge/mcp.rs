@@ -85,7 +85,9 @@ async fn call(source: &McpSource, token: Option<&str>, query: &str, top_k: usize
     let failed =
         |message: String| McpSearchError::Failed { url: source.url.clone(), tool: source.tool.clone(), message };
     let answer = client
-        .call_tool(CallToolRequestParams::new(source.tool.clone()).with_arguments(arguments))
+        .call_tool(crate::telemetry::with_trace_meta(
+            CallToolRequestParams::new(source.tool.clone()).with_arguments(arguments),
+        ))
         .await
         .map_err(|e| failed(e.to_string()));
     let _ = client.cancel().await;

@@ -247,7 +247,10 @@ impl Tool for McpTool {
             let Value::Object(arguments) = arguments else {
                 return Err(ToolError::new("the arguments must be a JSON object"));
             };
-            let request = CallToolRequestParams::new(self.spec.name.clone()).with_arguments(arguments);
+            // With the tool call's trace context, so that the server's spans join the run's trace.
+            let request = crate::telemetry::with_trace_meta(
+                CallToolRequestParams::new(self.spec.name.clone()).with_arguments(arguments),
+            );
             let result = tokio::time::timeout(CALL_TIMEOUT, self.client.call_tool(request))
                 .await
                 .map_err(|_| {

@@ -190,6 +190,10 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
         assert!(ancestors(chat).iter().any(|n| n.starts_with("invoke_agent ")), "{chat:?}");
     }
     assert!(spans.iter().any(|s| s.name == "execute_tool knowledge_search"), "{names:?}");
+    // The search itself, under the tool call, through the facade's request.
+    let search = spans.iter().find(|s| s.name.starts_with("knowledge_search ")).unwrap_or_else(|| panic!("{names:?}"));
+    assert!(ancestors(search).contains(&"execute_tool knowledge_search".to_string()), "{:?}", ancestors(search));
+    assert!(attribute(search, "yuxi.knowledge.hits").is_some_and(|hits| hits != "0"), "{search:?}");
 
     // Contents are not exported: the question's canary is in no span.
     for span in &spans {

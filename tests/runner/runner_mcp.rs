@@ -41,13 +41,14 @@ impl ServerHandler for Docs {
             Tool::new("broken", "Always fails", schema()),
             Tool::new("ls", "A name taken by a built-in tool", schema()),
             Tool::new("admin", "Not exposed by the filter", schema()),
+            Tool::new("trace", "Answers the call's traceparent", schema()),
         ]))
     }
 
     async fn call_tool(
         &self,
         request: CallToolRequestParams,
-        _: RequestContext<RoleServer>,
+        context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, ErrorData> {
         let query = request
             .arguments
@@ -58,6 +59,10 @@ impl ServerHandler for Docs {
             .to_string();
         let result = match request.name.as_ref() {
             "broken" => CallToolResult::error(vec![ContentBlock::text("the index is offline")]),
+            // Answers the trace context the call carried.
+            "trace" => CallToolResult::success(vec![ContentBlock::text(
+                context.meta.get_traceparent().unwrap_or("none").to_string(),
+            )]),
             name => CallToolResult::success(vec![ContentBlock::text(format!("{name}: results for {query}"))]),
         };
         Ok(result.into())
@@ -122,7 +127,7 @@ async fn servers_the_agent_does_not_name_are_not_connected() {
     let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}")).await.expect("nothing to connect");
     assert!(tools.tools.is_empty() && tools.unavailable.is_empty());
     let all = connect_granted(&servers(&url, None), &grants("{}")).await.expect("every configured server");
-    assert_eq!(all.tools.len(), 3, "absent mcps means every configured server; ls is still left out");
+    assert_eq!(all.tools.len(), 4, "absent mcps means every configured server; ls is still left out");
 }
 
 #[tokio::test]
@@ -180,12 +185,12 @@ async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_na
     };
     let from_file = configured(&format!("{{file: {}, prefix: 'Bearer '}}", token_file.display()));
     let connected = connect_granted(&from_file, &grants("{}")).await.expect("connects");
-    assert_eq!(connected.tools.len(), 3, "{:?}", connected.unavailable);
+    assert_eq!(connected.tools.len(), 4, "{:?}", connected.unavailable);
     assert_eq!(yuxi_operator::runner::mcp::header_files(&from_file), vec![token_file.clone()]);
     // SAFETY: this test binary reads the variable in this test only.
     unsafe { std::env::set_var("YUXI_TEST_DOCS_TOKEN", "s3cret") };
     let from_env = configured("{env: YUXI_TEST_DOCS_TOKEN, prefix: 'Bearer '}");
-    assert_eq!(connect_granted(&from_env, &grants("{}")).await.expect("connects").tools.len(), 3);
+    assert_eq!(connect_granted(&from_env, &grants("{}")).await.expect("connects").tools.len(), 4);
     let wrong = configured("{value: 'Bearer guessed'}");
     let refused = connect_granted(&wrong, &grants("{}")).await.expect("the run goes on");
     assert!(refused.tools.is_empty());
@@ -199,4 +204,33 @@ async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_na
     std::fs::write(&file, format!("docs:\n  url: {url}\n  headers:\n    Mcp-Session-Id: {{value: x}}\n")).expect("w");
     let err = yuxi_operator::runner::mcp::load_servers(&file).expect_err("refused").to_string();
     assert!(err.contains("\"Mcp-Session-Id\": is set by the MCP transport itself"), "{err}");
+}
+
+#[tokio::test]
+async fn a_call_carries_the_current_spans_traceparent_in_its_meta_when_traces_are_exported() {
+    use opentelemetry::trace::TracerProvider;
+    use tracing_subscriber::Layer;
+    use tracing_subscriber::layer::SubscriberExt;
+    let url = serve_docs().await;
+    let tools =
+        connect_granted(&servers(&url, Some(vec!["trace"])), &grants("{mcps: [docs]}")).await.expect("connects");
+    let mut toolbox = ToolBox::new();
+    for tool in tools.tools {
+        toolbox.insert(tool);
+    }
+    // Without export: no trace context.
+    assert_eq!(toolbox.call("trace", "{}").await.expect("answers"), "none");
+    // With export, as the processes set it up: the call's span's context.
+    let provider = opentelemetry_sdk::trace::SdkTracerProvider::builder().build();
+    let subscriber = tracing_subscriber::registry().with(
+        tracing_opentelemetry::layer().with_tracer(provider.tracer("test")).with_filter(
+            tracing_subscriber::filter::Targets::new()
+                .with_target(yuxi_operator::telemetry::TARGET, tracing::Level::TRACE),
+        ),
+    );
+    let _default = tracing::subscriber::set_default(subscriber);
+    let span = tracing::trace_span!(target: yuxi_operator::telemetry::TARGET, "execute_tool");
+    let expected = yuxi_operator::telemetry::traceparent_of(&span).expect("an exported span");
+    let answer = tracing::Instrument::instrument(toolbox.call("trace", "{}"), span).await.expect("answers");
+    assert_eq!(answer, expected);
 }

@@ -132,7 +132,22 @@ impl ServerHandler for McpServer {
         context: RequestContext<RoleServer>,
     ) -> Result<CallToolResponse, McpError> {
         let caller = caller_of(&context)?;
-        calls::call(&self.state, &caller, self.session(), request, context).await
+        // The call's span, under the caller's `_meta.traceparent` when it sends one (the HTTP request's
+        // otherwise): a run it starts goes into the caller's trace.
+        let span = tracing::trace_span!(
+            target: crate::telemetry::TARGET,
+            "mcp_call",
+            otel.name = %format!("tools/call {}", request.name),
+            otel.kind = "server",
+            mcp.method.name = "tools/call",
+            gen_ai.tool.name = %request.name,
+            gen_ai.operation.name = "execute_tool",
+        );
+        if !span.is_disabled() {
+            crate::telemetry::set_remote_parent(&span, context.meta.get_traceparent());
+        }
+        let call = calls::call(&self.state, &caller, self.session(), request, context);
+        tracing::Instrument::instrument(call, span).await
     }
 
     async fn get_task(

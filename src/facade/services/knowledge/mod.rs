@@ -243,6 +243,25 @@ impl Knowledge {
     /// Errors: [`SearchError::NotReady`] for a documents knowledge base whose documents cannot be read;
     /// [`SearchError::Service`] when an MCP-backed one's service fails.
     pub async fn search(&self, kb: &KnowledgeBase, query: &str, top_k: usize) -> Result<Vec<Hit>, SearchError> {
+        let span = tracing::trace_span!(
+            target: crate::telemetry::TARGET,
+            "knowledge_search",
+            otel.name = %format!("knowledge_search {}", kb.name_any()),
+            otel.status_code = tracing::field::Empty,
+            yuxi.knowledge_base = %kb.name_any(),
+            yuxi.knowledge.source = if kb.spec.source.mcp.is_some() { "mcp" } else { "documents" },
+            yuxi.knowledge.top_k = top_k as i64,
+            yuxi.knowledge.hits = tracing::field::Empty,
+        );
+        let found = tracing::Instrument::instrument(self.search_in(kb, query, top_k), span.clone()).await;
+        match &found {
+            Ok(hits) => span.record("yuxi.knowledge.hits", hits.len() as i64),
+            Err(_) => span.record("otel.status_code", "ERROR"),
+        };
+        found
+    }
+
+    async fn search_in(&self, kb: &KnowledgeBase, query: &str, top_k: usize) -> Result<Vec<Hit>, SearchError> {
         let slug = kb.name_any();
         if let Some(source) = &kb.spec.source.mcp {
             let token = self.token(kb).await.map_err(|reason| SearchError::NotReady { slug: slug.clone(), reason })?;
