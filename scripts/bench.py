@@ -6,7 +6,13 @@ subagent started with `task`; LangGraph: the echo graph in bench/langgraph). Pri
 ratios (how many times better yuxi-operator is; below 1 means worse) and writes it to
 .run/bench.md.
 
-Usage: python scripts/bench.py BINARY [--runs N]  (REDIS_URL names the Redis of the Redis side)
+With `--traces`, two more sides measure what traces cost: the same binary exporting every span to an
+OTLP/HTTP receiver that accepts and drops them ("traces on"), and, with `--baseline BINARY`, a build
+without trace export at all (`git worktree add /tmp/base <commit> && cargo build --release` there):
+"in-process" against it is what traces cost when off.
+
+Usage: python scripts/bench.py BINARY [--runs N] [--traces] [--baseline BINARY]
+       (REDIS_URL names the Redis of the Redis side)
 """
 
 import argparse
@@ -135,7 +141,7 @@ def pct(values, q):
 class Yuxi:
     """The local mode, started as a user starts it, with the scripted echo model."""
 
-    def __init__(self, binary, redis_url, label):
+    def __init__(self, binary, redis_url, label, extra_env=None):
         self.label = label
         self.port = free_port()
         self.base = f"http://127.0.0.1:{self.port}"
@@ -145,6 +151,7 @@ class Yuxi:
         if redis_url:
             env["REDIS_URL"] = redis_url
         env["RUST_LOG"] = "warn"
+        env.update(extra_env or {})
         self.log = open(os.path.join(self.data, "local.log"), "w")
         self.proc = subprocess.Popen(
             [binary, "local", "--manifests", os.path.join(ROOT, "examples"), "--listen", f"127.0.0.1:{self.port}",
@@ -457,13 +464,41 @@ def table(results, peer):
     return "\n".join(lines)
 
 
+def null_otlp_receiver():
+    """An OTLP/HTTP receiver that accepts every export and keeps nothing; answers its base URL."""
+    import http.server
+    import threading
+
+    class Drop(http.server.BaseHTTPRequestHandler):
+        def do_POST(self):
+            self.rfile.read(int(self.headers.get("Content-Length", 0)))
+            self.send_response(200)
+            self.send_header("Content-Type", "application/x-protobuf")
+            self.send_header("Content-Length", "0")
+            self.end_headers()
+
+        def log_message(self, *args):
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Drop)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    return f"http://127.0.0.1:{server.server_address[1]}"
+
+
 def main():
     parser = argparse.ArgumentParser()
     parser.add_argument("binary")
     parser.add_argument("--runs", type=int, default=100)
+    parser.add_argument("--traces", action="store_true", help="also measure with every span exported")
+    parser.add_argument("--baseline", help="a build without trace export, measured in-process")
     args = parser.parse_args()
-    sides = [Yuxi(args.binary, None, "yuxi in-process"), Yuxi(args.binary, os.environ.get("REDIS_URL"), "yuxi Redis"),
-             LangGraph(sys.executable, "langgraph dev")]
+    sides = [Yuxi(args.binary, None, "yuxi in-process"), Yuxi(args.binary, os.environ.get("REDIS_URL"), "yuxi Redis")]
+    if args.traces:
+        sides.append(Yuxi(args.binary, None, "yuxi in-process, traces on",
+                          {"OTEL_EXPORTER_OTLP_ENDPOINT": null_otlp_receiver()}))
+    if args.baseline:
+        sides.append(Yuxi(args.baseline, None, "yuxi in-process, no trace code"))
+    sides.append(LangGraph(sys.executable, "langgraph dev"))
     results = {}
     try:
         for side in sides:

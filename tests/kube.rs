@@ -32,6 +32,8 @@ mod models;
 mod rbac;
 #[path = "kube/resources.rs"]
 mod resources;
+#[path = "kube/traces.rs"]
+mod traces;
 
 /// A fresh name for an object or a file, unique in this test binary: `<prefix>-<n>`.
 pub fn unique(prefix: &str) -> String {

@@ -191,6 +191,10 @@ pub struct Observed<'a> {
     /// The run as the store records it, when it does (a run the facade started): whether it waits for
     /// a person, or was resumed.
     pub recorded: Option<crate::run::RunRecord>,
+    /// The namespace's own trace export (its `yuxi-traces` ConfigMap,
+    /// [`crate::controller::pod::namespace_traces`]), in place of the installation's; read only for a
+    /// run whose pod is to be made. An export with an empty endpoint exports nothing.
+    pub traces: Option<crate::controller::pod::TraceExport>,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -322,7 +326,7 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
                 format!("model {name:?} does not exist in namespace {}", run.namespace().unwrap_or_default()),
             )
         }
-        None => match sandbox_objects_on(run, agent, observed.model, &settings.sandbox) {
+        None => match sandbox_objects_on(run, agent, observed.model, &namespace_sandbox(observed, &settings.sandbox)) {
             Err(err) => next.finish(AgentRunPhase::Failed, "InvalidSpec", err.to_string()),
             Ok(objects) => {
                 // A pod named already but not seen yet is created again (the cache may lag behind the
@@ -694,3 +698,18 @@ pub fn set_condition(
 mod model_tests;
 #[cfg(test)]
 mod tests;
+
+/// The sandbox settings of the run's pod: the installation's, with the namespace's own trace export
+/// in place of the installation's when it names one.
+fn namespace_sandbox<'a>(
+    observed: &Observed<'_>,
+    sandbox: &'a crate::controller::pod::SandboxSettings,
+) -> std::borrow::Cow<'a, crate::controller::pod::SandboxSettings> {
+    match &observed.traces {
+        Some(traces) => std::borrow::Cow::Owned(crate::controller::pod::SandboxSettings {
+            traces: Some(traces.clone()),
+            ..sandbox.clone()
+        }),
+        None => std::borrow::Cow::Borrowed(sandbox),
+    }
+}

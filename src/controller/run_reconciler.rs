@@ -114,6 +114,25 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Resu
     outcome
 }
 
+/// The trace export the namespace's `yuxi-traces` ConfigMap asks for, `None` without one; one that
+/// does not follow the rules exports nothing (an empty endpoint), and says why.
+async fn namespace_traces(
+    ctx: &RunContext,
+    namespace: &str,
+) -> Result<Option<crate::controller::pod::TraceExport>, ReconcileError> {
+    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+    let Some(config_map) = config_maps.get_opt(crate::controller::pod::NAMESPACE_TRACES_CONFIG_MAP).await? else {
+        return Ok(None);
+    };
+    match crate::controller::pod::namespace_traces(&config_map.data.unwrap_or_default()) {
+        Ok(traces) => Ok(Some(traces)),
+        Err(why) => {
+            tracing::warn!(namespace, error = %why, "the namespace's runs export no traces");
+            Ok(Some(Default::default()))
+        }
+    }
+}
+
 async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Requeue, ReconcileError> {
     let run: AgentRun = match serde_json::to_value(object).and_then(serde_json::from_value) {
         Ok(run) => run,
@@ -153,7 +172,13 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         _ => None,
     };
     let recorded = ctx.store.run_record(&run.name_any()).await?;
+    // The namespace's own collector, read only for a run whose pod is to be made.
+    let traces = match (&pod, run.status.as_ref().and_then(|s| s.pod_name.as_ref())) {
+        (None, None) => namespace_traces(ctx, &namespace).await?,
+        _ => None,
+    };
     let observed = Observed {
+        traces,
         quota,
         recorded,
         run: &run,

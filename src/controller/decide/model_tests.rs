@@ -28,8 +28,17 @@ fn model(name: &str) -> crate::resources::Model {
 
 fn decide_on(run: &AgentRun, agent: &Agent, model: Option<&crate::resources::Model>) -> Vec<Action> {
     let now = "2026-12-05T10:00:01Z".parse().expect("time");
-    let observed =
-        Observed { run, pod: None, agent: Some(agent), model, outcome: None, quota: None, recorded: None, now };
+    let observed = Observed {
+        run,
+        pod: None,
+        agent: Some(agent),
+        model,
+        outcome: None,
+        quota: None,
+        recorded: None,
+        traces: None,
+        now,
+    };
     decide(&observed, &Settings::default())
 }
 
@@ -73,4 +82,49 @@ fn a_run_on_an_existing_model_gets_a_pod_with_it() {
 fn a_run_on_an_endpoint_model_needs_no_model_resource() {
     let actions = decide_on(&run(None), &agent("openai/gpt-4o-mini"), None);
     assert!(actions.iter().any(|a| matches!(a, Action::CreatePod(_))));
+}
+
+#[test]
+fn a_namespaces_own_collector_replaces_the_installations_and_a_broken_one_exports_nothing() {
+    let mut settings = Settings::default();
+    settings.sandbox.traces = Some(crate::controller::pod::TraceExport {
+        endpoint: "http://platform-collector:4318".into(),
+        ..Default::default()
+    });
+    let endpoint_of = |traces: Option<crate::controller::pod::TraceExport>| {
+        let (run, agent) = (run(None), agent("openai/gpt-4o-mini"));
+        let now = "2026-12-05T10:00:01Z".parse().expect("time");
+        let observed = Observed {
+            run: &run,
+            pod: None,
+            agent: Some(&agent),
+            model: None,
+            outcome: None,
+            quota: None,
+            recorded: None,
+            traces,
+            now,
+        };
+        let actions = decide(&observed, &settings);
+        let objects = actions
+            .iter()
+            .find_map(|a| match a {
+                Action::CreatePod(objects) => Some(objects.clone()),
+                _ => None,
+            })
+            .expect("a pod");
+        let spec = objects.pod.spec.expect("spec");
+        let runner = spec.containers.iter().find(|c| c.name == "runner").expect("runner").clone();
+        runner
+            .env
+            .unwrap_or_default()
+            .into_iter()
+            .find(|v| v.name == "OTEL_EXPORTER_OTLP_ENDPOINT")
+            .and_then(|v| v.value)
+    };
+    assert_eq!(endpoint_of(None).as_deref(), Some("http://platform-collector:4318"));
+    let team =
+        crate::controller::pod::TraceExport { endpoint: "http://team-a-tempo:4318".into(), ..Default::default() };
+    assert_eq!(endpoint_of(Some(team)).as_deref(), Some("http://team-a-tempo:4318"));
+    assert_eq!(endpoint_of(Some(Default::default())), None, "a broken ConfigMap sends nowhere, not to the platform's");
 }

@@ -47,8 +47,17 @@ fn outcome(status: &str, output: Option<&str>, error: Option<&str>) -> Outcome {
 
 fn decide_at(run: &AgentRun, pod: Option<ObservedPod>, outcome: Option<Outcome>, now: i64) -> Vec<Action> {
     let agent = agent();
-    let observed =
-        Observed { run, pod, agent: Some(&agent), model: None, outcome, quota: None, recorded: None, now: at(now) };
+    let observed = Observed {
+        run,
+        pod,
+        agent: Some(&agent),
+        model: None,
+        outcome,
+        quota: None,
+        recorded: None,
+        traces: None,
+        now: at(now),
+    };
     decide(&observed, &Settings::default())
 }
 
@@ -253,6 +262,7 @@ fn a_missing_agent_fails_the_run_and_stops_its_pod() {
         outcome: None,
         quota: None,
         recorded: None,
+        traces: None,
         now: at(5),
     };
     let actions = decide(&observed, &Settings::default());
@@ -385,6 +395,7 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
         outcome: None,
         quota: Some(used_up),
         recorded: None,
+        traces: None,
         now: at(1),
     };
     let actions = decide(&observed, &Settings::default());
@@ -429,6 +440,7 @@ fn decide_waiting(run: &AgentRun, pod: Option<ObservedPod>, record: crate::run::
         outcome: None,
         quota: None,
         recorded: Some(record),
+        traces: None,
         now: at(now),
     };
     decide(&observed, &Settings::default())
@@ -481,6 +493,7 @@ fn a_resumed_run_gets_a_new_pod_with_its_waiting_time_taken_off_its_clock() {
         outcome: Some(outcome),
         quota: None,
         recorded: Some(timed_out),
+        traces: None,
         now: at(90_000),
     };
     assert_eq!(

@@ -56,6 +56,7 @@ mod containers;
 mod credentials;
 mod error;
 mod inputs;
+mod namespace_traces;
 mod security;
 mod settings;
 mod volumes;
@@ -70,6 +71,7 @@ pub use command::{SandboxPodError, SandboxPodOutput, sandbox_pod_text};
 pub use containers::{RUNNER_CONTAINER, SANDBOX_CONTAINER};
 pub use credentials::{CredentialsVerdict, credentials_verdict, without_credentials};
 pub use error::PodError;
+pub use namespace_traces::{NAMESPACE_TRACES_CONFIG_MAP, namespace_traces};
 pub use settings::{SandboxSettings, SecretKey, SettingsError, TraceExport};
 
 use crate::resources::names::{
