@@ -153,6 +153,7 @@ fn main() {
             outcome: None,
             quota: None,
             recorded: None,
+            traces: None,
             now,
         };
         let decided = decide(&observed, &settings);
