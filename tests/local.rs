@@ -20,6 +20,8 @@ mod local_parents;
 mod local_tools;
 #[path = "local/mcp.rs"]
 mod mcp;
+#[path = "local/metrics.rs"]
+mod metrics;
 #[path = "local/models.rs"]
 mod models;
 #[path = "local/readme_tour.rs"]

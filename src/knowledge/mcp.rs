@@ -52,7 +52,17 @@ pub enum McpSearchError {
     },
 }
 
-/// Asks `source`'s tool for `top_k` passages about `query`, with `token` as the bearer token when set.
+/// `request` with `traceparent` in its `_meta` (MCP's SEP-414), so that the server's spans join the
+/// search's trace.
+fn with_traceparent(mut request: CallToolRequestParams, traceparent: Option<String>) -> CallToolRequestParams {
+    if let Some(traceparent) = traceparent {
+        request.meta.get_or_insert_with(rmcp::model::RequestMetaObject::new).set_traceparent(traceparent);
+    }
+    request
+}
+
+/// Asks `source`'s tool for `top_k` passages about `query`, with `token` as the bearer token when set
+/// and the W3C `traceparent` of the search in the call's `_meta` when given.
 ///
 /// Errors: [`McpSearchError`]: the server cannot be reached, is too slow, or the tool fails.
 pub async fn search(
@@ -60,14 +70,21 @@ pub async fn search(
     token: Option<&str>,
     query: &str,
     top_k: usize,
+    traceparent: Option<String>,
 ) -> Result<Vec<Hit>, McpSearchError> {
     let url = source.url.clone();
-    tokio::time::timeout(MCP_SEARCH_TIMEOUT, call(source, token, query, top_k))
+    tokio::time::timeout(MCP_SEARCH_TIMEOUT, call(source, token, query, top_k, traceparent))
         .await
         .map_err(|_| McpSearchError::Timeout { url })?
 }
 
-async fn call(source: &McpSource, token: Option<&str>, query: &str, top_k: usize) -> Result<Vec<Hit>, McpSearchError> {
+async fn call(
+    source: &McpSource,
+    token: Option<&str>,
+    query: &str,
+    top_k: usize,
+    traceparent: Option<String>,
+) -> Result<Vec<Hit>, McpSearchError> {
     crate::tls::install_crypto_provider();
     let mut config = StreamableHttpClientTransportConfig::with_uri(source.url.as_str());
     if let Some(token) = token {
@@ -85,8 +102,9 @@ async fn call(source: &McpSource, token: Option<&str>, query: &str, top_k: usize
     let failed =
         |message: String| McpSearchError::Failed { url: source.url.clone(), tool: source.tool.clone(), message };
     let answer = client
-        .call_tool(crate::telemetry::with_trace_meta(
+        .call_tool(with_traceparent(
             CallToolRequestParams::new(source.tool.clone()).with_arguments(arguments),
+            traceparent,
         ))
         .await
         .map_err(|e| failed(e.to_string()));

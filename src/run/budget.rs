@@ -86,6 +86,12 @@ pub struct ModelCall {
     pub cost: Option<(String, i64)>,
     /// The model.
     pub model: String,
+    /// How long the call took, in milliseconds, for the model latency histogram.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub latency_ms: Option<u64>,
+    /// From the request to its first streamed token, in milliseconds.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub time_to_first_token_ms: Option<u64>,
 }
 
 /// Where a model call's tokens are counted: its tree, and the day's counts of its user and namespace.

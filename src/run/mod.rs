@@ -11,6 +11,7 @@ pub mod hitl;
 pub mod inputs;
 pub mod mcp_headers;
 pub mod message;
+pub mod metrics;
 pub mod queue;
 pub mod record;
 pub mod result;

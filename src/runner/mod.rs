@@ -27,6 +27,7 @@ pub mod graph;
 pub mod mcp;
 pub mod model;
 pub mod skills;
+mod spans;
 pub mod tools;
 
 use std::path::PathBuf;
@@ -176,9 +177,11 @@ pub async fn execute(
     };
     // A run resumed after a person's decisions goes on from its checkpoint.
     let resumption = store.take_resumption(&identity.run_id).await?;
-    let span = run_span(&run, &identity);
+    let span = spans::run_span(&run, &identity);
+    let started = jiff::Timestamp::now();
+    let first_message: Arc<std::sync::OnceLock<jiff::Timestamp>> = Arc::default();
     let executed = async {
-        match prepare(options, &run, agent, &identity, store.clone(), &mut metadata).await {
+        match prepare(options, &run, agent, &identity, store.clone(), &mut metadata, first_message.clone()).await {
             Ok(graph) => match resumption {
                 Some((checkpoint, decisions)) => graph.resume(checkpoint, decisions).await,
                 None => graph.run(metadata).await,
@@ -200,32 +203,15 @@ pub async fn execute(
         span.record("otel.status_code", "ERROR");
     }
     renewal.abort();
+    // The run's end in its agent's totals (the run metrics); a metric is not worth failing the run for.
+    let end = spans::run_end(&run, &identity, report.status, started, first_message.get().copied());
+    if let Err(err) = store.record_run_end(&identity.run_id, &end).await {
+        tracing::warn!(error = %err, "cannot count the run's end in the run metrics");
+    }
     if let Err(err) = store.release_run_lease(&identity.run_id, &holder).await {
         tracing::warn!(error = %err, "cannot release the run's lease");
     }
     Ok(report)
-}
-
-/// The span of a run (OpenTelemetry's `invoke_agent`), a child of the span its AgentRun's
-/// [`TRACEPARENT_ANNOTATION`](crate::run::trace::TRACEPARENT_ANNOTATION) names, when there is one.
-fn run_span(run: &AgentRun, identity: &RunIdentity) -> tracing::Span {
-    let span = tracing::trace_span!(
-        target: crate::telemetry::TARGET,
-        "invoke_agent",
-        otel.name = %format!("invoke_agent {}", identity.agent_slug),
-        otel.status_code = tracing::field::Empty,
-        gen_ai.operation.name = "invoke_agent",
-        gen_ai.agent.name = %identity.agent_slug,
-        gen_ai.conversation.id = %identity.thread_id,
-        yuxi.run.id = %identity.run_id,
-        yuxi.run.parent_id = run.spec.parent.as_ref().map(|p| p.run_id.as_str()),
-        yuxi.run.status = tracing::field::Empty,
-        gen_ai.usage.input_tokens = tracing::field::Empty,
-        gen_ai.usage.output_tokens = tracing::field::Empty,
-    );
-    let traceparent = run.metadata.annotations.as_ref().and_then(|a| a.get(crate::run::trace::TRACEPARENT_ANNOTATION));
-    crate::telemetry::set_remote_parent(&span, traceparent.map(String::as_str));
-    span
 }
 
 fn read_run(options: &RunnerOptions) -> Result<AgentRun, RunnerError> {
@@ -249,6 +235,7 @@ async fn prepare(
     identity: &RunIdentity,
     store: RunnerStoreClient,
     metadata: &mut Value,
+    first_message: Arc<std::sync::OnceLock<jiff::Timestamp>>,
 ) -> Result<Graph, String> {
     let agent = agent?;
     let spec = &agent.spec;
@@ -378,6 +365,7 @@ async fn prepare(
         approval_timeout: Duration::from_secs(u64::from(
             context.approval_timeout_seconds.unwrap_or(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS),
         )),
+        first_message,
     })
 }
 

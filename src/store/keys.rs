@@ -159,8 +159,17 @@ pub fn tree_usage(root: &str) -> String {
 
 /// Every model's totals since the store began, for the `yuxi_model_tokens_total` and
 /// `yuxi_model_cost_total` metrics: a hash whose fields are `<namespace>\t<model>\t<kind>` (kind
-/// `prompt`, `completion`, `cached`, or `cost:<CURRENCY>` in pico-units), counters.
+/// `prompt`, `completion`, `cached`, `cost:<CURRENCY>` in pico-units, or a histogram's field under
+/// `latency` or `ttft`, [`crate::run::metrics`]), counters.
 pub const MODEL_TOTALS: &str = "yuxi:model_totals";
+
+/// Every agent's run totals since the store began, for the run metrics: a hash whose fields are
+/// `<namespace>\t<agent>\t<kind>` (kind `status:<status>`, or a histogram's field under `duration`,
+/// `queue` or `first_event`, [`crate::run::metrics`]), counters.
+pub const RUN_TOTALS: &str = "yuxi:run_totals";
+
+/// The most distinct fields [`RUN_TOTALS`] keeps; past it, new ones are not counted.
+pub const MAX_RUN_TOTALS: usize = 20_000;
 
 /// The most distinct fields [`MODEL_TOTALS`] keeps (namespaces × models × kinds); past it, new ones
 /// are not counted (the store's memory stays bounded however many model names runs make up).

@@ -174,6 +174,14 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Adds the run `run_id`'s end to its agent's run totals ([`Store::record_run_end`]).
+    pub async fn record_run_end(&self, run_id: &str, end: &crate::run::metrics::RunEnd) -> Result<(), StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.record_run_end(end).await,
+            RunnerStoreClient::Socket(socket) => socket.record_run_end(run_id, end).await,
+        }
+    }
+
     /// The count and budget of the run tree rooted at `root_run_id` ([`Store::tree_usage`]).
     pub async fn tree_usage(&self, root_run_id: &str) -> Result<crate::run::budget::TreeUsage, StoreError> {
         match self {

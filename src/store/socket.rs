@@ -22,6 +22,7 @@
 //! {"op": "hold_run_lease", "run_id", "holder", "ttl_ms"}              => true | false
 //! {"op": "release_run_lease", "run_id", "holder"}                     => null
 //! {"op": "record_usage", "target", "call", "day"}                     => the tree's usage {usage, max_tokens, cost, max_cost}
+//! {"op": "record_run_end", "run_id", "end"}                           => null
 //! {"op": "tree_usage", "root_run_id"}                                 => the tree's usage {usage, max_tokens}
 //! {"op": "pause_run", "run_id", "thread_id", "checkpoint", "waiting", "payload", "keep_ms"} => true | false
 //! {"op": "take_resumption", "run_id"}                                 => [checkpoint, decisions] or null
@@ -121,6 +122,10 @@ enum Request {
     TreeUsage {
         root_run_id: String,
     },
+    RecordRunEnd {
+        run_id: String,
+        end: crate::run::metrics::RunEnd,
+    },
     PauseRun {
         run_id: String,
         thread_id: String,
@@ -139,7 +144,13 @@ impl Request {
     /// connection when the first one broke before its answer came.
     fn is_idempotent(&self) -> bool {
         // `finish_run` is: a second one finds the run ended and writes nothing.
-        !matches!(self, Request::AppendEvent { .. } | Request::RecordUsage { .. } | Request::TakeResumption { .. })
+        !matches!(
+            self,
+            Request::AppendEvent { .. }
+                | Request::RecordUsage { .. }
+                | Request::RecordRunEnd { .. }
+                | Request::TakeResumption { .. }
+        )
     }
 
     /// The ids the request names; each must be a valid id, as for every key of the store.
@@ -156,7 +167,8 @@ impl Request {
             | Request::IsSteerRequested { run_id }
             | Request::AwaitCancel { run_id, .. }
             | Request::HoldRunLease { run_id, .. }
-            | Request::ReleaseRunLease { run_id, .. } => vec![run_id],
+            | Request::ReleaseRunLease { run_id, .. }
+            | Request::RecordRunEnd { run_id, .. } => vec![run_id],
             Request::RecordUsage { target, .. } => vec![&target.root_run_id],
             Request::TreeUsage { root_run_id } => vec![root_run_id],
         }
@@ -284,6 +296,14 @@ impl SocketStore {
         day: &str,
     ) -> Result<TreeUsage, StoreError> {
         self.call(Request::RecordUsage { target: target.clone(), call: call.clone(), day: day.into() }).await
+    }
+
+    pub(super) async fn record_run_end(
+        &self,
+        run_id: &str,
+        end: &crate::run::metrics::RunEnd,
+    ) -> Result<(), StoreError> {
+        self.call(Request::RecordRunEnd { run_id: run_id.into(), end: end.clone() }).await
     }
 
     pub(super) async fn pause_run(
@@ -555,6 +575,7 @@ async fn answer(store: &Store, request: Request) -> Answer {
             .record_usage(&target, &call, &day)
             .await
             .map(|tree| serde_json::to_value(tree).expect("a usage serializes")),
+        Request::RecordRunEnd { end, .. } => store.record_run_end(&end).await.map(|()| Value::Null),
         Request::PauseRun { run_id, thread_id, checkpoint, waiting, payload, keep_ms } => store
             .pause_run(&run_id, &thread_id, &checkpoint, &waiting, payload, Duration::from_millis(keep_ms))
             .await

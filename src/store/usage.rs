@@ -140,6 +140,12 @@ pub(in crate::store) fn model_kinds(call: &ModelCall) -> Vec<(String, i64)> {
     if let Some((currency, picos)) = &call.cost {
         kinds.push((format!("cost:{currency}"), *picos));
     }
+    if let Some(ms) = call.latency_ms {
+        kinds.extend(crate::run::metrics::observation("latency", ms));
+    }
+    if let Some(ms) = call.time_to_first_token_ms {
+        kinds.extend(crate::run::metrics::observation("ttft", ms));
+    }
     kinds
 }
 
@@ -189,6 +195,8 @@ mod tests {
             },
             cost: None,
             model: "scripted/echo".into(),
+            latency_ms: Some(120),
+            time_to_first_token_ms: None,
         }
     }
 
@@ -233,5 +241,8 @@ mod tests {
             "{totals:?}"
         );
         assert!(totals.contains(&("team-a".into(), "team-a-model".into(), "prompt".into(), 27)), "{totals:?}");
+        // Each call's latency is in the model's histogram.
+        assert!(totals.contains(&("team-a".into(), "team-a-model".into(), "latency:count".into(), 3)), "{totals:?}");
+        assert!(totals.contains(&("team-a".into(), "team-a-model".into(), "latency:le:250".into(), 3)), "{totals:?}");
     }
 }

@@ -73,6 +73,7 @@ fn graph(store: &Store, model: Model, tools: ToolBox) -> Graph {
             namespace: "default".into(),
             uid: "alice".into(),
         },
+        first_message: Default::default(),
     }
 }
 
@@ -202,8 +203,20 @@ async fn transient_model_errors_are_retried() {
     assert_eq!((report.status, report.output.as_str()), (Status::Completed, "Hello"));
     assert_eq!(report.token_usage.total_tokens, 15);
     let events = assert_framed(&store, &report).await;
-    let retries: Vec<&Value> = events.iter().filter(|e| e.event == "custom").map(|e| &e.payload).collect();
+    let custom = |kind: &str| -> Vec<&Value> {
+        events.iter().filter(|e| e.event == "custom" && e.payload["type"] == kind).map(|e| &e.payload).collect()
+    };
+    let retries = custom("model_retry");
     assert_eq!(retries.len(), 2, "{retries:?}");
+    // Each attempt is one model call of the run's record, the failed ones marked so.
+    let calls = custom("model_call");
+    let outcomes: Vec<(Value, Value)> = calls.iter().map(|c| (c["error"].clone(), c["finish_reason"].clone())).collect();
+    assert_eq!(
+        outcomes,
+        [(json!("transient"), Value::Null), (json!("transient"), Value::Null), (Value::Null, json!("stop"))]
+    );
+    // The model as the run names it (this graph names it so), with the tokens the endpoint reported.
+    assert_eq!((calls[2]["input_tokens"].clone(), calls[2]["model"].clone()), (json!(10), json!("scripted/echo")));
     assert!(retries[0]["error"].as_str().expect("error").contains("429"), "{retries:?}");
     assert!(retries[1]["error"].as_str().expect("error").contains("500"), "{retries:?}");
 
@@ -225,7 +238,10 @@ async fn a_rate_limits_retry_after_is_waited_before_the_retry() {
     assert_eq!((report.status, report.output.as_str()), (Status::Completed, "Hello"));
     assert!(started.elapsed() >= Duration::from_secs(2), "retried after {:?}", started.elapsed());
     let events = assert_framed(&store, &report).await;
-    let retry = events.iter().find(|e| e.event == "custom").expect("a model_retry event");
+    let retry = events
+        .iter()
+        .find(|e| e.event == "custom" && e.payload["type"] == "model_retry")
+        .expect("a model_retry event");
     assert_eq!(
         (retry.payload["type"].clone(), retry.payload["backoff_ms"].clone()),
         (json!("model_retry"), json!(2000))

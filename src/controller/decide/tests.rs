@@ -1,3 +1,4 @@
+//! (Over 500 lines: one case per transition of one state machine, kept beside each other.)
 //! `decide`, case by case: every transition of the run lifecycle and the races around them.
 
 use serde_json::json;

@@ -48,7 +48,9 @@ pub fn namespace_traces(data: &BTreeMap<String, String>) -> Result<TraceExport, 
         Some(text) => match text.parse::<f64>() {
             Ok(ratio) if (0.0..=1.0).contains(&ratio) => Some(ratio),
             _ => {
-                return Err(format!("{NAMESPACE_TRACES_CONFIG_MAP}: samplerRatio {text:?} is not a number within 0..1"));
+                return Err(format!(
+                    "{NAMESPACE_TRACES_CONFIG_MAP}: samplerRatio {text:?} is not a number within 0..1"
+                ));
             }
         },
     };

@@ -26,6 +26,7 @@ pub mod models;
 pub mod quick_model;
 pub mod request_fields;
 pub mod run_knowledge;
+pub mod run_metrics;
 pub mod run_queue;
 pub mod run_starts;
 pub mod run_tree;

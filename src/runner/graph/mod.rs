@@ -16,6 +16,7 @@ use super::tools::ToolBox;
 use crate::resources::TokenUsage;
 use crate::run::budget::{BUDGET_EXCEEDED, TreeUsage, UsageTarget};
 use crate::run::message::{Message, ToolCall};
+use crate::run::timeline::ModelCallEvent;
 use crate::run::{EventKind, RunStatus};
 use crate::store::{RunnerStoreClient, StoreError};
 
@@ -67,6 +68,8 @@ pub struct Graph {
     pub tool_servers: std::collections::HashMap<String, String>,
     /// How long a paused run waits for decisions before it ends.
     pub approval_timeout: Duration,
+    /// When the run wrote its first `messages` event, once it has (for the time to a first event).
+    pub first_message: std::sync::Arc<std::sync::OnceLock<jiff::Timestamp>>,
 }
 
 mod approval;
@@ -292,10 +295,10 @@ impl Graph {
             }
             conversation.steps += 1;
             let message_id = format!("{}-{}", self.identity.run_id, conversation.steps);
-            let turn = self.call_model(&conversation.messages, &specs, &message_id).await?;
+            let (turn, call) = self.call_model(&conversation.messages, &specs, &message_id).await?;
             let mut exhausted = None;
             if let Some(usage) = &turn.usage {
-                exhausted = self.count_call(&mut conversation.usage, usage).await?;
+                exhausted = self.count_call(&mut conversation.usage, usage, &call).await?;
             }
             let content = (!turn.content.is_empty()).then(|| turn.content.clone());
             conversation.push(Message::Assistant { content, tool_calls: turn.tool_calls.clone() });
@@ -351,12 +354,12 @@ impl Graph {
         messages: &[Message],
         specs: &[super::tools::ToolSpec],
         message_id: &str,
-    ) -> Result<ModelTurn, Stop> {
+    ) -> Result<(ModelTurn, ModelCallEvent), Stop> {
         let mut attempt = 0;
         loop {
             match self.stream_turn(messages, specs, message_id).await? {
-                Ok(turn) => return Ok(turn),
-                Err(err) if err.is_transient() && attempt < self.model_retries => {
+                (Ok(turn), call) => return Ok((turn, call)),
+                (Err(err), _) if err.is_transient() && attempt < self.model_retries => {
                     attempt += 1;
                     let backoff = retry::backoff(attempt, &err);
                     tracing::event!(target: crate::telemetry::TARGET, tracing::Level::TRACE, yuxi.retry.attempt = attempt, yuxi.retry.backoff_ms = backoff.as_millis() as i64, error.type = "transient", "model_retry");
@@ -367,7 +370,7 @@ impl Graph {
                     .await?;
                     tokio::time::sleep(backoff).await;
                 }
-                Err(err) => {
+                (Err(err), _) => {
                     let tries = attempt + 1;
                     return Err(Stop::Failed(format!(
                         "the model call failed after {tries} attempt{}: {err}",
@@ -445,6 +448,9 @@ impl Graph {
 
     /// Appends an event, riding through a store that is briefly away ([`Graph::riding_through`]).
     async fn emit(&self, event: EventKind, payload: Value) -> Result<(), StoreError> {
+        if event == EventKind::Messages {
+            self.first_message.get_or_init(jiff::Timestamp::now);
+        }
         let (run_id, thread_id) = (&self.identity.run_id, &self.identity.thread_id);
         self.riding_through(|| self.store.append_event(run_id, thread_id, event, payload.clone())).await.map(|_| ())
     }

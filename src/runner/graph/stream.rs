@@ -18,7 +18,7 @@ impl Graph {
         messages: &[Message],
         specs: &[crate::runner::tools::ToolSpec],
         message_id: &str,
-    ) -> Result<Result<ModelTurn, ModelError>, Stop> {
+    ) -> Result<(Result<ModelTurn, ModelError>, ModelCallEvent), Stop> {
         let (sender, mut receiver) = mpsc::unbounded_channel();
         let span = tracing::trace_span!(
             target: crate::telemetry::TARGET,
@@ -74,6 +74,12 @@ impl Graph {
             }
         };
         while let Ok(delta) = receiver.try_recv() {
+            // A token that came with the call's end came no later than it.
+            if first_token.is_none() {
+                let elapsed = started.elapsed().as_millis() as u64;
+                first_token = Some(elapsed);
+                span.record("yuxi.time_to_first_token_ms", elapsed as i64);
+            }
             batch.push(delta);
         }
         self.flush(&mut batch, message_id).await?;
@@ -89,7 +95,7 @@ impl Graph {
         record_turn(&span, &mut call, &result, self.pricing.as_ref());
         // The run's own record of the call, for its timeline (`crate::run::timeline`).
         self.emit(EventKind::Custom, crate::run::event::payload(&call)).await?;
-        Ok(result)
+        Ok((result, call))
     }
 
     pub(super) async fn flush(&self, batch: &mut Batch, message_id: &str) -> Result<(), Stop> {

@@ -5,11 +5,19 @@
 use super::{Graph, Stop};
 use crate::resources::TokenUsage;
 use crate::run::budget::{ModelCall, TreeUsage};
+use crate::run::timeline::ModelCallEvent;
 
 impl Graph {
     /// Counts one model call's `usage` in the run's own count (`own`) and in the store; answers the
     /// tree when it has now used its budget (in tokens or in cost).
-    pub(super) async fn count_call(&self, own: &mut TokenUsage, usage: &TokenUsage) -> Result<Option<TreeUsage>, Stop> {
+    /// `timing` is the call's record: its latency and time to the first token go into the model's
+    /// histograms.
+    pub(super) async fn count_call(
+        &self,
+        own: &mut TokenUsage,
+        usage: &TokenUsage,
+        timing: &ModelCallEvent,
+    ) -> Result<Option<TreeUsage>, Stop> {
         own.prompt_tokens += usage.prompt_tokens;
         own.completion_tokens += usage.completion_tokens;
         own.total_tokens += usage.total_tokens;
@@ -19,6 +27,8 @@ impl Graph {
             usage: usage.clone(),
             cost: crate::resources::model::cost_picos(usage, self.pricing.as_ref()),
             model: self.model_id.clone(),
+            latency_ms: Some(timing.duration_ms),
+            time_to_first_token_ms: timing.time_to_first_token_ms,
         };
         let tree = self.riding_through(|| self.store.record_usage(&self.usage, &call, &day)).await?;
         Ok(tree.exhausted().then_some(tree))

@@ -27,6 +27,8 @@ struct Counts {
     /// Every model's totals, by [`crate::store::usage::total_field`] (at most
     /// [`keys::MAX_MODEL_TOTALS`] of them).
     models: HashMap<String, i64>,
+    /// Every agent's run totals (at most [`keys::MAX_RUN_TOTALS`] of them).
+    runs: HashMap<String, i64>,
 }
 
 impl MemoryUsage {
@@ -74,6 +76,19 @@ impl MemoryUsage {
             *tree.cost.entry(currency.clone()).or_default() += picos;
         }
         tree.clone()
+    }
+
+    pub(in crate::store) fn add_run_totals(&self, fields: Vec<(String, i64)>) {
+        let mut counts = self.counts();
+        for (field, amount) in fields {
+            if counts.runs.len() < keys::MAX_RUN_TOTALS || counts.runs.contains_key(&field) {
+                *counts.runs.entry(field).or_default() += amount;
+            }
+        }
+    }
+
+    pub(in crate::store) fn run_totals(&self) -> Vec<(String, i64)> {
+        self.counts().runs.iter().map(|(field, amount)| (field.clone(), *amount)).collect()
     }
 
     pub(in crate::store) fn model_totals(&self) -> Vec<(String, i64)> {

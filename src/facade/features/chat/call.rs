@@ -131,7 +131,7 @@ pub async fn call(
         };
         let day = crate::run::budget::day_of(jiff::Timestamp::now());
         // The answer's cost is not priced here (the quick model gives tokens only); its tokens count.
-        let call = crate::run::budget::ModelCall { usage, cost: None, model: model_name };
+        let call = crate::run::budget::ModelCall { usage, cost: None, model: model_name, ..Default::default() };
         if let Err(err) = store.record_usage(&target, &call, &day).await {
             tracing::warn!(uid = %who.uid, error = %err, "cannot count a chat call's tokens");
         }

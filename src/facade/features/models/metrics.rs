@@ -21,6 +21,7 @@ use prometheus_client::registry::Registry;
 use crate::facade::http::metrics::CONTENT_TYPE_TEXT;
 use crate::facade::services::state::FacadeState;
 use crate::resources::AccessLevel;
+use crate::run::metrics::{self, Histogram};
 
 /// The model label of Models not everyone may read.
 pub const PRIVATE_MODEL: &str = "(private)";
@@ -69,10 +70,19 @@ pub async fn model_totals_text(state: &FacadeState) -> String {
     };
     let mut tokens: BTreeMap<(String, String, String), u64> = BTreeMap::new();
     let mut costs: BTreeMap<(String, String, String), i64> = BTreeMap::new();
+    let mut latency: BTreeMap<String, Histogram> = BTreeMap::new();
+    let mut first_token: BTreeMap<String, Histogram> = BTreeMap::new();
     for (namespace, model, kind, amount) in totals {
-        match kind.strip_prefix("cost:") {
-            Some(currency) => *costs.entry((namespace, label(&model), currency.to_string())).or_default() += amount,
-            None => *tokens.entry((namespace, label(&model), kind)).or_default() += amount.max(0) as u64,
+        let labels =
+            || format!("{},{}", metrics::label("namespace", &namespace), metrics::label("model", &label(&model)));
+        if let Some(field) = kind.strip_prefix("latency:") {
+            latency.entry(labels()).or_default().add(field, amount);
+        } else if let Some(field) = kind.strip_prefix("ttft:") {
+            first_token.entry(labels()).or_default().add(field, amount);
+        } else if let Some(currency) = kind.strip_prefix("cost:") {
+            *costs.entry((namespace, label(&model), currency.to_string())).or_default() += amount;
+        } else {
+            *tokens.entry((namespace, label(&model), kind)).or_default() += amount.max(0) as u64;
         }
     }
     let token_family = Family::<TokenLabels, Counter>::default();
@@ -92,16 +102,30 @@ pub async fn model_totals_text(state: &FacadeState) -> String {
     );
     let mut text = String::new();
     let _ = prometheus_client::encoding::text::encode(&mut text, &registry);
-    text.trim_end().trim_end_matches("# EOF").to_string()
+    let mut text = text.trim_end().trim_end_matches("# EOF").to_string();
+    metrics::render(
+        &mut text,
+        "yuxi_model_latency_seconds",
+        "Time of a model call, to its last token, in seconds",
+        &latency,
+    );
+    metrics::render(
+        &mut text,
+        "yuxi_model_time_to_first_token_seconds",
+        "Time from a model call to its first streamed token, in seconds",
+        &first_token,
+    );
+    text
 }
 
 /// `GET /metrics`.
 pub async fn serve(State(state): State<FacadeState>) -> impl IntoResponse {
     let own = state.metrics.render();
     let models = model_totals_text(&state).await;
+    let runs = crate::facade::services::run_metrics::run_totals_text(&state).await;
     let body = match own.trim_end().strip_suffix("# EOF") {
-        Some(head) => format!("{head}{models}\n# EOF\n"),
-        None => format!("{own}{models}\n"),
+        Some(head) => format!("{head}{models}{runs}# EOF\n"),
+        None => format!("{own}{models}{runs}"),
     };
     ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], body)
 }

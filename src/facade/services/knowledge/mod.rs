@@ -265,7 +265,8 @@ impl Knowledge {
         let slug = kb.name_any();
         if let Some(source) = &kb.spec.source.mcp {
             let token = self.token(kb).await.map_err(|reason| SearchError::NotReady { slug: slug.clone(), reason })?;
-            return crate::knowledge::mcp::search(source, token.as_deref(), query, top_k)
+            let traceparent = crate::telemetry::current_traceparent();
+            return crate::knowledge::mcp::search(source, token.as_deref(), query, top_k, traceparent)
                 .await
                 .map_err(|source| SearchError::Service { slug, source });
         }

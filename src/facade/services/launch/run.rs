@@ -69,8 +69,16 @@ pub fn agent_run(record: &RunRecord, input: String) -> AgentRun {
     let annotations = record.request.traceparent.as_ref().map(|traceparent| {
         std::collections::BTreeMap::from([(crate::run::trace::TRACEPARENT_ANNOTATION.to_string(), traceparent.clone())])
     });
-    run.metadata =
-        ObjectMeta { name: Some(record.run_id.clone()), labels: Some(labels), annotations, ..ObjectMeta::default() };
+    // When the run was created, for its runner's queue time (the API server sets its own on a create).
+    let creation_timestamp =
+        record.created_at.parse::<jiff::Timestamp>().ok().map(k8s_openapi::apimachinery::pkg::apis::meta::v1::Time);
+    run.metadata = ObjectMeta {
+        name: Some(record.run_id.clone()),
+        labels: Some(labels),
+        annotations,
+        creation_timestamp,
+        ..ObjectMeta::default()
+    };
     run
 }
 
