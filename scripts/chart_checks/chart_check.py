@@ -24,6 +24,7 @@ file, the object and the rule.
 from __future__ import annotations
 
 import argparse
+import json
 import base64
 import binascii
 import os
@@ -715,6 +716,28 @@ def check_values_schema(
 # Everything.
 
 
+def check_dashboards(objects: Iterable[Obj]) -> list[Finding]:
+    """Each Grafana dashboard ConfigMap (`*-dashboard`) holds JSON dashboards whose panels all have a
+    title and at least one PromQL target (rows excepted)."""
+    findings = []
+    for obj in objects:
+        if obj.kind != "ConfigMap" or not obj.name.endswith("-dashboard"):
+            continue
+        for key, text in _dict(obj.doc.get("data")).items():
+            where = f"{obj.where}: {key}"
+            try:
+                dashboard = json.loads(text)
+            except ValueError as error:
+                findings.append(Finding("dashboards", where, f"is not JSON: {error}"))
+                continue
+            for panel in _list(dashboard.get("panels")):
+                if panel.get("type") == "row":
+                    continue
+                if not panel.get("title") or not [t for t in _list(panel.get("targets")) if t.get("expr")]:
+                    findings.append(Finding("dashboards", where, f"panel {panel.get('id')} has no title or no query"))
+    return findings
+
+
 def check_rendered(
     objects: list[Obj],
     namespace: str = NAMESPACE,
@@ -733,6 +756,7 @@ def check_rendered(
         f" {kube_version} schemas; kinds they do not know, checked for apiVersion/kind/name only: {skipped_text}"
     )
     report.findings += check_webhooks(objects, namespace)
+    report.findings += check_dashboards(objects)
     report.findings += check_rbac_rules(objects)
     report.findings += check_pod_security(objects)
     import trust  # the trust boundaries, beside this module

@@ -476,6 +476,22 @@ class WebhookTest(unittest.TestCase):
         self.assertCaught(objects, "webhooks", "rules for agents cover ['CREATE'], not ['CREATE', 'UPDATE']")
 
 
+class DashboardTest(unittest.TestCase):
+    def dashboard(self, text):
+        doc = {"apiVersion": "v1", "kind": "ConfigMap", "metadata": {"name": "yuxi-dashboard"}, "data": {"d.json": text}}
+        return [cc.Obj(doc, "templates/dashboard.yaml", "crafted")]
+
+    def test_a_dashboard_of_titled_queried_panels_passes(self):
+        good = '{"panels": [{"type": "row", "id": 1}, {"id": 2, "title": "Runs", "targets": [{"expr": "up"}]}]}'
+        self.assertEqual(cc.check_dashboards(self.dashboard(good)), [])
+
+    def test_broken_json_and_a_panel_without_a_query_are_named(self):
+        broken = cc.check_dashboards(self.dashboard("{panels: ["))
+        self.assertTrue(any("is not JSON" in f.message for f in broken), broken)
+        empty = cc.check_dashboards(self.dashboard('{"panels": [{"id": 7, "title": "x", "targets": []}]}'))
+        self.assertTrue(any("panel 7" in f.message for f in empty), empty)
+
+
 class RbacTest(unittest.TestCase):
     def test_wildcards_are_caught_in_every_field(self):
         self.assertEqual(cc.check_rbac_rules(good_objects()), [])

@@ -1,5 +1,6 @@
 //! The controller's Prometheus metrics, served at `/metrics`: reconciles and their failures by kind and
-//! reason, reconcile durations, and runs by phase (counted from the controller's cache when scraped).
+//! reason, reconcile durations, runs by phase (counted from the controller's cache when scraped), and
+//! sandbox pods' start times.
 
 use crate::resources::AgentRunPhase;
 use crate::run::RunStatus;
@@ -56,6 +57,7 @@ pub struct ControllerMetrics {
     durations: Family<KindLabels, Histogram>,
     runs: Family<PhaseLabels, Gauge>,
     run_stores: Arc<Mutex<Vec<Store<DynamicObject>>>>,
+    pod_starts: Histogram,
 }
 
 /// The phases a run can be in, as the gauge names them: the AgentRun phase's CRD spelling (`Pending` for a
@@ -86,7 +88,22 @@ impl Default for ControllerMetrics {
         );
         let runs = Family::<PhaseLabels, Gauge>::default();
         registry.register("yuxi_agent_runs", "AgentRuns the controller sees, by phase", runs.clone());
-        Self { registry: Arc::new(registry), reconciles, failures, durations, runs, run_stores: Arc::default() }
+        // 100 ms to about 7 min: a cached image starts in a second or two, a pulled one in minutes.
+        let pod_starts = Histogram::new(exponential_buckets(0.1, 2.0, 13));
+        registry.register(
+            "yuxi_pod_start_seconds",
+            "Time from a sandbox pod's creation to its runner container's start, in seconds",
+            pod_starts.clone(),
+        );
+        Self {
+            registry: Arc::new(registry),
+            reconciles,
+            failures,
+            durations,
+            runs,
+            run_stores: Arc::default(),
+            pod_starts,
+        }
     }
 }
 
@@ -99,6 +116,11 @@ impl ControllerMetrics {
             self.failed(kind, reason);
         }
         self.durations.get_or_create(&KindLabels { kind: kind.into() }).observe(elapsed.as_secs_f64());
+    }
+
+    /// Observes one sandbox pod's start: from its creation to its runner container's start.
+    pub fn pod_started(&self, took: Duration) {
+        self.pod_starts.observe(took.as_secs_f64());
     }
 
     /// Counts a failure of `kind` for `reason`.

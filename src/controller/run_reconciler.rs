@@ -114,6 +114,20 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Resu
     outcome
 }
 
+/// From `pod`'s creation to its runner container's start, once it has started.
+fn pod_start(pod: &Pod) -> Option<std::time::Duration> {
+    let created = pod.metadata.creation_timestamp.as_ref()?.0;
+    let runner = pod.status.as_ref()?.container_statuses.as_ref()?.iter().find(|c| c.name == "runner")?;
+    let state = runner.state.as_ref()?;
+    let started = state
+        .running
+        .as_ref()
+        .and_then(|r| r.started_at.as_ref())
+        .or_else(|| state.terminated.as_ref().and_then(|t| t.started_at.as_ref()))?
+        .0;
+    started.duration_since(created).try_into().ok()
+}
+
 /// The trace export the namespace's `yuxi-traces` ConfigMap asks for, `None` without one; one that
 /// does not follow the rules exports nothing (an empty endpoint), and says why.
 async fn namespace_traces(
@@ -189,6 +203,14 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         now: jiff::Timestamp::now(),
     };
     let actions = decide(&observed, &ctx.settings);
+    // A run whose pod starts now: the pod's start time, once.
+    let starts = |a: &Action| matches!(a, Action::SetStatus(s) if s.phase == Some(AgentRunPhase::Running));
+    if run.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Pending)
+        && actions.iter().any(starts)
+        && let Some(took) = pod.as_ref().and_then(pod_start)
+    {
+        ctx.metrics.pod_started(took);
+    }
     let unfinished = !run.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
     if unfinished && run.metadata.deletion_timestamp.is_none() {
         // The AgentRun exists and is being watched: its run is not abandoned, whatever its pod does.
@@ -396,5 +418,20 @@ mod tests {
         assert!(tolerate(Err(status(409)), 409).is_ok());
         assert!(tolerate(Err(status(403)), 409).is_err());
         assert!(tolerate(Ok(()), 404).is_ok());
+    }
+
+    #[test]
+    fn a_pods_start_is_from_its_creation_to_its_runners_start() {
+        let pod = |runner: serde_json::Value| -> Pod {
+            serde_json::from_value(json!({"metadata": {"name": "r1", "creationTimestamp": "2026-12-05T10:00:00Z"},
+                "status": {"containerStatuses": [{"name": "runner", "image": "i", "imageID": "", "ready": true,
+                    "restartCount": 0, "state": runner}]}}))
+            .expect("a pod")
+        };
+        let running = pod(json!({"running": {"startedAt": "2026-12-05T10:00:03Z"}}));
+        assert_eq!(pod_start(&running), Some(Duration::from_secs(3)));
+        let ended = pod(json!({"terminated": {"exitCode": 0, "startedAt": "2026-12-05T10:00:02Z"}}));
+        assert_eq!(pod_start(&ended), Some(Duration::from_secs(2)));
+        assert_eq!(pod_start(&pod(json!({"waiting": {"reason": "ContainerCreating"}}))), None);
     }
 }

@@ -210,7 +210,8 @@ async fn transient_model_errors_are_retried() {
     assert_eq!(retries.len(), 2, "{retries:?}");
     // Each attempt is one model call of the run's record, the failed ones marked so.
     let calls = custom("model_call");
-    let outcomes: Vec<(Value, Value)> = calls.iter().map(|c| (c["error"].clone(), c["finish_reason"].clone())).collect();
+    let outcomes: Vec<(Value, Value)> =
+        calls.iter().map(|c| (c["error"].clone(), c["finish_reason"].clone())).collect();
     assert_eq!(
         outcomes,
         [(json!("transient"), Value::Null), (json!("transient"), Value::Null), (Value::Null, json!("stop"))]
@@ -238,10 +239,8 @@ async fn a_rate_limits_retry_after_is_waited_before_the_retry() {
     assert_eq!((report.status, report.output.as_str()), (Status::Completed, "Hello"));
     assert!(started.elapsed() >= Duration::from_secs(2), "retried after {:?}", started.elapsed());
     let events = assert_framed(&store, &report).await;
-    let retry = events
-        .iter()
-        .find(|e| e.event == "custom" && e.payload["type"] == "model_retry")
-        .expect("a model_retry event");
+    let retry =
+        events.iter().find(|e| e.event == "custom" && e.payload["type"] == "model_retry").expect("a model_retry event");
     assert_eq!(
         (retry.payload["type"].clone(), retry.payload["backoff_ms"].clone()),
         (json!("model_retry"), json!(2000))
