@@ -47,6 +47,34 @@ pub fn current_traceparent() -> Option<String> {
     traceparent_of(&tracing::Span::current())
 }
 
+/// Exports a span that already happened: `name` from `start` to `end`, a child of the span
+/// `traceparent` names (a trace of its own without one), with `attributes`. For what the system saw
+/// only afterwards (a pod's scheduling and start, read from its status). Nothing is made with export
+/// off (the global tracer is then a no-op).
+pub fn past_span(
+    name: &str,
+    traceparent: Option<&str>,
+    start: std::time::SystemTime,
+    end: std::time::SystemTime,
+    attributes: Vec<opentelemetry::KeyValue>,
+) {
+    use opentelemetry::trace::{Span, Tracer};
+    let tracer = opentelemetry::global::tracer("yuxi-operator");
+    let parent = match traceparent.and_then(crate::run::trace::TraceParent::parse) {
+        Some(parent) => {
+            let carrier = HashMap::from([("traceparent".to_string(), parent.to_string())]);
+            TraceContextPropagator::new().extract(&carrier)
+        }
+        None => opentelemetry::Context::new(),
+    };
+    let mut span = tracer
+        .span_builder(name.to_string())
+        .with_start_time(start)
+        .with_attributes(attributes)
+        .start_with_context(&tracer, &parent);
+    span.end_with_timestamp(end);
+}
+
 /// `request` with the current span's `traceparent` in its `_meta` (MCP's SEP-414), when traces are
 /// exported: the MCP server's spans then join the caller's trace.
 pub fn with_trace_meta(mut request: rmcp::model::CallToolRequestParams) -> rmcp::model::CallToolRequestParams {

@@ -75,6 +75,10 @@ pub fn init(role: &str) -> Telemetry {
             .is_ok_and(|v| v.trim().eq_ignore_ascii_case("true"));
         yuxi_operator::telemetry::capture_content(capture);
     }
+    if let Some(provider) = &provider {
+        // For the spans made with explicit times (`telemetry::past_span`).
+        opentelemetry::global::set_tracer_provider(provider.clone());
+    }
     let traces = provider.as_ref().map(|provider| {
         let targets = tracing_subscriber::filter::Targets::new()
             .with_target(yuxi_operator::telemetry::TARGET, tracing::Level::TRACE);

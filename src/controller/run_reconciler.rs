@@ -106,12 +106,63 @@ pub fn agent_run_resource() -> ApiResource {
 /// Reconciles one AgentRun.
 pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Result<Requeue, ReconcileError> {
     let started = Instant::now();
-    let outcome = reconcile_inner(&object, &ctx).await;
+    // The reconcile's span, in the trace of the run (its AgentRun's traceparent annotation).
+    let span = tracing::trace_span!(
+        target: crate::telemetry::TARGET,
+        "reconcile",
+        otel.name = "reconcile AgentRun",
+        yuxi.run.id = %object.name_any(),
+        k8s.namespace.name = object.namespace().unwrap_or_default(),
+        otel.status_code = tracing::field::Empty,
+    );
+    if !span.is_disabled() {
+        let traceparent = object.annotations().get(crate::run::trace::TRACEPARENT_ANNOTATION);
+        crate::telemetry::set_remote_parent(&span, traceparent.map(String::as_str));
+    }
+    let outcome = tracing::Instrument::instrument(reconcile_inner(&object, &ctx), span.clone()).await;
+    if outcome.is_err() {
+        span.record("otel.status_code", "ERROR");
+    }
     ctx.metrics.reconciled("AgentRun", started.elapsed(), outcome.as_ref().err().map(ReconcileError::kind));
     if outcome.is_ok() {
         ctx.backoff.succeeded(&backoff_key(&object));
     }
     outcome
+}
+
+/// The pod's scheduling (its creation to its `PodScheduled` condition) and start (to its runner
+/// container's start) as spans in the run's trace, with their real times.
+fn pod_spans(run: &AgentRun, pod: &Pod) {
+    let Some(phases) = pod_phases(pod) else { return };
+    let traceparent = run.annotations().get(crate::run::trace::TRACEPARENT_ANNOTATION).map(String::as_str);
+    let attributes = || {
+        vec![
+            opentelemetry::KeyValue::new("k8s.pod.name", pod.name_any()),
+            opentelemetry::KeyValue::new("k8s.namespace.name", pod.namespace().unwrap_or_default()),
+            opentelemetry::KeyValue::new("yuxi.run.id", run.name_any()),
+        ]
+    };
+    let time = |t: jiff::Timestamp| std::time::SystemTime::from(t);
+    let (created, scheduled, started) = phases;
+    crate::telemetry::past_span("schedule pod", traceparent, time(created), time(scheduled), attributes());
+    crate::telemetry::past_span("start pod", traceparent, time(scheduled), time(started), attributes());
+}
+
+/// When `pod` was created, scheduled and its runner started, once it has.
+fn pod_phases(pod: &Pod) -> Option<(jiff::Timestamp, jiff::Timestamp, jiff::Timestamp)> {
+    let created = pod.metadata.creation_timestamp.as_ref()?.0;
+    let started = created.checked_add(jiff::SignedDuration::try_from(pod_start(pod)?).ok()?).ok()?;
+    let scheduled = pod
+        .status
+        .as_ref()?
+        .conditions
+        .iter()
+        .flatten()
+        .find(|c| c.type_ == "PodScheduled" && c.status == "True")
+        .and_then(|c| c.last_transition_time.as_ref())
+        .map_or(created, |t| t.0)
+        .clamp(created, started);
+    Some((created, scheduled, started))
 }
 
 /// From `pod`'s creation to its runner container's start, once it has started.
@@ -210,6 +261,7 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         && let Some(took) = pod.as_ref().and_then(pod_start)
     {
         ctx.metrics.pod_started(took);
+        pod_spans(&run, pod.as_ref().expect("started"));
     }
     let unfinished = !run.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
     if unfinished && run.metadata.deletion_timestamp.is_none() {
@@ -433,5 +485,18 @@ mod tests {
         let ended = pod(json!({"terminated": {"exitCode": 0, "startedAt": "2026-12-05T10:00:02Z"}}));
         assert_eq!(pod_start(&ended), Some(Duration::from_secs(2)));
         assert_eq!(pod_start(&pod(json!({"waiting": {"reason": "ContainerCreating"}}))), None);
+        // Its scheduling and start, as the spans show them.
+        let mut scheduled = running.clone();
+        scheduled.status.as_mut().expect("status").conditions = Some(vec![
+            serde_json::from_value(
+                json!({"type": "PodScheduled", "status": "True", "lastTransitionTime": "2026-12-05T10:00:01Z"}),
+            )
+            .expect("a condition"),
+        ]);
+        let at = |t: &str| t.parse::<jiff::Timestamp>().expect("time");
+        assert_eq!(
+            pod_phases(&scheduled),
+            Some((at("2026-12-05T10:00:00Z"), at("2026-12-05T10:00:01Z"), at("2026-12-05T10:00:03Z")))
+        );
     }
 }
