@@ -9,4 +9,5 @@ pub mod decide;
 pub mod metrics;
 pub mod model_prober;
 pub mod pod;
+pub mod pod_times;
 pub mod run_reconciler;
