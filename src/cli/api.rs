@@ -160,6 +160,14 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     .into();
     // Starts what waits in the threads' queues, after a restart too.
     let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
+    // The metrics over OTLP too, when export is on.
+    let _metrics = super::telemetry::export_configured().then(|| {
+        let state = state.clone();
+        tokio::spawn(yuxi_operator::telemetry::metrics::export("yuxi-operator-api".into(), move || {
+            let state = state.clone();
+            async move { facade::features::models::metrics::metrics_text(&state).await }
+        }))
+    });
     let listener = bind(args.listen)?;
     tracing::info!(listen = %args.listen, namespace = %args.namespace, "serving the facade");
     serve(listener, facade::router(state), shutdown_signal(), args.limits.max_connections as usize).await?;

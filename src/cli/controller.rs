@@ -101,6 +101,14 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         // Probes and scrapes only: a few connections at once.
         tokio::spawn(serve(listener, health_router(metrics.clone(), leading), std::future::pending(), 64))
     };
+    // The metrics over OTLP too, when export is on.
+    let _otlp_metrics = super::telemetry::export_configured().then(|| {
+        let metrics = metrics.clone();
+        tokio::spawn(yuxi_operator::telemetry::metrics::export("yuxi-operator-controller".into(), move || {
+            let text = metrics.render();
+            async move { text }
+        }))
+    });
 
     let identity = leader::identity(args.identity.clone());
     let mut leadership = Leadership::join(client.clone(), &args.lease_namespace, &args.lease_name, &identity).await?;

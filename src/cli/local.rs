@@ -291,6 +291,14 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     .into();
     // Starts what waits in the threads' queues, after a restart too.
     let _dispatcher = facade::services::run_queue::spawn_dispatcher(state.clone());
+    // The metrics over OTLP too, when export is on.
+    let _metrics = super::telemetry::export_configured().then(|| {
+        let state = state.clone();
+        tokio::spawn(yuxi_operator::telemetry::metrics::export("yuxi-operator-local".into(), move || {
+            let state = state.clone();
+            async move { facade::features::models::metrics::metrics_text(&state).await }
+        }))
+    });
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     // Its runs stop with it, and end as the stop breaks them: `interrupted`, each with its result and one

@@ -1,8 +1,10 @@
 //! The run and model metrics of `/metrics`, with each store: after a deep-research run (a parent and
 //! two children), its runs' ends, durations, queue waits and times to a first event, and its model
 //! calls' latencies and times to a first token are counted under the agent and the model, as
-//! Prometheus histograms.
+//! Prometheus histograms; and with export on, the same metrics go to an OTLP receiver.
 
+use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
+use opentelemetry_proto::tonic::metrics::v1::Metric;
 use serde_json::{Value, json};
 use tempfile::TempDir;
 
@@ -64,3 +66,82 @@ async fn a_deep_research_tree_is_counted_in_the_run_and_model_metrics(store: Loc
 }
 
 crate::with_each_store!(a_deep_research_tree_is_counted_in_the_run_and_model_metrics);
+
+/// An OTLP/HTTP metrics receiver: `POST /v1/metrics` with a protobuf `ExportMetricsServiceRequest`;
+/// keeps the metrics of the latest request.
+async fn metrics_receiver() -> (String, std::sync::Arc<std::sync::Mutex<Vec<Metric>>>) {
+    use prost::Message;
+    let latest: std::sync::Arc<std::sync::Mutex<Vec<Metric>>> = Default::default();
+    let kept = latest.clone();
+    let app = axum::Router::new().route(
+        "/v1/metrics",
+        axum::routing::post(move |body: axum::body::Bytes| {
+            let kept = kept.clone();
+            async move {
+                let request = ExportMetricsServiceRequest::decode(body).expect("an OTLP metrics request");
+                let metrics =
+                    request.resource_metrics.into_iter().flat_map(|r| r.scope_metrics).flat_map(|s| s.metrics);
+                *kept.lock().expect("lock") = metrics.collect();
+                axum::http::StatusCode::OK
+            }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, app).await.expect("the receiver serves") });
+    (format!("http://{address}"), latest)
+}
+
+fn has(point_attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue], key: &str, value: &str) -> bool {
+    use opentelemetry_proto::tonic::common::v1::any_value::Value as V;
+    point_attributes
+        .iter()
+        .any(|a| a.key == key && a.value.as_ref().and_then(|v| v.value.as_ref()) == Some(&V::StringValue(value.into())))
+}
+
+#[tokio::test]
+async fn with_export_on_the_same_metrics_go_to_an_otlp_receiver() {
+    use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point::Value as Number};
+    let (endpoint, latest) = metrics_receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_METRIC_EXPORT_INTERVAL", "200");
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let response = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"query": "Which electrolytes?", "agent_slug": "deep-research"}))
+        .send()
+        .await
+        .expect("reaches");
+    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    assert_eq!(local.result_of(&run_id, "alice-token").await["status"], "completed");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    loop {
+        let metrics = latest.lock().expect("lock").clone();
+        let ended = metrics.iter().find(|m| m.name == "yuxi_runs_ended").and_then(|m| match &m.data {
+            Some(Data::Sum(sum)) => {
+                sum.data_points.iter().find(|p| has(&p.attributes, "agent", "deep-research")).cloned()
+            }
+            _ => None,
+        });
+        let duration = metrics.iter().find(|m| m.name == "yuxi_run_duration_seconds").and_then(|m| match &m.data {
+            Some(Data::Histogram(histogram)) => {
+                histogram.data_points.iter().find(|p| has(&p.attributes, "agent", "deep-research")).cloned()
+            }
+            _ => None,
+        });
+        if let (Some(ended), Some(duration)) = (ended, duration) {
+            assert_eq!(ended.value, Some(Number::AsDouble(1.0)));
+            assert_eq!(duration.count, 1);
+            assert_eq!(duration.bucket_counts.iter().sum::<u64>(), 1, "{duration:?}");
+            assert_eq!(duration.bucket_counts.len(), duration.explicit_bounds.len() + 1);
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "no run metrics over OTLP: {metrics:?}\n{}", local.log());
+        tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    }
+    local.stop();
+}

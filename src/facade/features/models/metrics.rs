@@ -120,12 +120,17 @@ pub async fn model_totals_text(state: &FacadeState) -> String {
 
 /// `GET /metrics`.
 pub async fn serve(State(state): State<FacadeState>) -> impl IntoResponse {
+    ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], metrics_text(&state).await)
+}
+
+/// The facade's metrics as `/metrics` answers them: its own, every model's totals and every agent's
+/// run totals, ending in `# EOF`. Also what goes over OTLP when export is on.
+pub async fn metrics_text(state: &FacadeState) -> String {
     let own = state.metrics.render();
-    let models = model_totals_text(&state).await;
-    let runs = crate::facade::services::run_metrics::run_totals_text(&state).await;
-    let body = match own.trim_end().strip_suffix("# EOF") {
+    let models = model_totals_text(state).await;
+    let runs = crate::facade::services::run_metrics::run_totals_text(state).await;
+    match own.trim_end().strip_suffix("# EOF") {
         Some(head) => format!("{head}{models}{runs}# EOF\n"),
         None => format!("{own}{models}{runs}"),
-    };
-    ([(CONTENT_TYPE, CONTENT_TYPE_TEXT)], body)
+    }
 }

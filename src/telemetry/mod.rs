@@ -10,6 +10,8 @@
 //! key and token the process knows replaced ([`register_secret`]). Otherwise only names, ids, counts,
 //! times and statuses (docs/how-to/traces.md).
 
+pub mod metrics;
+
 use std::collections::HashMap;
 use std::sync::{OnceLock, RwLock};
 
