@@ -26,8 +26,17 @@ pub const TARGET: &str = "yuxi::otel";
 /// Makes `span` a child of the span `traceparent` names (a W3C header value); a value that does not
 /// parse ([`crate::run::trace::TraceParent::parse`]) is ignored, and the span starts a trace.
 pub fn set_remote_parent(span: &tracing::Span, traceparent: Option<&str>) {
+    set_remote_parent_with_state(span, traceparent, None);
+}
+
+/// [`set_remote_parent`], with the caller's W3C `tracestate` (vendors' entries, kept on the trace) when
+/// it sends one; a `tracestate` that does not parse is left out.
+pub fn set_remote_parent_with_state(span: &tracing::Span, traceparent: Option<&str>, tracestate: Option<&str>) {
     let Some(parent) = traceparent.and_then(crate::run::trace::TraceParent::parse) else { return };
-    let carrier = HashMap::from([("traceparent".to_string(), parent.to_string())]);
+    let mut carrier = HashMap::from([("traceparent".to_string(), parent.to_string())]);
+    if let Some(state) = tracestate.filter(|s| s.len() <= 512) {
+        carrier.insert("tracestate".to_string(), state.to_string());
+    }
     let context = TraceContextPropagator::new().extract(&carrier);
     let _ = span.set_parent(context);
 }

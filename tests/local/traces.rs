@@ -119,6 +119,7 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
         .post(format!("{}/api/agent/runs", local.base))
         .bearer_auth("alice-token")
         .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
+        .header("tracestate", "vendor=abc123")
         .json(&json!({"query": format!("Which electrolytes? {CANARY}"), "agent_slug": "deep-research"}))
         .send()
         .await
@@ -153,6 +154,7 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
         .find(|s| s.name == "POST /api/agent/runs")
         .unwrap_or_else(|| panic!("no request span: {names:?}\n{}", local.log()));
     assert_eq!(hex(&request.parent_span_id), CALLER_SPAN);
+    assert_eq!(request.trace_state, "vendor=abc123", "the caller's tracestate is kept");
     let run_of = |slug: &str| {
         spans
             .iter()

@@ -1,6 +1,7 @@
 //! A span per request of a matched route (when traces are exported, [`crate::telemetry`]): named
-//! `<METHOD> <route>`, a child of the caller's W3C `traceparent` when it sends one, so that a caller
-//! outside the system sees the runs it starts inside its own trace. A run started by the request
+//! `<METHOD> <route>`, a child of the caller's W3C `traceparent` (with its `tracestate`) when it sends
+//! one, so that a caller outside the system sees the runs it starts inside its own trace. A run started
+//! by the request
 //! records the span's `traceparent` ([`crate::telemetry::current_traceparent`]) and its runner's span
 //! goes under it. No header, body or query value is recorded.
 
@@ -24,8 +25,8 @@ pub async fn trace(request: Request, next: Next) -> Response {
         http.response.status_code = tracing::field::Empty,
     );
     if !span.is_disabled() {
-        let traceparent = request.headers().get("traceparent").and_then(|v| v.to_str().ok());
-        crate::telemetry::set_remote_parent(&span, traceparent);
+        let header = |name: &str| request.headers().get(name).and_then(|v| v.to_str().ok());
+        crate::telemetry::set_remote_parent_with_state(&span, header("traceparent"), header("tracestate"));
     }
     let response = next.run(request).instrument(span.clone()).await;
     span.record("http.response.status_code", response.status().as_u16());
