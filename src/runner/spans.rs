@@ -47,5 +47,18 @@ pub(super) fn run_span(run: &AgentRun, identity: &RunIdentity) -> tracing::Span 
     );
     let traceparent = run.metadata.annotations.as_ref().and_then(|a| a.get(crate::run::trace::TRACEPARENT_ANNOTATION));
     crate::telemetry::set_remote_parent(&span, traceparent.map(String::as_str));
+    // The wait before it, from the run's creation (its queue, and in a cluster its pod's start).
+    if !span.is_disabled()
+        && let Some(created) = run.metadata.creation_timestamp.as_ref().map(|t| t.0)
+        && created < jiff::Timestamp::now()
+    {
+        crate::telemetry::past_span(
+            &format!("queue {}", identity.agent_slug),
+            traceparent.map(String::as_str),
+            created.into(),
+            std::time::SystemTime::now(),
+            vec![opentelemetry::KeyValue::new("yuxi.run.id", identity.run_id.clone())],
+        );
+    }
     span
 }

@@ -165,6 +165,10 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
     assert_eq!(hex(&root.parent_span_id), hex(&request.span_id));
     assert_eq!(attribute(root, "yuxi.run.id").as_deref(), Some(root_run.as_str()));
     assert_eq!(attribute(root, "yuxi.run.status").as_deref(), Some("completed"));
+    // Its wait before its runner started, beside it under the request.
+    let queue = spans.iter().find(|s| s.name == "queue deep-research").unwrap_or_else(|| panic!("{names:?}"));
+    assert_eq!(hex(&queue.parent_span_id), hex(&request.span_id));
+    assert!(queue.end_time_unix_nano <= root.start_time_unix_nano + 1_000_000, "the queue ends as the run starts");
 
     // The runs' model calls and tool calls are theirs; each child run goes up to a tool call of the root.
     let ancestors = |span: &Span| {
