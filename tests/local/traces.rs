@@ -420,3 +420,61 @@ async fn an_approval_asked_and_given_are_events_of_the_runs_spans() {
     }
     local.stop();
 }
+
+/// One JSON-RPC request to `/mcp?agent=deep-research` as Alice (in `session`, when given): the session
+/// id it answers with, and its body.
+async fn mcp(local: &Local, session: Option<&str>, body: Value) -> (Option<String>, String) {
+    let mut request = local
+        .client
+        .post(format!("{}/mcp?agent=deep-research", local.base))
+        .bearer_auth("alice-token")
+        .header("accept", "application/json, text/event-stream")
+        .header("mcp-protocol-version", "2025-06-18")
+        .json(&body);
+    if let Some(session) = session {
+        request = request.header("mcp-session-id", session);
+    }
+    let response = request.send().await.expect("mcp answers");
+    assert!(response.status().is_success(), "{}", response.status());
+    let id = response.headers().get("mcp-session-id").map(|v| v.to_str().expect("ascii").to_string());
+    (id, response.text().await.expect("body"))
+}
+
+#[tokio::test]
+async fn an_mcp_callers_meta_traceparent_is_the_parent_of_the_run_it_starts() {
+    let (endpoint, spans) = receiver().await;
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+        "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
+    let (session, _) = mcp(&local, None, initialize).await;
+    let session = session.expect("a session");
+    mcp(&local, Some(&session), json!({"jsonrpc": "2.0", "method": "notifications/initialized"})).await;
+    let caller_span = "b7ad6b7169203331";
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {
+        "name": "subagent_start",
+        "arguments": {"subagent_slug": "research-explorer", "description": "Read about electrolytes."},
+        "_meta": {"traceparent": format!("00-{TRACE_ID}-{caller_span}-01")}}});
+    let (_, answer) = mcp(&local, Some(&session), call).await;
+    assert!(answer.contains("run_id"), "{answer}");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let seen = spans.lock().expect("lock").clone();
+        let call = seen.iter().find(|s| s.name == "tools/call subagent_start");
+        let child = seen.iter().find(|s| s.name == "invoke_agent research-explorer");
+        if let (Some(call), Some(child)) = (call, child) {
+            assert_eq!(
+                (hex(&call.trace_id), hex(&call.parent_span_id)),
+                (TRACE_ID.to_string(), caller_span.to_string())
+            );
+            assert_eq!(hex(&child.trace_id), TRACE_ID, "the run it started is in the caller's trace");
+            break;
+        }
+        assert!(Instant::now() < deadline, "no MCP call or child span: {seen:?}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    local.stop();
+}
