@@ -17,7 +17,7 @@ impl Store {
         let fields: Vec<(String, i64)> = end
             .kinds()
             .into_iter()
-            .map(|(kind, amount)| (total_field(&end.namespace, &end.agent, &kind), amount))
+            .map(|(kind, amount)| (crate::store::usage::total_field(&end.namespace, &end.agent, &kind), amount))
             .collect();
         match self {
             Store::Memory(memory) => {
@@ -48,21 +48,8 @@ impl Store {
                 map.into_iter().collect()
             }
         };
-        let mut totals: Vec<(String, String, String, i64)> = fields
-            .into_iter()
-            .filter_map(|(field, amount)| {
-                let mut parts = field.splitn(3, '\t');
-                Some((parts.next()?.to_string(), parts.next()?.to_string(), parts.next()?.to_string(), amount))
-            })
-            .collect();
-        totals.sort();
-        Ok(totals)
+        Ok(crate::store::usage::split_totals(fields))
     }
-}
-
-/// The field of an agent's total of `kind` in [`keys::RUN_TOTALS`].
-fn total_field(namespace: &str, agent: &str, kind: &str) -> String {
-    format!("{namespace}\t{agent}\t{kind}")
 }
 
 #[cfg(test)]

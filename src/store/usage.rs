@@ -101,15 +101,7 @@ impl Store {
                 map.into_iter().collect()
             }
         };
-        let mut totals: Vec<(String, String, String, i64)> = fields
-            .into_iter()
-            .filter_map(|(field, amount)| {
-                let mut parts = field.splitn(3, '\t');
-                Some((parts.next()?.to_string(), parts.next()?.to_string(), parts.next()?.to_string(), amount))
-            })
-            .collect();
-        totals.sort();
-        Ok(totals)
+        Ok(split_totals(fields))
     }
 
     /// The tokens `uid` and all of `namespace` have used on `day`: `(user, namespace)`.
@@ -125,9 +117,24 @@ impl Store {
     }
 }
 
-/// The field of a model's total of `kind` in [`keys::MODEL_TOTALS`].
-pub(in crate::store) fn total_field(namespace: &str, model: &str, kind: &str) -> String {
-    format!("{namespace}\t{model}\t{kind}")
+/// Totals' fields `<namespace>\t<name>\t<kind>` with their amounts as `(namespace, name, kind,
+/// amount)`, sorted; a field of another shape is left out.
+pub(in crate::store) fn split_totals(fields: Vec<(String, i64)>) -> Vec<(String, String, String, i64)> {
+    let mut totals: Vec<(String, String, String, i64)> = fields
+        .into_iter()
+        .filter_map(|(field, amount)| {
+            let mut parts = field.splitn(3, '\t');
+            Some((parts.next()?.to_string(), parts.next()?.to_string(), parts.next()?.to_string(), amount))
+        })
+        .collect();
+    totals.sort();
+    totals
+}
+
+/// The field of the total of `kind` of a model or an agent (`name`) in [`keys::MODEL_TOTALS`] or
+/// [`keys::RUN_TOTALS`].
+pub(in crate::store) fn total_field(namespace: &str, name: &str, kind: &str) -> String {
+    format!("{namespace}\t{name}\t{kind}")
 }
 
 /// What one call adds to its model's totals, by kind.

@@ -341,6 +341,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "GET /api/agent/runs/{run_id}",
         "GET /api/agent/runs/{run_id}/events",
         "GET /api/agent/runs/{run_id}/result",
+        "GET /api/agent/runs/{run_id}/trace",
         "GET /api/agent/thread/{thread_id}/active_run",
         "GET /api/agent/thread/{thread_id}/requests",
         "GET /api/agent/{slug}",

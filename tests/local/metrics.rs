@@ -5,37 +5,26 @@
 
 use opentelemetry_proto::tonic::collector::metrics::v1::ExportMetricsServiceRequest;
 use opentelemetry_proto::tonic::metrics::v1::Metric;
-use serde_json::{Value, json};
-use tempfile::TempDir;
+use serde_json::json;
 
-use crate::support::local_mode::{LocalStore, command_over, free_port, launch};
-use crate::support::repository::root;
+use crate::support::local_mode::{Local, LocalStore, examples_with};
 
 /// The value of the sample `name{labels}` (its labels in the order they are written), if any.
 fn sample(text: &str, name_and_labels: &str) -> Option<f64> {
     text.lines().find_map(|line| line.strip_prefix(name_and_labels)?.trim().parse().ok())
 }
 
-async fn a_deep_research_tree_is_counted_in_the_run_and_model_metrics(store: LocalStore) {
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let local = launch(
-        command_over(&root().join("examples"), store, port, data.path()),
-        port,
-        data,
-        TempDir::new().expect("dir"),
-    )
-    .await;
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&json!({"query": "Which electrolytes?", "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches");
-    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+/// Runs deep-research for Alice to its end, completed.
+async fn deep_research(local: &Local) {
+    let run_id = local
+        .start_run("alice-token", &[], json!({"query": "Which electrolytes?", "agent_slug": "deep-research"}))
+        .await;
     assert_eq!(local.result_of(&run_id, "alice-token").await["status"], "completed");
+}
+
+async fn a_deep_research_tree_is_counted_in_the_run_and_model_metrics(store: LocalStore) {
+    let local = examples_with(store, &[]).await;
+    deep_research(&local).await;
     let text =
         local.client.get(format!("{}/metrics", local.base)).send().await.expect("reaches").text().await.expect("text");
     let agent = r#"namespace="default",agent="deep-research""#;
@@ -103,21 +92,9 @@ fn has(point_attributes: &[opentelemetry_proto::tonic::common::v1::KeyValue], ke
 async fn with_export_on_the_same_metrics_go_to_an_otlp_receiver() {
     use opentelemetry_proto::tonic::metrics::v1::{metric::Data, number_data_point::Value as Number};
     let (endpoint, latest) = metrics_receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_METRIC_EXPORT_INTERVAL", "200");
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&json!({"query": "Which electrolytes?", "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches");
-    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
-    assert_eq!(local.result_of(&run_id, "alice-token").await["status"], "completed");
+    let env = [("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_METRIC_EXPORT_INTERVAL", "200")];
+    let local = examples_with(LocalStore::InProcess, &env).await;
+    deep_research(&local).await;
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
     loop {
         let metrics = latest.lock().expect("lock").clone();

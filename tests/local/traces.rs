@@ -13,10 +13,8 @@ use opentelemetry_proto::tonic::common::v1::any_value::Value as AnyValue;
 use opentelemetry_proto::tonic::trace::v1::Span;
 use prost::Message;
 use serde_json::{Value, json};
-use tempfile::TempDir;
 
-use crate::support::local_mode::{Local, LocalStore, command_over, free_port, launch};
-use crate::support::repository::root;
+use crate::support::local_mode::{Local, LocalStore, examples_with};
 
 const TRACE_ID: &str = "4bf92f3577b34da6a3ce929d0e0e4736";
 const CALLER_SPAN: &str = "00f067aa0ba902b7";
@@ -106,27 +104,19 @@ async fn ended(local: &Local, run_id: &str) -> Value {
 #[tokio::test]
 async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_contents() {
     let (endpoint, spans) = receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .env("OTEL_SERVICE_NAME", "yuxi-traces-test");
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
-        .header("tracestate", "vendor=abc123")
-        .json(&json!({"query": format!("Which electrolytes? {CANARY}"), "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches");
-    assert_eq!(response.status(), 200);
-    let started: Value = response.json().await.expect("json");
-    let root_run = started["run_id"].as_str().expect("run_id").to_string();
+    let local = examples_with(
+        LocalStore::InProcess,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("OTEL_SERVICE_NAME", "yuxi-traces-test"),
+        ],
+    )
+    .await;
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    let headers = [("traceparent", traceparent.as_str()), ("tracestate", "vendor=abc123")];
+    let question = json!({"query": format!("Which electrolytes? {CANARY}"), "agent_slug": "deep-research"});
+    let root_run = local.start_run("alice-token", &headers, question).await;
     assert_eq!(ended(&local, &root_run).await["status"], "completed");
 
     // The spans arrive in batches; the three runs' spans are all there once their runs ended.
@@ -270,33 +260,27 @@ async fn a_deep_research_run_is_one_trace_under_the_callers_span_without_its_con
 #[tokio::test]
 async fn over_grpc_a_run_is_exported_to_a_grpc_receiver() {
     let (endpoint, spans) = grpc_receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc")
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100");
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .header("traceparent", format!("00-{TRACE_ID}-{CALLER_SPAN}-01"))
-        .json(&json!({"query": "hello", "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches");
-    assert_eq!(response.status(), 200);
-    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    let local = examples_with(
+        LocalStore::InProcess,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_EXPORTER_OTLP_PROTOCOL", "grpc"),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+        ],
+    )
+    .await;
+    let traceparent = format!("00-{TRACE_ID}-{CALLER_SPAN}-01");
+    let question = json!({"query": "hello", "agent_slug": "deep-research"});
+    let run_id = local.start_run("alice-token", &[("traceparent", traceparent.as_str())], question).await;
     ended(&local, &run_id).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
         let seen = spans.lock().expect("lock").clone();
-        let run = seen.iter().find(|s| attribute(s, "yuxi.run.id").as_deref() == Some(run_id.as_str()));
+        let run = seen.iter().find(|s| {
+            attribute(s, "yuxi.run.id").as_deref() == Some(run_id.as_str()) && s.name == "invoke_agent deep-research"
+        });
         if let Some(run) = run {
             assert_eq!(hex(&run.trace_id), TRACE_ID);
-            assert_eq!(run.name, "invoke_agent deep-research");
             break;
         }
         assert!(Instant::now() < deadline, "no run span over gRPC: {seen:?}\n{}", local.log());
@@ -308,29 +292,21 @@ async fn over_grpc_a_run_is_exported_to_a_grpc_receiver() {
 #[tokio::test]
 async fn with_content_capture_contents_are_exported_bounded_and_without_keys_or_tokens() {
     let (endpoint, spans) = receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
     let key = "sk-canary-key-0f3e9a7d21";
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command
-        .env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint)
-        .env("OTEL_BSP_SCHEDULE_DELAY", "100")
-        .env("YUXI_TRACES_CAPTURE_CONTENT", "true")
-        .env("YUXI_EXAMPLE_API_KEY", key);
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let local = examples_with(
+        LocalStore::InProcess,
+        &[
+            ("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()),
+            ("OTEL_BSP_SCHEDULE_DELAY", "100"),
+            ("YUXI_TRACES_CAPTURE_CONTENT", "true"),
+            ("YUXI_EXAMPLE_API_KEY", key),
+        ],
+    )
+    .await;
     // The question carries a content canary, the key, a bearer token, and more than a span keeps.
     let padding = "x".repeat(6000);
     let query = format!("{CANARY} uses {key} with Authorization: Bearer tok-canary-77aa1 {padding}");
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&json!({"query": query, "agent_slug": "deep-research"}))
-        .send()
-        .await
-        .expect("reaches");
-    assert_eq!(response.status(), 200);
-    let run_id = response.json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    let run_id = local.start_run("alice-token", &[], json!({"query": query, "agent_slug": "deep-research"})).await;
     ended(&local, &run_id).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let captured = loop {
@@ -359,21 +335,13 @@ async fn with_content_capture_contents_are_exported_bounded_and_without_keys_or_
 #[tokio::test]
 async fn an_approval_asked_and_given_are_events_of_the_runs_spans() {
     let (endpoint, spans) = receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let local = examples_with(
+        LocalStore::InProcess,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    )
+    .await;
     let start = json!({"query": "note this", "agent_slug": "note-taker"});
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&start)
-        .send()
-        .await;
-    let run_id =
-        response.expect("reaches").json::<Value>().await.expect("json")["run_id"].as_str().expect("run_id").to_string();
+    let run_id = local.start_run("alice-token", &[], start).await;
     let deadline = Instant::now() + Duration::from_secs(30);
     let waiting = loop {
         let run = local.get_json(&format!("/api/agent/runs/{run_id}"), "alice-token").await["run"].clone();
@@ -390,14 +358,7 @@ async fn an_approval_asked_and_given_are_events_of_the_runs_spans() {
         .map(|call| json!({"tool_call_id": call["tool_call_id"], "decision": "approve"}))
         .collect();
     let resume = json!({"resume": {"run_id": run_id, "decisions": decisions}});
-    let response = local
-        .client
-        .post(format!("{}/api/agent/runs", local.base))
-        .bearer_auth("alice-token")
-        .json(&resume)
-        .send()
-        .await;
-    assert_eq!(response.expect("reaches").status(), 200);
+    local.start_run("alice-token", &[], resume).await;
     assert_eq!(ended(&local, &run_id).await["status"], "completed");
     let event_of = |seen: &[Span], name: &str| {
         seen.iter()
@@ -443,11 +404,11 @@ async fn mcp(local: &Local, session: Option<&str>, body: Value) -> (Option<Strin
 #[tokio::test]
 async fn an_mcp_callers_meta_traceparent_is_the_parent_of_the_run_it_starts() {
     let (endpoint, spans) = receiver().await;
-    let port = free_port();
-    let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
-    command.env("OTEL_EXPORTER_OTLP_ENDPOINT", &endpoint).env("OTEL_BSP_SCHEDULE_DELAY", "100");
-    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    let local = examples_with(
+        LocalStore::InProcess,
+        &[("OTEL_EXPORTER_OTLP_ENDPOINT", endpoint.as_str()), ("OTEL_BSP_SCHEDULE_DELAY", "100")],
+    )
+    .await;
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
         "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}});
     let (session, _) = mcp(&local, None, initialize).await;

@@ -123,6 +123,16 @@ pub async fn start_as_user(data: TempDir, store: LocalStore) -> Local {
     launch(command, port, data, TempDir::new().expect("dir")).await
 }
 
+/// Starts the local mode over `examples/` keeping runs in `store`, with the variables `env` set, in a
+/// data folder of its own. Returns once it answers.
+pub async fn examples_with(store: LocalStore, env: &[(&str, &str)]) -> Local {
+    let port = free_port();
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), store, port, data.path());
+    command.envs(env.iter().copied());
+    launch(command, port, data, TempDir::new().expect("dir")).await
+}
+
 /// Starts `command`, a local mode listening on `port` with `data` as its data folder, its stderr logged to
 /// a file in `scripts` (its scripts folder, if it has one). Returns once it answers.
 pub async fn launch(mut command: Command, port: u16, data: TempDir, scripts: TempDir) -> Local {
@@ -169,6 +179,18 @@ impl Local {
             .await
             .expect("reaches the facade");
         (response.status().as_u16(), response.json().await.expect("JSON"))
+    }
+
+    /// Starts a run (`POST /api/agent/runs` with `body`, plus `headers`) as the user of `token`; its
+    /// id. The start must answer 200.
+    pub async fn start_run(&self, token: &str, headers: &[(&str, &str)], body: Value) -> String {
+        let mut request = self.client.post(format!("{}/api/agent/runs", self.base)).bearer_auth(token).json(&body);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        let response = request.send().await.expect("reaches the facade");
+        assert_eq!(response.status(), 200, "the start of {body}\n{}", self.log());
+        response.json::<Value>().await.expect("JSON")["run_id"].as_str().expect("a run id").to_string()
     }
 
     /// `GET path` as the user of `token`: its JSON answer, which must be a 200.
