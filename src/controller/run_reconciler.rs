@@ -209,10 +209,11 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let starts = |a: &Action| matches!(a, Action::SetStatus(s) if s.phase == Some(AgentRunPhase::Running));
     if run.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Pending)
         && actions.iter().any(starts)
-        && let Some(took) = pod.as_ref().and_then(super::pod_times::pod_start)
+        && let Some(started) = pod.as_ref()
+        && let Some(took) = super::pod_times::pod_start(started)
     {
         ctx.metrics.pod_started(took);
-        super::pod_times::pod_spans(&run, pod.as_ref().expect("started"));
+        super::pod_times::pod_spans(&run, started);
     }
     let unfinished = !run.status.as_ref().and_then(|s| s.phase).is_some_and(|p| p.is_terminal());
     if unfinished && run.metadata.deletion_timestamp.is_none() {

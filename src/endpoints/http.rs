@@ -111,13 +111,9 @@ pub fn secrets(connection: &Connection) -> Vec<String> {
 
 /// `secrets` as [`redact`] wants them: those under [`MIN_SECRET_CHARS`] left out, longest first (so a
 /// secret containing another is removed whole).
-pub fn sorted_secrets(mut secrets: Vec<String>) -> Vec<String> {
-    secrets.retain(|secret| secret.chars().count() >= MIN_SECRET_CHARS);
-    secrets.sort_by_key(|secret| std::cmp::Reverse(secret.len()));
-    secrets
+pub fn sorted_secrets(secrets: Vec<String>) -> Vec<String> {
+    crate::run::redact::longest_first(secrets, MIN_SECRET_CHARS)
 }
 
 /// `text` with each of `secrets` replaced by `<redacted>`: an endpoint may echo what it was sent.
-pub fn redact(text: &str, secrets: &[String]) -> String {
-    secrets.iter().fold(text.to_string(), |text, secret| text.replace(secret.as_str(), "<redacted>"))
-}
+pub use crate::run::redact::redact;

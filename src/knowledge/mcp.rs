@@ -52,15 +52,6 @@ pub enum McpSearchError {
     },
 }
 
-/// `request` with `traceparent` in its `_meta` (MCP's SEP-414), so that the server's spans join the
-/// search's trace.
-fn with_traceparent(mut request: CallToolRequestParams, traceparent: Option<String>) -> CallToolRequestParams {
-    if let Some(traceparent) = traceparent {
-        request.meta.get_or_insert_with(rmcp::model::RequestMetaObject::new).set_traceparent(traceparent);
-    }
-    request
-}
-
 /// Asks `source`'s tool for `top_k` passages about `query`, with `token` as the bearer token when set
 /// and the W3C `traceparent` of the search in the call's `_meta` when given.
 ///
@@ -102,7 +93,7 @@ async fn call(
     let failed =
         |message: String| McpSearchError::Failed { url: source.url.clone(), tool: source.tool.clone(), message };
     let answer = client
-        .call_tool(with_traceparent(
+        .call_tool(crate::run::trace::with_traceparent(
             CallToolRequestParams::new(source.tool.clone()).with_arguments(arguments),
             traceparent,
         ))

@@ -14,6 +14,7 @@ pub mod message;
 pub mod metrics;
 pub mod queue;
 pub mod record;
+pub mod redact;
 pub mod result;
 pub mod scope;
 pub mod status;

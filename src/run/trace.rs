@@ -80,6 +80,18 @@ fn to_hex(bytes: &[u8]) -> String {
     bytes.iter().map(|b| format!("{b:02x}")).collect()
 }
 
+/// An MCP tool call with `traceparent` (when given) in its `_meta` (MCP's SEP-414), so that the
+/// server's spans join the caller's trace.
+pub fn with_traceparent(
+    mut request: rmcp::model::CallToolRequestParams,
+    traceparent: Option<String>,
+) -> rmcp::model::CallToolRequestParams {
+    if let Some(traceparent) = traceparent {
+        request.meta.get_or_insert_with(rmcp::model::RequestMetaObject::new).set_traceparent(traceparent);
+    }
+    request
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -13,7 +13,8 @@
 pub mod metrics;
 
 use std::collections::HashMap;
-use std::sync::{OnceLock, RwLock};
+use std::sync::RwLock;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use opentelemetry::propagation::TextMapPropagator;
 use opentelemetry::trace::TraceContextExt;
@@ -88,11 +89,8 @@ pub fn past_span(
 
 /// `request` with the current span's `traceparent` in its `_meta` (MCP's SEP-414), when traces are
 /// exported: the MCP server's spans then join the caller's trace.
-pub fn with_trace_meta(mut request: rmcp::model::CallToolRequestParams) -> rmcp::model::CallToolRequestParams {
-    if let Some(traceparent) = current_traceparent() {
-        request.meta.get_or_insert_with(rmcp::model::RequestMetaObject::new).set_traceparent(traceparent);
-    }
-    request
+pub fn with_trace_meta(request: rmcp::model::CallToolRequestParams) -> rmcp::model::CallToolRequestParams {
+    crate::run::trace::with_traceparent(request, current_traceparent())
 }
 
 /// The variable that turns content capture on (`true`): message contents and tool arguments and
@@ -100,96 +98,43 @@ pub fn with_trace_meta(mut request: rmcp::model::CallToolRequestParams) -> rmcp:
 pub const CAPTURE_CONTENT_ENV: &str = "YUXI_TRACES_CAPTURE_CONTENT";
 /// The most of one content a span carries, in bytes (cut at a character boundary, `…` appended).
 pub const MAX_CAPTURED_BYTES: usize = 4096;
-/// What stands for a redacted key or token.
-pub const REDACTED: &str = "[REDACTED]";
 /// Secrets shorter than this are not searched for (they would redact ordinary words).
 const MIN_SECRET_CHARS: usize = 8;
 
-/// Whether contents are captured, and the secrets they are cleaned of.
-struct Capture {
-    enabled: bool,
-    secrets: RwLock<Vec<String>>,
-}
+/// Whether contents are captured ([`capture_content`]).
+static CAPTURE: AtomicBool = AtomicBool::new(false);
+/// The secrets contents are cleaned of, longest first.
+static SECRETS: RwLock<Vec<String>> = RwLock::new(Vec::new());
 
-static CAPTURE: OnceLock<Capture> = OnceLock::new();
-
-fn capture() -> &'static Capture {
-    CAPTURE.get_or_init(|| Capture { enabled: false, secrets: RwLock::new(Vec::new()) })
-}
-
-/// Turns content capture on or off for this process (once, at its start; later calls change
-/// nothing). The values of the environment's variables whose names say they hold a secret (`KEY`,
-/// `TOKEN`, `SECRET`, `PASSWORD`, `HEADERS`, `CREDENTIAL`) are registered as secrets.
+/// Turns content capture on or off for this process (at its start). The values of the environment's
+/// variables whose names say they hold a secret (`KEY`, `TOKEN`, `SECRET`, `PASSWORD`, `HEADERS`,
+/// `CREDENTIAL`) are registered as secrets.
 pub fn capture_content(enabled: bool) {
-    let secrets = std::env::vars()
-        .filter(|(name, _)| {
-            let name = name.to_ascii_uppercase();
-            ["KEY", "TOKEN", "SECRET", "PASSWORD", "HEADERS", "CREDENTIAL"].iter().any(|word| name.contains(word))
-        })
-        .map(|(_, value)| value)
-        .filter(|value| value.chars().count() >= MIN_SECRET_CHARS)
-        .collect();
-    let _ = CAPTURE.set(Capture { enabled, secrets: RwLock::new(secrets) });
+    for (name, value) in std::env::vars() {
+        let name = name.to_ascii_uppercase();
+        if ["KEY", "TOKEN", "SECRET", "PASSWORD", "HEADERS", "CREDENTIAL"].iter().any(|word| name.contains(word)) {
+            register_secret(&value);
+        }
+    }
+    CAPTURE.store(enabled, Ordering::Relaxed);
 }
 
 /// Registers `value` (a key, a token, a header's value) as a secret no captured content carries.
 pub fn register_secret(value: &str) {
-    if value.chars().count() < MIN_SECRET_CHARS {
-        return;
-    }
-    let mut secrets = capture().secrets.write().unwrap_or_else(|e| e.into_inner());
+    let mut secrets = SECRETS.write().unwrap_or_else(|e| e.into_inner());
     if !secrets.iter().any(|s| s == value) {
         secrets.push(value.to_string());
+        *secrets = crate::run::redact::longest_first(std::mem::take(&mut *secrets), MIN_SECRET_CHARS);
     }
 }
 
 /// `text` as a span may carry it: `None` unless content capture is on; otherwise cleaned of every
 /// registered secret and of bearer credentials (`Bearer <token>`), and cut to [`MAX_CAPTURED_BYTES`].
 pub fn content(text: &str) -> Option<String> {
-    let capture = capture();
-    if !capture.enabled {
+    if !CAPTURE.load(Ordering::Relaxed) {
         return None;
     }
-    let mut cleaned = text.to_string();
-    for secret in capture.secrets.read().unwrap_or_else(|e| e.into_inner()).iter() {
-        if cleaned.contains(secret.as_str()) {
-            cleaned = cleaned.replace(secret.as_str(), REDACTED);
-        }
-    }
-    let cleaned = redact_bearer(&cleaned);
+    let cleaned = crate::run::redact::redact(text, &SECRETS.read().unwrap_or_else(|e| e.into_inner()));
+    let cleaned = crate::run::redact::redact_bearer(&cleaned);
     Some(crate::run::event::cap_text(cleaned, MAX_CAPTURED_BYTES))
-}
-
-/// `text` with the credential after each `Bearer ` (any case) replaced.
-fn redact_bearer(text: &str) -> String {
-    let lower = text.to_ascii_lowercase();
-    let mut out = String::with_capacity(text.len());
-    let mut rest = 0;
-    let mut from = 0;
-    while let Some(found) = lower[from..].find("bearer ") {
-        let start = from + found + "bearer ".len();
-        let end =
-            text[start..].find(|c: char| c.is_whitespace() || c == '"' || c == '\'').map_or(text.len(), |i| start + i);
-        if end > start {
-            out.push_str(&text[rest..start]);
-            out.push_str(REDACTED);
-            rest = end;
-        }
-        from = end.max(start);
-    }
-    out.push_str(&text[rest..]);
-    out
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn bearer_credentials_are_redacted_and_the_rest_is_kept() {
-        assert_eq!(redact_bearer("Authorization: Bearer abc.def-123 ok"), "Authorization: Bearer [REDACTED] ok");
-        assert_eq!(redact_bearer("{\"h\": \"bearer xyz\"}"), "{\"h\": \"bearer [REDACTED]\"}");
-        assert_eq!(redact_bearer("no credential, bearer  twice"), "no credential, bearer  twice");
-        assert_eq!(redact_bearer("Bearer"), "Bearer");
-    }
 }

@@ -321,7 +321,7 @@ async fn with_content_capture_contents_are_exported_bounded_and_without_keys_or_
     let (question, seen) = captured;
     assert!(question.len() <= 4096 + 100, "{} bytes", question.len());
     assert!(question.contains("more bytes cut"), "{question}");
-    assert_eq!(question.matches("[REDACTED]").count(), 2, "the key and the token stood in the question: {question}");
+    assert_eq!(question.matches("<redacted>").count(), 2, "the key and the token stood in the question: {question}");
     assert!(seen.iter().any(|s| attribute(s, "gen_ai.tool.call.arguments").is_some()), "no tool arguments");
     for span in &seen {
         let text = format!("{span:?}");

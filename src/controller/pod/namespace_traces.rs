@@ -38,7 +38,9 @@ pub fn namespace_traces(data: &BTreeMap<String, String>) -> Result<TraceExport, 
     };
     let headers_secret = match field("headersSecret") {
         None => None,
-        Some(name) if is_dns_label(name) => Some(SecretKey { name: name.to_string(), key: HEADERS_KEY.to_string() }),
+        Some(name) if crate::resources::validation::is_dns1123_subdomain(name) => {
+            Some(SecretKey { name: name.to_string(), key: HEADERS_KEY.to_string() })
+        }
         Some(name) => {
             return Err(format!("{NAMESPACE_TRACES_CONFIG_MAP}: headersSecret {name:?} is not a Secret name"));
         }
@@ -62,13 +64,6 @@ pub fn namespace_traces(data: &BTreeMap<String, String>) -> Result<TraceExport, 
         }
     };
     Ok(TraceExport { endpoint: endpoint.to_string(), headers_secret, sampler_ratio, protocol, capture_content })
-}
-
-/// Whether `name` is a DNS-1123 subdomain-ish Secret name (lowercase letters, digits, `-` and `.`).
-fn is_dns_label(name: &str) -> bool {
-    name.len() <= 253
-        && name.chars().all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '-' || c == '.')
-        && name.starts_with(|c: char| c.is_ascii_alphanumeric())
 }
 
 #[cfg(test)]

@@ -57,11 +57,7 @@ impl Graph {
             tokio::select! {
                 biased;
                 Some(delta) = receiver.recv() => {
-                    if first_token.is_none() {
-                        let elapsed = started.elapsed().as_millis() as u64;
-                        first_token = Some(elapsed);
-                        span.record("yuxi.time_to_first_token_ms", elapsed as i64);
-                    }
+                    mark_first_token(&mut first_token, started, &span);
                     batch.push(delta);
                     if batch.chars() >= BATCH_CHARS {
                         self.flush(&mut batch, message_id).await?;
@@ -75,11 +71,7 @@ impl Graph {
         };
         while let Ok(delta) = receiver.try_recv() {
             // A token that came with the call's end came no later than it.
-            if first_token.is_none() {
-                let elapsed = started.elapsed().as_millis() as u64;
-                first_token = Some(elapsed);
-                span.record("yuxi.time_to_first_token_ms", elapsed as i64);
-            }
+            mark_first_token(&mut first_token, started, &span);
             batch.push(delta);
         }
         self.flush(&mut batch, message_id).await?;
@@ -103,6 +95,15 @@ impl Graph {
             self.emit(EventKind::Messages, payload).await?;
         }
         Ok(())
+    }
+}
+
+/// Notes the time to the first token (in `first_token` and on `span`) when it is the first.
+fn mark_first_token(first_token: &mut Option<u64>, started: Instant, span: &tracing::Span) {
+    if first_token.is_none() {
+        let elapsed = started.elapsed().as_millis() as u64;
+        *first_token = Some(elapsed);
+        span.record("yuxi.time_to_first_token_ms", elapsed as i64);
     }
 }
 
