@@ -4,6 +4,7 @@
 //! ([`crate::run::grant`]), believed only when the signature checks, the token has not expired and its
 //! run is still going. Nothing written into the run store makes a token (docs/concepts/trust-model.md).
 
+pub mod oidc;
 pub mod token_review;
 pub mod users;
 
