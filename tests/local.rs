@@ -24,6 +24,8 @@ mod mcp;
 mod metrics;
 #[path = "local/models.rs"]
 mod models;
+#[path = "local/oidc.rs"]
+mod oidc;
 #[path = "local/readme_tour.rs"]
 mod readme_tour;
 #[path = "local/run_queues.rs"]

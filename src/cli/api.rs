@@ -66,6 +66,11 @@ pub struct ApiArgs {
     /// `https://jaeger.example/trace/{trace_id}`): a run's timeline links to it.
     #[arg(long, env = "YUXI_TRACE_LINK", value_name = "URL")]
     trace_link: Option<String>,
+    /// An OIDC issuer whose tokens are accepted beside the others: a YAML file of `issuer`,
+    /// `audiences`, `uidClaim`, `roleClaim`, `adminValues`, `superadminValues`, `departmentClaim`,
+    /// `leewaySeconds`.
+    #[arg(long, env = "YUXI_OIDC_CONFIG", value_name = "FILE")]
+    oidc_config: Option<PathBuf>,
     /// The model of agents that name none, as the sandbox pods' settings have it (`defaultModel`): listed
     /// first by the model picker.
     #[arg(long, env = yuxi_operator::run::inputs::env::DEFAULT_MODEL, value_name = "MODEL")]
@@ -132,7 +137,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     });
     let _indexer = knowledge.clone().spawn_syncer();
     let state: facade::FacadeState = facade::FacadeParts {
-        auth: reviewer.into(),
+        auth: super::oidc::with_oidc(reviewer.into(), args.oidc_config.as_deref())?,
         agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
         runs: Some(facade::Runs {
             store,

@@ -96,6 +96,11 @@ pub struct LocalArgs {
     /// timeline links to it.
     #[arg(long, env = "YUXI_TRACE_LINK", value_name = "URL")]
     trace_link: Option<String>,
+    /// An OIDC issuer whose tokens are accepted beside the others: a YAML file of `issuer`,
+    /// `audiences`, `uidClaim`, `roleClaim`, `adminValues`, `superadminValues`, `departmentClaim`,
+    /// `leewaySeconds`.
+    #[arg(long, env = "YUXI_OIDC_CONFIG", value_name = "FILE")]
+    oidc_config: Option<PathBuf>,
 }
 
 /// Serves the facade until SIGTERM or Ctrl-C, then lets requests under way finish and removes the store
@@ -127,6 +132,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         skills_library,
         secrets,
         trace_link,
+        oidc_config,
     } = args;
     let openai_base_url = std::env::var(env::OPENAI_BASE_URL).ok();
     let models = facade::services::models::ModelCatalog::new(Some(default_model.clone()), models, openai_base_url)
@@ -266,7 +272,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
-        auth: users.into(),
+        auth: super::oidc::with_oidc(users.into(), oidc_config.as_deref())?,
         agents: AgentCatalog::Local(agent_catalog),
         runs: Some(Runs { store: store.clone(), launcher: launcher.into() }),
         metrics: Default::default(),

@@ -14,6 +14,7 @@ pub mod in_process;
 pub mod leader;
 pub mod local;
 pub mod local_models;
+pub mod oidc;
 pub mod quick_model;
 pub mod runner;
 pub mod sandbox_exec;

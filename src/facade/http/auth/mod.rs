@@ -27,6 +27,13 @@ pub enum Authenticator {
     Tokens(Users),
     /// Kubernetes TokenReview (boxed: its client and caches are large beside a users file).
     TokenReview(Box<TokenReviewer>),
+    /// An OIDC issuer's tokens, verified locally; every other token goes to `otherwise`.
+    Oidc {
+        /// The issuer's verifier.
+        verifier: std::sync::Arc<oidc::OidcVerifier>,
+        /// How the other tokens are checked.
+        otherwise: Box<Authenticator>,
+    },
 }
 
 impl From<TokenReviewer> for Authenticator {
@@ -48,17 +55,43 @@ impl Authenticator {
         match self {
             Authenticator::Tokens(users) => users.people(),
             Authenticator::TokenReview(_) => &[],
+            Authenticator::Oidc { otherwise, .. } => otherwise.people(),
+        }
+    }
+
+    /// The OIDC issuer this facade accepts tokens of, if any.
+    pub fn oidc(&self) -> Option<&oidc::OidcVerifier> {
+        match self {
+            Authenticator::Oidc { verifier, .. } => Some(verifier),
+            _ => None,
         }
     }
 
     /// The identity of a bearer token. Errors: 401 for a token that names nobody, 503 when the
     /// Kubernetes API cannot answer.
-    pub async fn identify(&self, token: &str) -> Result<Identity, ApiError> {
-        let unknown = || ApiError::Unauthorized("the token is not valid".into());
-        match self {
-            Authenticator::Tokens(users) => users.identify(token).cloned().ok_or_else(unknown),
-            Authenticator::TokenReview(reviewer) => reviewer.identify(token).await?.ok_or_else(unknown),
-        }
+    pub fn identify<'a>(
+        &'a self,
+        token: &'a str,
+    ) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<Identity, ApiError>> + Send + 'a>> {
+        Box::pin(async move {
+            let unknown = || ApiError::Unauthorized("the token is not valid".into());
+            match self {
+                Authenticator::Tokens(users) => users.identify(token).cloned().ok_or_else(unknown),
+                Authenticator::TokenReview(reviewer) => reviewer.identify(token).await?.ok_or_else(unknown),
+                Authenticator::Oidc { verifier, .. } if verifier.is_for(token) => {
+                    verifier.identify(token).await.map_err(|err| match err {
+                        oidc::OidcError::Refused(why) => {
+                            tracing::info!(reason = %why, "an OIDC token is refused");
+                            unknown()
+                        }
+                        oidc::OidcError::Issuer(why) => {
+                            ApiError::Unavailable(format!("tokens cannot be checked: {why}"))
+                        }
+                    })
+                }
+                Authenticator::Oidc { otherwise, .. } => otherwise.identify(token).await,
+            }
+        })
     }
 }
 

@@ -90,6 +90,20 @@ impl OidcVerifier {
         OidcVerifier { config, http, keys: RwLock::new(None) }
     }
 
+    /// The issuer's configuration.
+    pub fn config(&self) -> &OidcConfig {
+        &self.config
+    }
+
+    /// Whether `token` says it is this issuer's (a JWT whose unverified `iss` is the issuer): only
+    /// which checker to ask is decided by it; [`OidcVerifier::identify`] verifies.
+    pub fn is_for(&self, token: &str) -> bool {
+        use base64::Engine;
+        let Some(payload) = token.split('.').nth(1) else { return false };
+        let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload) else { return false };
+        serde_json::from_slice::<Value>(&bytes).is_ok_and(|claims| claims["iss"] == self.config.issuer.as_str())
+    }
+
     /// The caller `token` names. Errors: [`OidcError::Refused`] for a token that is not accepted,
     /// [`OidcError::Issuer`] when the issuer's keys cannot be read.
     pub async fn identify(&self, token: &str) -> Result<Identity, OidcError> {

@@ -1,0 +1,23 @@
+//! The `--oidc-config` option of the facade's commands: an OIDC issuer's tokens accepted beside the
+//! others.
+
+use std::path::Path;
+
+use yuxi_operator::facade::http::auth::Authenticator;
+use yuxi_operator::facade::http::auth::oidc::{OidcConfig, OidcVerifier};
+
+/// `otherwise`, with the tokens of the issuer `config` (a YAML file) accepted too when it is given.
+/// Errors: the file cannot be read, is not such a configuration, or names no audience.
+pub fn with_oidc(otherwise: Authenticator, config: Option<&Path>) -> anyhow::Result<Authenticator> {
+    let Some(path) = config else { return Ok(otherwise) };
+    let text = std::fs::read_to_string(path).map_err(|e| anyhow::anyhow!("--oidc-config {}: {e}", path.display()))?;
+    let config: OidcConfig =
+        serde_norway::from_str(&text).map_err(|e| anyhow::anyhow!("--oidc-config {}: {e}", path.display()))?;
+    if config.audiences.is_empty() {
+        anyhow::bail!("--oidc-config {}: audiences: name at least one", path.display());
+    }
+    if !config.issuer.starts_with("https://") && !config.issuer.starts_with("http://") {
+        anyhow::bail!("--oidc-config {}: issuer: {:?} is not a URL", path.display(), config.issuer);
+    }
+    Ok(Authenticator::Oidc { verifier: std::sync::Arc::new(OidcVerifier::new(config)), otherwise: Box::new(otherwise) })
+}
