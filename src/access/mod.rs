@@ -34,6 +34,51 @@ pub struct Identity {
     /// The user's department, if any.
     #[serde(default)]
     pub department_id: Option<i64>,
+    /// The Kubernetes user the caller is, when their credentials name one (TokenReview, an OIDC
+    /// issuer the cluster trusts): whom a facade that writes as its callers impersonates.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub principal: Option<Principal>,
+}
+
+impl Identity {
+    /// A caller with no Kubernetes identity (a users file's user, say).
+    pub fn new(uid: impl Into<String>, role: Role, department_id: Option<i64>) -> Identity {
+        Identity { uid: uid.into(), role, department_id, principal: None }
+    }
+}
+
+/// A Kubernetes user, as the API server authenticates one (`user.username`, `uid`, `groups`): the
+/// subject of `Impersonate-User`, `Impersonate-Uid` and `Impersonate-Group`.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
+pub struct Principal {
+    /// The username (`oidc:alice`, `system:serviceaccount:team-a:ci`).
+    pub username: String,
+    /// The user's uid, when the authenticator gives one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub uid: Option<String>,
+    /// The groups, without `system:authenticated` (the API server adds it to every impersonated user).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub groups: Vec<String>,
+}
+
+/// The prefix of the identities Kubernetes keeps for itself (`system:masters`, `system:nodes`,
+/// `system:serviceaccount:…`, `system:kube-controller-manager`).
+pub const SYSTEM_PREFIX: &str = "system:";
+
+impl Principal {
+    /// Who the facade may write as: this user with only the groups it may assert. Errors: the reason
+    /// when the user itself is one of Kubernetes' own (`system:`), which is never impersonated. Groups
+    /// named `system:…` are dropped (the API server gives `system:authenticated` itself).
+    pub fn impersonable(&self) -> Result<Principal, String> {
+        if self.username.is_empty() || self.username.starts_with(SYSTEM_PREFIX) {
+            return Err(format!(
+                "{:?} is an identity of Kubernetes itself (a service account or a component), which this facade never writes as",
+                self.username
+            ));
+        }
+        let groups = self.groups.iter().filter(|g| !g.starts_with(SYSTEM_PREFIX)).cloned().collect();
+        Ok(Principal { username: self.username.clone(), uid: self.uid.clone(), groups })
+    }
 }
 
 /// What a user may do with an agent, weakest first.

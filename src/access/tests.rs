@@ -8,7 +8,7 @@ fn agent(name: &str, yaml_spec: &str) -> Agent {
 }
 
 fn user(uid: &str, department: Option<i64>) -> Identity {
-    Identity { uid: uid.into(), role: Role::User, department_id: department }
+    Identity::new(uid, Role::User, department)
 }
 
 #[test]
@@ -23,8 +23,8 @@ fn permissions_follow_owner_scopes_and_role() {
         (user("carol", Some(2)), Permission::Read),
         (user("dave", Some(3)), Permission::None),
         (user("erin", None), Permission::None),
-        (Identity { uid: "root".into(), role: Role::Superadmin, department_id: None }, Permission::Manage),
-        (Identity { uid: "ops".into(), role: Role::Admin, department_id: None }, Permission::None),
+        (Identity::new("root", Role::Superadmin, None), Permission::Manage),
+        (Identity::new("ops", Role::Admin, None), Permission::None),
     ];
     for (who, expected) in cases {
         assert_eq!(permission(&who, &shared), expected, "{}", who.uid);
@@ -48,7 +48,7 @@ fn only_admins_save_wide_scopes() {
     let department: ShareScope =
         serde_norway::from_str("{accessLevel: Department, departmentIds: [1]}").expect("scope");
     let narrow: ShareScope = serde_norway::from_str("{accessLevel: User, userUids: [a]}").expect("scope");
-    let admin = Identity { uid: "ops".into(), role: Role::Admin, department_id: None };
+    let admin = Identity::new("ops", Role::Admin, None);
     assert!(!may_save_scope(&user("a", None), &wide));
     assert!(!may_save_scope(&user("a", None), &department));
     assert!(may_save_scope(&user("a", None), &narrow));
@@ -166,7 +166,7 @@ fn a_knowledge_list_names_the_only_ones_and_never_one_the_user_may_not_read() {
 #[test]
 fn knowledge_bases_follow_the_agents_share_rules() {
     let kbs = knowledge_set();
-    let root = Identity { uid: "root".into(), role: Role::Superadmin, department_id: None };
+    let root = Identity::new("root", Role::Superadmin, None);
     assert_eq!(knowledge_permission(&root, &kbs[2]), Permission::Manage);
     assert_eq!(knowledge_permission(&user("alice", None), &kbs[1]), Permission::Manage);
     assert_eq!(knowledge_permission(&user("alice", None), &kbs[2]), Permission::None);

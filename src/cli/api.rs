@@ -71,6 +71,12 @@ pub struct ApiArgs {
     /// `leewaySeconds`.
     #[arg(long, env = "YUXI_OIDC_CONFIG", value_name = "FILE")]
     oidc_config: Option<PathBuf>,
+    /// Create and change Agents, KnowledgeBases and AgentRuns as the caller (`Impersonate-User`,
+    /// `-Uid`, `-Group`), so the cluster's RBAC, audit log and admission see the person; the
+    /// facade's account then needs `impersonate` on users and groups. Off: every write is the
+    /// facade's own (docs/concepts/trust-model.md says what each gives).
+    #[arg(long, env = "YUXI_IMPERSONATE")]
+    impersonate: bool,
     /// The model of agents that name none, as the sandbox pods' settings have it (`defaultModel`): listed
     /// first by the model picker.
     #[arg(long, env = yuxi_operator::run::inputs::env::DEFAULT_MODEL, value_name = "MODEL")]
@@ -96,10 +102,16 @@ pub fn run(args: ApiArgs) -> ExitCode {
 }
 
 async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
-    let client = super::connect(
+    let (client, config) = super::connect_with_config(
         "the facade serves the Agents of its namespace and checks tokens through the Kubernetes API; run it in a cluster or with a kubeconfig, or use `yuxi-operator local`",
     )
     .await?;
+    let writers = if args.impersonate {
+        tracing::info!("Agents, KnowledgeBases and AgentRuns are written as their callers (impersonation)");
+        facade::services::writers::Writers::impersonating(client.clone(), config)
+    } else {
+        facade::services::writers::Writers::own(client.clone())
+    };
     let run_tokens = read_token_key(&args.run_token_key_file)?;
     let models = facade::services::models::ModelCatalog::new(args.default_model, args.models, args.openai_base_url)
         .map_err(anyhow::Error::msg)?;
@@ -119,8 +131,8 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     tracing::info!(audiences = ?reviewer.audiences(), "user tokens are checked by TokenReview");
     super::extract_text::read_documents_in_subprocesses()?;
     let knowledge = facade::services::knowledge::Knowledge::new(
-        facade::services::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(
-            client.clone(),
+        facade::services::catalog::KnowledgeCatalog::Cluster(Box::new(catalog::ClusterCatalog::with_writers(
+            writers.clone(),
             &args.namespace,
         ))),
         facade::services::knowledge::KnowledgeSettings {
@@ -138,10 +150,13 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
     let _indexer = knowledge.clone().spawn_syncer();
     let state: facade::FacadeState = facade::FacadeParts {
         auth: super::oidc::with_oidc(reviewer.into(), args.oidc_config.as_deref())?,
-        agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::new(client.clone(), &args.namespace))),
+        agents: facade::AgentCatalog::Cluster(Box::new(catalog::ClusterCatalog::with_writers(
+            writers.clone(),
+            &args.namespace,
+        ))),
         runs: Some(facade::Runs {
             store,
-            launcher: launch::Launcher::Cluster(launch::ClusterLauncher::new(client.clone(), &args.namespace)),
+            launcher: launch::Launcher::Cluster(launch::ClusterLauncher::with_writers(writers, &args.namespace)),
         }),
         metrics,
         run_tokens,

@@ -51,14 +51,20 @@ pub fn run_async<F: Future<Output = anyhow::Result<()>>>(future: F) -> ExitCode 
 /// `hint` says why the role needs a cluster and what to do without one; it ends both errors: no cluster
 /// configured, and an API server that does not answer.
 pub async fn connect(hint: &str) -> anyhow::Result<kube::Client> {
-    let client = kube::Client::try_default()
-        .await
+    Ok(connect_with_config(hint).await?.0)
+}
+
+/// [`connect`], with the configuration the client was made from (to make clients that impersonate).
+pub async fn connect_with_config(hint: &str) -> anyhow::Result<(kube::Client, kube::Config)> {
+    let config =
+        kube::Config::infer().await.map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
+    let client = kube::Client::try_from(config.clone())
         .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
     client
         .apiserver_version()
         .await
         .map_err(|err| anyhow::anyhow!("cannot reach the Kubernetes API server ({err}); {hint}"))?;
-    Ok(client)
+    Ok((client, config))
 }
 
 /// Hybrid knowledge search: an OpenAI-compatible embeddings endpoint (docs/concepts/knowledge.md),

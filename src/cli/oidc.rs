@@ -19,5 +19,15 @@ pub fn with_oidc(otherwise: Authenticator, config: Option<&Path>) -> anyhow::Res
     if !config.issuer.starts_with("https://") && !config.issuer.starts_with("http://") {
         anyhow::bail!("--oidc-config {}: issuer: {:?} is not a URL", path.display(), config.issuer);
     }
-    Ok(Authenticator::Oidc { verifier: std::sync::Arc::new(OidcVerifier::new(config)), otherwise: Box::new(otherwise) })
+    if let Some(login) = &config.login
+        && !config.audiences.contains(&login.client_id)
+    {
+        anyhow::bail!(
+            "--oidc-config {}: login.clientId: {:?} is not one of the audiences, so its ID tokens would be refused",
+            path.display(),
+            login.client_id
+        );
+    }
+    let verifier = OidcVerifier::new(config).map_err(|e| anyhow::anyhow!("--oidc-config {}: {e}", path.display()))?;
+    Ok(Authenticator::Oidc { verifier: std::sync::Arc::new(verifier), otherwise: Box::new(otherwise) })
 }

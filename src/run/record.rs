@@ -37,6 +37,11 @@ pub struct RunRecord {
     /// decisions. Stored as JSON text, as `meta` is.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "waiting_text")]
     pub waiting: Option<crate::run::approval::Waiting>,
+    /// The Kubernetes user who started the run's tree, when known: a facade writing as its callers
+    /// creates the run's AgentRun (and its children's) as this user.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(ignore)]
+    pub principal: Option<crate::access::Principal>,
 }
 
 /// An optional [`crate::run::approval::Waiting`] kept as its JSON text (an object is also read).

@@ -164,6 +164,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        principal: None,
     };
     store.create_run(&child_record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
@@ -191,6 +192,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
@@ -217,6 +219,7 @@ async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_t
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        principal: None,
     };
     for run_id in ["gone", "finished"] {
         store.create_run(&record(run_id), None, Default::default()).await.expect("created");

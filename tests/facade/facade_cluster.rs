@@ -542,6 +542,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
     store.set_run_status(run_id, yuxi_operator::run::RunStatus::Running, None).await.expect("running");

@@ -33,3 +33,4 @@ pub mod run_tree;
 pub mod slug;
 pub mod state;
 pub mod subagents;
+pub mod writers;

@@ -271,7 +271,7 @@ mod tests {
     use super::*;
 
     fn who(role: Role) -> Identity {
-        Identity { uid: "u".into(), role, department_id: None }
+        Identity::new("u", role, None)
     }
 
     #[test]

@@ -240,7 +240,7 @@ pub async fn create(
         .collect();
     let outcome = create_unique(&state, &who, &base, &spec, &meta, listed).await;
     if outcome.is_err() {
-        restore(&state, cleared).await;
+        restore(&state, &who, cleared).await;
     }
     outcome
 }
@@ -275,7 +275,7 @@ async fn create_unique(
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..meta.clone() };
         judge(&agent, &others)?;
-        match state.agents.create(agent).await {
+        match state.agents.create(agent, &who).await {
             Ok(agent) => {
                 let mut all = others;
                 all.push(agent.clone());
@@ -351,7 +351,7 @@ pub async fn update(
     set_pictures(&mut agent.metadata, body.icon, body.pics)?;
     stamp(&mut agent.metadata, &who, false);
     judge(&agent, &others)?;
-    let agent = state.agents.replace(agent).await?;
+    let agent = state.agents.replace(agent, &who).await?;
     let all: Vec<Agent> = others.into_iter().map(|a| if a.name_any() == slug { agent.clone() } else { a }).collect();
     Ok(Json(detail(&state, &agent, &who, &all).await))
 }
@@ -385,6 +385,6 @@ pub async fn delete(
     if permission(&who, &agent) < Permission::Manage {
         return Err(ApiError::Forbidden(format!("you may read agent {slug:?} but not delete it")));
     }
-    state.agents.delete(&slug).await?;
+    state.agents.delete(&slug, &who).await?;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -85,7 +85,7 @@ pub async fn set_default(
         .map(|a| cleared.iter().find(|c| c.name_any() == a.name_any()).unwrap_or(a).clone())
         .collect();
     let outcome = match judge(&agent, &others) {
-        Ok(()) => state.agents.replace(agent).await.map_err(ApiError::from),
+        Ok(()) => state.agents.replace(agent, &who).await.map_err(ApiError::from),
         Err(err) => Err(err),
     };
     match outcome {
@@ -95,7 +95,7 @@ pub async fn set_default(
             Ok(Json(detail(&state, &agent, &who, &all).await))
         }
         Err(err) => {
-            restore(&state, cleared).await;
+            restore(&state, &who, cleared).await;
             Err(err)
         }
     }
@@ -114,10 +114,10 @@ pub(super) async fn clear_defaults(
         let mut previous = previous.clone();
         previous.spec.default = None;
         stamp(&mut previous.metadata, who, false);
-        match state.agents.replace(previous).await {
+        match state.agents.replace(previous, who).await {
             Ok(done) => cleared.push(done),
             Err(err) => {
-                restore(state, cleared).await;
+                restore(state, who, cleared).await;
                 return Err(err.into());
             }
         }
@@ -127,11 +127,11 @@ pub(super) async fn clear_defaults(
 
 /// Gives the agents whose `spec.default` was cleared their default back, after the new default could
 /// not be set. A failure is logged: the namespace then has no default until an administrator sets one.
-pub(super) async fn restore(state: &FacadeState, cleared: Vec<crate::resources::Agent>) {
+pub(super) async fn restore(state: &FacadeState, who: &crate::access::Identity, cleared: Vec<crate::resources::Agent>) {
     for mut agent in cleared {
         agent.spec.default = Some(true);
         let slug = agent.name_any();
-        if let Err(err) = state.agents.replace(agent).await {
+        if let Err(err) = state.agents.replace(agent, who).await {
             tracing::warn!(slug = %slug, error = %err, "cannot give the previous default agent its default back");
         }
     }

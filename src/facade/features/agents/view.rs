@@ -195,7 +195,7 @@ mod tests {
     #[test]
     fn items_show_the_accepted_and_ready_conditions_and_none_without_a_status() {
         use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
-        let who = Identity { uid: "alice".into(), role: crate::access::Role::User, department_id: None };
+        let who = Identity::new("alice", crate::access::Role::User, None);
         let mut agent = Agent::new("helper", Default::default());
         let item = serde_json::to_value(view(&agent, &who, false, None)).expect("serializes");
         assert!(item.get("conditions").is_none(), "{item}");

@@ -205,7 +205,7 @@ pub async fn create(
             retry_after: crate::facade::http::limits::RETRY_AFTER_SECONDS,
         });
     }
-    let kb = match knowledge.catalog.create(kb).await {
+    let kb = match knowledge.catalog.create(kb, &who).await {
         Err(CatalogError::Exists { .. }) => {
             return Err(ApiError::Conflict(format!("knowledge base {slug:?} exists already; choose another slug")));
         }
@@ -266,7 +266,7 @@ pub async fn update(
         kb.spec.share = Some(share);
     }
     judge(&kb)?;
-    let kb = knowledge.catalog.replace(kb).await?;
+    let kb = knowledge.catalog.replace(kb, &who).await?;
     Ok(Json(KnowledgeAnswer { knowledge_base: view(&kb, &who, knowledge) }))
 }
 
@@ -294,7 +294,7 @@ pub async fn delete(
     let knowledge = state.knowledge()?;
     let kb = readable(knowledge.catalog.get(&slug).await?, &who, &slug)?;
     manageable(&kb, &who)?;
-    knowledge.catalog.delete(&slug).await?;
+    knowledge.catalog.delete(&slug, &who).await?;
     knowledge.forget(&slug).await;
     Ok(StatusCode::NO_CONTENT)
 }

@@ -206,7 +206,7 @@ pub async fn resume(
     let acting = if who.uid == record.uid {
         who.clone()
     } else {
-        Identity { uid: record.uid.clone(), role: Role::User, department_id: None }
+        Identity::new(record.uid.clone(), Role::User, None)
     };
     launch_resumed(state, &acting, agent, &record, checkpoint.input);
     Ok(StartedParentRun::running(&record, Default::default()))

@@ -119,6 +119,7 @@ pub async fn start(
         request,
         max_tokens,
         waiting: None,
+        principal: who.principal.clone(),
     };
     check_startable(&record, &query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of

@@ -106,10 +106,11 @@ pub struct RunTokens {
 }
 
 impl RunTokens {
-    /// The grant of a run token. Errors: 401 (one message for every reason, so a caller learns nothing)
+    /// The grant of a run token, and the Kubernetes user its run's tree was started by (when known).
+    /// Errors: 401 (one message for every reason, so a caller learns nothing)
     /// when the signature does not check, the token has expired, its run is unknown, has ended, or is not
     /// the grant's user's; 503 when the run store cannot answer.
-    pub async fn verify(&self, token: &str) -> Result<RunGrant, ApiError> {
+    pub async fn verify(&self, token: &str) -> Result<(RunGrant, Option<crate::access::Principal>), ApiError> {
         let refused = || ApiError::Unauthorized("the run token is not valid (or its run has ended)".into());
         let signed = self.key.verify(token, jiff::Timestamp::now().as_second()).map_err(|_| refused())?;
         let store = self.store.as_ref().ok_or_else(refused)?;
@@ -122,7 +123,7 @@ impl RunTokens {
         {
             return Err(refused());
         }
-        Ok(signed.grant)
+        Ok((signed.grant, record.principal))
     }
 }
 
@@ -206,8 +207,8 @@ where
             .filter(|t| !t.is_empty())
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
         if token.starts_with(RUN_TOKEN_PREFIX) {
-            let grant = <RunTokens as axum::extract::FromRef<S>>::from_ref(state).verify(token).await?;
-            let who = Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id };
+            let (grant, principal) = <RunTokens as axum::extract::FromRef<S>>::from_ref(state).verify(token).await?;
+            let who = Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id, principal };
             return Ok(ParentCaller { who, run: Some(grant) });
         }
         let who = <Authenticator as axum::extract::FromRef<S>>::from_ref(state).identify(token).await?;

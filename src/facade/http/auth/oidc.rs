@@ -4,7 +4,9 @@
 //! restart. A token is accepted when its signature verifies with one of those keys (never `alg: none`,
 //! never a symmetric algorithm), its `iss` is the issuer, its `aud` one of the audiences, and it is
 //! within its `exp` and `nbf`, with [`OidcConfig::leeway_seconds`] of leeway. Its claims give the
-//! caller's uid, role and department, by the configured claim names and mappings.
+//! caller's Kubernetes username and groups (named as the API server's `claimMappings` name them, so a
+//! facade writing as its callers impersonates the user the cluster would see), uid, role and
+//! department, by the configured claim names and mappings.
 
 use std::collections::BTreeMap;
 use std::sync::RwLock;
@@ -15,7 +17,7 @@ use jsonwebtoken::{Algorithm, DecodingKey, Validation, decode, decode_header};
 use serde::Deserialize;
 use serde_json::Value;
 
-use crate::access::{Identity, Role};
+use crate::access::{Identity, Principal, Role, uid_of};
 
 /// The least time between two reads of the issuer's keys for an unknown key id.
 pub const MIN_REFRESH: Duration = Duration::from_secs(10);
@@ -30,9 +32,31 @@ pub struct OidcConfig {
     pub issuer: String,
     /// The audiences a token may be for (its `aud`); at least one.
     pub audiences: Vec<String>,
-    /// The claim giving the uid. Default `sub`.
+    /// The claim naming the user. Default `sub`. The Kubernetes username is
+    /// [`OidcConfig::username_prefix`] and its value (the API server's `claimMappings.username`), and
+    /// the uid that username's [`uid_of`] (the rule TokenReview users and the admission webhook share).
     #[serde(default = "default_uid_claim")]
     pub uid_claim: String,
+    /// What the Kubernetes username starts with (`oidc:`); default none.
+    #[serde(default)]
+    pub username_prefix: String,
+    /// The claim giving the Kubernetes groups (a string or a list of strings); unset: none.
+    #[serde(default)]
+    pub groups_claim: Option<String>,
+    /// What each Kubernetes group starts with (`oidc:`); default none.
+    #[serde(default)]
+    pub groups_prefix: String,
+    /// The claim giving the display name. Default `name`; the username when absent.
+    #[serde(default = "default_name_claim")]
+    pub name_claim: String,
+    /// A PEM file of the certificate authorities the issuer's TLS certificate is checked against,
+    /// beside the system's.
+    #[serde(default)]
+    pub certificate_authority: Option<std::path::PathBuf>,
+    /// The browser login through this issuer (authorization code with PKCE); unset: tokens are
+    /// accepted, nobody is sent to log in.
+    #[serde(default)]
+    pub login: Option<OidcLogin>,
     /// The claim giving the role's values (a string or a list of strings, such as `groups` or
     /// `roles`); unset: every user is `user`.
     #[serde(default)]
@@ -53,6 +77,44 @@ pub struct OidcConfig {
 
 fn default_uid_claim() -> String {
     "sub".into()
+}
+
+fn default_name_claim() -> String {
+    "name".into()
+}
+
+/// The facade's client at the issuer: how people log in through it (`/api/auth/oidc/login-url`), and
+/// whose credentials exchange a user's token for one of another audience (RFC 8693).
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct OidcLogin {
+    /// The client id; its ID tokens' `aud`, so it must be one of [`OidcConfig::audiences`].
+    pub client_id: String,
+    /// A file holding the client secret (the chart mounts it from a Secret); unset: a public client
+    /// (PKCE only).
+    #[serde(default)]
+    pub client_secret_file: Option<std::path::PathBuf>,
+    /// The address the issuer sends the browser back to: this facade's `/api/auth/oidc/callback` as
+    /// the browser reaches it, registered at the issuer.
+    pub redirect_url: String,
+    /// Where the browser goes after the callback, with `?code=<one-time code>` appended (Yuxi's web
+    /// client: `/auth/oidc/callback`). Default: the console's.
+    #[serde(default = "default_frontend_callback")]
+    pub frontend_callback: String,
+    /// The scopes asked for. Default `openid`, `profile`.
+    #[serde(default = "default_scopes")]
+    pub scopes: Vec<String>,
+    /// The name of the login button ("Sign in with …"). Default: the issuer's host.
+    #[serde(default)]
+    pub provider_name: Option<String>,
+}
+
+fn default_frontend_callback() -> String {
+    "/console/#/oidc".into()
+}
+
+fn default_scopes() -> Vec<String> {
+    vec!["openid".into(), "profile".into()]
 }
 
 fn default_leeway() -> u64 {
@@ -80,14 +142,42 @@ pub struct OidcVerifier {
     config: OidcConfig,
     http: reqwest::Client,
     keys: RwLock<Option<Keys>>,
+    client_secret: Option<String>,
 }
 
 impl OidcVerifier {
-    /// A verifier of `config`'s issuer; its keys are read at the first token.
-    pub fn new(config: OidcConfig) -> OidcVerifier {
+    /// A verifier of `config`'s issuer; its keys are read at the first token. Errors: the certificate
+    /// authorities' file cannot be read, or the login's client secret file.
+    pub fn new(config: OidcConfig) -> Result<OidcVerifier, String> {
         crate::tls::install_crypto_provider();
-        let http = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().unwrap_or_default();
-        OidcVerifier { config, http, keys: RwLock::new(None) }
+        let http = http_client(&config).map_err(|e| format!("certificateAuthority: {e}"))?;
+        let client_secret = match config.login.as_ref().and_then(|l| l.client_secret_file.as_ref()) {
+            Some(path) => Some(
+                std::fs::read_to_string(path)
+                    .map_err(|e| format!("login.clientSecretFile: {}: {e}", path.display()))?
+                    .trim()
+                    .to_string(),
+            ),
+            None => None,
+        };
+        Ok(OidcVerifier { config, http, keys: RwLock::new(None), client_secret })
+    }
+
+    /// The login client's secret, when it has one.
+    pub fn client_secret(&self) -> Option<&str> {
+        self.client_secret.as_deref()
+    }
+
+    /// The HTTP client the issuer is reached with (its certificate authorities trusted).
+    pub fn http(&self) -> &reqwest::Client {
+        &self.http
+    }
+
+    /// The issuer's discovery document (`/.well-known/openid-configuration`). Errors:
+    /// [`OidcError::Issuer`].
+    pub async fn discovery(&self) -> Result<Value, OidcError> {
+        let issuer = self.config.issuer.trim_end_matches('/');
+        self.get_json(&format!("{issuer}/.well-known/openid-configuration")).await
     }
 
     /// The issuer's configuration.
@@ -131,6 +221,12 @@ impl OidcVerifier {
         identity_of(&self.config, &claims)
     }
 
+    /// The verified claims of `token` (as [`OidcVerifier::identify`] checks them).
+    pub async fn claims(&self, token: &str) -> Result<BTreeMap<String, Value>, OidcError> {
+        self.identify(token).await?;
+        decode_unverified(token)
+    }
+
     fn key(&self, kid: &str) -> Option<DecodingKey> {
         let keys = self.keys.read().unwrap_or_else(|e| e.into_inner());
         let keys = keys.as_ref().filter(|k| k.read_at.elapsed() < KEYS_TTL)?;
@@ -150,8 +246,7 @@ impl OidcVerifier {
         if recent && !force {
             return Ok(());
         }
-        let issuer = self.config.issuer.trim_end_matches('/');
-        let discovery: Value = self.get_json(&format!("{issuer}/.well-known/openid-configuration")).await?;
+        let discovery = self.discovery().await?;
         let uri = discovery["jwks_uri"]
             .as_str()
             .ok_or_else(|| OidcError::Issuer("the discovery document names no jwks_uri".into()))?;
@@ -170,18 +265,52 @@ impl OidcVerifier {
     }
 }
 
-/// The identity `claims` give by `config`'s names and mappings. Errors: no uid claim.
+/// The HTTP client of `config`'s issuer: ten seconds a request, its certificate authorities added.
+fn http_client(config: &OidcConfig) -> Result<reqwest::Client, String> {
+    let mut builder = reqwest::Client::builder().timeout(Duration::from_secs(10));
+    if let Some(path) = &config.certificate_authority {
+        let pem = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+        for certificate in
+            reqwest::Certificate::from_pem_bundle(&pem).map_err(|e| format!("{}: {e}", path.display()))?
+        {
+            builder = builder.add_root_certificate(certificate);
+        }
+    }
+    builder.build().map_err(|e| e.to_string())
+}
+
+/// The claims of a JWT whose signature was checked already.
+fn decode_unverified(token: &str) -> Result<BTreeMap<String, Value>, OidcError> {
+    use base64::Engine;
+    let payload = token.split('.').nth(1).ok_or_else(|| OidcError::Refused("not a JWT".into()))?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload)
+        .map_err(|e| OidcError::Refused(format!("not a JWT: {e}")))?;
+    serde_json::from_slice(&bytes).map_err(|e| OidcError::Refused(format!("not a JWT: {e}")))
+}
+
+/// The strings of claim `name` (a string or a list of strings).
+fn strings<'a>(claims: &'a BTreeMap<String, Value>, name: Option<&String>) -> Vec<&'a str> {
+    match name.and_then(|c| claims.get(c)) {
+        Some(Value::String(one)) => vec![one.as_str()],
+        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// The identity `claims` give by `config`'s names and mappings: the Kubernetes username
+/// ([`OidcConfig::username_prefix`] and the user claim), its uid by [`uid_of`], groups, role and
+/// department. Errors: no user claim.
 pub fn identity_of(config: &OidcConfig, claims: &BTreeMap<String, Value>) -> Result<Identity, OidcError> {
-    let uid = claims
+    let user = claims
         .get(&config.uid_claim)
         .and_then(Value::as_str)
         .filter(|uid| !uid.is_empty())
         .ok_or_else(|| OidcError::Refused(format!("the token has no {:?} claim", config.uid_claim)))?;
-    let values: Vec<&str> = match config.role_claim.as_ref().and_then(|c| claims.get(c)) {
-        Some(Value::String(one)) => vec![one.as_str()],
-        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
-        _ => Vec::new(),
-    };
+    let username = format!("{}{user}", config.username_prefix);
+    let groups =
+        strings(claims, config.groups_claim.as_ref()).iter().map(|g| format!("{}{g}", config.groups_prefix)).collect();
+    let values = strings(claims, config.role_claim.as_ref());
     let has = |wanted: &[String]| values.iter().any(|v| wanted.iter().any(|w| w == v));
     let role = if has(&config.superadmin_values) {
         Role::Superadmin
@@ -195,7 +324,12 @@ pub fn identity_of(config: &OidcConfig, claims: &BTreeMap<String, Value>) -> Res
         Value::String(s) => s.parse().ok(),
         _ => None,
     });
-    Ok(Identity { uid: uid.to_string(), role, department_id })
+    Ok(Identity {
+        uid: uid_of(&username),
+        role,
+        department_id,
+        principal: Some(Principal { username, uid: None, groups }),
+    })
 }
 
 #[cfg(test)]

@@ -12,7 +12,7 @@ use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 
-use crate::access::{Identity, Role, uid_of};
+use crate::access::{Identity, Principal, Role, uid_of};
 use crate::facade::http::error::ApiError;
 
 /// The audience tokens must be issued for unless `--token-audience` says otherwise: this facade's own, so
@@ -48,7 +48,8 @@ impl Default for GroupMapping {
 
 impl GroupMapping {
     /// The identity of an authenticated Kubernetes user: its uid by [`uid_of`], the role from the admin
-    /// groups, the department from the first department group. `None` for a user without a username.
+    /// groups, the department from the first department group, and the user itself as its
+    /// [`Principal`]. `None` for a user without a username.
     pub fn identity(&self, username: &str, groups: &[String]) -> Option<Identity> {
         if username.is_empty() {
             return None;
@@ -61,7 +62,8 @@ impl GroupMapping {
             Role::User
         };
         let department_id = groups.iter().find_map(|g| g.strip_prefix(&self.department_prefix)?.parse::<i64>().ok());
-        Some(Identity { uid: uid_of(username), role, department_id })
+        let principal = Principal { username: username.to_string(), uid: None, groups: groups.to_vec() };
+        Some(Identity { uid: uid_of(username), role, department_id, principal: Some(principal) })
     }
 }
 
@@ -150,9 +152,15 @@ impl TokenReviewer {
         // The API server checks the audiences; a status that names none of ours is not believed either.
         let audience_ok = status.audiences.as_ref().is_none_or(|got| got.iter().any(|a| self.audiences.contains(a)));
         let identity = match (status.authenticated, status.user, audience_ok) {
-            (Some(true), Some(user), true) => {
-                self.mapping.identity(user.username.as_deref().unwrap_or_default(), &user.groups.unwrap_or_default())
-            }
+            (Some(true), Some(user), true) => self
+                .mapping
+                .identity(user.username.as_deref().unwrap_or_default(), &user.groups.unwrap_or_default())
+                .map(|mut who| {
+                    if let Some(principal) = who.principal.as_mut() {
+                        principal.uid = user.uid.filter(|uid| !uid.is_empty());
+                    }
+                    who
+                }),
             _ => None,
         };
         match &identity {

@@ -171,7 +171,7 @@ impl Users {
             if !crate::run::thread_id::is_valid_id(&entry.uid) {
                 return Err(UsersError::InvalidUid { index, uid: entry.uid });
             }
-            let identity = Identity { uid: entry.uid.clone(), role: entry.role, department_id: entry.department_id };
+            let identity = Identity::new(entry.uid.clone(), entry.role, entry.department_id);
             if by_token.insert(entry.token.clone(), identity.clone()).is_some() {
                 return Err(UsersError::DuplicateToken { index });
             }

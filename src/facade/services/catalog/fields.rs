@@ -7,6 +7,7 @@
 //! | [`CatalogError::Missing`] | 404 `not_found`, "agent \"slug\" does not exist" (or "knowledge base ...") |
 //! | [`CatalogError::Rejected`] | 422 `validation_failed`, the field the refusal names in Yuxi's spelling, else `agent` |
 //! | [`CatalogError::Unavailable`] | 503 `unavailable`, the catalog's message |
+//! | [`CatalogError::Forbidden`] | 403 `forbidden`: the API server refused the caller the facade wrote as (its message names the namespace) |
 
 use super::CatalogError;
 use crate::facade::http::error::ApiError;
@@ -22,6 +23,7 @@ impl From<CatalogError> for ApiError {
                 ApiError::Invalid { field, message }
             }
             CatalogError::Unavailable(message) => ApiError::Unavailable(message),
+            CatalogError::Forbidden(message) => ApiError::Forbidden(message),
         }
     }
 }

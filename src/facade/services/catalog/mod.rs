@@ -16,6 +16,8 @@ use kube::{Resource, ResourceExt};
 use serde::Serialize;
 use serde::de::DeserializeOwned;
 
+use super::writers::Writers;
+use crate::access::Identity;
 use crate::resources::names::FACADE_FIELD_MANAGER;
 use crate::resources::{Agent, KnowledgeBase, builtin_general_purpose};
 
@@ -91,6 +93,10 @@ pub enum CatalogError {
     /// The storage failed: the Kubernetes API could not be reached, or a file could not be written.
     #[error("{0}")]
     Unavailable(String),
+    /// The caller may not make this write: the API server's RBAC refused the caller the facade
+    /// impersonated (its message names the namespace), or the caller has no identity to write as.
+    #[error("{0}")]
+    Forbidden(String),
 }
 
 /// The objects of one kind, by slug.
@@ -126,28 +132,30 @@ impl<K: CatalogItem> Catalog<K> {
         }
     }
 
-    /// Adds `item`, named by its `metadata.name`. Errors: [`CatalogError::Exists`] when the slug is taken.
-    pub async fn create(&self, item: K) -> Result<K, CatalogError> {
+    /// Adds `item`, named by its `metadata.name`, written for `by` (in a cluster whose facade writes as its
+    /// callers, as them). Errors: [`CatalogError::Exists`] when the slug is taken, [`CatalogError::Forbidden`]
+    /// when `by` may not.
+    pub async fn create(&self, item: K, by: &Identity) -> Result<K, CatalogError> {
         match self {
             Catalog::Local(local) => local.create(item),
-            Catalog::Cluster(cluster) => cluster.create(item).await,
+            Catalog::Cluster(cluster) => cluster.create(item, by).await,
         }
     }
 
     /// Replaces the object of the same slug with `item`, which must carry the `resourceVersion` it was
     /// read with in a cluster. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
-    pub async fn replace(&self, item: K) -> Result<K, CatalogError> {
+    pub async fn replace(&self, item: K, by: &Identity) -> Result<K, CatalogError> {
         match self {
             Catalog::Local(local) => local.replace(item),
-            Catalog::Cluster(cluster) => cluster.replace(item).await,
+            Catalog::Cluster(cluster) => cluster.replace(item, by).await,
         }
     }
 
     /// Deletes the object `slug`. Errors: [`CatalogError::Missing`], [`CatalogError::Conflict`].
-    pub async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
+    pub async fn delete(&self, slug: &str, by: &Identity) -> Result<(), CatalogError> {
         match self {
             Catalog::Local(local) => local.delete(slug),
-            Catalog::Cluster(cluster) => cluster.delete(slug).await,
+            Catalog::Cluster(cluster) => cluster.delete(slug, by).await,
         }
     }
 
@@ -305,12 +313,35 @@ impl<K: CatalogItem> LocalCatalog<K> {
 #[derive(Clone)]
 pub struct ClusterCatalog<K: CatalogItem> {
     api: Api<K>,
+    namespace: String,
+    writers: Writers,
 }
 
 impl<K: CatalogItem> ClusterCatalog<K> {
-    /// The objects of `namespace`.
+    /// The objects of `namespace`, read and written with the facade's `client`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
-        Self { api: Api::namespaced(client, namespace) }
+        Self::with_writers(Writers::own(client), namespace)
+    }
+
+    /// The objects of `namespace`, read with the facade's client and written with `writers`.
+    pub fn with_writers(writers: Writers, namespace: &str) -> Self {
+        Self { api: Api::namespaced(writers.own_client().clone(), namespace), namespace: namespace.into(), writers }
+    }
+
+    /// The API a write for `by` is made through.
+    fn writer(&self, by: &Identity) -> Result<Api<K>, CatalogError> {
+        let client = self.writers.for_identity(by).map_err(|e| CatalogError::Forbidden(e.to_string()))?;
+        Ok(Api::namespaced(client, &self.namespace))
+    }
+
+    /// [`kube_error`], with RBAC's refusal of an impersonated caller passed on as theirs.
+    fn write_error(&self, err: kube::Error) -> CatalogError {
+        match err {
+            kube::Error::Api(status) if status.code == 403 && self.writers.impersonates() => {
+                CatalogError::Forbidden(status.message)
+            }
+            other => kube_error(other),
+        }
     }
 
     async fn all(&self) -> Result<Vec<K>, CatalogError> {
@@ -341,15 +372,15 @@ impl<K: CatalogItem> ClusterCatalog<K> {
         PostParams { dry_run: false, field_manager: Some(FACADE_FIELD_MANAGER.to_string()) }
     }
 
-    async fn create(&self, item: K) -> Result<K, CatalogError> {
+    async fn create(&self, item: K, by: &Identity) -> Result<K, CatalogError> {
         let slug = item.name_any();
-        self.api.create(&Self::params(), &item).await.map_err(|err| match err {
+        self.writer(by)?.create(&Self::params(), &item).await.map_err(|err| match err {
             kube::Error::Api(status) if status.code == 409 => CatalogError::Exists { noun: K::NOUN, slug },
-            other => kube_error(other),
+            other => self.write_error(other),
         })
     }
 
-    async fn replace(&self, item: K) -> Result<K, CatalogError> {
+    async fn replace(&self, item: K, by: &Identity) -> Result<K, CatalogError> {
         let slug = item.name_any();
         if item.resource_version().is_none() {
             return Err(CatalogError::Conflict(format!(
@@ -357,7 +388,7 @@ impl<K: CatalogItem> ClusterCatalog<K> {
                 K::NOUN
             )));
         }
-        self.api.replace(&slug, &Self::params(), &item).await.map_err(|err| match err {
+        self.writer(by)?.replace(&slug, &Self::params(), &item).await.map_err(|err| match err {
             kube::Error::Api(status) if status.code == 404 => {
                 CatalogError::Missing { noun: K::NOUN, slug: slug.clone() }
             }
@@ -365,16 +396,16 @@ impl<K: CatalogItem> ClusterCatalog<K> {
                 "{} {slug:?} was changed by somebody else since it was read; read it again and retry",
                 K::NOUN
             )),
-            other => kube_error(other),
+            other => self.write_error(other),
         })
     }
 
-    async fn delete(&self, slug: &str) -> Result<(), CatalogError> {
-        self.api.delete(slug, &DeleteParams::default()).await.map(|_| ()).map_err(|err| match err {
+    async fn delete(&self, slug: &str, by: &Identity) -> Result<(), CatalogError> {
+        self.writer(by)?.delete(slug, &DeleteParams::default()).await.map(|_| ()).map_err(|err| match err {
             kube::Error::Api(status) if status.code == 404 => {
                 CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }
             }
-            other => kube_error(other),
+            other => self.write_error(other),
         })
     }
 }

@@ -5,20 +5,38 @@ use kube::core::ObjectMeta;
 
 use super::error::LaunchError;
 use super::run::agent_run;
+use crate::facade::services::writers::Writers;
 use crate::resources::AgentRun;
 use crate::run::RunRecord;
 
 /// Creates AgentRun resources in one namespace; the controller turns each into a sandbox pod.
 #[derive(Clone)]
 pub struct ClusterLauncher {
-    api: kube::Api<AgentRun>,
+    namespace: String,
     client: kube::Client,
+    writers: Writers,
 }
 
 impl ClusterLauncher {
-    /// A launcher for `namespace`.
+    /// A launcher for `namespace`, writing with the facade's `client`.
     pub fn new(client: kube::Client, namespace: &str) -> Self {
-        Self { api: kube::Api::namespaced(client.clone(), namespace), client }
+        Self::with_writers(Writers::own(client), namespace)
+    }
+
+    /// A launcher for `namespace` whose AgentRuns are written with `writers`: as the user who started
+    /// the run's tree ([`RunRecord::principal`]) when the facade writes as its callers. The credentials
+    /// Secret is the facade's own write (a user needs no right to Secrets).
+    pub fn with_writers(writers: Writers, namespace: &str) -> Self {
+        Self { namespace: namespace.into(), client: writers.own_client().clone(), writers }
+    }
+
+    /// The AgentRuns of the namespace, as `record`'s user when the facade writes as its callers.
+    fn runs(&self, record: &RunRecord) -> Result<kube::Api<AgentRun>, LaunchError> {
+        let client = self
+            .writers
+            .for_caller(record.principal.as_ref())
+            .map_err(|e| LaunchError::WriteAs { run_id: record.run_id.clone(), reason: e.to_string() })?;
+        Ok(kube::Api::namespaced(client, &self.namespace))
     }
 
     /// Creates the run's AgentRun and, for a parent run, the Secret with its credentials (key `token`,
@@ -43,11 +61,14 @@ impl ClusterLauncher {
             let name = names::credentials_secret_name(&wanted);
             wanted.metadata.annotations.get_or_insert_default().insert(names::CREDENTIALS_ANNOTATION.into(), name);
         }
-        let run = match self.api.create(&params, &wanted).await {
+        let runs = self.runs(record)?;
+        let run = match runs.create(&params, &wanted).await {
             Ok(run) => run,
-            Err(kube::Error::Api(status)) if status.code == 409 => self
-                .api
-                .get(&record.run_id)
+            Err(kube::Error::Api(status)) if status.code == 409 => kube::Api::<AgentRun>::namespaced(
+                self.client.clone(),
+                &self.namespace,
+            )
+            .get(&record.run_id)
                 .await
                 .map_err(|source| LaunchError::ReadAgentRun { run_id: run_id(), source })?,
             Err(source) => return Err(LaunchError::CreateAgentRun { run_id: run_id(), source }),
@@ -100,7 +121,7 @@ impl ClusterLauncher {
         let annotation = serde_json::json!({"metadata": {"annotations": {
             names::RESUMED_ANNOTATION: jiff::Timestamp::now().to_string()}}});
         let run = self
-            .api
+            .runs(record)?
             .patch(&record.run_id, &params, &kube::api::Patch::Merge(&annotation))
             .await
             .map_err(|source| LaunchError::CreateAgentRun { run_id: run_id(), source })?;

@@ -14,6 +14,15 @@ pub enum LaunchError {
     /// The run store failed.
     #[error(transparent)]
     Store(#[from] StoreError),
+    /// The facade writes as its callers and cannot write as the run's user (no Kubernetes identity,
+    /// or one of Kubernetes' own).
+    #[error("run {run_id}: {reason}")]
+    WriteAs {
+        /// The run.
+        run_id: String,
+        /// Why.
+        reason: String,
+    },
     /// The run's volumes cannot be made.
     #[error("cannot make the run's volumes: {source}")]
     MakeVolumes {

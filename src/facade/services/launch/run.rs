@@ -103,6 +103,7 @@ mod tests {
             request: Default::default(),
             max_tokens: None,
             waiting: None,
+            principal: None,
         };
         let run = agent_run(&record, "look".into());
         let label = &run.metadata.labels.as_ref().expect("labels")[PARENT_RUN_LABEL];

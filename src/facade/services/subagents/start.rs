@@ -159,6 +159,7 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         request: crate::run::RunRequest { traceparent: crate::telemetry::current_traceparent(), ..Default::default() },
         max_tokens,
         waiting: None,
+        principal: who.principal.clone(),
     };
     check_startable(&record, &body.description, "description")?;
     let key = parent.tool_call_id.as_deref().map(|call| start_key(&who.uid, &parent.run_id, &slug, call));

@@ -52,6 +52,12 @@ fn config(issuer: &str) -> OidcConfig {
         superadmin_values: vec!["root".into()],
         department_claim: Some("dept".into()),
         leeway_seconds: 5,
+        username_prefix: String::new(),
+        groups_claim: Some("groups".into()),
+        groups_prefix: "oidc:".into(),
+        name_claim: "name".into(),
+        certificate_authority: None,
+        login: None,
     }
 }
 
@@ -75,9 +81,24 @@ async fn a_token_of_the_issuer_names_its_user_role_and_department() {
     let first = key("k1");
     let keys = Arc::new(Mutex::new(vec![first.jwk.clone()]));
     let base = issuer(keys).await;
-    let verifier = OidcVerifier::new(config(&base));
+    let verifier = OidcVerifier::new(config(&base)).expect("a verifier");
     let who = verifier.identify(&token(&first, claims(&base))).await.expect("accepted");
-    assert_eq!(who, Identity { uid: "alice".into(), role: Role::Admin, department_id: Some(7) });
+    let principal = Principal { username: "alice".into(), uid: None, groups: vec!["oidc:team-a".into(), "oidc:platform".into()] };
+    assert_eq!(who, Identity { uid: "alice".into(), role: Role::Admin, department_id: Some(7), principal: Some(principal) });
+}
+
+#[test]
+fn the_username_is_the_prefix_and_the_claim_and_the_uid_its_mapped_form() {
+    let mut config = config("https://issuer.example");
+    config.username_prefix = "oidc:".into();
+    let claims: BTreeMap<String, Value> =
+        serde_json::from_value(json!({"preferred_username": "../alice@example.com", "groups": "team-a"})).expect("claims");
+    let who = identity_of(&config, &claims).expect("an identity");
+    let principal = who.principal.expect("a principal");
+    assert_eq!(principal.username, "oidc:../alice@example.com");
+    assert_eq!(principal.groups, vec!["oidc:team-a".to_string()]);
+    assert_eq!(who.uid, uid_of("oidc:../alice@example.com"));
+    assert!(!who.uid.contains('/') && !who.uid.contains(':') && !who.uid.contains('@'), "{}", who.uid);
 }
 
 #[tokio::test]
@@ -85,7 +106,7 @@ async fn expired_early_foreign_audience_issuer_key_unsigned_and_symmetric_tokens
     let first = key("k1");
     let keys = Arc::new(Mutex::new(vec![first.jwk.clone()]));
     let base = issuer(keys).await;
-    let verifier = OidcVerifier::new(config(&base));
+    let verifier = OidcVerifier::new(config(&base)).expect("a verifier");
     let with = |change: Value| {
         let mut c = claims(&base);
         c.as_object_mut().expect("object").extend(change.as_object().expect("object").clone());
@@ -124,7 +145,7 @@ async fn a_key_rotated_at_the_issuer_is_followed_without_a_restart() {
     let first = key("k1");
     let keys = Arc::new(Mutex::new(vec![first.jwk.clone()]));
     let base = issuer(keys.clone()).await;
-    let verifier = OidcVerifier::new(config(&base));
+    let verifier = OidcVerifier::new(config(&base)).expect("a verifier");
     verifier.identify(&token(&first, claims(&base))).await.expect("the first key");
     let second = key("k2");
     *keys.lock().expect("lock") = vec![second.jwk.clone()];
