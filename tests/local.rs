@@ -45,6 +45,7 @@ mod support {
     pub mod extra_agents;
     pub mod local_mode;
     pub mod mcp_client;
+    pub mod oidc_provider;
     // The endpoint's error replies and tool calls are the runner tests'; the Models test streams text.
     #[allow(dead_code)]
     pub mod openai_endpoint;

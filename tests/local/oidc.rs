@@ -7,6 +7,7 @@ use serde_json::{Value, json};
 use tempfile::TempDir;
 
 use crate::support::local_mode::{LocalStore, command_over, free_port, launch};
+use crate::support::oidc_provider::{PEOPLE, Provider};
 use crate::support::repository::root;
 
 struct Key {
@@ -67,5 +68,110 @@ async fn an_issuers_token_names_its_user_beside_the_users_files_tokens() {
     assert_eq!((carol["uid"].as_str(), carol["role"].as_str()), (Some("carol"), Some("admin")), "{carol}");
     assert_eq!(me("alice-token".into()).await.0, 200, "the users file's tokens still work");
     assert_eq!(me(token(&issuer, &key("k1"), "mallory")).await.0, 401, "another key under the same id");
+    local.stop();
+}
+
+/// The local mode trusting the suite's provider (its certificate authority, its audiences
+/// `yuxi-facade` and `yuxi-short`, one second of leeway); the provider and the local mode.
+async fn with_provider(extra: &str) -> (Provider, crate::support::local_mode::Local, String) {
+    let port = free_port();
+    let redirect = format!("http://127.0.0.1:{port}/api/auth/oidc/callback");
+    let dir = TempDir::new().expect("dir");
+    let provider = Provider::start(dir.path(), &redirect, &["mcp-notes"]);
+    std::mem::forget(dir);
+    let config = TempDir::new().expect("dir");
+    let file = config.path().join("oidc.yaml");
+    std::fs::write(
+        &file,
+        format!(
+            "issuer: {}\naudiences: [yuxi-facade, yuxi-short]\nusernamePrefix: 'oidc:'\ngroupsClaim: groups\ngroupsPrefix: 'oidc:'\nroleClaim: yuxi_role\nadminValues: [admin]\ndepartmentClaim: yuxi_department\nleewaySeconds: 1\ncertificateAuthority: {}\n{extra}",
+            provider.issuer,
+            provider.ca_file.display()
+        ),
+    )
+    .expect("write");
+    std::mem::forget(config);
+    let data = TempDir::new().expect("dir");
+    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    command.arg("--oidc-config").arg(&file);
+    let local = launch(command, port, data, TempDir::new().expect("dir")).await;
+    (provider, local, redirect)
+}
+
+async fn me(local: &crate::support::local_mode::Local, token: &str) -> (u16, Value) {
+    let response = local.client.get(format!("{}/api/auth/me", local.base)).bearer_auth(token).send().await.expect("reaches");
+    (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
+}
+
+fn id_token(tokens: &Value) -> String {
+    tokens["id_token"].as_str().expect("an ID token").to_string()
+}
+
+#[tokio::test]
+async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and_rotated_keys_are_judged() {
+    let (provider, local, redirect) = with_provider("").await;
+    let login = |user: &'static str, client: &'static str| {
+        let (_, password, ..) = PEOPLE.iter().find(|p| p.0 == user).expect("a person");
+        provider.login(user, password, client, &redirect)
+    };
+    let alice = id_token(&login("alice", "yuxi-facade").await);
+    let (status, body) = me(&local, &alice).await;
+    assert_eq!(status, 200, "{body}\n{}", local.log());
+    assert_eq!(body["uid"].as_str(), Some(yuxi_operator::access::uid_of("oidc:alice").as_str()), "{body}");
+    assert_eq!((body["role"].as_str(), body["department_id"].as_i64()), (Some("user"), Some(1)), "{body}");
+    let (status, body) = me(&local, &id_token(&login("bob", "yuxi-facade").await)).await;
+    assert_eq!((status, body["role"].as_str()), (200, Some("admin")), "{body}");
+
+    // Another application's token is for another audience.
+    assert_eq!(me(&local, &id_token(&login("alice", "yuxi-other").await)).await.0, 401);
+    // An unsigned copy of alice's token, and her claims signed by a key that is not the issuer's under
+    // the issuer's key id.
+    let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
+    let parts: Vec<&str> = alice.split('.').collect();
+    let header: Value = serde_json::from_slice(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(parts[0]).expect("a header"),
+    )
+    .expect("json");
+    let unsigned = format!("{}.{}.", b64(br#"{"alg":"none","typ":"JWT"}"#), parts[1]);
+    assert_eq!(me(&local, &unsigned).await.0, 401, "alg none");
+    let claims: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(parts[1]).expect("claims"))
+            .expect("json");
+    let mut forged_header = Header::new(Algorithm::ES256);
+    forged_header.kid = header["kid"].as_str().map(str::to_string);
+    let forged =
+        encode(&forged_header, &claims, &EncodingKey::from_ec_pem(key("x").pem.as_bytes()).expect("key")).expect("signed");
+    assert_eq!(me(&local, &forged).await.0, 401, "a foreign key");
+    // A token of another issuer (a second provider of the same program).
+    let other_dir = TempDir::new().expect("dir");
+    let other = Provider::start(other_dir.path(), &redirect, &[]);
+    let (_, password, ..) = PEOPLE[0];
+    let foreign = id_token(&other.login("alice", password, "yuxi-facade", &redirect).await);
+    assert_eq!(me(&local, &foreign).await.0, 401, "another issuer");
+    // A token that expires in two seconds: accepted, then refused.
+    let short = id_token(&login("alice", "yuxi-short").await);
+    assert_eq!(me(&local, &short).await.0, 200);
+    tokio::time::sleep(std::time::Duration::from_secs(4)).await;
+    assert_eq!(me(&local, &short).await.0, 401, "expired");
+
+    // The provider rotates its key: a token signed with the new one is accepted without a restart (once
+    // the facade may read the keys again, at most every ten seconds).
+    let kid = provider.rotate_keys().await;
+    let fresh = id_token(&login("carol", "yuxi-facade").await);
+    assert!(fresh.split('.').next().is_some_and(|h| String::from_utf8_lossy(
+        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(h).unwrap_or_default()
+    )
+    .contains(&kid)));
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+    loop {
+        let (status, body) = me(&local, &fresh).await;
+        if status == 200 {
+            assert_eq!(body["uid"].as_str(), Some(yuxi_operator::access::uid_of("oidc:carol").as_str()));
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the rotated key is not followed: {status} {body}\n{}", local.log());
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+    assert_eq!(me(&local, &alice).await.0, 200, "the old key's tokens stay good while it is published");
     local.stop();
 }
