@@ -13,6 +13,8 @@ mod chart_pods;
 mod control_plane;
 #[path = "kube/install.rs"]
 mod install;
+#[path = "support/oidc_provider.rs"]
+mod oidc_provider;
 #[path = "kube/processes.rs"]
 mod processes;
 
@@ -24,6 +26,8 @@ mod chart;
 mod controller;
 #[path = "kube/facade.rs"]
 mod facade;
+#[path = "kube/identity.rs"]
+mod identity;
 #[path = "kube/leases_and_watches.rs"]
 mod leases_and_watches;
 #[path = "kube/models.rs"]

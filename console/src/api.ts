@@ -257,3 +257,28 @@ export interface RunTrace {
 export function runTrace(runId: string): Promise<RunTrace> {
   return api<RunTrace>('GET', `/api/agent/runs/${encodeURIComponent(runId)}/trace`);
 }
+
+/** Whether the facade offers a login through an OIDC issuer (`GET /api/auth/oidc/config`). */
+export async function oidcConfig(): Promise<{ enabled: boolean; provider_name: string | null }> {
+  return api('GET', '/api/auth/oidc/config', undefined, '');
+}
+
+/** Starts the login at the OIDC issuer: the browser leaves for its authorization address. */
+export async function startOidcLogin(): Promise<void> {
+  const answer = await api<{ login_url: string }>('GET', '/api/auth/oidc/login-url', undefined, '');
+  location.assign(answer.login_url);
+}
+
+/**
+ * Finishes the login the facade's callback sent the browser back from (`#/oidc?code=…` or `?error=…`):
+ * the one-time code exchanged for the bearer token (its cookie goes with the request).
+ */
+export async function finishOidcLogin(query: string): Promise<string> {
+  const params = new URLSearchParams(query);
+  const error = params.get('error');
+  if (error) throw new Error(error);
+  const code = params.get('code');
+  if (!code) throw new Error('no login code');
+  const answer = await api<{ access_token: string }>('POST', '/api/auth/oidc/exchange-code', { code }, '');
+  return answer.access_token;
+}

@@ -102,6 +102,25 @@ impl TokenKey {
         format!("{RUN_TOKEN_PREFIX}{payload}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
     }
 
+    /// `payload` signed with this key for `purpose` (which is signed with it, so a value for one
+    /// purpose is never taken for another's, nor for a run token): `<payload>.<tag>`, base64url.
+    pub fn sign_value(&self, purpose: &str, payload: &[u8]) -> String {
+        let payload = URL_SAFE_NO_PAD.encode(payload);
+        let tag = hmac::sign(&self.0, format!("value:{purpose}:{payload}").as_bytes());
+        format!("{payload}.{}", URL_SAFE_NO_PAD.encode(tag.as_ref()))
+    }
+
+    /// The payload of a value [`TokenKey::sign_value`] signed for `purpose`, when its tag checks.
+    pub fn verify_value(&self, purpose: &str, signed: &str) -> Option<Vec<u8>> {
+        if signed.len() > MAX_TOKEN_BYTES * 4 {
+            return None;
+        }
+        let (payload, tag) = signed.split_once('.')?;
+        let tag = URL_SAFE_NO_PAD.decode(tag).ok()?;
+        hmac::verify(&self.0, format!("value:{purpose}:{payload}").as_bytes(), &tag).ok()?;
+        URL_SAFE_NO_PAD.decode(payload).ok()
+    }
+
     /// The grant `token` stands for, when its signature checks and it has not expired at `now` (seconds
     /// since the Unix epoch). Errors: [`TokenError`]. Whether its run is still going is the caller's to
     /// check.

@@ -39,6 +39,8 @@ pub struct Overrides {
     pub env: Vec<(String, String)>,
     /// The pod's name (for `fieldRef: metadata.name`).
     pub pod_name: String,
+    /// Another service account than the Deployment's to run as.
+    pub account: Option<String>,
 }
 
 /// A token for `namespace`/`account`, from the TokenRequest API, valid for an hour, for `audiences`
@@ -73,7 +75,8 @@ pub async fn chart_pod(plane: &ControlPlane, namespace: &str, deployment: &str, 
         deployments.get(deployment).await.unwrap_or_else(|e| panic!("Deployment {namespace}/{deployment}: {e}"));
     let pod: PodSpec = found.spec.and_then(|s| s.template.spec).expect("a pod template");
     let container: Container = pod.containers.first().cloned().expect("a container");
-    let account = pod.service_account_name.clone().unwrap_or_else(|| "default".into());
+    let account =
+        overrides.account.clone().or_else(|| pod.service_account_name.clone()).unwrap_or_else(|| "default".into());
     let dir = plane.dir.join(format!("pod-{deployment}-{}", overrides.pod_name));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).expect("pod folder");

@@ -8,6 +8,11 @@
 //! the admission webhooks). Static tokens stand for the test's people: `admin` (`system:masters`), and
 //! `alice`, `bob` and `carol` (no rights until a test binds some). The controller manager runs the
 //! garbage collector, the namespace and service-account controllers and the rest of its defaults.
+//!
+//! The API server also trusts the suite's OpenID provider (started with the plane, [`OIDC_AUDIENCE`]),
+//! mapping its tokens' `sub` and `groups` to `oidc:`-prefixed users and groups as a cluster's
+//! `AuthenticationConfiguration` would, and writes an audit log of the writes to Agents and AgentRuns
+//! (`audit.log` in the plane's folder).
 
 use std::net::IpAddr;
 use std::path::{Path, PathBuf};
@@ -28,6 +33,11 @@ pub const USERS: [(&str, &str, &str, &str); 5] = [
     ("carol-token", "carol", "carol-uid", "yuxi:run-creators"),
     ("kubelet-token", "system:node:yuxi-node", "kubelet-uid", "system:nodes"),
 ];
+
+/// The audience of the OpenID provider's tokens the API server accepts: the facade's client's.
+pub const OIDC_AUDIENCE: &str = "yuxi-facade";
+/// The prefix the API server (and the facade) give the provider's users and groups.
+pub const OIDC_PREFIX: &str = "oidc:";
 
 /// The service-account token issuer, as a cluster's.
 pub const ISSUER: &str = "https://kubernetes.default.svc.cluster.local";
@@ -98,6 +108,8 @@ pub struct ControlPlane {
     #[allow(dead_code)] // read by the node (tests/kube/node.rs), which the kube test binary does not start
     pub authority: Authority,
     etcd_url: String,
+    /// The OpenID provider the API server trusts.
+    pub oidc: crate::oidc_provider::Provider,
     etcd: Mutex<Process>,
     apiserver: Mutex<Process>,
     apiserver_command: Box<dyn Fn() -> Command + Send + Sync>,
@@ -148,6 +160,33 @@ impl ControlPlane {
         let kubelet_client = write("apiserver-kubelet-client.crt", &kubelet_client);
         let kubelet_client_key = write("apiserver-kubelet-client.key", &kubelet_client_key);
 
+        let oidc = crate::oidc_provider::Provider::start(&dir.join("oidc"), "http://127.0.0.1/callback", &[]);
+        let authentication = write(
+            "authentication.yaml",
+            &serde_json::json!({
+                "apiVersion": "apiserver.config.k8s.io/v1", "kind": "AuthenticationConfiguration",
+                "jwt": [{
+                    "issuer": {"url": oidc.issuer, "audiences": [OIDC_AUDIENCE], "certificateAuthority": oidc.ca_pem},
+                    "claimMappings": {
+                        "username": {"claim": "sub", "prefix": OIDC_PREFIX},
+                        "groups": {"claim": "groups", "prefix": OIDC_PREFIX},
+                    },
+                }],
+            })
+            .to_string(),
+        );
+        let audit_policy = write(
+            "audit-policy.yaml",
+            &serde_json::json!({
+                "apiVersion": "audit.k8s.io/v1", "kind": "Policy", "omitStages": ["RequestReceived"],
+                "rules": [
+                    {"level": "Metadata", "verbs": ["create", "update", "delete"],
+                     "resources": [{"group": "yuxi.dev", "resources": ["agents", "agentruns", "knowledgebases"]}]},
+                    {"level": "None"},
+                ],
+            })
+            .to_string(),
+        );
         let etcd_port = free_port("127.0.0.1");
         let peer_port = free_port("127.0.0.1");
         let etcd_url = format!("http://127.0.0.1:{etcd_port}");
@@ -177,6 +216,9 @@ impl ControlPlane {
             format!("--tls-private-key-file={}", key_file.display()),
             format!("--client-ca-file={}", ca_file.display()),
             format!("--token-auth-file={}", token_file.display()),
+            format!("--authentication-config={}", authentication.display()),
+            format!("--audit-policy-file={}", audit_policy.display()),
+            format!("--audit-log-path={}", dir.join("audit.log").display()),
             format!("--service-account-issuer={ISSUER}"),
             format!("--service-account-key-file={}", sa_public.display()),
             format!("--service-account-signing-key-file={}", sa_key.display()),
@@ -245,6 +287,7 @@ impl ControlPlane {
             ca_pem: authority.ca_pem.clone(),
             authority,
             etcd_url,
+            oidc,
             etcd,
             apiserver,
             apiserver_command,

@@ -39,6 +39,7 @@ pub fn controller() -> &'static std::sync::Mutex<Process> {
                         ("RUST_LOG".into(), "info,yuxi_operator=debug".into()),
                     ],
                     pod_name: "controller-0".into(),
+                    account: None,
                 },
             ));
             std::sync::Mutex::new(pod.start("controller"))

@@ -33,6 +33,7 @@ fn facade() -> &'static (String, std::sync::Mutex<Process>) {
                     args: vec![("--listen=".into(), format!("--listen=127.0.0.1:{port}"))],
                     env: vec![("REDIS_URL".into(), redis_url())],
                     pod_name: "api-0".into(),
+                    account: None,
                 },
             ));
             let process = pod.start("api");

@@ -135,6 +135,7 @@ async fn start_webhook(plane: &'static ControlPlane) -> Process {
             args: vec![("--listen=".into(), format!("--listen={node}:{port}"))],
             env: vec![("RUST_LOG".into(), "info".into())],
             pod_name: "webhook-0".into(),
+            account: None,
         },
     )
     .await;

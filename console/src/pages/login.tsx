@@ -1,7 +1,9 @@
-// The login: a username and password for the local mode's `POST /api/auth/token`, or a token pasted as it
-// is (checked with `GET /api/auth/me` before it is kept).
-import { useState } from 'preact/hooks';
-import { api, login } from '../api';
+// The login: through the OIDC issuer the facade trusts, when it offers one ("Sign in with …", the
+// authorization code flow the facade runs; the browser comes back to #/oidc with a one-time code), a
+// username and password for the local mode's `POST /api/auth/token`, or a token pasted as it is
+// (checked with `GET /api/auth/me` before it is kept).
+import { useEffect, useState } from 'preact/hooks';
+import { api, finishOidcLogin, login, oidcConfig, startOidcLogin } from '../api';
 import { t } from '../i18n';
 
 export function LoginPage({ onToken }: { onToken: (token: string) => void }) {
@@ -10,6 +12,38 @@ export function LoginPage({ onToken }: { onToken: (token: string) => void }) {
   const [token, setToken] = useState('');
   const [error, setError] = useState<string | null>(null);
   const [busy, setBusy] = useState(false);
+  const [provider, setProvider] = useState<string | null>(null);
+
+  useEffect(() => {
+    const back = location.hash.match(/^#\/oidc\?(.*)$/);
+    if (back) {
+      setBusy(true);
+      finishOidcLogin(back[1])
+        .then((next) => {
+          location.replace(`${location.pathname}#/agents`);
+          onToken(next);
+        })
+        .catch((err) => {
+          location.replace(`${location.pathname}#/`);
+          setError(t('login.failed', { message: (err as Error).message }));
+        })
+        .finally(() => setBusy(false));
+    }
+    oidcConfig()
+      .then((config) => setProvider(config.enabled ? config.provider_name ?? 'OIDC' : null))
+      .catch(() => setProvider(null));
+  }, []);
+
+  const withProvider = async () => {
+    setBusy(true);
+    setError(null);
+    try {
+      await startOidcLogin();
+    } catch (err) {
+      setError(t('login.failed', { message: (err as Error).message }));
+      setBusy(false);
+    }
+  };
 
   const withPassword = async (e: Event) => {
     e.preventDefault();
@@ -45,6 +79,15 @@ export function LoginPage({ onToken }: { onToken: (token: string) => void }) {
         <p class="error" role="alert">
           {error}
         </p>
+      )}
+      {busy && location.hash.startsWith('#/oidc') && <p role="status">{t('login.finishing')}</p>}
+      {provider && (
+        <section class="login-provider" aria-labelledby="login-provider">
+          <h2 id="login-provider">{t('login.providerHeading')}</h2>
+          <button type="button" onClick={withProvider} disabled={busy}>
+            {t('login.provider', { provider })}
+          </button>
+        </section>
       )}
       <div class="login-forms">
         <form onSubmit={withPassword} aria-labelledby="login-password">

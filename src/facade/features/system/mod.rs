@@ -18,5 +18,4 @@ pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
         .routes(routes!(shell::info))
         .routes(routes!(shell::config))
         .routes(routes!(shell::check_first_run))
-        .routes(routes!(shell::oidc_config))
 }

@@ -1,7 +1,7 @@
 //! The routes of [the module](super), each answering Yuxi's shape from what this system is: it keeps no
-//! first-run setup (users come from the users file or the cluster), offers no OIDC login of its own (a
-//! cluster's API server may trust an OIDC issuer; the token then comes from there), and its settings are
-//! its command line's, read-only here.
+//! first-run setup (users come from the users file, the cluster or an OIDC issuer, whose login is
+//! [`crate::facade::features::account::oidc`]'s), and its settings are its command line's, read-only
+//! here.
 
 use axum::Json;
 use axum::extract::State;
@@ -115,25 +115,3 @@ pub async fn check_first_run() -> Json<FirstRun> {
     Json(FirstRun { first_run: false })
 }
 
-/// The answer of `GET /api/auth/oidc/config`.
-#[derive(Serialize, utoipa::ToSchema)]
-pub struct OidcConfig {
-    /// Always false: this facade offers no OIDC login of its own.
-    pub enabled: bool,
-    /// Always `null`.
-    pub login_url: Option<String>,
-    /// Always `null`.
-    pub provider_name: Option<String>,
-}
-
-/// `GET /api/auth/oidc/config`.
-#[utoipa::path(
-    get,
-    path = "/api/auth/oidc/config",
-    operation_id = "oidc_config",
-    tag = "system",
-    responses((status = 200, description = "always `{enabled: false}`", body = OidcConfig)),
-)]
-pub async fn oidc_config() -> Json<OidcConfig> {
-    Json(OidcConfig { enabled: false, login_url: None, provider_name: None })
-}
