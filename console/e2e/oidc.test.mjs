@@ -153,7 +153,7 @@ test('signing in with the OIDC provider uses PKCE and ends signed in as its user
   assert.ok(callback, `the browser came back with a one-time code: ${redirects.join(' ')}`);
   const reused = await page.evaluate(async (code) => (await fetch('/api/auth/oidc/exchange-code', {
     method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify({ code }),
-  })).status, new URL(callback.replace('#/oidc?', '?')).searchParams.get('code'));
+  })).status, new URL(callback.replace('#/oidc?', '?'), base).searchParams.get('code'));
   assert.equal(reused, 400);
   assert.deepEqual(problems, []);
 });
