@@ -45,6 +45,8 @@ mod support {
     pub mod extra_agents;
     pub mod local_mode;
     pub mod mcp_client;
+    // Its CA as text is the kube tests' (the API server's configuration).
+    #[allow(dead_code)]
     pub mod oidc_provider;
     // The endpoint's error replies and tool calls are the runner tests'; the Models test streams text.
     #[allow(dead_code)]

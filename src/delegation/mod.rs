@@ -50,6 +50,9 @@ pub mod names {
     pub const SUBAGENT_AWAIT: &str = "subagent_await";
     /// Wait for the first of several child runs to end.
     pub const SUBAGENT_WAIT_ANY: &str = "subagent_wait_any";
+    /// Not a tool of the model's: the runner asking for a token of its run's user for an MCP server
+    /// (`POST /api/tools/caller_token`).
+    pub const CALLER_TOKEN: &str = "caller_token";
     /// All seven, in the order the model is shown them.
     pub const ALL: [&str; 7] =
         [TASK, SUBAGENT_START, SUBAGENT_STATUS, SUBAGENT_EVENTS, SUBAGENT_CANCEL, SUBAGENT_AWAIT, SUBAGENT_WAIT_ANY];

@@ -2,8 +2,10 @@
 //! (`headers:` of a server in the MCP server configuration; docs/concepts/mcp.md#authenticating-to-mcp-servers).
 //!
 //! Each header's value comes from exactly one place: `value` (for what is not secret), `env` (an
-//! environment variable of the runner), `file` (a file the runner reads, such as a mounted Secret) or,
-//! in a cluster, `secretKeyRef` (a key of a Secret of the run's namespace). The controller turns each
+//! environment variable of the runner), `file` (a file the runner reads, such as a mounted Secret),
+//! in a cluster `secretKeyRef` (a key of a Secret of the run's namespace), or `caller` (a token of the
+//! run's own user for the server's audience, which the runner asks of the facade with its run token:
+//! exchanged at the OIDC issuer, RFC 8693, or the user's own token when it is for that audience). The controller turns each
 //! `secretKeyRef` into an environment variable of the runner container only ([`for_pod`]), never of
 //! the sandbox container, so code the model runs cannot read it; in the local mode, `execute` runs with
 //! an empty environment and the header files hidden. `prefix` is put before the value (`Bearer `).
@@ -29,6 +31,9 @@ pub struct HeaderSource {
     /// A key of a Secret of the run's namespace (in a cluster).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub secret_key_ref: Option<SecretKey>,
+    /// A token of the run's user for the server (`POST /api/tools/caller-token` of the facade).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<CallerToken>,
     /// Put before the value, such as `Bearer `.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
@@ -42,6 +47,14 @@ pub struct SecretKey {
     pub name: String,
     /// The key.
     pub key: String,
+}
+
+/// A token of the run's user for one audience.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CallerToken {
+    /// The audience the server accepts tokens for (its `aud`).
+    pub audience: String,
 }
 
 /// Headers by name.
@@ -73,23 +86,34 @@ pub fn check(headers: &Headers) -> Result<(), HeaderError> {
         if RESERVED.contains(&name.to_ascii_lowercase().as_str()) {
             return Err(bad("is set by the MCP transport itself"));
         }
-        let sources =
-            [source.value.is_some(), source.env.is_some(), source.file.is_some(), source.secret_key_ref.is_some()];
+        let sources = [
+            source.value.is_some(),
+            source.env.is_some(),
+            source.file.is_some(),
+            source.secret_key_ref.is_some(),
+            source.caller.is_some(),
+        ];
         if sources.iter().filter(|s| **s).count() != 1 {
-            return Err(bad("set exactly one of value, env, file and secretKeyRef"));
+            return Err(bad("set exactly one of value, env, file, secretKeyRef and caller"));
+        }
+        if source.caller.as_ref().is_some_and(|c| c.audience.trim().is_empty() || c.audience.len() > 256) {
+            return Err(bad("caller.audience: name the audience (1 to 256 characters)"));
         }
     }
     Ok(())
 }
 
 /// The value of `source` as the runner reads it: the prefix and the value, from the value itself,
-/// the environment or the file.
+/// the environment or the file; `caller` is the token the facade gave for it.
 ///
-/// Errors: the variable is unset, the file cannot be read, the value is not a valid header value, or
-/// it is a `secretKeyRef` (which the controller turns into a variable; the local mode has none).
-pub fn resolve(name: &str, source: &HeaderSource) -> Result<String, HeaderError> {
+/// Errors: the variable is unset, the file cannot be read, the value is not a valid header value, it
+/// is a `secretKeyRef` (which the controller turns into a variable; the local mode has none), or a
+/// `caller` without a token.
+pub fn resolve(name: &str, source: &HeaderSource, caller: Option<&str>) -> Result<String, HeaderError> {
     let bad = |message: String| HeaderError { header: name.to_string(), message };
-    let value = if let Some(value) = &source.value {
+    let value = if source.caller.is_some() {
+        caller.ok_or_else(|| bad("the run's user's token comes from the facade, which this run cannot reach".into()))?.to_string()
+    } else if let Some(value) = &source.value {
         value.clone()
     } else if let Some(var) = &source.env {
         std::env::var(var).map_err(|_| bad(format!("the environment variable {var} is not set")))?
@@ -124,6 +148,20 @@ mod tests {
         assert!(one("X-Api-Key", "{}").is_err_and(|e| e.message.contains("exactly one")));
         assert!(one("Mcp-Session-Id", "{value: x}").is_err_and(|e| e.message.contains("transport")));
         assert!(one("Bad Name", "{value: x}").is_err_and(|e| e.message.contains("not a header name")));
+        assert_eq!(one("Authorization", "{caller: {audience: notes}, prefix: 'Bearer '}"), Ok(()));
+        assert!(one("Authorization", "{caller: {audience: ''}}").is_err_and(|e| e.message.contains("caller.audience")));
+        assert!(one("Authorization", "{caller: {audience: a}, env: B}").is_err_and(|e| e.message.contains("exactly one")));
+    }
+
+    #[test]
+    fn a_caller_header_is_the_facades_token_or_an_error() {
+        let caller = HeaderSource {
+            caller: Some(CallerToken { audience: "notes".into() }),
+            prefix: Some("Bearer ".into()),
+            ..HeaderSource::default()
+        };
+        assert_eq!(resolve("Authorization", &caller, Some("ey.x.y")), Ok("Bearer ey.x.y".into()));
+        assert!(resolve("Authorization", &caller, None).is_err_and(|e| e.message.contains("facade")));
     }
 
     #[test]
@@ -132,10 +170,10 @@ mod tests {
         let file = dir.path().join("token");
         std::fs::write(&file, "s3cret\n").expect("write");
         let from_file = HeaderSource { file: Some(file), prefix: Some("Bearer ".into()), ..HeaderSource::default() };
-        assert_eq!(resolve("Authorization", &from_file), Ok("Bearer s3cret".into()));
+        assert_eq!(resolve("Authorization", &from_file, None), Ok("Bearer s3cret".into()));
         let unset = HeaderSource { env: Some("YUXI_TEST_NO_SUCH_VARIABLE".into()), ..HeaderSource::default() };
-        assert!(resolve("X", &unset).is_err_and(|e| e.message.contains("YUXI_TEST_NO_SUCH_VARIABLE")));
+        assert!(resolve("X", &unset, None).is_err_and(|e| e.message.contains("YUXI_TEST_NO_SUCH_VARIABLE")));
         let injected = HeaderSource { value: Some("a\r\nHost: evil".into()), ..HeaderSource::default() };
-        assert!(resolve("X", &injected).is_err());
+        assert!(resolve("X", &injected, None).is_err());
     }
 }

@@ -150,7 +150,11 @@ type Client = Arc<RunningService<RoleClient, ()>>;
 /// answer within 15 seconds, or whose headers cannot be read, is named in [`Connected::unavailable`].
 ///
 /// Errors: a granted server that is not configured ([`McpError::NotConfigured`]).
-pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Connected, McpError> {
+pub async fn connect_granted(
+    servers: &McpServers,
+    grants: &Grants,
+    facade: Option<&super::tools::subagents::Facade>,
+) -> Result<Connected, McpError> {
     if let Some(named) = &grants.mcps
         && let Some(missing) = named.iter().find(|n| !servers.contains_key(*n))
     {
@@ -158,7 +162,7 @@ pub async fn connect_granted(servers: &McpServers, grants: &Grants) -> Result<Co
     }
     let mut connected = Connected { tools: Vec::new(), unavailable: Vec::new(), servers: Default::default() };
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
-        let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server))
+        let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server, facade))
             .await
             .unwrap_or_else(|_| Err(McpError::Timeout { server: name.clone(), url: server.url.clone() }));
         let (client, listed) = match reached {
@@ -198,9 +202,13 @@ pub fn unavailable_prompt(unavailable: &[String]) -> Option<String> {
     })
 }
 
-/// Connects to the server `name` with its headers and lists its tools. Errors: [`McpError::Header`],
-/// [`McpError::Connect`], [`McpError::ListTools`].
-async fn connect(name: &str, server: &McpServer) -> Result<(Client, Vec<rmcp::model::Tool>), McpError> {
+/// Connects to the server `name` with its headers (a `caller` header's token asked of `facade`) and
+/// lists its tools. Errors: [`McpError::Header`], [`McpError::Connect`], [`McpError::ListTools`].
+async fn connect(
+    name: &str,
+    server: &McpServer,
+    facade: Option<&super::tools::subagents::Facade>,
+) -> Result<(Client, Vec<rmcp::model::Tool>), McpError> {
     use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
     crate::tls::install_crypto_provider();
     let mut headers = std::collections::HashMap::new();
@@ -209,7 +217,16 @@ async fn connect(name: &str, server: &McpServer) -> Result<(Client, Vec<rmcp::mo
             server: name.to_string(),
             source: crate::run::mcp_headers::HeaderError { header: header.clone(), message },
         };
-        let value = crate::run::mcp_headers::resolve(header, source)
+        let caller = match (&source.caller, facade) {
+            (Some(wanted), Some(facade)) => Some(
+                facade
+                    .caller_token(&wanted.audience)
+                    .await
+                    .map_err(|why| header_error(format!("no token of the run's user for {:?}: {why}", wanted.audience)))?,
+            ),
+            _ => None,
+        };
+        let value = crate::run::mcp_headers::resolve(header, source, caller.as_deref())
             .map_err(|source| McpError::Header { server: name.to_string(), source })?;
         let header_name =
             reqwest::header::HeaderName::from_bytes(header.as_bytes()).map_err(|e| header_error(e.to_string()))?;

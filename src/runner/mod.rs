@@ -276,7 +276,14 @@ async fn prepare(
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }
-    let connected = mcp::connect_granted(&options.mcp_servers, &grants).await.map_err(|e| e.to_string())?;
+    let facade = match &options.facade {
+        Some(access) => {
+            Some(Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?))
+        }
+        None => None,
+    };
+    let connected =
+        mcp::connect_granted(&options.mcp_servers, &grants, facade.as_deref()).await.map_err(|e| e.to_string())?;
     let tool_servers = connected.servers;
     for tool in connected.tools {
         tools.insert(tool);
@@ -290,8 +297,7 @@ async fn prepare(
     let mut delegation_prompt = None;
     let mut knowledge_prompt = None;
     let mut delegation = None;
-    if let Some(access) = &options.facade {
-        let facade = Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?);
+    if let Some(facade) = facade {
         if !spec.is_subagent()
             && let Some((delegating, prompt)) = mount_delegation(&facade, &identity.agent_slug).await?
         {

@@ -316,6 +316,9 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
                 "/api/system/config",
                 "/api/auth/check-first-run",
                 "/api/auth/oidc/config",
+                "/api/auth/oidc/login-url",
+                "/api/auth/oidc/callback",
+                "/api/auth/oidc/exchange-code",
             ];
             if public.contains(&path.as_str()) {
                 assert!(operation["security"].is_null(), "{method} {path} takes no bearer token");
@@ -347,7 +350,9 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "GET /api/agent/{slug}",
         "GET /api/auth/check-first-run",
         "GET /api/auth/me",
+        "GET /api/auth/oidc/callback",
         "GET /api/auth/oidc/config",
+        "GET /api/auth/oidc/login-url",
         "GET /api/auth/users/access-options",
         "GET /api/chat/message/{message_id}/feedback",
         "GET /api/chat/thread/{thread_id}/attachments",
@@ -387,6 +392,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "POST /api/agent/runs/{run_id}/cancel",
         "POST /api/agent/thread/{thread_id}/requests/continue",
         "POST /api/agent/{slug}/set_default",
+        "POST /api/auth/oidc/exchange-code",
         "POST /api/auth/token",
         "POST /api/chat/attachments/tmp",
         "POST /api/chat/call",

@@ -72,8 +72,19 @@ async fn an_issuers_token_names_its_user_beside_the_users_files_tokens() {
 }
 
 /// The local mode trusting the suite's provider (its certificate authority, its audiences
-/// `yuxi-facade` and `yuxi-short`, one second of leeway); the provider and the local mode.
+/// `yuxi-facade` and `yuxi-short`, one second of leeway, `extra` lines of configuration); the provider
+/// and the local mode.
 async fn with_provider(extra: &str) -> (Provider, crate::support::local_mode::Local, String) {
+    with_provider_and(extra, &root().join("examples"), |_| {}).await
+}
+
+/// [`with_provider`], with `change` making the local mode's command its own, and `{redirect}` in `extra`
+/// standing for the redirect address.
+async fn with_provider_and(
+    extra: &str,
+    manifests: &std::path::Path,
+    change: impl FnOnce(&mut std::process::Command),
+) -> (Provider, crate::support::local_mode::Local, String) {
     let port = free_port();
     let redirect = format!("http://127.0.0.1:{port}/api/auth/oidc/callback");
     let dir = TempDir::new().expect("dir");
@@ -87,13 +98,15 @@ async fn with_provider(extra: &str) -> (Provider, crate::support::local_mode::Lo
             "issuer: {}\naudiences: [yuxi-facade, yuxi-short]\nusernamePrefix: 'oidc:'\ngroupsClaim: groups\ngroupsPrefix: 'oidc:'\nroleClaim: yuxi_role\nadminValues: [admin]\ndepartmentClaim: yuxi_department\nleewaySeconds: 1\ncertificateAuthority: {}\n{extra}",
             provider.issuer,
             provider.ca_file.display()
-        ),
+        )
+        .replace("{redirect}", &redirect),
     )
     .expect("write");
     std::mem::forget(config);
     let data = TempDir::new().expect("dir");
-    let mut command = command_over(&root().join("examples"), LocalStore::InProcess, port, data.path());
+    let mut command = command_over(manifests, LocalStore::InProcess, port, data.path());
     command.arg("--oidc-config").arg(&file);
+    change(&mut command);
     let local = launch(command, port, data, TempDir::new().expect("dir")).await;
     (provider, local, redirect)
 }
@@ -173,5 +186,124 @@ async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
     assert_eq!(me(&local, &alice).await.0, 200, "the old key's tokens stay good while it is published");
+    local.stop();
+}
+
+/// An MCP server that records the `Authorization` header of every request it is sent.
+#[derive(Clone, Default)]
+struct Recorder {
+    seen: std::sync::Arc<std::sync::Mutex<Vec<String>>>,
+}
+
+impl rmcp::ServerHandler for Recorder {
+    fn get_info(&self) -> rmcp::model::ServerConfig {
+        rmcp::model::ServerConfig::new(rmcp::model::ServerCapabilities::builder().enable_tools().build())
+    }
+
+    async fn list_tools(
+        &self,
+        _: Option<rmcp::model::PaginatedRequestParams>,
+        _: rmcp::service::RequestContext<rmcp::RoleServer>,
+    ) -> Result<rmcp::model::ListToolsResult, rmcp::ErrorData> {
+        let schema = json!({"type": "object", "properties": {}});
+        Ok(rmcp::model::ListToolsResult::with_all_items(vec![rmcp::model::Tool::new(
+            "read_notes",
+            "The caller's notes",
+            std::sync::Arc::new(schema.as_object().expect("object").clone()),
+        )]))
+    }
+}
+
+/// Serves [`Recorder`] on loopback; its URL and what it saw.
+async fn serve_recorder() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+    use rmcp::transport::streamable_http_server::session::local::LocalSessionManager;
+    use rmcp::transport::streamable_http_server::{StreamableHttpServerConfig, StreamableHttpService};
+    let recorder = Recorder::default();
+    let seen = recorder.seen.clone();
+    let service: StreamableHttpService<Recorder, LocalSessionManager> = StreamableHttpService::new(
+        move || Ok(recorder.clone()),
+        Default::default(),
+        StreamableHttpServerConfig::default(),
+    );
+    let record = seen.clone();
+    let router = axum::Router::new().nest_service("/mcp", service).layer(axum::middleware::from_fn(
+        move |request: axum::extract::Request, next: axum::middleware::Next| {
+            let record = record.clone();
+            async move {
+                if let Some(value) = request.headers().get("authorization").and_then(|v| v.to_str().ok()) {
+                    record.lock().expect("lock").push(value.to_string());
+                }
+                next.run(request).await
+            }
+        },
+    ));
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address");
+    tokio::spawn(async move { axum::serve(listener, router).await.expect("serves") });
+    (format!("http://{address}/mcp"), seen)
+}
+
+#[tokio::test]
+async fn an_mcp_server_receives_each_users_own_exchanged_token() {
+    let (url, seen) = serve_recorder().await;
+    let files = TempDir::new().expect("dir");
+    let servers = files.path().join("mcp-servers.yaml");
+    std::fs::write(
+        &servers,
+        format!("notes:\n  url: {url}\n  headers:\n    Authorization: {{caller: {{audience: mcp-notes}}, prefix: 'Bearer '}}\n"),
+    )
+    .expect("write");
+    let secret = files.path().join("client-secret");
+    std::fs::write(&secret, crate::support::oidc_provider::SECRET).expect("write");
+    let manifests = files.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("dir");
+    for file in crate::support::repository::yaml_files("examples") {
+        std::fs::copy(&file, manifests.join(file.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::write(
+        manifests.join("notes-agent.yaml"),
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: notes-agent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [], mcps: [notes]}\n  share: {readScope: {accessLevel: Global}}\n",
+    )
+    .expect("write");
+    let extra = format!(
+        "exchangeAudiences: [mcp-notes]\nlogin:\n  clientId: yuxi-facade\n  clientSecretFile: {}\n  redirectUrl: '{{redirect}}'\n",
+        secret.display()
+    );
+    let (provider, local, redirect) = with_provider_and(&extra, &manifests, |command| {
+        command.env("YUXI_MCP_SERVERS", &servers);
+    })
+    .await;
+    let mut people = Vec::new();
+    for person in ["alice", "carol"] {
+        let (_, password, ..) = PEOPLE.iter().find(|p| p.0 == person).expect("a person");
+        let token = id_token(&provider.login(person, password, "yuxi-facade", &redirect).await);
+        let run = local.start_run(&token, &[], json!({"query": "my notes?", "agent_slug": "notes-agent"})).await;
+        let result = local.result_of(&run, &token).await;
+        assert_eq!(result["status"], "completed", "{result}\n{}", local.log());
+        people.push(person);
+    }
+    let seen = seen.lock().expect("lock").clone();
+    let mut subjects = std::collections::BTreeSet::new();
+    let keys: jsonwebtoken::jwk::JwkSet = provider
+        .http()
+        .get(format!("{}/keys", provider.issuer))
+        .send()
+        .await
+        .expect("keys")
+        .json()
+        .await
+        .expect("a JWK set");
+    for header in &seen {
+        let token = header.strip_prefix("Bearer ").unwrap_or_else(|| panic!("a bearer token: {header}"));
+        let kid = jsonwebtoken::decode_header(token).expect("a JWT").kid.expect("a key id");
+        let key = jsonwebtoken::DecodingKey::from_jwk(keys.find(&kid).expect("the provider's key")).expect("key");
+        let mut validation = jsonwebtoken::Validation::new(Algorithm::RS256);
+        validation.set_audience(&["mcp-notes"]);
+        validation.set_issuer(&[provider.issuer.as_str()]);
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation).expect("signed by the provider for mcp-notes").claims;
+        assert_eq!(claims["act"]["sub"], "yuxi-facade", "exchanged by the facade: {claims}");
+        subjects.insert(claims["sub"].as_str().expect("sub").to_string());
+    }
+    assert_eq!(subjects, people.iter().map(|p| p.to_string()).collect(), "each user's run sent their own token: {seen:?}");
     local.stop();
 }

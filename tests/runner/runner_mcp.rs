@@ -102,7 +102,7 @@ fn servers(url: &str, only: Option<Vec<&str>>) -> McpServers {
 #[tokio::test]
 async fn mcp_tools_are_listed_filtered_and_called() {
     let url = serve_docs().await;
-    let tools = connect_granted(&servers(&url, Some(vec!["search", "broken", "ls"])), &grants("{mcps: [docs]}"))
+    let tools = connect_granted(&servers(&url, Some(vec!["search", "broken", "ls"])), &grants("{mcps: [docs]}"), None)
         .await
         .expect("connects");
     let mut toolbox = ToolBox::new();
@@ -124,23 +124,23 @@ async fn mcp_tools_are_listed_filtered_and_called() {
 #[tokio::test]
 async fn servers_the_agent_does_not_name_are_not_connected() {
     let url = serve_docs().await;
-    let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}")).await.expect("nothing to connect");
+    let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}"), None).await.expect("nothing to connect");
     assert!(tools.tools.is_empty() && tools.unavailable.is_empty());
-    let all = connect_granted(&servers(&url, None), &grants("{}")).await.expect("every configured server");
+    let all = connect_granted(&servers(&url, None), &grants("{}"), None).await.expect("every configured server");
     assert_eq!(all.tools.len(), 4, "absent mcps means every configured server; ls is still left out");
 }
 
 #[tokio::test]
 async fn an_unknown_server_is_a_clear_error_and_an_unreachable_one_is_named_for_the_model() {
     let err =
-        connect_granted(&McpServers::new(), &grants("{mcps: [docs]}")).await.err().expect("not configured").to_string();
+        connect_granted(&McpServers::new(), &grants("{mcps: [docs]}"), None).await.err().expect("not configured").to_string();
     assert_eq!(err, "spec.context.mcps names the MCP server \"docs\", which is not configured");
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
     let connected =
-        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}")).await.expect("the run goes on");
+        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}"), None).await.expect("the run goes on");
     assert!(connected.tools.is_empty());
     assert_eq!(connected.unavailable.len(), 1);
     assert!(connected.unavailable[0].starts_with("MCP server \"docs\" at http://"), "{:?}", connected.unavailable);
@@ -184,20 +184,20 @@ async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_na
         yuxi_operator::runner::mcp::load_servers(&file).expect("valid servers")
     };
     let from_file = configured(&format!("{{file: {}, prefix: 'Bearer '}}", token_file.display()));
-    let connected = connect_granted(&from_file, &grants("{}")).await.expect("connects");
+    let connected = connect_granted(&from_file, &grants("{}"), None).await.expect("connects");
     assert_eq!(connected.tools.len(), 4, "{:?}", connected.unavailable);
     assert_eq!(yuxi_operator::runner::mcp::header_files(&from_file), vec![token_file.clone()]);
     // SAFETY: this test binary reads the variable in this test only.
     unsafe { std::env::set_var("YUXI_TEST_DOCS_TOKEN", "s3cret") };
     let from_env = configured("{env: YUXI_TEST_DOCS_TOKEN, prefix: 'Bearer '}");
-    assert_eq!(connect_granted(&from_env, &grants("{}")).await.expect("connects").tools.len(), 4);
+    assert_eq!(connect_granted(&from_env, &grants("{}"), None).await.expect("connects").tools.len(), 4);
     let wrong = configured("{value: 'Bearer guessed'}");
-    let refused = connect_granted(&wrong, &grants("{}")).await.expect("the run goes on");
+    let refused = connect_granted(&wrong, &grants("{}"), None).await.expect("the run goes on");
     assert!(refused.tools.is_empty());
     assert!(refused.unavailable[0].starts_with("MCP server \"docs\""), "{:?}", refused.unavailable);
     assert!(!refused.unavailable[0].contains("guessed"), "the value is never quoted: {:?}", refused.unavailable);
     let unset = configured("{env: YUXI_TEST_NO_SUCH_TOKEN}");
-    let missing = connect_granted(&unset, &grants("{}")).await.expect("the run goes on");
+    let missing = connect_granted(&unset, &grants("{}"), None).await.expect("the run goes on");
     assert!(missing.unavailable[0].contains("YUXI_TEST_NO_SUCH_TOKEN is not set"), "{:?}", missing.unavailable);
     // A header with two sources, or one the transport sets, is refused when the file is read.
     let file = dir.path().join("bad.yaml");
@@ -213,7 +213,7 @@ async fn a_call_carries_the_current_spans_traceparent_in_its_meta_when_traces_ar
     use tracing_subscriber::layer::SubscriberExt;
     let url = serve_docs().await;
     let tools =
-        connect_granted(&servers(&url, Some(vec!["trace"])), &grants("{mcps: [docs]}")).await.expect("connects");
+        connect_granted(&servers(&url, Some(vec!["trace"])), &grants("{mcps: [docs]}"), None).await.expect("connects");
     let mut toolbox = ToolBox::new();
     for tool in tools.tools {
         toolbox.insert(tool);

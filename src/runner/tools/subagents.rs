@@ -182,6 +182,13 @@ impl Facade {
         Ok(body)
     }
 
+    /// A token of the run's user for `audience` (`POST /api/tools/caller_token`), for an MCP server's
+    /// `caller` header. Errors: the facade's refusal or absence, in words.
+    pub async fn caller_token(&self, audience: &str) -> Result<String, String> {
+        let answer = self.post(names::CALLER_TOKEN, &json!({"audience": audience}), None).await.map_err(|e| e.to_string())?;
+        answer["token"].as_str().map(str::to_string).ok_or_else(|| "the facade answered no token".to_string())
+    }
+
     /// `POST /api/tools/<tool>` with `body`; the answer, or the facade's refusal as a tool error the
     /// model can read.
     pub(super) async fn post(&self, tool: &str, body: &Value, wait: Option<u64>) -> Result<Value, ToolError> {

@@ -1,7 +1,9 @@
 //! The tools parent agents' runs call over HTTP (`/api/tools`): the subagent tools ([`subagents`]) and the
-//! retrieval tool ([`knowledge`]). The same tools are offered over MCP by the mcp feature; both are thin
+//! retrieval tool ([`knowledge`]), and the runner's request for its user's token for an MCP server
+//! ([`caller_token`]). The same tools are offered over MCP by the mcp feature; both are thin
 //! over the services that hold their logic.
 
+pub mod caller_token;
 pub mod knowledge;
 pub mod subagents;
 
@@ -22,4 +24,5 @@ pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
         .routes(routes!(subagents::subagent_wait_any))
         .routes(routes!(knowledge::bases))
         .routes(routes!(knowledge::search))
+        .routes(routes!(caller_token::caller_token))
 }

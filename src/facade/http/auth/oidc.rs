@@ -57,6 +57,11 @@ pub struct OidcConfig {
     /// accepted, nobody is sent to log in.
     #[serde(default)]
     pub login: Option<OidcLogin>,
+    /// The audiences a run may ask for a token of its user for (an MCP server's `caller` header):
+    /// the user's own token when it is for that audience, else one exchanged at the issuer (RFC 8693)
+    /// with the login's client. Default none.
+    #[serde(default)]
+    pub exchange_audiences: Vec<String>,
     /// The claim giving the role's values (a string or a list of strings, such as `groups` or
     /// `roles`); unset: every user is `user`.
     #[serde(default)]
@@ -143,6 +148,7 @@ pub struct OidcVerifier {
     http: reqwest::Client,
     keys: RwLock<Option<Keys>>,
     client_secret: Option<String>,
+    callers: exchange::CallerTokens,
 }
 
 impl OidcVerifier {
@@ -160,7 +166,7 @@ impl OidcVerifier {
             ),
             None => None,
         };
-        Ok(OidcVerifier { config, http, keys: RwLock::new(None), client_secret })
+        Ok(OidcVerifier { config, http, keys: RwLock::new(None), client_secret, callers: Default::default() })
     }
 
     /// The login client's secret, when it has one.
@@ -218,7 +224,25 @@ impl OidcVerifier {
         let claims = decode::<BTreeMap<String, Value>>(token, &key, &validation)
             .map_err(|e| OidcError::Refused(e.to_string()))?
             .claims;
-        identity_of(&self.config, &claims)
+        let who = identity_of(&self.config, &claims)?;
+        if !self.config.exchange_audiences.is_empty() {
+            self.callers.remember(&who.uid, token, &claims);
+        }
+        Ok(who)
+    }
+
+    /// A token of the user `uid` for `audience` (an MCP server's `caller` header), from the latest token
+    /// they called with. Errors: [`exchange::ExchangeError`].
+    pub async fn caller_token(&self, uid: &str, audience: &str) -> Result<String, exchange::ExchangeError> {
+        let client = self.config.login.as_ref().map(|l| (l.client_id.as_str(), self.client_secret.as_deref()));
+        let endpoint = async {
+            let discovery = self.discovery().await.map_err(|e| e.to_string())?;
+            discovery["token_endpoint"]
+                .as_str()
+                .map(str::to_string)
+                .ok_or_else(|| "the discovery document names no token_endpoint".to_string())
+        };
+        self.callers.token_for(uid, audience, &self.config.exchange_audiences, client, &self.http, endpoint).await
     }
 
     /// The verified claims of `token` (as [`OidcVerifier::identify`] checks them).
@@ -331,6 +355,8 @@ pub fn identity_of(config: &OidcConfig, claims: &BTreeMap<String, Value>) -> Res
         principal: Some(Principal { username, uid: None, groups }),
     })
 }
+
+pub mod exchange;
 
 #[cfg(test)]
 mod tests;

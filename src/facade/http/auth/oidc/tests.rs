@@ -58,6 +58,7 @@ fn config(issuer: &str) -> OidcConfig {
         name_claim: "name".into(),
         certificate_authority: None,
         login: None,
+        exchange_audiences: Vec::new(),
     }
 }
 
