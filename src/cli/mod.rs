@@ -56,8 +56,9 @@ pub async fn connect(hint: &str) -> anyhow::Result<kube::Client> {
 
 /// [`connect`], with the configuration the client was made from (to make clients that impersonate).
 pub async fn connect_with_config(hint: &str) -> anyhow::Result<(kube::Client, kube::Config)> {
-    let config =
-        kube::Config::infer().await.map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
+    let config = kube::Config::infer()
+        .await
+        .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
     let client = kube::Client::try_from(config.clone())
         .map_err(|err| anyhow::anyhow!("no Kubernetes cluster configured ({err}); {hint}"))?;
     client

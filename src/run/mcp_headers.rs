@@ -112,7 +112,9 @@ pub fn check(headers: &Headers) -> Result<(), HeaderError> {
 pub fn resolve(name: &str, source: &HeaderSource, caller: Option<&str>) -> Result<String, HeaderError> {
     let bad = |message: String| HeaderError { header: name.to_string(), message };
     let value = if source.caller.is_some() {
-        caller.ok_or_else(|| bad("the run's user's token comes from the facade, which this run cannot reach".into()))?.to_string()
+        caller
+            .ok_or_else(|| bad("the run's user's token comes from the facade, which this run cannot reach".into()))?
+            .to_string()
     } else if let Some(value) = &source.value {
         value.clone()
     } else if let Some(var) = &source.env {
@@ -150,7 +152,9 @@ mod tests {
         assert!(one("Bad Name", "{value: x}").is_err_and(|e| e.message.contains("not a header name")));
         assert_eq!(one("Authorization", "{caller: {audience: notes}, prefix: 'Bearer '}"), Ok(()));
         assert!(one("Authorization", "{caller: {audience: ''}}").is_err_and(|e| e.message.contains("caller.audience")));
-        assert!(one("Authorization", "{caller: {audience: a}, env: B}").is_err_and(|e| e.message.contains("exactly one")));
+        assert!(
+            one("Authorization", "{caller: {audience: a}, env: B}").is_err_and(|e| e.message.contains("exactly one"))
+        );
     }
 
     #[test]

@@ -217,15 +217,13 @@ async fn connect(
             server: name.to_string(),
             source: crate::run::mcp_headers::HeaderError { header: header.clone(), message },
         };
-        let caller = match (&source.caller, facade) {
-            (Some(wanted), Some(facade)) => Some(
-                facade
-                    .caller_token(&wanted.audience)
-                    .await
-                    .map_err(|why| header_error(format!("no token of the run's user for {:?}: {why}", wanted.audience)))?,
-            ),
-            _ => None,
-        };
+        let caller =
+            match (&source.caller, facade) {
+                (Some(wanted), Some(facade)) => Some(facade.caller_token(&wanted.audience).await.map_err(|why| {
+                    header_error(format!("no token of the run's user for {:?}: {why}", wanted.audience))
+                })?),
+                _ => None,
+            };
         let value = crate::run::mcp_headers::resolve(header, source, caller.as_deref())
             .map_err(|source| McpError::Header { server: name.to_string(), source })?;
         let header_name =

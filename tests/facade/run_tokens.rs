@@ -110,7 +110,7 @@ impl Facade {
             request: Default::default(),
             max_tokens: None,
             waiting: None,
-        principal: None,
+            principal: None,
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");
         if status != RunStatus::Pending {

@@ -178,7 +178,8 @@ fn audited_creations(resource: &str, name: &str) -> Vec<Value> {
 async fn a_person_creates_agents_where_their_rbac_allows_and_is_refused_elsewhere_naming_the_namespace() {
     let alice = id_token("alice").await;
     let body = json!({"name": "Alice's notes", "backend_id": "ChatbotAgent", "description": "Takes notes."});
-    let (status, answer) = call(&facade(SERVED[0]), reqwest::Method::POST, "/api/agent", &alice, Some(body.clone())).await;
+    let (status, answer) =
+        call(&facade(SERVED[0]), reqwest::Method::POST, "/api/agent", &alice, Some(body.clone())).await;
     assert_eq!(status, 201, "{answer}");
     let slug = answer["agent"]["slug"].as_str().expect("slug").to_string();
     let audited = audited_creations("agents", &slug);
@@ -262,7 +263,8 @@ async fn the_api_server_and_the_facade_name_the_same_person() {
 async fn a_service_account_is_never_written_as() {
     let plane = installed().plane;
     let admin = plane.admin().await;
-    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> = kube::Api::namespaced(admin.clone(), SERVED[0]);
+    let accounts: kube::Api<k8s_openapi::api::core::v1::ServiceAccount> =
+        kube::Api::namespaced(admin.clone(), SERVED[0]);
     let account: k8s_openapi::api::core::v1::ServiceAccount =
         serde_json::from_value(json!({"metadata": {"name": "robot"}})).expect("account");
     match accounts.create(&kube::api::PostParams::default(), &account).await {

@@ -112,7 +112,8 @@ async fn with_provider_and(
 }
 
 async fn me(local: &crate::support::local_mode::Local, token: &str) -> (u16, Value) {
-    let response = local.client.get(format!("{}/api/auth/me", local.base)).bearer_auth(token).send().await.expect("reaches");
+    let response =
+        local.client.get(format!("{}/api/auth/me", local.base)).bearer_auth(token).send().await.expect("reaches");
     (response.status().as_u16(), response.json::<Value>().await.unwrap_or(Value::Null))
 }
 
@@ -141,10 +142,9 @@ async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and
     // the issuer's key id.
     let b64 = |bytes: &[u8]| base64::engine::general_purpose::URL_SAFE_NO_PAD.encode(bytes);
     let parts: Vec<&str> = alice.split('.').collect();
-    let header: Value = serde_json::from_slice(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(parts[0]).expect("a header"),
-    )
-    .expect("json");
+    let header: Value =
+        serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(parts[0]).expect("a header"))
+            .expect("json");
     let unsigned = format!("{}.{}.", b64(br#"{"alg":"none","typ":"JWT"}"#), parts[1]);
     assert_eq!(me(&local, &unsigned).await.0, 401, "alg none");
     let claims: Value =
@@ -152,8 +152,8 @@ async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and
             .expect("json");
     let mut forged_header = Header::new(Algorithm::ES256);
     forged_header.kid = header["kid"].as_str().map(str::to_string);
-    let forged =
-        encode(&forged_header, &claims, &EncodingKey::from_ec_pem(key("x").pem.as_bytes()).expect("key")).expect("signed");
+    let forged = encode(&forged_header, &claims, &EncodingKey::from_ec_pem(key("x").pem.as_bytes()).expect("key"))
+        .expect("signed");
     assert_eq!(me(&local, &forged).await.0, 401, "a foreign key");
     // A token of another issuer (a second provider of the same program).
     let other_dir = TempDir::new().expect("dir");
@@ -171,10 +171,10 @@ async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and
     // the facade may read the keys again, at most every ten seconds).
     let kid = provider.rotate_keys().await;
     let fresh = id_token(&login("carol", "yuxi-facade").await);
-    assert!(fresh.split('.').next().is_some_and(|h| String::from_utf8_lossy(
-        &base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(h).unwrap_or_default()
-    )
-    .contains(&kid)));
+    assert!(fresh.split('.').next().is_some_and(|h| {
+        String::from_utf8_lossy(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(h).unwrap_or_default())
+            .contains(&kid)
+    }));
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
     loop {
         let (status, body) = me(&local, &fresh).await;
@@ -182,7 +182,11 @@ async fn the_providers_tokens_name_their_people_and_foreign_expired_unsigned_and
             assert_eq!(body["uid"].as_str(), Some(yuxi_operator::access::uid_of("oidc:carol").as_str()));
             break;
         }
-        assert!(std::time::Instant::now() < deadline, "the rotated key is not followed: {status} {body}\n{}", local.log());
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the rotated key is not followed: {status} {body}\n{}",
+            local.log()
+        );
         tokio::time::sleep(std::time::Duration::from_millis(500)).await;
     }
     assert_eq!(me(&local, &alice).await.0, 200, "the old key's tokens stay good while it is published");
@@ -300,10 +304,16 @@ async fn an_mcp_server_receives_each_users_own_exchanged_token() {
         let mut validation = jsonwebtoken::Validation::new(Algorithm::RS256);
         validation.set_audience(&["mcp-notes"]);
         validation.set_issuer(&[provider.issuer.as_str()]);
-        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation).expect("signed by the provider for mcp-notes").claims;
+        let claims = jsonwebtoken::decode::<Value>(token, &key, &validation)
+            .expect("signed by the provider for mcp-notes")
+            .claims;
         assert_eq!(claims["act"]["sub"], "yuxi-facade", "exchanged by the facade: {claims}");
         subjects.insert(claims["sub"].as_str().expect("sub").to_string());
     }
-    assert_eq!(subjects, people.iter().map(|p| p.to_string()).collect(), "each user's run sent their own token: {seen:?}");
+    assert_eq!(
+        subjects,
+        people.iter().map(|p| p.to_string()).collect(),
+        "each user's run sent their own token: {seen:?}"
+    );
     local.stop();
 }

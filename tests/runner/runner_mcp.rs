@@ -132,15 +132,19 @@ async fn servers_the_agent_does_not_name_are_not_connected() {
 
 #[tokio::test]
 async fn an_unknown_server_is_a_clear_error_and_an_unreachable_one_is_named_for_the_model() {
-    let err =
-        connect_granted(&McpServers::new(), &grants("{mcps: [docs]}"), None).await.err().expect("not configured").to_string();
+    let err = connect_granted(&McpServers::new(), &grants("{mcps: [docs]}"), None)
+        .await
+        .err()
+        .expect("not configured")
+        .to_string();
     assert_eq!(err, "spec.context.mcps names the MCP server \"docs\", which is not configured");
 
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     let addr = listener.local_addr().expect("addr");
     drop(listener);
-    let connected =
-        connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}"), None).await.expect("the run goes on");
+    let connected = connect_granted(&servers(&format!("http://{addr}/mcp"), None), &grants("{}"), None)
+        .await
+        .expect("the run goes on");
     assert!(connected.tools.is_empty());
     assert_eq!(connected.unavailable.len(), 1);
     assert!(connected.unavailable[0].starts_with("MCP server \"docs\" at http://"), "{:?}", connected.unavailable);

@@ -185,7 +185,8 @@ impl Facade {
     /// A token of the run's user for `audience` (`POST /api/tools/caller_token`), for an MCP server's
     /// `caller` header. Errors: the facade's refusal or absence, in words.
     pub async fn caller_token(&self, audience: &str) -> Result<String, String> {
-        let answer = self.post(names::CALLER_TOKEN, &json!({"audience": audience}), None).await.map_err(|e| e.to_string())?;
+        let answer =
+            self.post(names::CALLER_TOKEN, &json!({"audience": audience}), None).await.map_err(|e| e.to_string())?;
         answer["token"].as_str().map(str::to_string).ok_or_else(|| "the facade answered no token".to_string())
     }
 

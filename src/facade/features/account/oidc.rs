@@ -140,7 +140,12 @@ fn read_cookie<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
         .map(|(_, v)| v)
 }
 
-fn signed<T: for<'de> Deserialize<'de>>(state: &FacadeState, purpose: &str, headers: &HeaderMap, name: &str) -> Option<T> {
+fn signed<T: for<'de> Deserialize<'de>>(
+    state: &FacadeState,
+    purpose: &str,
+    headers: &HeaderMap,
+    name: &str,
+) -> Option<T> {
     let bytes = state.run_tokens.verify_value(purpose, read_cookie(headers, name)?)?;
     serde_json::from_slice(&bytes).ok()
 }
@@ -161,9 +166,9 @@ fn signed<T: for<'de> Deserialize<'de>>(state: &FacadeState, purpose: &str, head
 pub async fn login_url(State(state): State<FacadeState>, Query(_): Query<LoginUrlQuery>) -> Result<Response, ApiError> {
     let (verifier, login) = login_of(&state)?;
     let discovery = verifier.discovery().await.map_err(|e| ApiError::Unavailable(e.to_string()))?;
-    let endpoint = discovery["authorization_endpoint"]
-        .as_str()
-        .ok_or_else(|| ApiError::Unavailable("the issuer's discovery document names no authorization_endpoint".into()))?;
+    let endpoint = discovery["authorization_endpoint"].as_str().ok_or_else(|| {
+        ApiError::Unavailable("the issuer's discovery document names no authorization_endpoint".into())
+    })?;
     let pending = Pending { state: random(), verifier: random(), nonce: random(), exp: now() + LOGIN_SECONDS };
     let challenge = URL_SAFE_NO_PAD.encode(<sha2::Sha256 as sha2::Digest>::digest(pending.verifier.as_bytes()));
     let scopes = login.scopes.join(" ");
@@ -211,7 +216,11 @@ pub struct CallbackQuery {
     params(CallbackQuery),
     responses((status = 303, description = "to the front end's callback, with `code` or `error`")),
 )]
-pub async fn callback(State(state): State<FacadeState>, headers: HeaderMap, Query(query): Query<CallbackQuery>) -> Response {
+pub async fn callback(
+    State(state): State<FacadeState>,
+    headers: HeaderMap,
+    Query(query): Query<CallbackQuery>,
+) -> Response {
     let Ok((verifier, login)) = login_of(&state) else {
         return ApiError::NotFound("no such route".into()).into_response();
     };
@@ -247,7 +256,10 @@ async fn finish(
     query: &CallbackQuery,
 ) -> Result<Done, String> {
     if let Some(error) = &query.error {
-        return Err(format!("the issuer refused the login: {error} {}", query.error_description.as_deref().unwrap_or("")));
+        return Err(format!(
+            "the issuer refused the login: {error} {}",
+            query.error_description.as_deref().unwrap_or("")
+        ));
     }
     let restart = "the login was not started here or took too long; start it again";
     let pending: Pending = signed(state, PENDING, headers, PENDING).ok_or(restart)?;
@@ -256,7 +268,8 @@ async fn finish(
     }
     let code = query.code.as_deref().filter(|c| !c.is_empty() && c.len() <= 4096).ok_or("the issuer sent no code")?;
     let discovery = verifier.discovery().await.map_err(|e| e.to_string())?;
-    let endpoint = discovery["token_endpoint"].as_str().ok_or("the issuer's discovery document names no token_endpoint")?;
+    let endpoint =
+        discovery["token_endpoint"].as_str().ok_or("the issuer's discovery document names no token_endpoint")?;
     let mut request = verifier.http().post(endpoint).form(&[
         ("grant_type", "authorization_code"),
         ("code", code),
@@ -271,7 +284,10 @@ async fn finish(
     let status = answer.status();
     let tokens: serde_json::Value = answer.json().await.map_err(|e| format!("the issuer's token endpoint: {e}"))?;
     if !status.is_success() {
-        return Err(format!("the issuer's token endpoint answered {status}: {}", tokens["error"].as_str().unwrap_or("")));
+        return Err(format!(
+            "the issuer's token endpoint answered {status}: {}",
+            tokens["error"].as_str().unwrap_or("")
+        ));
     }
     let id_token = tokens["id_token"].as_str().ok_or("the issuer answered no ID token")?;
     let claims = verifier.claims(id_token).await.map_err(|e| e.to_string())?;

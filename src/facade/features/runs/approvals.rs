@@ -203,11 +203,7 @@ pub async fn resume(
     let record = RunRecord { status: RunStatus::Pending, waiting: None, ..record };
     // The run acts for its own user again, with fresh credentials (its earlier ones may have expired
     // while it waited). A superadmin deciding on another user's run gives it that user's uid only.
-    let acting = if who.uid == record.uid {
-        who.clone()
-    } else {
-        Identity::new(record.uid.clone(), Role::User, None)
-    };
+    let acting = if who.uid == record.uid { who.clone() } else { Identity::new(record.uid.clone(), Role::User, None) };
     launch_resumed(state, &acting, agent, &record, checkpoint.input);
     Ok(StartedParentRun::running(&record, Default::default()))
 }

@@ -114,4 +114,3 @@ pub struct FirstRun {
 pub async fn check_first_run() -> Json<FirstRun> {
     Json(FirstRun { first_run: false })
 }
-

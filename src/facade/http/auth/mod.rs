@@ -208,7 +208,8 @@ where
             .ok_or_else(|| ApiError::Unauthorized("the Authorization header must be Bearer <token>".into()))?;
         if token.starts_with(RUN_TOKEN_PREFIX) {
             let (grant, principal) = <RunTokens as axum::extract::FromRef<S>>::from_ref(state).verify(token).await?;
-            let who = Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id, principal };
+            let who =
+                Identity { uid: grant.uid.clone(), role: grant.role, department_id: grant.department_id, principal };
             return Ok(ParentCaller { who, run: Some(grant) });
         }
         let who = <Authenticator as axum::extract::FromRef<S>>::from_ref(state).identify(token).await?;

@@ -445,7 +445,10 @@ mod tests {
         assert_eq!(catalog.fixed("missing"), None);
         for slug in ["general-purpose", "from-file"] {
             let item = catalog.get(slug).await.expect("read").expect("held");
-            let refused = catalog.replace(item, &Identity::new("root", crate::access::Role::Superadmin, None)).await.expect_err("fixed");
+            let refused = catalog
+                .replace(item, &Identity::new("root", crate::access::Role::Superadmin, None))
+                .await
+                .expect_err("fixed");
             assert!(matches!(refused, CatalogError::Conflict(_)), "{slug}: {refused:?}");
         }
         let item = catalog.get("from-api").await.expect("read").expect("held");

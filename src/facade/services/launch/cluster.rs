@@ -64,13 +64,12 @@ impl ClusterLauncher {
         let runs = self.runs(record)?;
         let run = match runs.create(&params, &wanted).await {
             Ok(run) => run,
-            Err(kube::Error::Api(status)) if status.code == 409 => kube::Api::<AgentRun>::namespaced(
-                self.client.clone(),
-                &self.namespace,
-            )
-            .get(&record.run_id)
-                .await
-                .map_err(|source| LaunchError::ReadAgentRun { run_id: run_id(), source })?,
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                kube::Api::<AgentRun>::namespaced(self.client.clone(), &self.namespace)
+                    .get(&record.run_id)
+                    .await
+                    .map_err(|source| LaunchError::ReadAgentRun { run_id: run_id(), source })?
+            }
             Err(source) => return Err(LaunchError::CreateAgentRun { run_id: run_id(), source }),
         };
         let Some(token) = credentials else { return Ok(()) };

@@ -26,7 +26,9 @@ pub enum ExchangeError {
     NotAllowed(String),
     /// No unexpired token of the user is at hand (they have not called this facade replica with one
     /// lately, or it has expired).
-    #[error("no current token of the run's user is at hand on this facade: the user has not called it with an OIDC token lately, or it has expired")]
+    #[error(
+        "no current token of the run's user is at hand on this facade: the user has not called it with an OIDC token lately, or it has expired"
+    )]
     NoSubject,
     /// The facade has no client at the issuer to exchange with (`login.clientId`).
     #[error("the facade has no client at the issuer (login.clientId) to exchange tokens with")]
@@ -146,7 +148,8 @@ impl CallerTokens {
         }
         let token = body["access_token"].as_str().ok_or_else(|| ExchangeError::Issuer("no access_token".into()))?;
         let lifetime = body["expires_in"].as_i64().unwrap_or(300).clamp(0, 24 * 3600);
-        let kept = Kept { token: token.to_string(), exp: now() + lifetime, audiences: vec![audience.into()], id_token: false };
+        let kept =
+            Kept { token: token.to_string(), exp: now() + lifetime, audiences: vec![audience.into()], id_token: false };
         self.exchanged.insert(key, kept);
         Ok(token.to_string())
     }

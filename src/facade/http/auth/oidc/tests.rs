@@ -84,8 +84,12 @@ async fn a_token_of_the_issuer_names_its_user_role_and_department() {
     let base = issuer(keys).await;
     let verifier = OidcVerifier::new(config(&base)).expect("a verifier");
     let who = verifier.identify(&token(&first, claims(&base))).await.expect("accepted");
-    let principal = Principal { username: "alice".into(), uid: None, groups: vec!["oidc:team-a".into(), "oidc:platform".into()] };
-    assert_eq!(who, Identity { uid: "alice".into(), role: Role::Admin, department_id: Some(7), principal: Some(principal) });
+    let principal =
+        Principal { username: "alice".into(), uid: None, groups: vec!["oidc:team-a".into(), "oidc:platform".into()] };
+    assert_eq!(
+        who,
+        Identity { uid: "alice".into(), role: Role::Admin, department_id: Some(7), principal: Some(principal) }
+    );
 }
 
 #[test]
@@ -93,7 +97,8 @@ fn the_username_is_the_prefix_and_the_claim_and_the_uid_its_mapped_form() {
     let mut config = config("https://issuer.example");
     config.username_prefix = "oidc:".into();
     let claims: BTreeMap<String, Value> =
-        serde_json::from_value(json!({"preferred_username": "../alice@example.com", "groups": "team-a"})).expect("claims");
+        serde_json::from_value(json!({"preferred_username": "../alice@example.com", "groups": "team-a"}))
+            .expect("claims");
     let who = identity_of(&config, &claims).expect("an identity");
     let principal = who.principal.expect("a principal");
     assert_eq!(principal.username, "oidc:../alice@example.com");
