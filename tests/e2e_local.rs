@@ -17,6 +17,10 @@
 mod control_plane;
 #[path = "kube/node.rs"]
 mod node;
+// The control plane starts the suite's OpenID provider; this binary uses no more of it.
+#[allow(dead_code)]
+#[path = "support/oidc_provider.rs"]
+mod oidc_provider;
 #[allow(dead_code)]
 #[path = "kube/processes.rs"]
 mod processes;

@@ -13,6 +13,8 @@ mod chart_pods;
 mod control_plane;
 #[path = "kube/install.rs"]
 mod install;
+// Key rotation and the provider's own HTTP client are the local-mode tests'.
+#[allow(dead_code)]
 #[path = "support/oidc_provider.rs"]
 mod oidc_provider;
 #[path = "kube/processes.rs"]

@@ -89,7 +89,9 @@ fn prepare() {
 
 /// The impersonating facade of `namespace` (team-a or team-b), started once: its base URL.
 fn facade(namespace: &'static str) -> String {
-    static FACADES: OnceLock<Mutex<Vec<(&'static str, String, Process)>>> = OnceLock::new();
+    /// A started facade: its namespace, base URL and process.
+    type Started = (&'static str, String, Process);
+    static FACADES: OnceLock<Mutex<Vec<Started>>> = OnceLock::new();
     let facades = FACADES.get_or_init(|| Mutex::new(Vec::new()));
     let mut facades = facades.lock().expect("facades");
     if let Some((_, base, _)) = facades.iter().find(|(ns, _, _)| *ns == namespace) {

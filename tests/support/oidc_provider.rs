@@ -19,8 +19,11 @@ use sha2::Digest;
 /// The client secret of the provider's clients.
 pub const SECRET: &str = "yuxi-test-client-secret";
 
-/// `(id, password, groups, role, department)`.
-pub const PEOPLE: [(&str, &str, &[&str], &str, Option<i64>); 3] = [
+/// A person of the provider: `(id, password, groups, role, department)`.
+pub type Person = (&'static str, &'static str, &'static [&'static str], &'static str, Option<i64>);
+
+/// The provider's people.
+pub const PEOPLE: [Person; 3] = [
     ("alice", "alice-password", &["team-a"], "user", Some(1)),
     ("bob", "bob-password", &["team-b", "platform"], "admin", None),
     ("carol", "carol-password", &["team-a"], "user", Some(2)),

@@ -275,7 +275,7 @@ async fn create_unique(
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..meta.clone() };
         judge(&agent, &others)?;
-        match state.agents.create(agent, &who).await {
+        match state.agents.create(agent, who).await {
             Ok(agent) => {
                 let mut all = others;
                 all.push(agent.clone());
