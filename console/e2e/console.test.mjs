@@ -7,11 +7,11 @@ import { after, before, test } from 'node:test';
 import assert from 'node:assert/strict';
 import { spawn } from 'node:child_process';
 import fs from 'node:fs';
-import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { chromium } from 'playwright-core';
+import { CHROMIUM_ARGS, freePort } from './support.mjs';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..', '..');
 const BIN = process.env.YUXI_BIN || path.join(ROOT, 'target', 'debug', 'yuxi-operator');
@@ -30,16 +30,6 @@ let page;
 let work;
 const problems = [];
 
-function freePort() {
-  return new Promise((resolve, reject) => {
-    const probe = net.createServer();
-    probe.once('error', reject);
-    probe.listen(0, '127.0.0.1', () => {
-      const { port } = probe.address();
-      probe.close(() => resolve(port));
-    });
-  });
-}
 
 async function waitReady(url) {
   const deadline = Date.now() + 30_000;
@@ -102,10 +92,7 @@ before(async () => {
   browser = await chromium.launchPersistentContext(path.join(work, 'profile'), {
     executablePath: CHROMIUM,
     headless: true,
-    args: [
-      '--headless', '--no-sandbox', '--disable-gpu', '--no-first-run', '--disable-background-networking',
-      '--disable-component-update', '--disable-sync', '--disable-quic',
-    ],
+    args: CHROMIUM_ARGS,
     viewport: { width: 1280, height: 800 },
     locale: 'en-US',
   });

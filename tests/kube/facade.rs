@@ -67,10 +67,21 @@ async fn person_token(name: &str, audiences: &[&str]) -> String {
 }
 
 async fn call(method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
-    yuxi_operator::tls::install_crypto_provider();
     let (base, _) = facade();
-    let client = reqwest::Client::new();
-    let mut request = client.request(method, format!("{base}{path}")).bearer_auth(token);
+    call_at(base, method, path, token, body).await
+}
+
+/// `method path` at the facade `base` with `token` and the JSON `body`: the status and the answer (its
+/// JSON, else its text).
+pub async fn call_at(
+    base: &str,
+    method: reqwest::Method,
+    path: &str,
+    token: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    yuxi_operator::tls::install_crypto_provider();
+    let mut request = reqwest::Client::new().request(method, format!("{base}{path}")).bearer_auth(token);
     if let Some(body) = body {
         request = request.json(&body);
     }

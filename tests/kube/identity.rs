@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 use crate::chart_pods::{Overrides, chart_pod};
 use crate::control_plane::{OIDC_AUDIENCE, OIDC_PREFIX};
 use crate::controller::redis_url;
+use crate::facade::call_at;
 use crate::install::{RELEASE, RELEASE_NAMESPACE, SERVED, apply_json, helm, installed, kubectl_ok};
 use crate::oidc_provider::PEOPLE;
 use crate::processes::{Process, free_port, wait_until};
@@ -154,18 +155,6 @@ async fn id_token(person: &str) -> String {
     tokens["id_token"].as_str().expect("an ID token").to_string()
 }
 
-async fn call(base: &str, method: reqwest::Method, path: &str, token: &str, body: Option<Value>) -> (u16, Value) {
-    yuxi_operator::tls::install_crypto_provider();
-    let mut request = reqwest::Client::new().request(method, format!("{base}{path}")).bearer_auth(token);
-    if let Some(body) = body {
-        request = request.json(&body);
-    }
-    let response = request.send().await.expect("the facade answers");
-    let status = response.status().as_u16();
-    let text = response.text().await.expect("body");
-    (status, serde_json::from_str(&text).unwrap_or(Value::String(text)))
-}
-
 /// The audit log's events (JSON lines) of `resource` `name` created, as the API server wrote them.
 fn audited_creations(resource: &str, name: &str) -> Vec<Value> {
     let log = std::fs::read_to_string(installed().plane.dir.join("audit.log")).unwrap_or_default();
@@ -181,7 +170,7 @@ async fn a_person_creates_agents_where_their_rbac_allows_and_is_refused_elsewher
     let alice = id_token("alice").await;
     let body = json!({"name": "Alice's notes", "backend_id": "ChatbotAgent", "description": "Takes notes."});
     let (status, answer) =
-        call(&facade(SERVED[0]), reqwest::Method::POST, "/api/agent", &alice, Some(body.clone())).await;
+        call_at(&facade(SERVED[0]), reqwest::Method::POST, "/api/agent", &alice, Some(body.clone())).await;
     assert_eq!(status, 201, "{answer}");
     let slug = answer["agent"]["slug"].as_str().expect("slug").to_string();
     let audited = audited_creations("agents", &slug);
@@ -193,7 +182,7 @@ async fn a_person_creates_agents_where_their_rbac_allows_and_is_refused_elsewher
         "the audit log names alice, written by the facade's account: {audited:?}"
     );
 
-    let (status, answer) = call(&facade(SERVED[1]), reqwest::Method::POST, "/api/agent", &alice, Some(body)).await;
+    let (status, answer) = call_at(&facade(SERVED[1]), reqwest::Method::POST, "/api/agent", &alice, Some(body)).await;
     assert_eq!(status, 403, "{answer}");
     let message = answer.to_string();
     assert!(message.contains(SERVED[1]) && message.contains(&format!("{OIDC_PREFIX}alice")), "{message}");
@@ -203,7 +192,7 @@ async fn a_person_creates_agents_where_their_rbac_allows_and_is_refused_elsewher
 async fn an_agentrun_is_created_as_the_person_who_started_the_run() {
     let carol = id_token("carol").await;
     let base = facade(SERVED[0]);
-    let (status, answer) = call(
+    let (status, answer) = call_at(
         &base,
         reqwest::Method::POST,
         "/api/agent",
@@ -213,7 +202,7 @@ async fn an_agentrun_is_created_as_the_person_who_started_the_run() {
     .await;
     assert_eq!(status, 201, "{answer}");
     let slug = answer["agent"]["slug"].as_str().expect("slug").to_string();
-    let (status, answer) = call(
+    let (status, answer) = call_at(
         &base,
         reqwest::Method::POST,
         "/api/agent/runs",
@@ -255,7 +244,7 @@ async fn the_api_server_and_the_facade_name_the_same_person() {
     assert_eq!(user["username"], format!("{OIDC_PREFIX}bob").as_str(), "{review}");
     let groups: Vec<&str> = user["groups"].as_array().expect("groups").iter().filter_map(Value::as_str).collect();
     assert!(groups.contains(&format!("{OIDC_PREFIX}team-b").as_str()), "{groups:?}");
-    let (status, me) = call(&facade(SERVED[1]), reqwest::Method::GET, "/api/auth/me", &bob, None).await;
+    let (status, me) = call_at(&facade(SERVED[1]), reqwest::Method::GET, "/api/auth/me", &bob, None).await;
     assert_eq!(status, 200, "{me}");
     assert_eq!(me["uid"].as_str(), Some(yuxi_operator::access::uid_of(&format!("{OIDC_PREFIX}bob")).as_str()));
     assert_eq!(me["role"].as_str(), Some("admin"), "{me}");
@@ -275,7 +264,7 @@ async fn a_service_account_is_never_written_as() {
         Err(err) => panic!("{err}"),
     }
     let token = crate::chart_pods::service_account_token(&admin, SERVED[0], "robot", &["yuxi-operator"]).await;
-    let (status, answer) = call(
+    let (status, answer) = call_at(
         &facade(SERVED[0]),
         reqwest::Method::POST,
         "/api/agent",
