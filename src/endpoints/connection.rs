@@ -52,6 +52,9 @@ pub struct Connection {
     pub credentials: Credentials,
     /// Extra headers sent with every request, Secret values already read, in the spec's order.
     pub headers: Vec<(String, String)>,
+    /// The audience of the run's user's token that is the key (`spec.callerAudience`): the caller puts
+    /// that token into [`Connection::credentials`] before calling.
+    pub caller_audience: Option<String>,
     /// PEM certificates that verify the endpoint in place of the system's roots.
     pub ca_bundle: Option<String>,
     /// Request parameters used when the run sets none.
@@ -172,6 +175,7 @@ impl Connection {
             endpoint,
             credentials,
             headers,
+            caller_audience: spec.caller_audience.clone(),
             ca_bundle: values.remove(&Purpose::CaBundle),
             parameters: spec.parameters.clone().unwrap_or_default(),
             pricing: spec.pricing.clone(),
@@ -187,6 +191,7 @@ mod tests {
     #[test]
     fn debug_shows_no_credential_and_no_header_value() {
         let connection = Connection {
+            caller_audience: None,
             name: "team-a".into(),
             endpoint: Endpoint {
                 provider: ModelProvider::OpenAI,

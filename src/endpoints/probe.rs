@@ -27,7 +27,7 @@ pub struct ProbeOutcome {
     /// `Some(true)`: the endpoint answered and took the key; `Some(false)`: it did not; `None`: the
     /// provider is not probed.
     pub available: Option<bool>,
-    /// A CamelCase reason: `Answered`, `RateLimited`, `Unauthorized`, `ModelNotFound`, `ServerError`,
+    /// A CamelCase reason: `Answered`, `RateLimited`, `PerUserCredentials`, `Unauthorized`, `ModelNotFound`, `ServerError`,
     /// `Unreachable`, `BadRequest`, `NotProbed`.
     pub reason: &'static str,
     /// What it found, with no credential in it.
@@ -110,6 +110,13 @@ pub async fn probe(connection: &Connection) -> ProbeOutcome {
     match status.as_u16() {
         // Up and taking the key, only busy.
         429 => ProbeOutcome { available: Some(true), reason: "RateLimited", message, latency: Some(latency) },
+        // Asked without a user's token, a Model called as each run's user is up when it refuses.
+        401 | 403 if connection.caller_audience.is_some() => ProbeOutcome {
+            available: Some(true),
+            reason: "PerUserCredentials",
+            message: format!("{message} (without a user's token; runs call it with their user's)"),
+            latency: Some(latency),
+        },
         401 | 403 => failed("Unauthorized", message, Some(latency)),
         404 => failed("ModelNotFound", message, Some(latency)),
         code if code >= 500 => failed("ServerError", message, Some(latency)),
@@ -146,6 +153,7 @@ mod tests {
 
     fn connection(provider: ModelProvider, base_url: &str) -> Connection {
         Connection {
+            caller_audience: None,
             name: "m".into(),
             endpoint: Endpoint {
                 provider,
@@ -206,7 +214,8 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_refused_key_and_a_closed_port_are_unavailable_without_the_key_in_the_message() {
+    async fn a_refused_key_and_a_closed_port_are_unavailable_without_the_key_in_the_message_and_a_per_user_model_is_up()
+    {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
         let address = listener.local_addr().expect("address");
         let app = axum::Router::new().route(
@@ -221,6 +230,11 @@ mod tests {
         assert_eq!((refused.available, refused.reason), (Some(false), "Unauthorized"));
         assert!(refused.message.contains("401") && refused.message.contains("<redacted>"), "{}", refused.message);
         assert!(!refused.message.contains("0123456789"), "{}", refused.message);
+        let mut per_user = connection(ModelProvider::OpenAICompatible, &format!("http://{address}/v1"));
+        per_user.credentials = Credentials::None;
+        per_user.caller_audience = Some("model-gateway".into());
+        let asked = probe(&per_user).await;
+        assert_eq!((asked.available, asked.reason), (Some(true), "PerUserCredentials"), "{}", asked.message);
         server.abort();
         let _ = server.await;
         let closed = probe(&connection(ModelProvider::OpenAI, &format!("http://{address}/v1"))).await;

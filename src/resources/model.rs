@@ -91,6 +91,9 @@ pub const PROBE_INTERVAL_SECONDS: std::ops::RangeInclusive<u32> = 30..=86_400;
     validation = Rule::new("self.provider != 'Bedrock' || !has(self.apiKeySecretRef)")
         .message(BEDROCK_API_KEY_MESSAGE)
         .field_path(".apiKeySecretRef"),
+    validation = Rule::new("!has(self.callerAudience) || (self.provider == 'OpenAICompatible' && !has(self.apiKeySecretRef))")
+        .message(CALLER_AUDIENCE_MESSAGE)
+        .field_path(".callerAudience"),
 )]
 pub struct ModelSpec {
     /// The provider's API: `OpenAI`, `OpenAICompatible` (any Chat Completions endpoint; see `preset`),
@@ -142,6 +145,15 @@ pub struct ModelSpec {
     /// read by the role that calls the model and never written into status, events or logs.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub api_key_secret_ref: Option<SecretKeyRef>,
+
+    /// Call the endpoint as each run's user (an OpenAI-compatible gateway that checks who asks): the
+    /// key sent is a token of the run's user for this audience, which the runner asks of the facade
+    /// (the user's own OIDC token when it is for the audience, else one exchanged at the issuer, RFC
+    /// 8693; the audience must be in the OIDC configuration's `exchangeAudiences`). OpenAICompatible
+    /// only, in place of `apiKeySecretRef`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub caller_audience: Option<String>,
 
     /// More HTTP headers sent with every request (an organisation id, a gateway's routing header), at
     /// most 32, names unique. A header that carries a credential (`Authorization`, `api-key`,

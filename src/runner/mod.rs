@@ -251,7 +251,13 @@ async fn prepare(
     .to_string();
     let model_id = model::scripted::pick_auto(&model_id, &identity.agent_slug, options.models.scripts_dir.as_deref());
     metadata["model"] = Value::String(model_id.clone());
-    let model = Model::resolve(&model_id, &options.models).map_err(|e| e.to_string())?;
+    let facade = match &options.facade {
+        Some(access) => {
+            Some(Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?))
+        }
+        None => None,
+    };
+    let model = resolve_model(&model_id, &options.models, facade.as_deref()).await?;
 
     let grants = Grants::for_agent(spec);
     let volumes = Arc::new(Volumes::open(&options.volumes).map_err(|e| e.to_string())?);
@@ -276,12 +282,6 @@ async fn prepare(
         };
         tools.insert(Arc::new(ExecuteTool::new(executor)));
     }
-    let facade = match &options.facade {
-        Some(access) => {
-            Some(Arc::new(tools::subagents::Facade::new(&access.url, &access.token).map_err(|e| e.to_string())?))
-        }
-        None => None,
-    };
     let connected =
         mcp::connect_granted(&options.mcp_servers, &grants, facade.as_deref()).await.map_err(|e| e.to_string())?;
     let tool_servers = connected.servers;
@@ -373,6 +373,31 @@ async fn prepare(
         )),
         first_message,
     })
+}
+
+/// The model `model_id` names; a Model called as each run's user (`callerAudience`) with the token of
+/// this run's user the facade gives. Errors: the model cannot be resolved, or no token comes.
+async fn resolve_model(
+    model_id: &str,
+    settings: &ModelSettings,
+    facade: Option<&tools::subagents::Facade>,
+) -> Result<Model, String> {
+    let Some(Ok(connection)) =
+        settings.resources.get(model_id).filter(|c| c.as_ref().is_ok_and(|c| c.caller_audience.is_some()))
+    else {
+        return Model::resolve(model_id, settings).map_err(|e| e.to_string());
+    };
+    let audience = connection.caller_audience.as_deref().unwrap_or_default();
+    let facade = facade.ok_or_else(|| {
+        format!("Model {model_id:?} is called as the run's user (callerAudience), which needs the facade this run cannot reach")
+    })?;
+    let token = facade
+        .caller_token(audience)
+        .await
+        .map_err(|why| format!("Model {model_id:?}: no token of the run's user for {audience:?}: {why}"))?;
+    let mut connection = connection.clone();
+    connection.credentials = crate::endpoints::connection::Credentials::ApiKey(token);
+    Model::connect(&connection).map_err(|e| e.to_string())
 }
 
 /// The subagent tools of `agent`, asked of the facade again with backoff for up to 15 s while it cannot

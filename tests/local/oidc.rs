@@ -10,6 +10,7 @@ use tempfile::TempDir;
 
 use crate::support::local_mode::{LocalStore, command_over, free_port, launch};
 use crate::support::oidc_provider::{PEOPLE, Provider};
+use crate::support::openai_endpoint::{FakeOpenAi, Reply};
 use crate::support::repository::root;
 
 /// The local mode trusting the suite's provider (its certificate authority, its audiences
@@ -29,7 +30,7 @@ async fn with_provider_and(
     let port = free_port();
     let redirect = format!("http://127.0.0.1:{port}/api/auth/oidc/callback");
     let dir = TempDir::new().expect("dir");
-    let provider = Provider::start(dir.path(), &redirect, &["mcp-notes"]);
+    let provider = Provider::start(dir.path(), &redirect, &["mcp-notes", "model-gateway"]);
     std::mem::forget(dir);
     let config = TempDir::new().expect("dir");
     let file = config.path().join("oidc.yaml");
@@ -190,6 +191,26 @@ async fn serve_recorder() -> (String, std::sync::Arc<std::sync::Mutex<Vec<String
     (format!("http://{address}/mcp"), seen)
 }
 
+/// A folder of the examples' manifests and `extra` files `(name, text)`, and the OIDC configuration's
+/// lines for the facade's client (its secret file in the same folder) and `exchangeAudiences`.
+fn manifests_and_exchange(files: &TempDir, extra: &[(&str, &str)], audiences: &str) -> (std::path::PathBuf, String) {
+    let secret = files.path().join("client-secret");
+    std::fs::write(&secret, crate::support::oidc_provider::SECRET).expect("write");
+    let manifests = files.path().join("manifests");
+    std::fs::create_dir(&manifests).expect("dir");
+    for file in crate::support::repository::yaml_files("examples") {
+        std::fs::copy(&file, manifests.join(file.file_name().expect("name"))).expect("copy");
+    }
+    for (name, text) in extra {
+        std::fs::write(manifests.join(name), text).expect("write");
+    }
+    let config = format!(
+        "exchangeAudiences: [{audiences}]\nlogin:\n  clientId: yuxi-facade\n  clientSecretFile: {}\n  redirectUrl: '{{redirect}}'\n",
+        secret.display()
+    );
+    (manifests, config)
+}
+
 #[tokio::test]
 async fn an_mcp_server_receives_each_users_own_exchanged_token() {
     let (url, seen) = serve_recorder().await;
@@ -200,22 +221,8 @@ async fn an_mcp_server_receives_each_users_own_exchanged_token() {
         format!("notes:\n  url: {url}\n  headers:\n    Authorization: {{caller: {{audience: mcp-notes}}, prefix: 'Bearer '}}\n"),
     )
     .expect("write");
-    let secret = files.path().join("client-secret");
-    std::fs::write(&secret, crate::support::oidc_provider::SECRET).expect("write");
-    let manifests = files.path().join("manifests");
-    std::fs::create_dir(&manifests).expect("dir");
-    for file in crate::support::repository::yaml_files("examples") {
-        std::fs::copy(&file, manifests.join(file.file_name().expect("name"))).expect("copy");
-    }
-    std::fs::write(
-        manifests.join("notes-agent.yaml"),
-        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: notes-agent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [], mcps: [notes]}\n  share: {readScope: {accessLevel: Global}}\n",
-    )
-    .expect("write");
-    let extra = format!(
-        "exchangeAudiences: [mcp-notes]\nlogin:\n  clientId: yuxi-facade\n  clientSecretFile: {}\n  redirectUrl: '{{redirect}}'\n",
-        secret.display()
-    );
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: notes-agent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [], mcps: [notes]}\n  share: {readScope: {accessLevel: Global}}\n";
+    let (manifests, extra) = manifests_and_exchange(&files, &[("notes-agent.yaml", agent)], "mcp-notes");
     let (provider, local, redirect) = with_provider_and(&extra, &manifests, |command| {
         command.env("YUXI_MCP_SERVERS", &servers);
     })
@@ -259,4 +266,44 @@ async fn an_mcp_server_receives_each_users_own_exchanged_token() {
         "each user's run sent their own token: {seen:?}"
     );
     local.stop();
+}
+
+#[tokio::test]
+async fn a_model_called_as_each_user_gets_each_users_own_token_as_its_key() {
+    let endpoint = FakeOpenAi::start(vec![Reply::text(&["Hello alice."]), Reply::text(&["Hello carol."])]).await;
+    let files = TempDir::new().expect("dir");
+    let model = format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Model\nmetadata: {{name: gateway}}\nspec:\n  provider: OpenAICompatible\n  preset: vllm\n  model: qwen3-8b\n  baseURL: {}\n  callerAudience: model-gateway\n  share: {{readScope: {{accessLevel: Global}}}}\n",
+        endpoint.base_url
+    );
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: gateway-agent}\nspec:\n  backend: ChatbotAgent\n  context: {model: gateway, subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
+    let (manifests, extra) =
+        manifests_and_exchange(&files, &[("gateway.yaml", &model), ("gateway-agent.yaml", agent)], "model-gateway");
+    let (provider, local, redirect) = with_provider_and(&extra, &manifests, |_| {}).await;
+    for person in ["alice", "carol"] {
+        let (_, password, ..) = PEOPLE.iter().find(|p| p.0 == person).expect("a person");
+        let token = id_token(&provider.login(person, password, "yuxi-facade", &redirect).await);
+        let run = local.start_run(&token, &[], json!({"query": "hello", "agent_slug": "gateway-agent"})).await;
+        let result = local.result_of(&run, &token).await;
+        assert_eq!(result["status"], "completed", "{result}\n{}", local.log());
+    }
+    let subjects: Vec<String> = endpoint
+        .authorizations()
+        .iter()
+        .map(|header| {
+            let token = header.strip_prefix("Bearer ").expect("a bearer token");
+            let claims = claims_of(token);
+            assert_eq!(claims["aud"], json!(["model-gateway"]), "{claims}");
+            claims["sub"].as_str().expect("sub").to_string()
+        })
+        .collect();
+    assert_eq!(subjects, ["alice", "carol"], "each run called the model with its own user's token");
+    local.stop();
+}
+
+/// The claims of a JWT, unverified (the provider's signature is checked by the MCP test).
+fn claims_of(token: &str) -> Value {
+    let payload = token.split('.').nth(1).expect("a JWT");
+    serde_json::from_slice(&base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload).expect("base64"))
+        .expect("json")
 }

@@ -19,6 +19,7 @@ pub const GATEWAY_TOKEN: &str = "gateway-token-9876543210";
 /// A Model resource's connection to `base_url`, with an extra header from a Secret.
 pub fn connection(provider: ModelProvider, base_url: &str, model: &str, credentials: Credentials) -> Connection {
     Connection {
+        caller_audience: None,
         name: "team-a".into(),
         endpoint: ModelEndpoint {
             provider,

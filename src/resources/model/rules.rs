@@ -31,6 +31,8 @@ pub const BEDROCK_MESSAGE: &str = "bedrock (region) is set exactly when provider
 pub const API_KEY_REQUIRED_MESSAGE: &str = "providers OpenAI, AzureOpenAI, Anthropic and Gemini need apiKeySecretRef";
 /// The message of the rule on `apiKeySecretRef`: not for Bedrock.
 pub const BEDROCK_API_KEY_MESSAGE: &str = "provider Bedrock signs requests with AWS credentials (bedrock.accessKeySecretRef, or the pod's web identity), not an API key";
+/// The message of the rule on `callerAudience`: an OpenAI-compatible endpoint, without an API key.
+pub const CALLER_AUDIENCE_MESSAGE: &str = "callerAudience (each run's user's own token as the key) is for provider OpenAICompatible, in place of apiKeySecretRef";
 /// The message of the rule on a header: exactly one of `value` and `secretKeyRef`.
 pub const HEADER_ONE_OF_MESSAGE: &str = "set exactly one of value and secretKeyRef";
 /// The message of the rule on a header's `value`: never a credential.

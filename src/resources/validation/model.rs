@@ -10,7 +10,7 @@ use super::{DNS1123_LABEL_HINT, Report, check_len, check_namespace, check_opt_le
 use crate::resources::knowledge_base::SecretKeyRef;
 use crate::resources::model::{
     self, API_KEY_REQUIRED_MESSAGE, AZURE_BASE_URL_MESSAGE, AZURE_MESSAGE, BASE_URL_MESSAGE, BASE_URL_PATTERN,
-    BEDROCK_API_KEY_MESSAGE, BEDROCK_MESSAGE, COMPATIBLE_BASE_URL_MESSAGE, CREDENTIAL_HEADERS,
+    BEDROCK_API_KEY_MESSAGE, BEDROCK_MESSAGE, CALLER_AUDIENCE_MESSAGE, COMPATIBLE_BASE_URL_MESSAGE, CREDENTIAL_HEADERS,
     HEADER_CREDENTIAL_MESSAGE, HEADER_ONE_OF_MESSAGE, Model, ModelHeader, ModelProvider, ModelSpec, PRESET_MESSAGE,
     PROBE_INTERVAL_SECONDS, parse_price_micros, preset_base_url,
 };
@@ -172,6 +172,12 @@ fn check_credentials(report: &mut Report, spec: &ModelSpec) {
     }
     if provider == ModelProvider::Bedrock && spec.api_key_secret_ref.is_some() {
         report.error("spec.apiKeySecretRef", BEDROCK_API_KEY_MESSAGE);
+    }
+    if let Some(audience) = &spec.caller_audience {
+        if provider != ModelProvider::OpenAICompatible || spec.api_key_secret_ref.is_some() {
+            report.error("spec.callerAudience", CALLER_AUDIENCE_MESSAGE);
+        }
+        check_len(report, "spec.callerAudience", audience, 1, 256);
     }
     if let Some(secret) = &spec.api_key_secret_ref {
         check_secret_key_ref(report, "spec.apiKeySecretRef", secret);

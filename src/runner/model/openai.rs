@@ -327,6 +327,7 @@ mod tests {
 
     fn connection(provider: ModelProvider, parameters: ModelParameters) -> Connection {
         Connection {
+            caller_audience: None,
             name: "team-a".into(),
             endpoint: Endpoint {
                 provider,
