@@ -37,8 +37,9 @@ pub struct OidcConfig {
     /// the uid that username's [`uid_of`] (the rule TokenReview users and the admission webhook share).
     #[serde(default = "default_uid_claim")]
     pub uid_claim: String,
-    /// What the Kubernetes username starts with (`oidc:`); default none.
-    #[serde(default)]
+    /// What the Kubernetes username starts with (`oidc:`), required (`""` for none) as the API
+    /// server's `claimMappings.username.prefix` is: without one, the issuer's `alice` is the same person
+    /// as any other `alice` this facade knows (a users file's, a TokenReview user's).
     pub username_prefix: String,
     /// The claim giving the Kubernetes groups (a string or a list of strings); unset: none.
     #[serde(default)]

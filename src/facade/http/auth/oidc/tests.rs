@@ -175,3 +175,14 @@ fn roles_come_from_a_string_or_a_list_and_default_to_user() {
     assert_eq!(identity_of(&config, &claims(json!(["a"]))).expect("ok").role, Role::User);
     assert_eq!(identity_of(&config, &claims(json!(["a"]))).expect("ok").department_id, None);
 }
+
+#[test]
+fn a_configuration_without_a_username_prefix_is_refused_naming_it() {
+    let refused = serde_norway::from_str::<OidcConfig>("issuer: https://issuer.example\naudiences: [yuxi]\n")
+        .expect_err("no usernamePrefix");
+    assert!(refused.to_string().contains("usernamePrefix"), "{refused}");
+    let none: OidcConfig =
+        serde_norway::from_str("issuer: https://issuer.example\naudiences: [yuxi]\nusernamePrefix: ''\n")
+            .expect("accepted");
+    assert_eq!(none.username_prefix, "");
+}
