@@ -16,8 +16,8 @@ pub fn with_oidc(otherwise: Authenticator, config: Option<&Path>) -> anyhow::Res
     if config.audiences.is_empty() {
         anyhow::bail!("--oidc-config {}: audiences: name at least one", path.display());
     }
-    if !config.issuer.starts_with("https://") && !config.issuer.starts_with("http://") {
-        anyhow::bail!("--oidc-config {}: issuer: {:?} is not a URL", path.display(), config.issuer);
+    if let Err(why) = yuxi_operator::facade::http::auth::oidc::check_config(&config) {
+        anyhow::bail!("--oidc-config {}: {why}", path.display());
     }
     if let Some(login) = &config.login
         && !config.audiences.contains(&login.client_id)

@@ -1,8 +1,8 @@
 //! Writes made as the user, against the real API server: facades started from the chart's Deployment
 //! with `--impersonate` and the suite's OpenID provider (`--oidc-config`), their account given the
 //! chart's impersonation role, and team A's people (the provider's group `team-a`) bound to the
-//! cluster's `edit` role in namespace team-a only (the chart adds its resources to `edit`). The API
-//! server trusts the same provider, so the person the facade writes as is the person the cluster sees.
+//! chart's `<release>-user` role in namespace team-a only. The API server trusts the same provider, so
+//! the person the facade writes as is the person the cluster sees.
 
 use std::sync::{Mutex, OnceLock};
 use std::time::Duration;
@@ -22,7 +22,8 @@ use crate::processes::{Process, free_port, wait_until};
 const CALLERS: &str = "yuxi-callers";
 
 /// The facade account and RBAC of release [`CALLERS`] rendered by the chart with
-/// `api.impersonation.enabled` (once serving team-a, once team-b), applied; and team A's RoleBinding.
+/// `api.impersonation.enabled` and the two teams' groups (once serving team-a, once team-b), applied;
+/// and team A's RoleBinding to the chart's `<release>-user` role in team-a.
 fn prepare() {
     static PREPARED: OnceLock<()> = OnceLock::new();
     PREPARED.get_or_init(|| {
@@ -42,6 +43,8 @@ fn prepare() {
                     &watch,
                     "--set",
                     "api.impersonation.enabled=true",
+                    "--set",
+                    &format!("api.impersonation.groups={{{OIDC_PREFIX}team-a,{OIDC_PREFIX}team-b}}"),
                     "--show-only",
                     "templates/rbac.yaml",
                     "--show-only",
@@ -69,13 +72,13 @@ fn prepare() {
             plane,
             &json!({"apiVersion": "rbac.authorization.k8s.io/v1", "kind": "RoleBinding",
                 "metadata": {"name": "team-a-editors", "namespace": SERVED[0]},
-                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": "edit"},
+                "roleRef": {"apiGroup": "rbac.authorization.k8s.io", "kind": "ClusterRole", "name": format!("{RELEASE}-user")},
                 "subjects": [{"apiGroup": "rbac.authorization.k8s.io", "kind": "Group", "name": format!("{OIDC_PREFIX}team-a")}]}),
         );
         let group = format!("--as-group={OIDC_PREFIX}team-a");
         let user = format!("--as={OIDC_PREFIX}alice");
         wait_until(
-            "the chart's resources are aggregated into `edit`",
+            "team A may create AgentRuns in team-a",
             Duration::from_secs(60),
             || {
                 plane
@@ -274,4 +277,19 @@ async fn a_service_account_is_never_written_as() {
     .await;
     assert_eq!(status, 403, "{answer}");
     assert!(answer.to_string().contains("identity of Kubernetes itself"), "{answer}");
+}
+
+#[test]
+fn the_chart_refuses_impersonation_without_the_groups_it_may_assert() {
+    let plane = installed().plane;
+    let output = std::process::Command::new(crate::control_plane::kube_bin().join("helm"))
+        .args(["template", CALLERS, "charts/yuxi-operator", "--set", "api.impersonation.enabled=true"])
+        .env("HELM_CACHE_HOME", plane.dir.join("helm/cache"))
+        .env("HELM_CONFIG_HOME", plane.dir.join("helm/config"))
+        .env("HELM_DATA_HOME", plane.dir.join("helm/data"))
+        .current_dir(crate::install::root())
+        .output()
+        .expect("helm");
+    let said = String::from_utf8_lossy(&output.stderr);
+    assert!(!output.status.success() && said.contains("api.impersonation.groups"), "{said}");
 }

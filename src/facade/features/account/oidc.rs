@@ -5,13 +5,14 @@
 //! 2. `GET /api/auth/oidc/login-url`: the issuer's authorization address (a fresh `state`, `nonce` and
 //!    S256 code challenge); the verifier, state and nonce go into an HttpOnly cookie signed with the
 //!    facade's key (`SameSite=Lax`, ten minutes, only sent to `/api/auth/oidc`), never into the URL.
-//! 3. The issuer sends the browser to `GET /api/auth/oidc/callback`: the state must be the cookie's,
-//!    the code is exchanged with the verifier (and the client secret, when there is one), the ID token
-//!    verified as every bearer token is and its nonce checked. The browser then goes to the front end's
-//!    callback with a one-time code; the token waits in a second signed HttpOnly cookie
-//!    (`SameSite=Strict`, two minutes).
-//! 4. `POST /api/auth/oidc/exchange-code` with that code answers Yuxi's login shape, the ID token as
-//!    the bearer token (kept in memory by the client), and forgets the cookie.
+//! 3. The issuer sends the browser to `GET /api/auth/oidc/callback`: the state must be the cookie's.
+//!    The browser then goes to the front end's callback with a one-time code; the issuer's code, the
+//!    verifier and the nonce wait in a second signed HttpOnly cookie (`SameSite=Strict`, two minutes),
+//!    small whatever the size of the tokens.
+//! 4. `POST /api/auth/oidc/exchange-code` with that code exchanges the issuer's code with the verifier
+//!    (and the client secret, when there is one), verifies the ID token as every bearer token is and
+//!    checks its nonce, answers Yuxi's login shape with the ID token as the bearer token (kept in
+//!    memory by the client), and forgets the cookie.
 //!
 //! The signed cookies hold everything, so any replica of the facade serves any step.
 
@@ -106,8 +107,12 @@ struct Pending {
 
 #[derive(Serialize, Deserialize)]
 struct Done {
+    /// The one-time code the front end is given.
     code: String,
-    id_token: String,
+    /// The issuer's authorization code.
+    issuer_code: String,
+    verifier: String,
+    nonce: String,
     exp: i64,
 }
 
@@ -221,7 +226,7 @@ pub async fn callback(
     headers: HeaderMap,
     Query(query): Query<CallbackQuery>,
 ) -> Response {
-    let Ok((verifier, login)) = login_of(&state) else {
+    let Ok((_, login)) = login_of(&state) else {
         return ApiError::NotFound("no such route".into()).into_response();
     };
     let back = |pairs: &[(&str, &str)]| {
@@ -230,7 +235,7 @@ pub async fn callback(
         Redirect::to(&format!("{}{separator}{query}", login.frontend_callback))
     };
     let clear = cookie(PENDING, "", 0, "Lax", login);
-    let outcome = finish(&state, verifier, login, &headers, &query).await;
+    let outcome = finish(&state, &headers, &query);
     let mut response = match outcome {
         Ok(done) => {
             let value = state.run_tokens.sign_value(DONE, &serde_json::to_vec(&done).unwrap_or_default());
@@ -248,33 +253,43 @@ pub async fn callback(
     response
 }
 
-async fn finish(
-    state: &FacadeState,
-    verifier: &OidcVerifier,
-    login: &OidcLogin,
-    headers: &HeaderMap,
-    query: &CallbackQuery,
-) -> Result<Done, String> {
+fn finish(state: &FacadeState, headers: &HeaderMap, query: &CallbackQuery) -> Result<Done, String> {
     if let Some(error) = &query.error {
-        return Err(format!(
-            "the issuer refused the login: {error} {}",
-            query.error_description.as_deref().unwrap_or("")
-        ));
+        // The issuer's error code only (OAuth's are short words): never its free text, which a link
+        // made by anyone could fill.
+        let code: String = error.chars().filter(|c| c.is_ascii_alphanumeric() || *c == '_').take(64).collect();
+        return Err(format!("the provider did not complete the login ({code})"));
     }
     let restart = "the login was not started here or took too long; start it again";
     let pending: Pending = signed(state, PENDING, headers, PENDING).ok_or(restart)?;
     if pending.exp < now() || query.state.as_deref() != Some(pending.state.as_str()) {
         return Err(restart.into());
     }
-    let code = query.code.as_deref().filter(|c| !c.is_empty() && c.len() <= 4096).ok_or("the issuer sent no code")?;
+    let code = query.code.as_deref().filter(|c| !c.is_empty() && c.len() <= 2048).ok_or("the provider sent no code")?;
+    Ok(Done {
+        code: random(),
+        issuer_code: code.to_string(),
+        verifier: pending.verifier,
+        nonce: pending.nonce,
+        exp: now() + CODE_SECONDS,
+    })
+}
+
+/// The issuer's tokens for the login `done`, its ID token verified and its nonce checked: the ID token,
+/// its claims, and the access token with its lifetime when there is one.
+async fn redeem(
+    verifier: &OidcVerifier,
+    login: &OidcLogin,
+    done: &Done,
+) -> Result<(String, std::collections::BTreeMap<String, serde_json::Value>, Option<(String, i64)>), String> {
     let discovery = verifier.discovery().await.map_err(|e| e.to_string())?;
     let endpoint =
         discovery["token_endpoint"].as_str().ok_or("the issuer's discovery document names no token_endpoint")?;
     let mut request = verifier.http().post(endpoint).form(&[
         ("grant_type", "authorization_code"),
-        ("code", code),
+        ("code", done.issuer_code.as_str()),
         ("redirect_uri", login.redirect_url.as_str()),
-        ("code_verifier", pending.verifier.as_str()),
+        ("code_verifier", done.verifier.as_str()),
         ("client_id", login.client_id.as_str()),
     ]);
     if let Some(secret) = verifier.client_secret() {
@@ -291,10 +306,12 @@ async fn finish(
     }
     let id_token = tokens["id_token"].as_str().ok_or("the issuer answered no ID token")?;
     let claims = verifier.claims(id_token).await.map_err(|e| e.to_string())?;
-    if claims.get("nonce").and_then(|n| n.as_str()) != Some(pending.nonce.as_str()) {
+    if claims.get("nonce").and_then(|n| n.as_str()) != Some(done.nonce.as_str()) {
         return Err("the ID token is not this login's (its nonce differs)".into());
     }
-    Ok(Done { code: random(), id_token: id_token.to_string(), exp: now() + CODE_SECONDS })
+    let access =
+        tokens["access_token"].as_str().map(|token| (token.to_string(), tokens["expires_in"].as_i64().unwrap_or(300)));
+    Ok((id_token.to_string(), claims, access))
 }
 
 /// The body of `POST /api/auth/oidc/exchange-code`.
@@ -306,7 +323,7 @@ pub struct ExchangeCode {
 
 /// `POST /api/auth/oidc/exchange-code`: the login the one-time `code` stands for, in Yuxi's login
 /// shape, its bearer token the issuer's ID token. Errors: 400 for a code that is not this browser's
-/// latest, was used, or has expired (two minutes).
+/// latest, was used, or has expired (two minutes), or whose login the issuer does not complete.
 #[utoipa::path(
     post,
     path = "/api/auth/oidc/exchange-code",
@@ -332,8 +349,14 @@ pub async fn exchange_code(
     if !same || done.exp < now() {
         return Err(invalid());
     }
-    let claims = verifier.claims(&done.id_token).await.map_err(|_| invalid())?;
+    let (id_token, claims, access) = redeem(verifier, login, &done).await.map_err(|why| {
+        tracing::info!(reason = %why, "an OIDC login failed");
+        ApiError::BadRequest(format!("the login could not be completed: {why}"))
+    })?;
     let who = crate::facade::http::auth::oidc::identity_of(verifier.config(), &claims).map_err(|_| invalid())?;
+    if let Some((token, lifetime)) = access {
+        verifier.remember_access_token(&who.uid, &token, lifetime);
+    }
     let name = claims
         .get(&verifier.config().name_claim)
         .and_then(|n| n.as_str())
@@ -341,7 +364,7 @@ pub async fn exchange_code(
         .or_else(|| who.principal.as_ref().map(|p| p.username.clone()))
         .unwrap_or_else(|| who.uid.clone());
     let answer = TokenAnswer {
-        access_token: done.id_token,
+        access_token: id_token,
         token_type: "bearer",
         user_id: who.uid.clone(),
         username: name,

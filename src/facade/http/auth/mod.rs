@@ -123,7 +123,10 @@ impl RunTokens {
         {
             return Err(refused());
         }
-        Ok((signed.grant, record.principal))
+        // The record is the store's, which every runner can write: a principal is believed only when it
+        // is the signed grant's own user (the uid is its username's mapped form).
+        let principal = record.principal.filter(|p| crate::access::uid_of(&p.username) == signed.grant.uid);
+        Ok((signed.grant, principal))
     }
 }
 

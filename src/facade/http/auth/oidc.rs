@@ -128,7 +128,7 @@ fn default_leeway() -> u64 {
 }
 
 /// Why a token is refused, or the issuer cannot be read.
-#[derive(Debug, thiserror::Error, PartialEq)]
+#[derive(Clone, Debug, thiserror::Error, PartialEq)]
 pub enum OidcError {
     /// The token is not one this facade accepts: the reason, for the log (the caller is told 401 only).
     #[error("the token is refused: {0}")]
@@ -150,6 +150,8 @@ pub struct OidcVerifier {
     keys: RwLock<Option<Keys>>,
     client_secret: Option<String>,
     callers: exchange::CallerTokens,
+    /// When the keys were last asked for, and how that went (held while they are).
+    refreshing: tokio::sync::Mutex<Option<(Instant, Result<(), OidcError>)>>,
 }
 
 impl OidcVerifier {
@@ -167,7 +169,14 @@ impl OidcVerifier {
             ),
             None => None,
         };
-        Ok(OidcVerifier { config, http, keys: RwLock::new(None), client_secret, callers: Default::default() })
+        Ok(OidcVerifier {
+            config,
+            http,
+            keys: RwLock::new(None),
+            client_secret,
+            callers: Default::default(),
+            refreshing: Default::default(),
+        })
     }
 
     /// The login client's secret, when it has one.
@@ -212,7 +221,7 @@ impl OidcVerifier {
         let key = match self.key(&kid) {
             Some(key) => key,
             None => {
-                self.refresh(false).await?;
+                self.refresh().await?;
                 self.key(&kid).ok_or_else(|| OidcError::Refused(format!("no key {kid:?} at the issuer")))?
             }
         };
@@ -230,6 +239,14 @@ impl OidcVerifier {
             self.callers.remember(&who.uid, token, &claims);
         }
         Ok(who)
+    }
+
+    /// Keeps the access token of `uid`'s login through the facade (good for `lifetime` seconds) for the
+    /// exchanges of their runs' tokens, when runs may ask for any.
+    pub fn remember_access_token(&self, uid: &str, token: &str, lifetime: i64) {
+        if !self.config.exchange_audiences.is_empty() {
+            self.callers.remember_access(uid, token, lifetime);
+        }
     }
 
     /// A token of the user `uid` for `audience` (an MCP server's `caller` header), from the latest token
@@ -259,18 +276,22 @@ impl OidcVerifier {
         DecodingKey::from_jwk(jwk).ok()
     }
 
-    /// Reads the issuer's keys again, unless they were read less than [`MIN_REFRESH`] ago (`force`
-    /// reads them anyway).
-    async fn refresh(&self, force: bool) -> Result<(), OidcError> {
-        let recent = self
-            .keys
-            .read()
-            .unwrap_or_else(|e| e.into_inner())
-            .as_ref()
-            .is_some_and(|k| k.read_at.elapsed() < MIN_REFRESH);
-        if recent && !force {
-            return Ok(());
+    /// Reads the issuer's keys again: one read at a time, and at most one attempt (a failed one too)
+    /// per [`MIN_REFRESH`], whose outcome the callers meanwhile get, so tokens with made-up key ids, sent
+    /// by anyone, never make more calls to the issuer than that.
+    async fn refresh(&self) -> Result<(), OidcError> {
+        let mut last = self.refreshing.lock().await;
+        if let Some((at, outcome)) = last.as_ref()
+            && at.elapsed() < MIN_REFRESH
+        {
+            return outcome.clone();
         }
+        let outcome = self.read_keys().await;
+        *last = Some((Instant::now(), outcome.clone()));
+        outcome
+    }
+
+    async fn read_keys(&self) -> Result<(), OidcError> {
         let discovery = self.discovery().await?;
         let uri = discovery["jwks_uri"]
             .as_str()
@@ -288,6 +309,24 @@ impl OidcVerifier {
         }
         answer.json().await.map_err(|e| OidcError::Issuer(format!("{url}: {e}")))
     }
+}
+
+/// Checks what serde cannot: the issuer is `https://` (`http://` to loopback only, as a test issuer),
+/// and no audience runs may get their user's token for is one this facade accepts (such a token would
+/// let the server it is sent to call the facade, and any API server trusting it, as the user). Errors:
+/// the field and why.
+pub fn check_config(config: &OidcConfig) -> Result<(), String> {
+    let loopback =
+        ["http://127.0.0.1:", "http://127.0.0.1/", "http://localhost:", "http://localhost/", "http://[::1]:"];
+    if !config.issuer.starts_with("https://") && !loopback.iter().any(|p| config.issuer.starts_with(p)) {
+        return Err(format!("issuer: {:?} must be an https:// URL (http:// only to loopback)", config.issuer));
+    }
+    if let Some(shared) = config.exchange_audiences.iter().find(|a| config.audiences.contains(a)) {
+        return Err(format!(
+            "exchangeAudiences: {shared:?} is also one of audiences: a token for it would let the server it is sent to call this facade as the user"
+        ));
+    }
+    Ok(())
 }
 
 /// The HTTP client of `config`'s issuer: ten seconds a request, its certificate authorities added.

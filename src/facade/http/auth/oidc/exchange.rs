@@ -48,7 +48,11 @@ struct Kept {
 
 /// The users' latest tokens and the tokens exchanged for them.
 pub struct CallerTokens {
+    /// The latest verified bearer token of each user.
     subjects: moka::sync::Cache<String, Kept>,
+    /// The access token of each user's latest login through the facade (what an exchange prefers:
+    /// some issuers exchange access tokens only).
+    access: moka::sync::Cache<String, Kept>,
     exchanged: moka::sync::Cache<(String, String), Kept>,
 }
 
@@ -57,7 +61,12 @@ impl Default for CallerTokens {
         let weigh = |key_len: usize, kept: &Kept| u32::try_from(key_len + kept.token.len()).unwrap_or(u32::MAX);
         CallerTokens {
             subjects: moka::sync::Cache::builder()
-                .max_capacity(MAX_BYTES / 2)
+                .max_capacity(MAX_BYTES / 4)
+                .weigher(move |uid: &String, kept: &Kept| weigh(uid.len(), kept))
+                .time_to_live(Duration::from_secs(24 * 3600))
+                .build(),
+            access: moka::sync::Cache::builder()
+                .max_capacity(MAX_BYTES / 4)
                 .weigher(move |uid: &String, kept: &Kept| weigh(uid.len(), kept))
                 .time_to_live(Duration::from_secs(24 * 3600))
                 .build(),
@@ -97,6 +106,17 @@ impl CallerTokens {
         );
     }
 
+    /// Keeps the access token of `uid`'s login, good for `lifetime` seconds, for exchanges.
+    pub fn remember_access(&self, uid: &str, token: &str, lifetime: i64) {
+        let kept = Kept {
+            token: token.to_string(),
+            exp: now() + lifetime.clamp(0, 24 * 3600),
+            audiences: Vec::new(),
+            id_token: false,
+        };
+        self.access.insert(uid.to_string(), kept);
+    }
+
     /// A token of `uid` for `audience`: the user's own when it is for that audience, else one the
     /// issuer's `token_endpoint` exchanged it for, with the client `client_id`/`secret`, through `http`.
     /// Errors: [`ExchangeError`].
@@ -114,7 +134,9 @@ impl CallerTokens {
         }
         let subject =
             self.subjects.get(uid).filter(|s| s.exp > now() + MIN_LIFE_SECONDS).ok_or(ExchangeError::NoSubject)?;
-        if subject.audiences.iter().any(|a| a == audience) {
+        // Forwarded only when it is for that audience alone: a token for more would let its receiver
+        // use it where the other audiences accept it.
+        if subject.audiences.len() == 1 && subject.audiences[0] == audience {
             return Ok(subject.token);
         }
         let key = (uid.to_string(), audience.to_string());
@@ -122,6 +144,8 @@ impl CallerTokens {
             return Ok(kept.token);
         }
         let (client_id, secret) = client.ok_or(ExchangeError::NoClient)?;
+        // The login's access token when there is a current one (some issuers exchange nothing else).
+        let subject = self.access.get(uid).filter(|a| a.exp > now() + MIN_LIFE_SECONDS).unwrap_or(subject);
         let endpoint = token_endpoint.await.map_err(ExchangeError::Issuer)?;
         let subject_type = if subject.id_token {
             "urn:ietf:params:oauth:token-type:id_token"

@@ -26,6 +26,11 @@ fn key(kid: &str) -> Key {
 
 /// An issuer serving `keys` (changeable) at its JWKS address; answers its URL.
 async fn issuer(keys: Arc<Mutex<Vec<Value>>>) -> String {
+    issuer_counting(keys, Arc::default()).await
+}
+
+/// [`issuer`], counting the reads of its keys in `reads`.
+async fn issuer_counting(keys: Arc<Mutex<Vec<Value>>>, reads: Arc<std::sync::atomic::AtomicUsize>) -> String {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let base = format!("http://{}", listener.local_addr().expect("address"));
     let discovery = json!({"issuer": base, "jwks_uri": format!("{base}/keys")});
@@ -34,6 +39,7 @@ async fn issuer(keys: Arc<Mutex<Vec<Value>>>) -> String {
         .route(
             "/keys",
             axum::routing::get(move || {
+                reads.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
                 let keys = keys.lock().expect("lock").clone();
                 async move { axum::Json(json!({"keys": keys})) }
             }),
@@ -159,7 +165,9 @@ async fn a_key_rotated_at_the_issuer_is_followed_without_a_restart() {
     let early = verifier.identify(&token(&second, claims(&base))).await;
     assert!(matches!(early, Err(OidcError::Refused(_))), "{early:?}");
     // ...which an unknown key id brings once MIN_REFRESH has passed.
-    verifier.keys.write().expect("lock").as_mut().expect("read").read_at -= MIN_REFRESH;
+    if let Some((at, _)) = verifier.refreshing.try_lock().expect("free").as_mut() {
+        *at -= MIN_REFRESH;
+    }
     let who = verifier.identify(&token(&second, claims(&base))).await.expect("the rotated key");
     assert_eq!(who.uid, "alice");
 }
@@ -185,4 +193,35 @@ fn a_configuration_without_a_username_prefix_is_refused_naming_it() {
         serde_norway::from_str("issuer: https://issuer.example\naudiences: [yuxi]\nusernamePrefix: ''\n")
             .expect("accepted");
     assert_eq!(none.username_prefix, "");
+}
+
+#[tokio::test]
+async fn tokens_with_made_up_key_ids_read_the_issuers_keys_once_per_interval() {
+    let first = key("k1");
+    let reads = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let base = issuer_counting(Arc::new(Mutex::new(vec![first.jwk.clone()])), reads.clone()).await;
+    let verifier = Arc::new(OidcVerifier::new(config(&base)).expect("a verifier"));
+    let mut calls = Vec::new();
+    for n in 0..40 {
+        let verifier = verifier.clone();
+        let forged = token(&key(&format!("made-up-{n}")), claims(&base));
+        calls.push(tokio::spawn(async move { verifier.identify(&forged).await }));
+    }
+    for call in calls {
+        assert!(matches!(call.await.expect("joined"), Err(OidcError::Refused(_))));
+    }
+    assert_eq!(reads.load(std::sync::atomic::Ordering::SeqCst), 1, "one read of the keys for 40 made-up key ids");
+}
+
+#[test]
+fn an_audience_runs_may_get_tokens_for_is_never_one_the_facade_accepts_and_the_issuer_is_https() {
+    let mut shared = config("https://issuer.example");
+    shared.exchange_audiences = vec!["notes".into(), "yuxi".into()];
+    assert!(check_config(&shared).is_err_and(|why| why.starts_with("exchangeAudiences") && why.contains("yuxi")));
+    shared.exchange_audiences = vec!["notes".into()];
+    assert_eq!(check_config(&shared), Ok(()));
+    for plain in ["http://issuer.example", "http://127.0.0.1.evil.example"] {
+        assert!(check_config(&config(plain)).is_err_and(|why| why.starts_with("issuer")), "{plain}");
+    }
+    assert_eq!(check_config(&config("http://127.0.0.1:8080")), Ok(()));
 }
