@@ -236,7 +236,7 @@ fn the_cel_rules_carry_the_modules_pattern_and_header_names() {
     }
     assert_eq!(text.matches("', '").count() + 1, CREDENTIAL_HEADERS.len(), "{text}");
     let spec_rules = schema_at("spec")["x-kubernetes-validations"].as_array().expect("rules").len();
-    assert_eq!(spec_rules, 8, "every spec rule is mirrored in validate_model");
+    assert_eq!(spec_rules, 9, "every spec rule is mirrored in validate_model");
 }
 
 #[test]
