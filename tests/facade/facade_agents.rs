@@ -404,6 +404,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "POST /api/knowledge",
         "POST /api/knowledge/{slug}/documents",
         "POST /api/knowledge/{slug}/search",
+        "POST /api/tools/caller_token",
         "POST /api/tools/knowledge_search",
         "POST /api/tools/subagent_await",
         "POST /api/tools/subagent_cancel",

@@ -85,6 +85,9 @@ async fn every_route_documents_the_statuses_of_the_body_reader_and_the_token() {
         "/api/system/config",
         "/api/auth/check-first-run",
         "/api/auth/oidc/config",
+        "/api/auth/oidc/login-url",
+        "/api/auth/oidc/callback",
+        "/api/auth/oidc/exchange-code",
     ];
     for (path, item) in document["paths"].as_object().expect("paths") {
         for (method, operation) in item.as_object().expect("path item") {
