@@ -31,6 +31,9 @@ pub(super) fn run_end(
 /// The span of a run (OpenTelemetry's `invoke_agent`), a child of the span its AgentRun's
 /// [`TRACEPARENT_ANNOTATION`](crate::run::trace::TRACEPARENT_ANNOTATION) names, when there is one.
 pub(super) fn run_span(run: &AgentRun, identity: &RunIdentity) -> tracing::Span {
+    // The queue ends when the run begins: read before the run's span is made, so that it never ends
+    // after the run's span starts, however slowly this runs.
+    let queue_end = jiff::Timestamp::now();
     let span = tracing::trace_span!(
         target: crate::telemetry::TARGET,
         "invoke_agent",
@@ -50,13 +53,13 @@ pub(super) fn run_span(run: &AgentRun, identity: &RunIdentity) -> tracing::Span 
     // The wait before it, from the run's creation (its queue, and in a cluster its pod's start).
     if !span.is_disabled()
         && let Some(created) = run.metadata.creation_timestamp.as_ref().map(|t| t.0)
-        && created < jiff::Timestamp::now()
+        && created < queue_end
     {
         crate::telemetry::past_span(
             &format!("queue {}", identity.agent_slug),
             traceparent.map(String::as_str),
             created.into(),
-            std::time::SystemTime::now(),
+            queue_end.into(),
             vec![opentelemetry::KeyValue::new("yuxi.run.id", identity.run_id.clone())],
         );
     }
