@@ -26,6 +26,7 @@ use serde::{Deserialize, Serialize};
 
 use super::login::TokenAnswer;
 use crate::facade::http::auth::oidc::{OidcLogin, OidcVerifier};
+use crate::facade::http::body::JsonBody;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::state::FacadeState;
 
@@ -78,7 +79,8 @@ fn login_of(state: &FacadeState) -> Result<(&OidcVerifier, &OidcLogin), ApiError
         .auth
         .oidc()
         .and_then(|verifier| verifier.config().login.as_ref().map(|login| (verifier, login)))
-        .ok_or_else(|| ApiError::Unavailable("OIDC login is not configured on this facade".into()))
+        // As an unknown route answers: the login does not exist here.
+        .ok_or_else(|| ApiError::NotFound("no such route: this facade offers no OIDC login".into()))
 }
 
 /// The query of `GET /api/auth/oidc/login-url` (Yuxi's client sends where to go after the login; the
@@ -155,8 +157,8 @@ fn signed<T: for<'de> Deserialize<'de>>(
     serde_json::from_slice(&bytes).ok()
 }
 
-/// `GET /api/auth/oidc/login-url`: the issuer's authorization address for a new login. Errors: 503
-/// when no login is configured or the issuer cannot be read.
+/// `GET /api/auth/oidc/login-url`: the issuer's authorization address for a new login. Errors: 404
+/// when no login is configured (as for an unknown route), 503 when the issuer cannot be read.
 #[utoipa::path(
     get,
     path = "/api/auth/oidc/login-url",
@@ -165,7 +167,8 @@ fn signed<T: for<'de> Deserialize<'de>>(
     params(LoginUrlQuery),
     responses(
         (status = 200, description = "the address; the login's cookie is set", body = LoginUrl),
-        (status = 503, description = "no OIDC login here, or the issuer cannot be read", body = ErrorBody),
+        (status = 404, description = "this facade offers no OIDC login", body = ErrorBody),
+        (status = 503, description = "the issuer cannot be read", body = ErrorBody),
     ),
 )]
 pub async fn login_url(State(state): State<FacadeState>, Query(_): Query<LoginUrlQuery>) -> Result<Response, ApiError> {
@@ -219,7 +222,10 @@ pub struct CallbackQuery {
     operation_id = "oidc_callback",
     tag = "system",
     params(CallbackQuery),
-    responses((status = 303, description = "to the front end's callback, with `code` or `error`")),
+    responses(
+        (status = 303, description = "to the front end's callback, with `code` or `error`"),
+        (status = 404, description = "this facade offers no OIDC login", body = ErrorBody),
+    ),
 )]
 pub async fn callback(
     State(state): State<FacadeState>,
@@ -316,6 +322,7 @@ async fn redeem(
 
 /// The body of `POST /api/auth/oidc/exchange-code`.
 #[derive(Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
 pub struct ExchangeCode {
     /// The one-time code the callback gave the front end.
     pub code: String,
@@ -332,13 +339,14 @@ pub struct ExchangeCode {
     request_body = ExchangeCode,
     responses(
         (status = 200, description = "the login", body = TokenAnswer),
-        (status = 400, description = "the code is not valid", body = ErrorBody),
+        (status = 400, description = "the code is not valid, or the issuer does not complete its login", body = ErrorBody),
+        (status = 404, description = "this facade offers no OIDC login", body = ErrorBody),
     ),
 )]
 pub async fn exchange_code(
     State(state): State<FacadeState>,
     headers: HeaderMap,
-    Json(body): Json<ExchangeCode>,
+    JsonBody(body): JsonBody<ExchangeCode>,
 ) -> Result<Response, ApiError> {
     let (verifier, login) = login_of(&state)?;
     let invalid = || ApiError::BadRequest("the login code is not valid or has expired; log in again".into());
