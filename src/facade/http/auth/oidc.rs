@@ -204,15 +204,24 @@ impl OidcVerifier {
     /// Whether `token` says it is this issuer's (a JWT whose unverified `iss` is the issuer): only
     /// which checker to ask is decided by it; [`OidcVerifier::identify`] verifies.
     pub fn is_for(&self, token: &str) -> bool {
-        use base64::Engine;
-        let Some(payload) = token.split('.').nth(1) else { return false };
-        let Ok(bytes) = base64::engine::general_purpose::URL_SAFE_NO_PAD.decode(payload) else { return false };
-        serde_json::from_slice::<Value>(&bytes).is_ok_and(|claims| claims["iss"] == self.config.issuer.as_str())
+        decode_unverified(token)
+            .is_ok_and(|claims| claims.get("iss").and_then(Value::as_str) == Some(&self.config.issuer))
     }
 
     /// The caller `token` names. Errors: [`OidcError::Refused`] for a token that is not accepted,
     /// [`OidcError::Issuer`] when the issuer's keys cannot be read.
     pub async fn identify(&self, token: &str) -> Result<Identity, OidcError> {
+        Ok(self.verified(token).await?.0)
+    }
+
+    /// The verified claims of `token` (as [`OidcVerifier::identify`] checks them).
+    pub async fn claims(&self, token: &str) -> Result<BTreeMap<String, Value>, OidcError> {
+        Ok(self.verified(token).await?.1)
+    }
+
+    /// The caller `token` names and its claims, once its signature and claims are checked; the token is
+    /// kept as its user's latest when runs may ask for their user's tokens.
+    async fn verified(&self, token: &str) -> Result<(Identity, BTreeMap<String, Value>), OidcError> {
         let header = decode_header(token).map_err(|e| OidcError::Refused(format!("not a JWT: {e}")))?;
         if matches!(header.alg, Algorithm::HS256 | Algorithm::HS384 | Algorithm::HS512) {
             return Err(OidcError::Refused(format!("{:?} is not an algorithm of an issuer's keys", header.alg)));
@@ -238,7 +247,7 @@ impl OidcVerifier {
         if !self.config.exchange_audiences.is_empty() {
             self.callers.remember(&who.uid, token, &claims);
         }
-        Ok(who)
+        Ok((who, claims))
     }
 
     /// Keeps the access token of `uid`'s login through the facade (good for `lifetime` seconds) for the
@@ -261,12 +270,6 @@ impl OidcVerifier {
                 .ok_or_else(|| "the discovery document names no token_endpoint".to_string())
         };
         self.callers.token_for(uid, audience, &self.config.exchange_audiences, client, &self.http, endpoint).await
-    }
-
-    /// The verified claims of `token` (as [`OidcVerifier::identify`] checks them).
-    pub async fn claims(&self, token: &str) -> Result<BTreeMap<String, Value>, OidcError> {
-        self.identify(token).await?;
-        decode_unverified(token)
     }
 
     fn key(&self, kid: &str) -> Option<DecodingKey> {
@@ -355,7 +358,12 @@ fn decode_unverified(token: &str) -> Result<BTreeMap<String, Value>, OidcError> 
 
 /// The strings of claim `name` (a string or a list of strings).
 fn strings<'a>(claims: &'a BTreeMap<String, Value>, name: Option<&String>) -> Vec<&'a str> {
-    match name.and_then(|c| claims.get(c)) {
+    claim_strings(name.and_then(|c| claims.get(c)))
+}
+
+/// The strings of a claim's value: a string, or a list of strings (others are left out).
+pub(crate) fn claim_strings(value: Option<&Value>) -> Vec<&str> {
+    match value {
         Some(Value::String(one)) => vec![one.as_str()],
         Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).collect(),
         _ => Vec::new(),

@@ -83,14 +83,6 @@ fn now() -> i64 {
     jiff::Timestamp::now().as_second()
 }
 
-fn strings(value: Option<&Value>) -> Vec<String> {
-    match value {
-        Some(Value::String(one)) => vec![one.clone()],
-        Some(Value::Array(many)) => many.iter().filter_map(Value::as_str).map(str::to_string).collect(),
-        _ => Vec::new(),
-    }
-}
-
 impl CallerTokens {
     /// Keeps `token` (verified, with `claims`) as `uid`'s latest, unless a kept one lives longer.
     pub fn remember(&self, uid: &str, token: &str, claims: &BTreeMap<String, Value>) {
@@ -102,7 +94,12 @@ impl CallerTokens {
         let id_token = ["nonce", "at_hash", "auth_time"].iter().any(|c| claims.contains_key(*c));
         self.subjects.insert(
             uid.to_string(),
-            Kept { token: token.to_string(), exp, audiences: strings(claims.get("aud")), id_token },
+            Kept {
+                token: token.to_string(),
+                exp,
+                audiences: super::claim_strings(claims.get("aud")).into_iter().map(str::to_string).collect(),
+                id_token,
+            },
         );
     }
 
