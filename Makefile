@@ -61,7 +61,8 @@ lint:
 unit:
 	@scripts/k8s-venv >/dev/null
 	@scripts/mcp-venv >/dev/null
-	YUXI_MCP_PYTHON=$(CURDIR)/.venv-mcp/bin/python YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
+	@scripts/a2a-venv >/dev/null
+	YUXI_MCP_PYTHON=$(CURDIR)/.venv-mcp/bin/python YUXI_A2A_PYTHON=$(CURDIR)/.venv-a2a/bin/python YUXI_KUBE_VALIDATE=$(CURDIR)/.venv/bin/kubernetes-validate scripts/with-redis $(CARGO) test --all-targets --locked
 
 ## contract: schemathesis (pinned in .venv-contract) against the local mode, checking that the OpenAPI
 ## document at /api/openapi.json tells the truth (docs/operations/testing.md#the-contract-test)

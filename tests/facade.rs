@@ -26,6 +26,8 @@ mod support {
     // Only `example_agents` serves here; the rest serves the resources tests.
     #[allow(dead_code)]
     pub mod examples;
+    // The A2A SDK's scenarios are the local tests'.
+    #[allow(dead_code)]
     pub mod mcp_client;
     pub mod redis;
     pub mod repository;

@@ -1,5 +1,7 @@
 //! `yuxi-operator local` started as a subprocess, as a user starts it, and driven over HTTP.
 
+#[path = "local/a2a.rs"]
+mod a2a;
 #[path = "local/approvals.rs"]
 mod approvals;
 #[path = "local/attacks.rs"]

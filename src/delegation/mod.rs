@@ -2,6 +2,7 @@
 //! tools' names and limits, the cursor of a run tree's stream ([`tree`]), their wire bodies ([`wire`]), what the parent's model is told ([`prompt`]),
 //! and the progress summary of a child run ([`progress`]) (Yuxi's subagent design, "同步调用与异步调用": docs/concepts/delegation.md).
 
+pub mod a2a;
 pub mod progress;
 pub mod prompt;
 pub mod tree;

@@ -1,6 +1,6 @@
 //! Where the facade's routes are assembled, and only here: the features' API routes in one builder chain
 //! with the OpenAPI document they make ([`api`]), then the document at [`OPENAPI_PATH`], the docs UI,
-//! `/mcp`, the console, `/healthz`, `/readyz`, `/metrics`, the fallbacks, and the body reader in front of
+//! the A2A endpoints (`/a2a/...`), `/mcp`, the console, `/healthz`, `/readyz`, `/metrics`, the fallbacks, and the body reader in front of
 //! every route ([`router`], [`body_rule`]).
 
 use axum::Router;
@@ -65,6 +65,7 @@ pub fn router(state: FacadeState) -> Router {
     routes
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
         .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
+        .merge(features::a2a::routes())
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
         .route_layer(axum::middleware::from_fn(http::trace::trace))
         .merge(features::mcp::routes(state.clone()))

@@ -1,27 +1,53 @@
-//! The official MCP Python SDK as a client of the facade's `/mcp`: the scenarios of
-//! `tests/mcp/client.py`, each run in its own process with the SDK pinned by `scripts/mcp-venv`.
+//! The official SDKs' Python clients and servers as peers of the facade: the scenarios of
+//! `tests/mcp/client.py` (the MCP SDK, pinned by `scripts/mcp-venv`) and `tests/a2a/client.py` (the A2A
+//! SDK, pinned by `scripts/a2a-venv`), each run in its own process.
 
 use std::path::PathBuf;
 use std::process::Command;
 
 use super::repository::root;
 
-/// The python of the SDK's venv: `YUXI_MCP_PYTHON` (as `make test` sets it), else what
-/// `scripts/mcp-venv` makes (installing the pinned SDK when it is missing).
-fn python() -> PathBuf {
-    if let Some(python) = std::env::var_os("YUXI_MCP_PYTHON") {
-        return PathBuf::from(python);
-    }
-    let output = Command::new(root().join("scripts/mcp-venv")).output().expect("scripts/mcp-venv runs");
-    assert!(output.status.success(), "scripts/mcp-venv: {}", String::from_utf8_lossy(&output.stderr));
-    PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+/// An SDK whose Python environment runs the scenarios.
+#[derive(Clone, Copy)]
+pub enum Sdk {
+    /// MCP's: `YUXI_MCP_PYTHON`, else `scripts/mcp-venv`.
+    Mcp,
+    /// A2A's: `YUXI_A2A_PYTHON`, else `scripts/a2a-venv`.
+    A2a,
 }
 
-/// Runs `scenario` against the facade at `base`, with `env`; panics with its output when it fails.
-/// Returns what it printed before its `ok` line.
+impl Sdk {
+    fn parts(self) -> (&'static str, &'static str, &'static str) {
+        match self {
+            Sdk::Mcp => ("YUXI_MCP_PYTHON", "scripts/mcp-venv", "tests/mcp/client.py"),
+            Sdk::A2a => ("YUXI_A2A_PYTHON", "scripts/a2a-venv", "tests/a2a/client.py"),
+        }
+    }
+
+    /// The python of the SDK's venv: its variable (as `make test` sets it), else what its script makes
+    /// (installing the pinned SDK when it is missing).
+    pub fn python(self) -> PathBuf {
+        let (variable, script, _) = self.parts();
+        if let Some(python) = std::env::var_os(variable) {
+            return PathBuf::from(python);
+        }
+        let output = Command::new(root().join(script)).output().expect("the venv script runs");
+        assert!(output.status.success(), "{script}: {}", String::from_utf8_lossy(&output.stderr));
+        PathBuf::from(String::from_utf8_lossy(&output.stdout).trim())
+    }
+}
+
+/// Runs the MCP `scenario` against the facade at `base`, with `env` ([`sdk_scenario`]).
 pub async fn scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
-    let mut command = tokio::process::Command::new(python());
-    command.arg(root().join("tests/mcp/client.py")).args([scenario, base]);
+    sdk_scenario(Sdk::Mcp, scenario, base, env).await
+}
+
+/// Runs `scenario` of `sdk`'s client script against the facade at `base`, with `env`; panics with its
+/// output when it fails. Returns what it printed before its `ok` line.
+pub async fn sdk_scenario(sdk: Sdk, scenario: &str, base: &str, env: &[(&str, &str)]) -> String {
+    let (_, _, client) = sdk.parts();
+    let mut command = tokio::process::Command::new(sdk.python());
+    command.arg(root().join(client)).args([scenario, base]);
     for (name, value) in env {
         command.env(name, value);
     }
@@ -32,7 +58,7 @@ pub async fn scenario(scenario: &str, base: &str, env: &[(&str, &str)]) -> Strin
     let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
     assert!(
         output.status.success() && stdout.lines().last() == Some(&format!("ok {scenario}")),
-        "MCP scenario {scenario} failed:\n{stdout}\n{}",
+        "{client} scenario {scenario} failed:\n{stdout}\n{}",
         String::from_utf8_lossy(&output.stderr)
     );
     stdout.lines().filter(|l| !l.starts_with("ok ")).collect::<Vec<_>>().join("\n")

@@ -3,6 +3,7 @@
 //! ([`crate::facade::http`]) and the services ([`crate::facade::services`]), never another feature; what
 //! two features share is a service.
 
+pub mod a2a;
 pub mod account;
 pub mod agents;
 pub mod attachments;

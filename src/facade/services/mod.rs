@@ -16,6 +16,7 @@
 //!   runs, as the model picker lists them.
 
 pub mod agent_views;
+pub mod approvals;
 pub mod catalog;
 pub mod conversations;
 pub mod files;
@@ -23,6 +24,7 @@ pub mod knowledge;
 pub mod launch;
 pub mod model_access;
 pub mod models;
+pub mod owned_runs;
 pub mod quick_model;
 pub mod request_fields;
 pub mod run_knowledge;
@@ -30,6 +32,7 @@ pub mod run_metrics;
 pub mod run_queue;
 pub mod run_starts;
 pub mod run_tree;
+pub mod scope;
 pub mod slug;
 pub mod state;
 pub mod subagents;

@@ -3,10 +3,9 @@
 //! (`/api/workspace/{tree,file,download}`, [`workspace`]). The files are the runs' volumes: the local
 //! mode's data folder, or in a cluster the users' volume the sandbox pods write, mounted read-only into
 //! the facade (`--user-data-dir`). Every path goes through a capability handle on its scope
-//! ([`scope`]); answers are previews or downloads ([`preview`]), each bounded.
+//! ([`crate::facade::services::scope`]); answers are previews or downloads ([`preview`]), each bounded.
 
 pub mod preview;
-pub mod scope;
 pub mod viewer;
 pub mod workspace;
 

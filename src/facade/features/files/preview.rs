@@ -16,8 +16,9 @@ use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
 use serde::Serialize;
 
-use super::scope::{OpenedFile, blocking};
 use crate::facade::http::error::ApiError;
+use crate::facade::services::files::{extension, media_type};
+use crate::facade::services::scope::{OpenedFile, blocking};
 
 /// The largest file a preview reads, in bytes (8 MiB).
 pub const MAX_PREVIEW_BYTES: u64 = 8 * 1024 * 1024;
@@ -63,14 +64,6 @@ enum Kind {
     Unsupported,
 }
 
-/// The lowercase extension of `name`, with its dot (`.md`), or empty.
-fn extension(name: &str) -> String {
-    match name.rfind('.') {
-        Some(at) if at > 0 => name[at..].to_ascii_lowercase(),
-        _ => String::new(),
-    }
-}
-
 fn kind_of(name: &str, head: &[u8]) -> Kind {
     let ext = extension(name);
     let image = match ext.as_str() {
@@ -92,29 +85,6 @@ fn kind_of(name: &str, head: &[u8]) -> Kind {
         _ if head.starts_with(b"\xff\xd8\xff") => Kind::Image("image/jpeg"),
         _ if head.contains(&0) => Kind::Unsupported,
         _ => Kind::Text,
-    }
-}
-
-/// The media type a download of `name` is sent as.
-fn media_type(name: &str) -> &'static str {
-    match extension(name).as_str() {
-        ".md" | ".markdown" | ".mdx" => "text/markdown; charset=utf-8",
-        ".txt" | ".log" | ".py" | ".yaml" | ".yml" | ".toml" | ".sh" => "text/plain; charset=utf-8",
-        ".csv" => "text/csv; charset=utf-8",
-        ".json" => "application/json",
-        ".html" | ".htm" => "text/html; charset=utf-8",
-        ".xml" => "application/xml",
-        ".pdf" => "application/pdf",
-        ".png" => "image/png",
-        ".jpg" | ".jpeg" => "image/jpeg",
-        ".gif" => "image/gif",
-        ".webp" => "image/webp",
-        ".svg" => "image/svg+xml",
-        ".zip" => "application/zip",
-        ".docx" => "application/vnd.openxmlformats-officedocument.wordprocessingml.document",
-        ".xlsx" => "application/vnd.openxmlformats-officedocument.spreadsheetml.sheet",
-        ".pptx" => "application/vnd.openxmlformats-officedocument.presentationml.presentation",
-        _ => "application/octet-stream",
     }
 }
 

@@ -10,11 +10,11 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::preview::{FileBytes, Preview, download as download_file, preview};
-use super::scope::{ScopeDir, answer, blocking, segments};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::conversations::owned;
+use crate::facade::services::scope::{ScopeDir, answer, blocking, segments};
 use crate::facade::services::state::FacadeState;
 use crate::run::scope::{Scope, ScopeIds};
 
@@ -163,7 +163,7 @@ async fn open(
     state: &FacadeState,
     who: &crate::access::Identity,
     query: ViewerQuery,
-) -> Result<(super::scope::OpenedFile, String), ApiError> {
+) -> Result<(crate::facade::services::scope::OpenedFile, String), ApiError> {
     let (ids, data, target, path) = resolve(state, who, query).await?;
     let Target::In(_, scope, rest) = target else {
         return Err(ApiError::invalid("query.path", format!("{path:?} is a folder, not a file")));

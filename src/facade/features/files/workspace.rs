@@ -9,11 +9,11 @@ use axum::response::Response;
 use serde::{Deserialize, Serialize};
 
 use super::preview::{FileBytes, Preview, download as download_file, preview};
-use super::scope::{OpenedFile, ScopeDir, answer, blocking, segments};
 use crate::access::Identity;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::scope::{OpenedFile, ScopeDir, answer, blocking, segments};
 use crate::facade::services::state::FacadeState;
 use crate::run::scope::{Scope, ScopeIds};
 

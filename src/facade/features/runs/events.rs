@@ -14,13 +14,13 @@ use futures::stream::BoxStream;
 use futures::{Stream, StreamExt};
 use serde::{Deserialize, Serialize};
 
-use super::owned::mine;
 use super::wire::EventFormat;
 use crate::access::Role;
 use crate::delegation::tree::TreeCursor;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::owned_runs::mine;
 use crate::facade::services::state::FacadeState;
 use crate::run::thread_id::is_valid_id;
 use crate::run::{EventKind, RunStatus};

@@ -1,11 +1,9 @@
 //! A user's runs as Yuxi's client starts and follows them: the start (`POST /api/agent/runs`, [`start`],
-//! with its body in [`request`] and a resume's decisions in [`approvals`]), a run and its result
+//! with its body in [`request`] and a resume's decisions in [`crate::facade::services::approvals`]), a run and its result
 //! ([`read`]), its event stream and the thread's messages ([`events`], in the wire shapes of [`wire`]),
-//! and the queued requests ([`requests`]). A run of another user answers as a missing one ([`owned`]).
+//! and the queued requests ([`requests`]). A run of another user answers as a missing one ([`crate::facade::services::owned_runs`]).
 
-pub mod approvals;
 pub mod events;
-pub mod owned;
 pub mod read;
 pub mod request;
 pub mod requests;

@@ -8,10 +8,10 @@ use axum::extract::{Path, State};
 use serde::Serialize;
 use serde_json::Value;
 
-use super::owned::mine;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::services::conversations::{final_message_id, owned};
+use crate::facade::services::owned_runs::mine;
 use crate::facade::services::state::FacadeState;
 use crate::run::{RunRecord, RunStatus};
 

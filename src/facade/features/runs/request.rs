@@ -62,7 +62,7 @@ pub struct StartRun {
     /// `model_spec`, `image_content` and `budget` must be absent (or null, or blank), `queue_policy`
     /// absent or `enqueue`; `agent_slug` and `meta` are not read.
     #[serde(default)]
-    pub resume: Option<super::approvals::ResumeBody>,
+    pub resume: Option<crate::facade::services::approvals::ResumeBody>,
     /// An earlier run of the same thread (one of the caller's) that this one follows; another answers
     /// 404, as a missing run. With `resume`: the waiting run (Yuxi's client names it so).
     #[serde(default)]

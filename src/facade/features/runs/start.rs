@@ -1,12 +1,10 @@
 //! `POST /api/agent/runs`: a user's start of a run of an ordinary agent, or the resume of a waiting one
-//! ([`super::approvals`]). A thread with an unfinished run answers 409 `run_busy`, or queues the start
+//! ([`crate::facade::services::approvals`]). A thread with an unfinished run answers 409 `run_busy`, or queues the start
 //! when the body asks so.
 
 use axum::Json;
 use axum::extract::State;
 
-use super::approvals::ResumeContext;
-use super::owned::mine;
 use super::request::{StartRun, budget_of, checked};
 use super::started::StartedParentRun;
 use crate::facade::http::auth::Caller;
@@ -14,9 +12,11 @@ use crate::facade::http::body::JsonBody;
 use crate::facade::http::error::{ApiError, ErrorBody};
 use crate::facade::http::limits::run_limited;
 use crate::facade::services::agent_views::visible;
+use crate::facade::services::approvals::ResumeContext;
 use crate::facade::services::conversations::note_run;
 use crate::facade::services::launch::check_startable;
 use crate::facade::services::model_access::check_run_model;
+use crate::facade::services::owned_runs::mine;
 use crate::facade::services::run_queue::{self, QueuePolicy};
 use crate::facade::services::run_starts::{check_quotas, launch_parent};
 use crate::facade::services::state::FacadeState;
@@ -74,7 +74,9 @@ pub async fn start(
             created_by_run_id: body.created_by_run_id.as_deref(),
             thread_id: body.thread_id.as_deref(),
         };
-        return super::approvals::resume(&state, &who, resume, context).await.map(Json);
+        return crate::facade::services::approvals::resume(&state, &who, resume, context)
+            .await
+            .map(|record| Json(StartedParentRun::running(&record, Default::default())));
     }
     if query.trim().is_empty() {
         return Err(ApiError::invalid("query", "is empty"));

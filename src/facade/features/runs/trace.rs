@@ -10,9 +10,9 @@ use axum::Json;
 use axum::extract::{Path, State};
 use serde::Serialize;
 
-use super::owned::mine;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
+use crate::facade::services::owned_runs::mine;
 use crate::facade::services::state::FacadeState;
 use crate::run::timeline::{TimelineSpan, run_spans};
 use crate::run::trace::TraceParent;

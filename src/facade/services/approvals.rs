@@ -1,5 +1,5 @@
 //! A person's decisions on a paused run's tool calls: `POST /api/agent/runs` with `resume` (Yuxi's
-//! field) continues the same run from its checkpoint (docs/concepts/approvals.md). Two forms of it:
+//! field), or an A2A message to an `input-required` task, continues the same run from its checkpoint (docs/concepts/approvals.md). Two forms of it:
 //! this API's, `{resume: {run_id, decisions: [{tool_call_id, decision, arguments?, message?}]}}`, and
 //! Yuxi's web client's, which names the run in `created_by_run_id` and gives LangChain's decisions, one
 //! per waiting call in their order, `{resume: {decisions: [{type, edited_action?, message?}]}}`
@@ -13,7 +13,6 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::started::StartedParentRun;
 use crate::access::{Identity, Role};
 use crate::facade::http::error::ApiError;
 use crate::facade::services::run_starts::launch_resumed;
@@ -154,6 +153,7 @@ fn refusal(err: DecisionError) -> ApiError {
 
 /// Resumes the waiting run `resume` names with the person's decisions: checked against what it waits
 /// for, stored with its checkpoint, and its runner started again (the same run, the same event stream).
+/// Returns the run as it goes on (`pending`).
 ///
 /// Errors: 404 for a run the caller may not decide on, or not of `context.thread_id`; 409 for a run
 /// that is not waiting, or a decision for a call that is not waiting; 422 naming `resume.run_id` or
@@ -164,7 +164,7 @@ pub async fn resume(
     who: &Identity,
     resume: ResumeBody,
     context: ResumeContext<'_>,
-) -> Result<StartedParentRun, ApiError> {
+) -> Result<RunRecord, ApiError> {
     let store = state.store()?;
     if resume.decisions.len() > MAX_DECISIONS {
         return Err(ApiError::invalid("resume.decisions", format!("at most {MAX_DECISIONS} decisions")));
@@ -205,7 +205,7 @@ pub async fn resume(
     // while it waited). A superadmin deciding on another user's run gives it that user's uid only.
     let acting = if who.uid == record.uid { who.clone() } else { Identity::new(record.uid.clone(), Role::User, None) };
     launch_resumed(state, &acting, agent, &record, checkpoint.input);
-    Ok(StartedParentRun::running(&record, Default::default()))
+    Ok(record)
 }
 
 /// Records a superadmin's decisions on another user's run: a `custom` event of type `decided_by` in
