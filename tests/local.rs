@@ -2,6 +2,8 @@
 
 #[path = "local/a2a.rs"]
 mod a2a;
+#[path = "local/a2a_remote.rs"]
+mod a2a_remote;
 #[path = "local/approvals.rs"]
 mod approvals;
 #[path = "local/attacks.rs"]

@@ -56,6 +56,9 @@ use kube::core::ObjectMeta;
     validation = Rule::new("self.backend != 'SubAgentBackend' || !has(self.context) || !has(self.context.subagents)")
         .message("a subagent cannot configure subagents (no nesting)")
         .field_path(".context.subagents"),
+    validation = Rule::new("!has(self.remote) || self.backend == 'SubAgentBackend'")
+        .message("a remote agent is a subagent: backend SubAgentBackend")
+        .field_path(".remote"),
 )]
 pub struct AgentSpec {
     /// Human-readable name shown in user interfaces (Yuxi `name`). Defaults to `metadata.name`.
@@ -103,6 +106,11 @@ pub struct AgentSpec {
     /// delegation from a parent outside the system); a run that names its own budget uses that.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub budget: Option<super::RunBudget>,
+
+    /// For a subagent that runs elsewhere: the remote agent its runs are sent to (an A2A agent), in
+    /// place of a model of its own.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub remote: Option<super::remote::AgentRemote>,
 }
 
 /// The runtime configuration of an agent (Yuxi `config_json.context`).

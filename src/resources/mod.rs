@@ -9,6 +9,7 @@ pub mod manifest;
 pub mod manifest_set;
 pub mod model;
 pub mod names;
+pub mod remote;
 pub mod thread_id;
 pub mod tools;
 pub mod validation;

@@ -26,6 +26,7 @@
 pub mod graph;
 pub mod mcp;
 pub mod model;
+pub mod remote;
 pub mod skills;
 mod spans;
 pub mod tools;
@@ -180,7 +181,20 @@ pub async fn execute(
     let span = spans::run_span(&run, &identity);
     let started = jiff::Timestamp::now();
     let first_message: Arc<std::sync::OnceLock<jiff::Timestamp>> = Arc::default();
+    let remote = agent.as_ref().ok().and_then(|a| a.spec.remote.as_ref()).and_then(|r| r.a2a.clone());
     let executed = async {
+        // A remote subagent's run is its remote task: no model, tools or sandbox of its own.
+        if let Some(a2a) = &remote {
+            let remote = remote::RemoteRun {
+                store: store.clone(),
+                identity: identity.clone(),
+                run: &run,
+                a2a,
+                cancel_poll: options.cancel_poll,
+                end_retry_for: options.lease_ttl,
+            };
+            return remote.run(metadata).await;
+        }
         match prepare(options, &run, agent, &identity, store.clone(), &mut metadata, first_message.clone()).await {
             Ok(graph) => match resumption {
                 Some((checkpoint, decisions)) => graph.resume(checkpoint, decisions).await,

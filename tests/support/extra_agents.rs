@@ -16,6 +16,17 @@ pub async fn start_with(
     agents: &[(&str, &str)],
     scripts: &[(&str, &str)],
 ) -> (Local, TempDir) {
+    start_with_env(store, data, agents, scripts, &[]).await
+}
+
+/// [`start_with`], the local mode's environment holding `env` too.
+pub async fn start_with_env(
+    store: LocalStore,
+    data: TempDir,
+    agents: &[(&str, &str)],
+    scripts: &[(&str, &str)],
+    env: &[(&str, &str)],
+) -> (Local, TempDir) {
     let manifests = TempDir::new().expect("dir");
     for file in yaml_files("examples") {
         std::fs::copy(&file, manifests.path().join(file.file_name().expect("name"))).expect("copy");
@@ -33,6 +44,7 @@ pub async fn start_with(
     let port = free_port();
     let mut command = command_over(manifests.path(), store, port, data.path());
     command.args(["--default-model", "scripted/auto", "--scripts-dir"]).arg(scripts_dir.path());
+    command.envs(env.iter().copied());
     (launch(command, port, data, scripts_dir).await, manifests)
 }
 

@@ -63,6 +63,7 @@ fn strings(items: &[&str]) -> Vec<String> {
 /// credentials).
 pub(super) fn runner_container(
     run: &AgentRun,
+    agent: &crate::resources::Agent,
     model: Option<&Model>,
     settings: &SandboxSettings,
     volumes: &Volumes,
@@ -132,6 +133,13 @@ pub(super) fn runner_container(
         // The MCP servers' credentials: this container's variables, never the sandbox's.
         for variable in settings.mcp_for_pod().1 {
             vars.push(secret_env(&variable.env, &variable.secret.name, &variable.secret.key, false));
+        }
+    }
+    // A remote subagent's headers from Secrets: this container's variables, never the sandbox's.
+    let remote = agent.spec.remote.as_ref().and_then(|r| r.a2a.as_ref());
+    for (index, header) in remote.map(|a2a| a2a.headers.as_slice()).unwrap_or_default().iter().enumerate() {
+        if let Some(secret) = &header.secret_key_ref {
+            vars.push(secret_env(&crate::resources::remote::header_env_name(index), &secret.name, &secret.key, false));
         }
     }
     Container {

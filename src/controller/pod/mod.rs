@@ -156,7 +156,7 @@ pub fn sandbox_objects_on(
     let inputs = inputs_secret(run, agent, model, settings, labels.clone(), owner_references.clone())?;
 
     let volumes = Volumes::for_settings(settings);
-    let runner = runner_container(run, model, settings, &volumes, &scopes);
+    let runner = runner_container(run, agent, model, settings, &volumes, &scopes);
     let sandbox = sandbox_container(settings, &volumes, &scopes);
 
     let mut pod_labels = settings.pod_labels.clone();

@@ -569,6 +569,27 @@ fn an_mcp_servers_secret_header_reaches_the_runner_container_alone_never_the_inp
 }
 
 #[test]
+fn a_remote_subagents_secret_header_reaches_the_runner_container_alone() {
+    let mut remote = agent();
+    remote.spec.remote = Some(serde_json::from_value(serde_json::json!({"a2a": {
+        "cardUrl": "https://agents.example.com/.well-known/agent-card.json",
+        "headers": [{"name": "X-Trace", "value": "on"}, {"name": "Authorization", "secretKeyRef": {"name": "remote-token", "key": "token"}, "prefix": "Bearer "}],
+    }})).expect("a remote"));
+    let objects = sandbox_objects(&run(), &remote, &SandboxSettings::default()).expect("a pod");
+    let from = |c: &k8s_openapi::api::core::v1::Container| {
+        env_value(c, "YUXI_REMOTE_HEADER_1")
+            .and_then(|e| e.value_from.as_ref()?.secret_key_ref.as_ref())
+            .map(|s| (s.name.clone(), s.key.clone()))
+    };
+    assert_eq!(from(container(&objects, RUNNER_CONTAINER)), Some(("remote-token".to_string(), "token".to_string())));
+    assert_eq!(from(container(&objects, SANDBOX_CONTAINER)), None);
+    assert!(
+        env_value(container(&objects, RUNNER_CONTAINER), "YUXI_REMOTE_HEADER_0").is_none(),
+        "a plain value stays in the Agent"
+    );
+}
+
+#[test]
 fn the_agent_must_be_the_one_the_run_names() {
     let mut other = agent();
     other.metadata.name = Some("fact-verifier".to_string());

@@ -21,6 +21,7 @@ use super::{BACKEND_SUBAGENT, BACKENDS};
 mod agent_run;
 mod knowledge_base;
 mod model;
+mod remote;
 pub use agent_run::{validate_agent_run, validate_agent_run_update};
 pub use knowledge_base::{MAX_CONFIG_MAP_BYTES, validate_config_map, validate_knowledge_base};
 pub use model::validate_model;
@@ -214,6 +215,9 @@ pub fn validate_agent(agent: &Agent) -> Report {
         validate_share(&mut report, share);
     }
     check_budget(&mut report, "spec.budget.maxTokens", agent.spec.budget.as_ref());
+    if let Some(remote) = &spec.remote {
+        remote::check_remote(&mut report, remote, subagent_backend);
+    }
     report
 }
 

@@ -17,7 +17,7 @@ pub mod gemini;
 pub mod http;
 pub mod openai;
 pub mod scripted;
-mod sse;
+pub mod sse;
 pub mod title;
 mod turn;
 

@@ -223,6 +223,7 @@ pub async fn create(
         share: Some(share),
         owner: Some(who.uid.clone()),
         budget: None,
+        remote: None,
     };
     if spec.is_default() && spec.is_subagent() {
         return Err(ApiError::invalid("set_default", "a subagent cannot be the default agent"));

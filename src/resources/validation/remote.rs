@@ -1,0 +1,117 @@
+//! The rules of `spec.remote` (a subagent that runs elsewhere), as the CRD's CEL rules state them, with
+//! precise field paths: only on a subagent; an A2A agent named by an http(s) card URL; at most
+//! [`MAX_REMOTE_HEADERS`] headers, each an HTTP token name with exactly one value source; the time
+//! limits in range.
+
+use super::Report;
+use crate::resources::remote::{AgentRemote, MAX_REMOTE_HEADERS, MAX_REMOTE_TIMEOUT_SECONDS};
+
+/// Checks `remote` of an Agent whose backend is the subagent one (`subagent`).
+pub fn check_remote(report: &mut Report, remote: &AgentRemote, subagent: bool) {
+    if !subagent {
+        report.error("spec.remote", "a remote agent is a subagent: backend SubAgentBackend");
+    }
+    let Some(a2a) = &remote.a2a else {
+        report.error("spec.remote.a2a", "name the remote agent: a2a");
+        return;
+    };
+    let url = &a2a.card_url;
+    if !(url.starts_with("https://") || url.starts_with("http://"))
+        || url.len() > 2048
+        || url.chars().any(char::is_whitespace)
+    {
+        report.error(
+            "spec.remote.a2a.cardUrl",
+            format!("{url:?} must be an http:// or https:// URL of the agent's card (at most 2048 characters)"),
+        );
+    }
+    if a2a.headers.len() > MAX_REMOTE_HEADERS {
+        report.error(
+            "spec.remote.a2a.headers",
+            format!("at most {MAX_REMOTE_HEADERS} headers (has {})", a2a.headers.len()),
+        );
+    }
+    for (i, header) in a2a.headers.iter().enumerate() {
+        let field = format!("spec.remote.a2a.headers[{i}]");
+        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+.^_`|~-".contains(c);
+        if header.name.is_empty() || header.name.len() > 128 || !header.name.chars().all(token) {
+            report.error(format!("{field}.name"), format!("{:?} is not an HTTP header name", header.name));
+        }
+        let sources = [header.value.is_some(), header.secret_key_ref.is_some(), header.env.is_some()];
+        if sources.iter().filter(|s| **s).count() != 1 {
+            report.error(format!("{field}.value"), "give exactly one of value, secretKeyRef, env");
+        }
+        if let Some(env) = &header.env
+            && (env.is_empty()
+                || env.starts_with(|c: char| c.is_ascii_digit())
+                || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+        {
+            report.error(format!("{field}.env"), format!("{env:?} is not an environment variable name"));
+        }
+        let texts = [(".value", header.value.as_deref()), (".prefix", header.prefix.as_deref())];
+        for (part, text) in texts {
+            if text.is_some_and(|t| t.chars().any(char::is_control)) {
+                report.error(format!("{field}{part}"), "holds control characters");
+            }
+        }
+    }
+    if let Some(seconds) = a2a.timeout_seconds
+        && !(1..=MAX_REMOTE_TIMEOUT_SECONDS).contains(&seconds)
+    {
+        report.error(
+            "spec.remote.a2a.timeoutSeconds",
+            format!("must be within 1..{MAX_REMOTE_TIMEOUT_SECONDS} (is {seconds})"),
+        );
+    }
+    if let Some(seconds) = a2a.card_ttl_seconds
+        && seconds > 86_400
+    {
+        report.error("spec.remote.a2a.cardTtlSeconds", format!("must be within 0..86400 (is {seconds})"));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::remote::{RemoteA2a, RemoteHeader};
+
+    fn fields(remote: &AgentRemote, subagent: bool) -> Vec<String> {
+        let mut report = Report::default();
+        check_remote(&mut report, remote, subagent);
+        report.errors.iter().map(|e| e.field.clone()).collect()
+    }
+
+    fn a2a(card_url: &str, headers: Vec<RemoteHeader>) -> AgentRemote {
+        AgentRemote { a2a: Some(RemoteA2a { card_url: card_url.into(), headers, ..Default::default() }) }
+    }
+
+    #[test]
+    fn a_remote_is_a_subagents_with_an_http_card_and_one_source_per_header() {
+        let header = |value: Option<&str>, env: Option<&str>| RemoteHeader {
+            name: "Authorization".into(),
+            value: value.map(str::to_string),
+            env: env.map(str::to_string),
+            ..Default::default()
+        };
+        let good = a2a("https://a.example/.well-known/agent-card.json", vec![header(None, Some("TOKEN"))]);
+        assert!(fields(&good, true).is_empty());
+        assert_eq!(fields(&good, false), ["spec.remote"]);
+        assert_eq!(fields(&AgentRemote::default(), true), ["spec.remote.a2a"]);
+        assert_eq!(fields(&a2a("ftp://a", vec![]), true), ["spec.remote.a2a.cardUrl"]);
+        assert_eq!(
+            fields(&a2a("https://a", vec![header(Some("x"), Some("T"))]), true),
+            ["spec.remote.a2a.headers[0].value"]
+        );
+        assert_eq!(fields(&a2a("https://a", vec![header(None, None)]), true), ["spec.remote.a2a.headers[0].value"]);
+        assert_eq!(
+            fields(&a2a("https://a", vec![header(None, Some("1BAD"))]), true),
+            ["spec.remote.a2a.headers[0].env"]
+        );
+        let mut bad_name = header(Some("x"), None);
+        bad_name.name = "Bad Name".into();
+        assert_eq!(fields(&a2a("https://a", vec![bad_name]), true), ["spec.remote.a2a.headers[0].name"]);
+        let mut slow = a2a("https://a", vec![]);
+        slow.a2a.as_mut().expect("a2a").timeout_seconds = Some(0);
+        assert_eq!(fields(&slow, true), ["spec.remote.a2a.timeoutSeconds"]);
+    }
+}
