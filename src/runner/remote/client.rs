@@ -64,6 +64,8 @@ pub async fn card(card_url: &str, headers: HeaderMap, ttl: Duration) -> Result<R
     let http = reqwest::Client::builder()
         .default_headers(headers)
         .connect_timeout(Duration::from_secs(10))
+        // The headers (a credential) go to the card's origin alone: never on to where a redirect points.
+        .redirect(reqwest::redirect::Policy::none())
         .build()
         .map_err(|e| RemoteError::Unreachable(format!("cannot make the HTTP client: {e}")))?;
     let kept = cards()
@@ -112,6 +114,15 @@ pub async fn card(card_url: &str, headers: HeaderMap, ttl: Duration) -> Result<R
     }
     let streaming = card["capabilities"]["streaming"].as_bool().unwrap_or(false);
     Ok(Remote { http, url: interface.to_string(), streaming })
+}
+
+/// The scheme, host and port of an http(s) `url` (the port as the scheme's default when absent).
+fn origin(url: &str) -> Option<(String, String, u16)> {
+    let url = reqwest::Url::parse(url).ok()?;
+    if !matches!(url.scheme(), "http" | "https") {
+        return None;
+    }
+    Some((url.scheme().to_string(), url.host_str()?.to_ascii_lowercase(), url.port_or_known_default()?))
 }
 
 /// The body of `response`, at most `max` bytes.
@@ -243,5 +254,20 @@ impl Items {
             }
             self.ready.extend(events.into_iter().filter(|e| !e.data.is_empty()).map(|e| e.data));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::origin;
+
+    #[test]
+    fn an_interface_is_of_the_cards_origin_or_refused() {
+        let card = origin("https://Agents.example.com/a2a/x/.well-known/agent-card.json");
+        assert_eq!(card, origin("https://agents.example.com:443/a2a/x"));
+        assert_ne!(card, origin("https://agents.example.com.evil.net/a2a/x"));
+        assert_ne!(card, origin("http://agents.example.com/a2a/x"), "another scheme is another origin");
+        assert_ne!(card, origin("https://agents.example.com:8443/a2a/x"));
+        assert_eq!(origin("file:///etc/passwd"), None);
     }
 }
