@@ -40,8 +40,7 @@ use serde_json::{Value, json};
 
 use crate::resources::manifest::{Manifest, read_written_manifests};
 use crate::resources::validation::{validate_agent, validate_agent_run};
-use crate::resources::{Agent, AgentRun, TokenUsage};
-use crate::run::{EventKind, RunStatus};
+use crate::resources::{Agent, AgentRun};
 use crate::store::RunnerStoreClient;
 use graph::{Graph, RunIdentity, RunReport};
 use model::{Model, ModelSettings};
@@ -205,7 +204,7 @@ pub async fn execute(
                 // (its credentials, for one, stop working once its cancel has ended it).
                 let cancelled = store.is_cancel_requested(&identity.run_id).await.unwrap_or(false);
                 let error = (!cancelled).then_some(error);
-                fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await
+                graph::fail_before_start(&store, &identity, metadata, error, options.lease_ttl).await
             }
         }
     };
@@ -482,29 +481,4 @@ fn read_agent(options: &RunnerOptions, slug: &str) -> Result<Agent, String> {
         return Err(format!("Agent {slug:?} is not valid: {}", report.error_summary()));
     }
     Ok(agent)
-}
-
-/// Ends a run that could not start: `metadata`, then the result, `error` and `end` in one step, as a
-/// run that failed with `error`, or, without one, as a run cancelled before it started.
-async fn fail_before_start(
-    store: &RunnerStoreClient,
-    identity: &RunIdentity,
-    metadata: Value,
-    error: Option<String>,
-    retry_for: Duration,
-) -> RunReport {
-    let report = RunReport {
-        status: if error.is_some() { RunStatus::Failed } else { RunStatus::Cancelled },
-        output: String::new(),
-        error,
-        token_usage: TokenUsage::default(),
-        reason: None,
-        tree_token_usage: None,
-        tree_cost: Vec::new(),
-    };
-    if let Err(err) = store.append_event(&identity.run_id, &identity.thread_id, EventKind::Metadata, metadata).await {
-        tracing::warn!(run_id = %identity.run_id, error = %err, "cannot write the run's metadata");
-    }
-    graph::record_end(store, identity, &[], &report.result(identity), retry_for).await;
-    report
 }

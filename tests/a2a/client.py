@@ -128,6 +128,14 @@ async def cancel(base):
         async for item in a2a.subscribe(pb.SubscribeToTaskRequest(id=task_id)):
             seen.append(MessageToDict(item))
 
+    # Streams a client leaves give their places back at once, while the run says nothing: more than a
+    # run's places (8) are opened and left one after another.
+    for _ in range(12):
+        stream_of = a2a.subscribe(pb.SubscribeToTaskRequest(id=task_id))
+        first_item = MessageToDict(await anext(stream_of))
+        check("task" in first_item, first_item)
+        await stream_of.aclose()
+        await asyncio.sleep(0.1)
     following = asyncio.create_task(follow())
     await asyncio.sleep(1.0)
     cancelled = MessageToDict(await a2a.cancel_task(pb.CancelTaskRequest(id=task_id)))
@@ -196,6 +204,28 @@ async def stranger(base):
     missing = await http.get(url(base, "no-such-agent") + "/.well-known/agent-card.json")
     check(private.status_code == missing.status_code == 404, (private.status_code, missing.status_code))
     check(private.json()["message"].replace("alice-notes", "x") == missing.json()["message"].replace("no-such-agent", "x"), private.text)
+    # bob naming alice's context gets a context of his own: her conversation is neither reached nor told.
+    context = os.environ["CONTEXT_ID"]
+    quick = await client(base, "quick-helper", token="bob-token", streaming=False)
+    mine = (await stream(quick, message("hello from bob", context_id=context)))[0]["task"]
+    check(mine["contextId"] == context, mine)
+    texts = [p.get("text", "") for m in mine.get("history", []) for p in m["parts"]]
+    check(all("retrieval-augmented" not in t for t in texts), texts)
+    alice = await client(base, "deep-research")
+    hers = MessageToDict(await alice.get_task(pb.GetTaskRequest(id=task_id)))
+    check(all("hello from bob" not in p.get("text", "") for m in hers["history"] for p in m["parts"]), hers["history"])
+    # The card names only the subagents the caller may see.
+    bob_http = httpx.AsyncClient(headers={"Authorization": "Bearer bob-token"})
+    card = (await bob_http.get(url(base, "a2a-parent") + "/.well-known/agent-card.json")).json()
+    ids = [skill["id"] for skill in card["skills"]]
+    check("subagent:quick-helper" in ids and "subagent:alice-sub" not in ids, ids)
+    check("SECRET" not in json.dumps(card), card)
+    # Requests the protocol does not allow are refused naming what is wrong.
+    raw = lambda body: bob_http.post(url(base, "deep-research"), json=body)
+    odd_id = (await raw({"jsonrpc": "2.0", "id": {"a": 1}, "method": "GetTask", "params": {"id": "x"}})).json()
+    check(odd_id["error"]["code"] == -32600, odd_id)
+    typed = (await raw({"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}, "configuration": {"historyLength": "x"}}})).json()
+    check(typed["error"]["code"] == -32602 and typed["error"]["data"]["field"] == "configuration.historyLength", typed)
     other_namespace = await httpx.AsyncClient(headers={"Authorization": "Bearer alice-token"}).get(url(base, "deep-research", "elsewhere") + "/.well-known/agent-card.json")
     check(other_namespace.status_code == 404, other_namespace.status_code)
     anonymous = await httpx.AsyncClient().get(url(base, "deep-research") + "/.well-known/agent-card.json")

@@ -1,7 +1,8 @@
 """A remote A2A agent made with the official A2A Python SDK (`a2a-sdk`, pinned by scripts/a2a-venv):
 the peer a remote subagent (`spec.remote.a2a`) delegates to. `python remote_agent.py <port> <record>`
 serves it on 127.0.0.1:<port> and appends one JSON line per request it executes or cancels to <record>
-(the task, its context, the message's text and metadata, the `traceparent` it came with).
+(the task, its context, the message's text and metadata, the `traceparent` it came with). A third
+argument is the interface URL its card names in place of its own (a card that points elsewhere).
 
 It asks every request for `Authorization: Bearer remote-secret` (401 otherwise) and answers by the
 message's text: `ask ...` asks for input, and the answer to that task completes it with what was said;
@@ -27,6 +28,7 @@ from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse
 
 PORT, RECORD = int(sys.argv[1]), sys.argv[2]
+INTERFACE = sys.argv[3] if len(sys.argv) > 3 else f"http://127.0.0.1:{PORT}/"
 SECRET = "Bearer remote-secret"
 
 
@@ -86,7 +88,7 @@ card = pb.AgentCard(
     name="remote helper",
     description="A remote agent that answers, asks, fails or works until cancelled.",
     version="1",
-    supported_interfaces=[pb.AgentInterface(url=f"http://127.0.0.1:{PORT}/", protocol_binding="JSONRPC", protocol_version="1.0")],
+    supported_interfaces=[pb.AgentInterface(url=INTERFACE, protocol_binding="JSONRPC", protocol_version="1.0")],
     capabilities=pb.AgentCapabilities(streaming=True, push_notifications=False),
     default_input_modes=["text/plain"],
     default_output_modes=["text/plain"],

@@ -15,6 +15,10 @@ fn subagent(slug: &str) -> String {
     )
 }
 
+/// alice's own subagent, which nobody else may see, and a parent everyone sees that names it.
+const ALICE_SUB: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: alice-sub}\nspec:\n  backend: SubAgentBackend\n  description: SECRET plans of alice.\n  owner: alice\n";
+const PARENT: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: a2a-parent}\nspec:\n  backend: ChatbotAgent\n  context: {subagents: [alice-sub, quick-helper]}\n  share: {readScope: {accessLevel: Global}}\n";
+
 /// alice's own agent, which nobody else may see.
 const PRIVATE: &str = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: alice-notes}\nspec:\n  backend: ChatbotAgent\n  owner: alice\n";
 
@@ -36,6 +40,8 @@ async fn system(store: LocalStore, data: TempDir) -> (Local, TempDir) {
         ("a2a-slow", main_agent("a2a-slow")),
         ("a2a-writer", main_agent("a2a-writer")),
         ("alice-notes", PRIVATE.to_string()),
+        ("alice-sub", ALICE_SUB.to_string()),
+        ("a2a-parent", PARENT.to_string()),
     ];
     let agents: Vec<(&str, &str)> = agents.iter().map(|(slug, yaml)| (*slug, yaml.as_str())).collect();
     start_with(store, data, &agents, SCRIPTS).await
@@ -74,7 +80,8 @@ async fn a_strangers_task_answers_as_an_unknown_one_and_an_invisible_agent_as_a_
     let (local, _manifests) = system(LocalStore::InProcess, TempDir::new().expect("dir")).await;
     let printed = a2a("research", &local, &[]).await;
     let ids: serde_json::Value = serde_json::from_str(&printed).expect("the task");
-    a2a("stranger", &local, &[("TASK_ID", ids["task_id"].as_str().expect("id"))]).await;
+    let (task, context) = (ids["task_id"].as_str().expect("id"), ids["context_id"].as_str().expect("context"));
+    a2a("stranger", &local, &[("TASK_ID", task), ("CONTEXT_ID", context)]).await;
 }
 
 #[tokio::test]

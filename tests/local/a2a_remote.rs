@@ -26,6 +26,11 @@ struct RemoteAgent {
 
 impl RemoteAgent {
     async fn start() -> RemoteAgent {
+        Self::start_naming(None).await
+    }
+
+    /// The remote agent, its card naming `interface` in place of its own URL when given.
+    async fn start_naming(interface: Option<&str>) -> RemoteAgent {
         let dir = TempDir::new().expect("dir");
         let record = dir.path().join("record.jsonl");
         let port = free_port();
@@ -33,6 +38,7 @@ impl RemoteAgent {
             .arg(root().join("tests/a2a/remote_agent.py"))
             .arg(port.to_string())
             .arg(&record)
+            .args(interface)
             .spawn()
             .expect("the remote agent starts");
         let agent = RemoteAgent { _child: Process(child), port, record, _dir: dir };
@@ -189,4 +195,17 @@ async fn a_remote_agent_refusing_the_credential_fails_the_child_naming_the_card(
     assert_eq!(refused["status"], "failed", "{refused}");
     assert!(refused.to_string().contains("answered HTTP 401"), "{refused}");
     assert!(remote.records().is_empty(), "nothing ran at the remote agent");
+}
+
+#[tokio::test]
+async fn a_card_naming_an_interface_of_another_origin_gets_no_request_and_fails_the_child() {
+    // The card names the interface of a second remote agent: the credential would go there.
+    let elsewhere = RemoteAgent::start().await;
+    let interface = format!("http://127.0.0.1:{}/", elsewhere.port);
+    let remote = RemoteAgent::start_naming(Some(&interface)).await;
+    let (local, _manifests) = system(&remote).await;
+    let refused = delegate(&local, "remote-helper", "hello", "outside-4", None).await;
+    assert_eq!(refused["status"], "failed", "{refused}");
+    assert!(refused.to_string().contains("not a URL of the card's own origin"), "{refused}");
+    assert!(elsewhere.records().is_empty() && remote.records().is_empty(), "no request was sent anywhere");
 }

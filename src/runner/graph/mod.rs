@@ -79,7 +79,7 @@ mod retry;
 mod stream;
 mod usage;
 
-pub use report::{RunIdentity, RunReport, record_end};
+pub use report::{RunIdentity, RunReport, fail_before_start, record_end};
 
 /// Why the loop stopped early.
 enum Stop {

@@ -92,3 +92,30 @@ pub async fn record_end(
         ),
     }
 }
+
+/// Ends a run that could not start: `metadata`, then the result, `error` and `end` in one step, as a
+/// run that failed with `error`, or, without one, as a run cancelled before it started.
+pub async fn fail_before_start(
+    store: &RunnerStoreClient,
+    identity: &RunIdentity,
+    metadata: serde_json::Value,
+    error: Option<String>,
+    retry_for: Duration,
+) -> RunReport {
+    let report = RunReport {
+        status: if error.is_some() { RunStatus::Failed } else { RunStatus::Cancelled },
+        output: String::new(),
+        error,
+        token_usage: TokenUsage::default(),
+        reason: None,
+        tree_token_usage: None,
+        tree_cost: Vec::new(),
+    };
+    if let Err(err) =
+        store.append_event(&identity.run_id, &identity.thread_id, crate::run::EventKind::Metadata, metadata).await
+    {
+        tracing::warn!(run_id = %identity.run_id, error = %err, "cannot write the run's metadata");
+    }
+    record_end(store, identity, &[], &report.result(identity), retry_for).await;
+    report
+}

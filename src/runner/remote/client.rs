@@ -107,9 +107,11 @@ pub async fn card(card_url: &str, headers: HeaderMap, ttl: Duration) -> Result<R
         })
         .and_then(|i| i["url"].as_str())
         .ok_or_else(|| RemoteError::Invalid(format!("the card at {card_url} names no A2A 1.x JSON-RPC interface")))?;
-    if !(interface.starts_with("https://") || interface.starts_with("http://")) {
+    // The card's own origin only: a card that names another host would have the Agent's headers (its
+    // credential) sent there.
+    if origin(interface).is_none() || origin(interface) != origin(card_url) {
         return Err(RemoteError::Invalid(format!(
-            "the card at {card_url} names the interface {interface:?}, not an http(s) URL"
+            "the card at {card_url} names the interface {interface:?}, not a URL of the card's own origin"
         )));
     }
     let streaming = card["capabilities"]["streaming"].as_bool().unwrap_or(false);

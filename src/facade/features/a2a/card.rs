@@ -7,10 +7,11 @@
 
 use axum::Json;
 use axum::extract::{Path, State};
-use axum::http::HeaderMap;
+use axum::http::{HeaderMap, header};
 use kube::ResourceExt;
 use serde_json::{Value, json};
 
+use crate::access::{Permission, permission};
 use crate::delegation::a2a::{JSONRPC_BINDING, PROTOCOL_VERSION};
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::ApiError;
@@ -29,14 +30,20 @@ pub async fn card(
     Caller(who): Caller,
     Path((namespace, slug)): Path<(String, String)>,
     headers: HeaderMap,
-) -> Result<Json<Value>, ApiError> {
+) -> Result<impl axum::response::IntoResponse, ApiError> {
     let agent = super::agent_for(&state, &who, &namespace, &slug).await?;
-    let all = state.agents.all().await?;
+    // Only the agents the caller may see lend their descriptions to the card.
+    let all: Vec<Agent> =
+        state.agents.all().await?.into_iter().filter(|a| permission(&who, a) >= Permission::Read).collect();
     let issuer = state.auth.oidc().map(|oidc| oidc.config().issuer.clone());
-    Ok(Json(card_of(&agent, &all, &super::agent_url(&headers, &namespace, &agent), issuer.as_deref())))
+    let card = card_of(&agent, &all, &super::agent_url(&headers, &namespace, &agent), issuer.as_deref());
+    // The card is the caller's: no shared cache keeps it.
+    let private = [(header::CACHE_CONTROL, "private, no-store"), (header::VARY, "Authorization")];
+    Ok((private, Json(card)))
 }
 
-/// The card of `agent` served at `url`; `all` are the agents its subagents are found among, `issuer`
+/// The card of `agent` served at `url`; `all` are the agents its subagents are found among (one not
+/// there is left out), `issuer`
 /// the OIDC provider whose tokens the facade takes, when one is configured.
 pub fn card_of(agent: &Agent, all: &[Agent], url: &str, issuer: Option<&str>) -> Value {
     let slug = agent.name_any();
@@ -54,11 +61,9 @@ pub fn card_of(agent: &Agent, all: &[Agent], url: &str, issuer: Option<&str>) ->
         skills.push(json!({"id": format!("tool:{tool}"), "name": tool, "description": about, "tags": ["tool"]}));
     }
     for sub in context.subagents.iter().flatten() {
-        let about = all
-            .iter()
-            .find(|a| a.name_any() == *sub)
-            .and_then(|a| a.spec.description.clone())
-            .unwrap_or_else(|| format!("The subagent {sub}."));
+        // A subagent not among `all` (one the caller may not see) is left out.
+        let Some(found) = all.iter().find(|a| a.name_any() == *sub) else { continue };
+        let about = found.spec.description.clone().unwrap_or_else(|| format!("The subagent {sub}."));
         skills.push(json!({"id": format!("subagent:{sub}"), "name": sub, "description": about, "tags": ["subagent"]}));
     }
     for kb in context.knowledges.iter().flatten() {

@@ -17,6 +17,7 @@ pub mod card;
 pub mod rpc;
 pub mod stream;
 pub mod tasks;
+pub mod view;
 
 use axum::routing::{get, post};
 use kube::ResourceExt;
@@ -103,17 +104,36 @@ pub fn agent_url(headers: &axum::http::HeaderMap, namespace: &str, agent: &Agent
     };
     let scheme = header("x-forwarded-proto").filter(|s| s == "https" || s == "http").unwrap_or_else(|| "http".into());
     let host = header("x-forwarded-host")
-        .or_else(|| header("host"))
         .filter(|h| is_host(h))
+        .or_else(|| header("host").filter(|h| is_host(h)))
         .unwrap_or_else(|| "localhost".into());
     format!("{scheme}://{host}{A2A_PREFIX}/{namespace}/{}", agent.name_any())
 }
 
-/// Whether `host` is a host name or address with an optional port, and nothing else.
+/// Whether `host` is a host name (letters, digits, `.`, `-`) or a bracketed IPv6 address, with an
+/// optional port, and nothing else.
 fn is_host(host: &str) -> bool {
-    !host.is_empty()
-        && host.len() <= 255
-        && host.chars().all(|c| c.is_ascii_alphanumeric() || matches!(c, '.' | '-' | ':' | '[' | ']' | '_'))
+    let (name, port) = match host.rsplit_once(':') {
+        Some((name, port))
+            if !name.ends_with(':') && (name.starts_with('[') == name.ends_with(']')) && !name.is_empty() =>
+        {
+            (name, Some(port))
+        }
+        _ => (host, None),
+    };
+    let name_ok = match name.strip_prefix('[').and_then(|n| n.strip_suffix(']')) {
+        Some(v6) => v6.parse::<std::net::Ipv6Addr>().is_ok(),
+        None => {
+            !name.is_empty()
+                && name.len() <= 253
+                && name.split('.').all(|label| {
+                    !label.is_empty()
+                        && label.len() <= 63
+                        && label.chars().all(|c| c.is_ascii_alphanumeric() || c == '-')
+                })
+        }
+    };
+    name_ok && port.is_none_or(|p| p.parse::<u16>().is_ok())
 }
 
 #[cfg(test)]
@@ -135,6 +155,12 @@ mod tests {
         headers.insert("x-forwarded-host", "evil.com/steal?".parse().expect("value"));
         headers.insert("x-forwarded-proto", "javascript".parse().expect("value"));
         assert_eq!(agent_url(&headers, "team", &agent), "http://facade:8080/a2a/team/helper");
+        for forged in ["[::1]:99:evil", "_", "a..b", "evil.com:99999", "a b"] {
+            assert!(!is_host(forged), "{forged}");
+        }
+        for fine in ["[::1]:8080", "[::1]", "10.0.0.1:80", "agents.example.com"] {
+            assert!(is_host(fine), "{fine}");
+        }
     }
 
     #[test]

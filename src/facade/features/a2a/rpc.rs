@@ -14,7 +14,8 @@ use kube::ResourceExt;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use super::tasks::{MAX_BLOCKING_WAIT, Reading, history_length, send, settled, task_of, task_run};
+use super::tasks::{MAX_BLOCKING_WAIT, context_thread, send, task_run};
+use super::view::{Reading, history_length, settled, task_of};
 use super::{Failure, agent_for, agent_url};
 use crate::access::Identity;
 use crate::delegation::a2a::rpc::{Code, Request, RpcError, error_response, method, response};
@@ -29,6 +30,11 @@ use crate::resources::Agent;
 
 /// The most conversations `ListTasks` looks through for the agent's tasks.
 pub const MAX_LISTED_CONTEXTS: usize = 1000;
+/// The most bytes of tasks one `ListTasks` page answers: a page ends before the task that would pass it
+/// (it holds one task at least).
+pub const MAX_PAGE_BYTES: usize = 4 * 1024 * 1024;
+/// The longest request id, in characters.
+pub const MAX_ID_CHARS: usize = 256;
 
 /// `POST /a2a/{namespace}/{slug}`.
 pub async fn rpc(
@@ -59,9 +65,21 @@ pub async fn rpc(
 fn read(headers: &HeaderMap, body: &[u8]) -> Result<Request, (Value, RpcError)> {
     let value: Value = serde_json::from_slice(body)
         .map_err(|e| (Value::Null, RpcError::new(Code::Parse, format!("the body is not JSON: {e}"))))?;
-    let id = value.get("id").cloned().filter(|id| id.is_string() || id.is_number()).unwrap_or(Value::Null);
     if value.is_array() {
         return Err((Value::Null, RpcError::new(Code::InvalidRequest, "batches are not served: send one request")));
+    }
+    // An id is a string of at most MAX_ID_CHARS characters or a number; without one the request would
+    // be a notification, which A2A has none of.
+    let id = match value.get("id") {
+        Some(Value::String(id)) if id.chars().count() <= MAX_ID_CHARS => Value::String(id.clone()),
+        Some(Value::Number(n)) => Value::Number(n.clone()),
+        _ => {
+            let why = format!("id must be a string of at most {MAX_ID_CHARS} characters or a number");
+            return Err((Value::Null, RpcError::new(Code::InvalidRequest, why)));
+        }
+    };
+    if value.get("params").is_some_and(|p| !p.is_object() && !p.is_null()) {
+        return Err((id, RpcError::invalid("params", "must be an object")));
     }
     let request: Request = serde_json::from_value(value)
         .map_err(|e| (id.clone(), RpcError::new(Code::InvalidRequest, format!("not a JSON-RPC request: {e}"))))?;
@@ -82,10 +100,15 @@ fn read(headers: &HeaderMap, body: &[u8]) -> Result<Request, (Value, RpcError)> 
     Ok(request)
 }
 
-/// The parameters of `request` as `T`, or invalid parameters naming what is wrong.
+/// The parameters of `request` as `T`, or invalid parameters naming the field that is wrong
+/// (`configuration.historyLength`, `message.parts[0].text`).
 fn params<T: DeserializeOwned>(request: &Request) -> Result<T, RpcError> {
     let params = if request.params.is_null() { Value::Object(Default::default()) } else { request.params.clone() };
-    serde_json::from_value(params).map_err(|e| RpcError::invalid("params", e))
+    serde_path_to_error::deserialize(params).map_err(|e| {
+        let path = e.path().to_string();
+        let field = if path == "." { "params".to_string() } else { path };
+        RpcError::invalid(field, e.into_inner())
+    })
 }
 
 /// Answers one request.
@@ -104,7 +127,8 @@ async fn call(
             let body: SendMessageRequest = params(&request)?;
             let configuration = body.configuration.clone().unwrap_or_default();
             reading.history_length = history_length(configuration.history_length, "configuration.historyLength")?;
-            let record = send(&state, &who, agent, &body.message).await?;
+            let run_id = uuid::Uuid::new_v4().simple().to_string();
+            let record = send(&state, &who, agent, &body.message, run_id).await?;
             let record = if configuration.return_immediately { record } else { settled(&state, &record.run_id, MAX_BLOCKING_WAIT).await? };
             let task = task_of(&state, &record, &reading).await?;
             answer(serde_json::to_value(StreamResponse::Task(task)).unwrap_or_default())
@@ -113,11 +137,14 @@ async fn call(
             let body: SendMessageRequest = params(&request)?;
             reading.history_length = history_length(body.configuration.as_ref().and_then(|c| c.history_length), "configuration.historyLength")?;
             let store = state.store()?.clone();
-            let resumed = body.message.task_id.is_some();
-            let record = send(&state, &who, agent, &body.message).await?;
+            let resumed = body.message.task_id.clone();
+            // The stream's place is taken first: a start refused a stream starts nothing.
+            let run_id = resumed.clone().unwrap_or_else(|| uuid::Uuid::new_v4().simple().to_string());
+            let permit = state.streams.open(&who.uid, &run_id, &state.limits)?;
+            let record = send(&state, &who, agent, &body.message, run_id).await?;
             // A task that goes on after its question streams from where it paused.
-            let cursor = if resumed { latest(&store, &record.run_id).await? } else { "0-0".to_string() };
-            Ok(super::stream::follow(state, record, cursor, id, reading)?)
+            let cursor = if resumed.is_some() { latest(&store, &record.run_id).await? } else { "0-0".to_string() };
+            Ok(super::stream::follow(state, record, cursor, id, reading, permit))
         }
         method::GET_TASK => {
             let body: GetTaskRequest = params(&request)?;
@@ -148,7 +175,8 @@ async fn call(
                 return Err(RpcError::new(Code::UnsupportedOperation, format!("task {:?} has ended ({}); read it with GetTask", body.id, record.status)).into());
             }
             let cursor = latest(state.store()?, &record.run_id).await?;
-            Ok(super::stream::follow(state, record, cursor, id, reading)?)
+            let permit = state.streams.open(&who.uid, &record.run_id, &state.limits)?;
+            Ok(super::stream::follow(state, record, cursor, id, reading, permit))
         }
         m if method::PUSH_CONFIG.contains(&m) => {
             Err(RpcError::new(Code::PushNotificationNotSupported, "push notifications are not served: follow a task with SubscribeToTask or GetTask").into())
@@ -194,9 +222,13 @@ async fn list(
     reading.artifacts = body.include_artifacts.unwrap_or(false);
     let store = state.store()?;
     let slug = agent.name_any();
+    let thread = match &body.context_id {
+        Some(context) => Some(context_thread(state, who, context).await?),
+        None => None,
+    };
     let mut matching = Vec::new();
     for conversation in store.user_conversations(&who.uid, 0, MAX_LISTED_CONTEXTS).await? {
-        if conversation.agent_slug != slug || body.context_id.as_ref().is_some_and(|c| *c != conversation.thread_id) {
+        if conversation.agent_slug != slug || thread.as_ref().is_some_and(|t| *t != conversation.thread_id) {
             continue;
         }
         let Some(run) = conversation.last_run_id.as_deref() else { continue };
@@ -217,8 +249,14 @@ async fn list(
     }
     let total = matching.len();
     let mut tasks = Vec::new();
+    let mut bytes = 0;
     for record in matching.iter().skip(offset).take(size) {
-        tasks.push(task_of(state, record, &reading).await?);
+        let task = task_of(state, record, &reading).await?;
+        bytes += serde_json::to_vec(&task).map_or(0, |t| t.len());
+        if bytes > MAX_PAGE_BYTES && !tasks.is_empty() {
+            break;
+        }
+        tasks.push(task);
     }
     let next = offset + tasks.len();
     Ok(ListTasksResponse {

@@ -5,7 +5,8 @@
 //! person, the `input-required` state with the question. The stream ends there, as the protocol has
 //! it; a client follows an answered task again with `SubscribeToTask`. A failing run store is waited
 //! out (with backoff) for up to a minute, then the stream ends with an internal error. Each stream
-//! holds one of the caller's places for event streams (429 naming the limit when none is left).
+//! holds one of the caller's places for event streams (429 naming the limit when none is left), taken
+//! before the task starts and given back as soon as the client goes.
 
 use std::convert::Infallible;
 use std::time::Duration;
@@ -15,7 +16,7 @@ use axum::response::{IntoResponse, Response};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use super::tasks::{Reading, task_of};
+use super::view::{Reading, context_of, task_of};
 use crate::delegation::a2a::map::update_of;
 use crate::delegation::a2a::rpc::{Code, RpcError, error_response, response};
 use crate::delegation::a2a::wire::{StreamResponse, TaskArtifactUpdateEvent, TaskStatusUpdateEvent};
@@ -38,8 +39,8 @@ pub fn follow(
     cursor: String,
     id: Value,
     reading: Reading,
-) -> Result<Response, ApiError> {
-    let permit = state.streams.open(&record.uid, &record.run_id, &state.limits)?;
+    permit: crate::facade::http::limits::StreamPermit,
+) -> Response {
     let (sender, receiver) = mpsc::channel::<Result<Event, Infallible>>(BUFFER);
     tokio::spawn(async move {
         let _held = permit;
@@ -48,12 +49,15 @@ pub fn follow(
             let sender = sender.clone();
             async move { sender.send(Ok(Event::default().data(data))).await.is_ok() }
         };
-        match run(&state, &record, cursor, &reading, &send).await {
-            Ok(()) => {}
-            Err(error) => {
-                let data = error_response(&id, &error).to_string();
-                let _ = sender.send(Ok(Event::default().data(data))).await;
-            }
+        // A client that goes ends the stream at once, and gives its place back, even while the run
+        // writes nothing.
+        let outcome = tokio::select! {
+            outcome = run(&state, &record, cursor, &reading, &send) => outcome,
+            () = sender.closed() => Ok(()),
+        };
+        if let Err(error) = outcome {
+            let data = error_response(&id, &error).to_string();
+            let _ = sender.send(Ok(Event::default().data(data))).await;
         }
     });
     let stream =
@@ -61,7 +65,7 @@ pub fn follow(
             receiver,
             |mut receiver| async move { receiver.recv().await.map(|item| (item, receiver)) },
         );
-    Ok(Sse::new(stream).keep_alive(KeepAlive::new().interval(HEARTBEAT)).into_response())
+    Sse::new(stream).keep_alive(KeepAlive::new().interval(HEARTBEAT)).into_response()
 }
 
 /// Sends the stream's items until the task ends or waits for a person; `Ok` also when the client went.
@@ -126,10 +130,15 @@ where
             if matches!(event.envelope.event, EventKind::End | EventKind::Interrupt) {
                 return finish(state, record, reading, send).await;
             }
-            if let Some(update) = update_of(&event.envelope, &event.seq)
-                && !send(&StreamResponse::StatusUpdate(update)).await
-            {
-                return Ok(());
+            if let Some(mut update) = update_of(&event.envelope, &event.seq) {
+                // The context as the task's client named it.
+                update.context_id = context_of(record);
+                if let Some(message) = update.status.message.as_mut() {
+                    message.context_id = Some(update.context_id.clone());
+                }
+                if !send(&StreamResponse::StatusUpdate(update)).await {
+                    return Ok(());
+                }
             }
         }
     }
