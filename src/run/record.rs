@@ -70,6 +70,32 @@ mod waiting_text {
 }
 
 impl RunRecord {
+    /// A run a user starts (no parent), `pending`, made now: `run_id` of `agent_slug` in `thread_id` for
+    /// `who`, asking `request`, within `max_tokens`.
+    pub fn started_by(
+        who: &crate::access::Identity,
+        run_id: String,
+        thread_id: String,
+        agent_slug: String,
+        request: RunRequest,
+        max_tokens: Option<i64>,
+    ) -> RunRecord {
+        RunRecord {
+            run_id,
+            thread_id,
+            agent_slug,
+            uid: who.uid.clone(),
+            parent: None,
+            status: RunStatus::Pending,
+            error: None,
+            created_at: jiff::Timestamp::now().to_string(),
+            request,
+            max_tokens,
+            waiting: None,
+            principal: who.principal.clone(),
+        }
+    }
+
     /// The root of the run's tree: its parent's root, or itself.
     pub fn root_run_id(&self) -> &str {
         self.parent.as_ref().map_or(&self.run_id, |p| p.root())

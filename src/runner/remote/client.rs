@@ -156,17 +156,25 @@ fn request_headers(traceparent: Option<&str>) -> HeaderMap {
 }
 
 impl Remote {
-    /// Calls `method` with `params`; its result. Errors: unreachable, an HTTP error, not JSON-RPC, or
-    /// the agent's JSON-RPC error.
-    pub async fn call(&self, method: &str, params: Value, traceparent: Option<&str>) -> Result<Value, RemoteError> {
+    /// Posts the request of `method` with `params`; the answer, when its status is a success. A
+    /// `streaming` request asks for server-sent events and has no overall time limit (the run's own
+    /// bounds it); another has [`CALL_TIMEOUT`].
+    async fn post(
+        &self,
+        method: &str,
+        params: Value,
+        traceparent: Option<&str>,
+        streaming: bool,
+    ) -> Result<reqwest::Response, RemoteError> {
         let body =
             json!({"jsonrpc": "2.0", "id": uuid::Uuid::new_v4().to_string(), "method": method, "params": params});
-        let response = self
-            .http
-            .post(&self.url)
-            .headers(request_headers(traceparent))
-            .json(&body)
-            .timeout(CALL_TIMEOUT)
+        let request = self.http.post(&self.url).headers(request_headers(traceparent)).json(&body);
+        let request = if streaming {
+            request.header(reqwest::header::ACCEPT, "text/event-stream")
+        } else {
+            request.timeout(CALL_TIMEOUT)
+        };
+        let response = request
             .send()
             .await
             .map_err(|e| RemoteError::Unreachable(format!("{method} to {} failed: {e}", self.url)))?;
@@ -174,6 +182,13 @@ impl Remote {
         if !status.is_success() {
             return Err(RemoteError::Unreachable(format!("{method} to {} answered HTTP {status}", self.url)));
         }
+        Ok(response)
+    }
+
+    /// Calls `method` with `params`; its result. Errors: unreachable, an HTTP error, not JSON-RPC, or
+    /// the agent's JSON-RPC error.
+    pub async fn call(&self, method: &str, params: Value, traceparent: Option<&str>) -> Result<Value, RemoteError> {
+        let response = self.post(method, params, traceparent, false).await?;
         let answer: Value = serde_json::from_slice(&read_bounded(response, MAX_ANSWER_BYTES).await?)
             .map_err(|e| RemoteError::Invalid(format!("{method}: the answer is not JSON: {e}")))?;
         result_of(answer).map_err(|(code, message)| RemoteError::Refused { method: method.into(), code, message })
@@ -182,21 +197,7 @@ impl Remote {
     /// Calls the streaming `method` with `params`: its items, read with [`Items::next`]. Errors as
     /// [`Remote::call`].
     pub async fn stream(&self, method: &str, params: Value, traceparent: Option<&str>) -> Result<Items, RemoteError> {
-        let body =
-            json!({"jsonrpc": "2.0", "id": uuid::Uuid::new_v4().to_string(), "method": method, "params": params});
-        let response = self
-            .http
-            .post(&self.url)
-            .headers(request_headers(traceparent))
-            .header(reqwest::header::ACCEPT, "text/event-stream")
-            .json(&body)
-            .send()
-            .await
-            .map_err(|e| RemoteError::Unreachable(format!("{method} to {} failed: {e}", self.url)))?;
-        let status = response.status();
-        if !status.is_success() {
-            return Err(RemoteError::Unreachable(format!("{method} to {} answered HTTP {status}", self.url)));
-        }
+        let response = self.post(method, params, traceparent, true).await?;
         Ok(Items {
             method: method.to_string(),
             response,

@@ -130,20 +130,8 @@ pub async fn send(
         traceparent: crate::telemetry::current_traceparent(),
         ..Default::default()
     };
-    let record = RunRecord {
-        run_id,
-        thread_id: thread_id.clone(),
-        agent_slug: agent.name_any(),
-        uid: who.uid.clone(),
-        parent: None,
-        status: RunStatus::Pending,
-        error: None,
-        created_at: jiff::Timestamp::now().to_string(),
-        request,
-        max_tokens: agent.spec.budget.as_ref().and_then(|b| b.max_tokens),
-        waiting: None,
-        principal: who.principal.clone(),
-    };
+    let max_tokens = agent.spec.budget.as_ref().and_then(|b| b.max_tokens);
+    let record = RunRecord::started_by(who, run_id, thread_id.clone(), agent.name_any(), request, max_tokens);
     check_startable(&record, &query, "message.parts")?;
     // The thread is the caller's own, or made for the caller from the context's name: never another's.
     if !store.claim_thread(&thread_id, &who.uid).await? {

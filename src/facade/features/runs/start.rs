@@ -109,20 +109,8 @@ pub async fn start(
     check_run_model(&state, &who, &agent, request.model_spec.as_deref()).await?;
     let max_tokens = budget_of(body.budget, &agent, &who)?;
     check_quotas(&state, &who.uid).await?;
-    let record = RunRecord {
-        run_id: uuid::Uuid::new_v4().simple().to_string(),
-        thread_id: thread_id.clone(),
-        agent_slug: body.agent_slug.clone(),
-        uid: who.uid.clone(),
-        parent: None,
-        status: RunStatus::Pending,
-        error: None,
-        created_at: jiff::Timestamp::now().to_string(),
-        request,
-        max_tokens,
-        waiting: None,
-        principal: who.principal.clone(),
-    };
+    let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let record = RunRecord::started_by(&who, run_id, thread_id.clone(), body.agent_slug.clone(), request, max_tokens);
     check_startable(&record, &query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of
     // another user answers as a missing one, and its runs are never named. Claimed only by a request that
