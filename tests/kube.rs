@@ -32,6 +32,8 @@ mod facade;
 mod identity;
 #[path = "kube/leases_and_watches.rs"]
 mod leases_and_watches;
+#[path = "kube/mcp_servers.rs"]
+mod mcp_servers;
 #[path = "kube/models.rs"]
 mod models;
 #[path = "kube/rbac.rs"]

@@ -154,9 +154,19 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
     });
     let agents = agent_reconciler::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
     let models = model_prober::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
+    let mcp_servers = yuxi_operator::controller::mcp_discovery::run(
+        client.clone(),
+        namespaces.clone(),
+        metrics.clone(),
+        shutdown.clone(),
+    );
     let reconcilers = async move {
-        let (agents, (), ()) =
-            tokio::join!(agents, models, run_reconciler::run(ctx, namespaces, args.concurrency, shutdown));
+        let (agents, (), (), ()) = tokio::join!(
+            agents,
+            models,
+            mcp_servers,
+            run_reconciler::run(ctx, namespaces, args.concurrency, shutdown)
+        );
         if let Err(err) = agents {
             tracing::error!(error = %err, "the Agent reconciler stopped");
         }

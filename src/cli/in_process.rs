@@ -36,6 +36,8 @@ pub struct Settings {
     pub lease_ttl: Duration,
     /// The facade's URL, as runs reach it.
     pub facade_url: Option<String>,
+    /// The manifests' McpServers, by name, as the runner reads them (beside `YUXI_MCP_SERVERS`'s).
+    pub mcp_resources: yuxi_operator::run::inputs::McpServers,
     /// The manifests' Models, connected with the local mode's secrets.
     pub model_resources: std::collections::BTreeMap<
         String,
@@ -49,10 +51,23 @@ impl InProcess {
     ///
     /// Errors: the MCP servers file cannot be read.
     pub fn new(settings: Settings) -> anyhow::Result<InProcess> {
-        let mcp_servers = match std::env::var_os(env::MCP_SERVERS).filter(|p| !p.is_empty()) {
+        let mut mcp_servers = match std::env::var_os(env::MCP_SERVERS).filter(|p| !p.is_empty()) {
             Some(path) => runner::mcp::load_servers(std::path::Path::new(&path)).map_err(|e| anyhow::anyhow!("{e}"))?,
             None => Default::default(),
         };
+        // The configuration file's servers are the platform's: an McpServer of the same name does not
+        // replace one.
+        for (name, server) in settings.mcp_resources.clone() {
+            match mcp_servers.entry(name) {
+                std::collections::btree_map::Entry::Vacant(slot) => {
+                    slot.insert(server);
+                }
+                std::collections::btree_map::Entry::Occupied(taken) => tracing::warn!(
+                    server = %taken.key(),
+                    "an McpServer of the manifests is named like a server of YUXI_MCP_SERVERS; the file's is used"
+                ),
+            }
+        }
         let base = RunnerOptions {
             run_file: PathBuf::from("(in process)"),
             agent_file: PathBuf::from("(in process)"),

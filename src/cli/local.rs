@@ -139,7 +139,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         .map_err(anyhow::Error::msg)?;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources } =
+    let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources, mcp_servers } =
         manifest_set::load(&files).map_err(|problems| {
             anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
         })?;
@@ -211,6 +211,9 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     };
     let scripts_dir = scripts_dir.canonicalize().ok();
     let in_process = if runner_processes {
+        if !mcp_servers.is_empty() {
+            tracing::warn!("the manifests' McpServers are used by runs in this process only; with --runner-processes list them in YUXI_MCP_SERVERS");
+        }
         None
     } else {
         // The runs' credentials (the model key, run tokens) are in this process now: commands of other
@@ -225,6 +228,10 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             lease_ttl,
             facade_url: facade_url.clone(),
             model_resources: connections.clone(),
+            mcp_resources: mcp_servers
+                .iter()
+                .map(|s| (kube::ResourceExt::name_any(s), yuxi_operator::run::inputs::McpServer::of_resource(&s.spec)))
+                .collect(),
         })?;
         Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>)
     };

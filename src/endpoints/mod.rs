@@ -6,4 +6,5 @@
 
 pub mod connection;
 pub mod http;
+pub mod mcp_discovery;
 pub mod probe;

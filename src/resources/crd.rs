@@ -44,7 +44,7 @@ fn strip_nullable(value: &mut Value) {
 }
 
 /// How many CRDs there are.
-const CRD_COUNT: usize = 4;
+const CRD_COUNT: usize = 5;
 
 fn crds() -> &'static [(&'static str, &'static str, Value); CRD_COUNT] {
     static CRDS: OnceLock<[(&str, &str, Value); CRD_COUNT]> = OnceLock::new();
@@ -54,6 +54,7 @@ fn crds() -> &'static [(&'static str, &'static str, Value); CRD_COUNT] {
             ("AgentRun", "agentrun.yaml", served(AgentRun::crd())),
             ("KnowledgeBase", "knowledgebase.yaml", served(KnowledgeBase::crd())),
             ("Model", "model.yaml", served(Model::crd())),
+            ("McpServer", "mcpserver.yaml", served(super::mcp_server::McpServer::crd())),
         ]
     })
 }

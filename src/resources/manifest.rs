@@ -20,6 +20,8 @@ pub enum Manifest {
     KnowledgeBase(Box<KnowledgeBase>),
     /// A `Model`: a chat-model endpoint agents name in `context.model`.
     Model(Box<Model>),
+    /// An `McpServer`: an MCP server agents name in `context.mcps`.
+    McpServer(Box<super::mcp_server::McpServer>),
     /// A core `v1` `ConfigMap`: the documents of a KnowledgeBase whose `documents.configMap` names it.
     ConfigMap(Box<k8s_openapi::api::core::v1::ConfigMap>),
 }
@@ -199,6 +201,7 @@ fn decode_manifest(value: Value, document: usize) -> Result<Manifest, ManifestEr
         (API_VERSION, "AgentRun") => decode(value, document).map(|r| Manifest::AgentRun(Box::new(r))),
         (API_VERSION, "KnowledgeBase") => decode(value, document).map(|k| Manifest::KnowledgeBase(Box::new(k))),
         (API_VERSION, "Model") => decode(value, document).map(|m| Manifest::Model(Box::new(m))),
+        (API_VERSION, "McpServer") => decode(value, document).map(|m| Manifest::McpServer(Box::new(m))),
         ("v1", "ConfigMap") => decode(value, document).map(|c| Manifest::ConfigMap(Box::new(c))),
         _ => Err(ManifestError::UnknownKind { document, api_version, kind }),
     }

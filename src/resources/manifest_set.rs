@@ -86,6 +86,10 @@ pub fn check_files(files: &[PathBuf]) -> Vec<Checked> {
                     let object = describe("Model", model.namespace(), &model.name_any());
                     checked.push(once(origin, object, validate_model(&model)));
                 }
+                Ok(Manifest::McpServer(server)) => {
+                    let object = describe("McpServer", server.namespace(), &server.name_any());
+                    checked.push(once(origin, object, super::validation::validate_mcp_server(&server)));
+                }
                 Ok(Manifest::ConfigMap(config_map)) => {
                     let object = describe("ConfigMap", config_map.namespace(), &config_map.name_any());
                     checked.push(once(origin, object, validate_config_map(&config_map)));
@@ -143,6 +147,8 @@ pub struct Loaded {
     pub config_maps: Vec<ConfigMap>,
     /// The Models, in file order.
     pub models: Vec<super::Model>,
+    /// The McpServers, in file order.
+    pub mcp_servers: Vec<super::mcp_server::McpServer>,
 }
 
 /// The Agents of `files` when every document is valid (documents of other kinds and AgentRuns are
@@ -172,6 +178,7 @@ pub fn load(files: &[PathBuf]) -> Result<Loaded, Vec<String>> {
                 Ok(Manifest::KnowledgeBase(kb)) => loaded.knowledge_bases.push(*kb),
                 Ok(Manifest::ConfigMap(config_map)) => loaded.config_maps.push(*config_map),
                 Ok(Manifest::Model(model)) => loaded.models.push(*model),
+                Ok(Manifest::McpServer(server)) => loaded.mcp_servers.push(*server),
                 _ => {}
             }
         }

@@ -6,6 +6,7 @@ pub mod agent_run;
 pub mod crd;
 pub mod knowledge_base;
 pub mod manifest;
+pub mod mcp_server;
 pub mod manifest_set;
 pub mod model;
 pub mod names;

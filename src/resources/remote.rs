@@ -61,12 +61,12 @@ pub struct RemoteA2a {
     pub card_ttl_seconds: Option<u32>,
 }
 
-/// One header sent to a remote agent.
+/// One header sent to a remote agent or an MCP server.
 #[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("[has(self.value), has(self.secretKeyRef), has(self.env)].filter(x, x).size() == 1")
-        .message("give exactly one of value, secretKeyRef, env")
+    validation = Rule::new("[has(self.value), has(self.secretKeyRef), has(self.env), has(self.caller)].filter(x, x).size() == 1")
+        .message("give exactly one of value, secretKeyRef, env, caller")
         .field_path(".value"),
 )]
 pub struct RemoteHeader {
@@ -88,10 +88,24 @@ pub struct RemoteHeader {
     #[schemars(length(min = 1, max = 128), regex(pattern = r"^[A-Za-z_][A-Za-z0-9_]*$"))]
     pub env: Option<String>,
 
+    /// A token of the run's own user for this audience (an MCP server's header only), asked of the
+    /// facade with the run's token (docs/concepts/mcp.md#authenticating-to-mcp-servers).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub caller: Option<CallerAudience>,
+
     /// Put before the value, such as `Bearer `.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schemars(length(max = 64))]
     pub prefix: Option<String>,
+}
+
+/// The audience a user's token is asked for.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct CallerAudience {
+    /// The audience (the server's `aud`).
+    #[schemars(length(min = 1, max = 256))]
+    pub audience: String,
 }
 
 /// The runner container's variable holding the value of remote header `index` read from a Secret.

@@ -94,6 +94,32 @@ pub struct McpServer {
 /// The configured MCP servers, by name.
 pub type McpServers = BTreeMap<String, McpServer>;
 
+impl McpServer {
+    /// The server an McpServer resource declares, as the runner reads it: its URL, its tool allowlist,
+    /// its headers by name.
+    pub fn of_resource(spec: &crate::resources::mcp_server::McpServerSpec) -> McpServer {
+        let headers = spec
+            .headers
+            .iter()
+            .map(|h| {
+                let source = super::mcp_headers::HeaderSource {
+                    value: h.value.clone(),
+                    env: h.env.clone(),
+                    file: None,
+                    secret_key_ref: h
+                        .secret_key_ref
+                        .as_ref()
+                        .map(|s| super::mcp_headers::SecretKey { name: s.name.clone(), key: s.key.clone() }),
+                    caller: h.caller.as_ref().map(|c| super::mcp_headers::CallerToken { audience: c.audience.clone() }),
+                    prefix: h.prefix.clone(),
+                };
+                (h.name.clone(), source)
+            })
+            .collect();
+        McpServer { url: spec.url.clone(), tools: spec.tools.clone(), headers }
+    }
+}
+
 /// A Secret key the runner container gets as the variable `env`.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct SecretVariable {

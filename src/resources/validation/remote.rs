@@ -33,26 +33,9 @@ pub fn check_remote(report: &mut Report, remote: &AgentRemote, subagent: bool) {
     }
     for (i, header) in a2a.headers.iter().enumerate() {
         let field = format!("spec.remote.a2a.headers[{i}]");
-        let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+.^_`|~-".contains(c);
-        if header.name.is_empty() || header.name.len() > 128 || !header.name.chars().all(token) {
-            report.error(format!("{field}.name"), format!("{:?} is not an HTTP header name", header.name));
-        }
-        let sources = [header.value.is_some(), header.secret_key_ref.is_some(), header.env.is_some()];
-        if sources.iter().filter(|s| **s).count() != 1 {
-            report.error(format!("{field}.value"), "give exactly one of value, secretKeyRef, env");
-        }
-        if let Some(env) = &header.env
-            && (env.is_empty()
-                || env.starts_with(|c: char| c.is_ascii_digit())
-                || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
-        {
-            report.error(format!("{field}.env"), format!("{env:?} is not an environment variable name"));
-        }
-        let texts = [(".value", header.value.as_deref()), (".prefix", header.prefix.as_deref())];
-        for (part, text) in texts {
-            if text.is_some_and(|t| t.chars().any(char::is_control)) {
-                report.error(format!("{field}{part}"), "holds control characters");
-            }
+        check_header(report, &field, header);
+        if header.caller.is_some() {
+            report.error(format!("{field}.caller"), "a remote agent is not sent its run's user's token; use value, secretKeyRef or env");
         }
     }
     if let Some(seconds) = a2a.timeout_seconds
@@ -67,6 +50,65 @@ pub fn check_remote(report: &mut Report, remote: &AgentRemote, subagent: bool) {
         && seconds > 86_400
     {
         report.error("spec.remote.a2a.cardTtlSeconds", format!("must be within 0..86400 (is {seconds})"));
+    }
+}
+
+/// The rules of an McpServer, as its CEL rules state them, with precise field paths: an http(s) URL, at
+/// most 16 headers each with one source, tool names, the refresh interval in range, the share scopes.
+pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> Report {
+    let mut report = Report::default();
+    super::check_namespace(&mut report, &server.metadata);
+    let name = kube::ResourceExt::name_any(server);
+    if !super::is_dns1123_label(&name) {
+        report.error("metadata.name", format!("{name:?} is not a valid name: an McpServer's name {}", super::DNS1123_LABEL_HINT));
+    }
+    let spec = &server.spec;
+    if !(spec.url.starts_with("https://") || spec.url.starts_with("http://")) || spec.url.len() > 2048 || spec.url.chars().any(char::is_whitespace) {
+        report.error("spec.url", format!("{:?} must be an http:// or https:// URL of the server's MCP endpoint", spec.url));
+    }
+    if spec.headers.len() > MAX_REMOTE_HEADERS {
+        report.error("spec.headers", format!("at most {MAX_REMOTE_HEADERS} headers (has {})", spec.headers.len()));
+    }
+    for (i, header) in spec.headers.iter().enumerate() {
+        check_header(&mut report, &format!("spec.headers[{i}]"), header);
+    }
+    if let Some(tools) = &spec.tools {
+        super::check_name_list(&mut report, "spec.tools", tools, 256, 128);
+    }
+    if let Some(seconds) = spec.refresh_seconds
+        && !crate::resources::mcp_server::REFRESH_SECONDS.contains(&seconds)
+    {
+        report.error("spec.refreshSeconds", format!("must be within 5..86400 (is {seconds})"));
+    }
+    if let Some(share) = &spec.share {
+        super::validate_share(&mut report, share);
+    }
+    report
+}
+
+/// Checks one header sent to a remote agent or an MCP server, at `field`: an HTTP token name, exactly
+/// one value source, a variable name for `env`, no control characters.
+pub fn check_header(report: &mut Report, field: &str, header: &crate::resources::remote::RemoteHeader) {
+    let token = |c: char| c.is_ascii_alphanumeric() || "!#$%&'*+.^_`|~-".contains(c);
+    if header.name.is_empty() || header.name.len() > 128 || !header.name.chars().all(token) {
+        report.error(format!("{field}.name"), format!("{:?} is not an HTTP header name", header.name));
+    }
+    let sources = [header.value.is_some(), header.secret_key_ref.is_some(), header.env.is_some(), header.caller.is_some()];
+    if sources.iter().filter(|s| **s).count() != 1 {
+        report.error(format!("{field}.value"), "give exactly one of value, secretKeyRef, env, caller");
+    }
+    if let Some(env) = &header.env
+        && (env.is_empty()
+        || env.starts_with(|c: char| c.is_ascii_digit())
+        || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+    {
+        report.error(format!("{field}.env"), format!("{env:?} is not an environment variable name"));
+    }
+    let texts = [(".value", header.value.as_deref()), (".prefix", header.prefix.as_deref())];
+    for (part, text) in texts {
+        if text.is_some_and(|t| t.chars().any(char::is_control)) {
+        report.error(format!("{field}{part}"), "holds control characters");
+        }
     }
 }
 

@@ -1,0 +1,277 @@
+//! The McpServer discovery: keeps every McpServer's status true to what the server offers
+//! (docs/concepts/mcp.md#mcp-servers-as-resources).
+//!
+//! - `Accepted`: the spec follows the rules ([`validate_mcp_server`]) and every Secret key a header
+//!   names exists in the namespace.
+//! - `Ready`: the last discovery connected and listed the tools, which the status lists with their
+//!   hints; `False` with the reason when it could not; `Unknown` while the server is not accepted, or
+//!   when a header is a user's own token (`caller`), which only a run has.
+//!
+//! A server is listed when its spec changes and then every `refreshSeconds` (5 minutes by default), so a
+//! tool added or removed at the server shows without a restart. Header values are read for the
+//! discovery and dropped; none reaches the status, an event or a log.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::StreamExt;
+use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
+use kube::api::{Api, Patch, PatchParams};
+use kube::runtime::controller::{Action, Controller};
+use kube::runtime::watcher;
+use kube::{Resource, ResourceExt};
+use reqwest::header::{HeaderName, HeaderValue};
+use serde_json::json;
+
+use super::decide::set_condition;
+use super::metrics::ControllerMetrics;
+use crate::endpoints::mcp_discovery::{Discovery, discover};
+use crate::resources::mcp_server::{ACCEPTED, McpServer, McpServerStatus, READY};
+use crate::resources::names::FIELD_MANAGER;
+use crate::resources::validation::validate_mcp_server;
+
+/// The kind, in metrics.
+const KIND: &str = "McpServer";
+/// How soon a failed reconcile is tried again.
+const RETRY: Duration = Duration::from_secs(30);
+
+/// What a discovery came to: the server's offer, why it could not be asked (`Unknown`), or why it
+/// failed.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Outcome {
+    /// It answered.
+    Listed(Discovery),
+    /// It was not asked: the reason and message.
+    NotAsked(&'static str, String),
+    /// It did not answer: the reason and message.
+    Failed(&'static str, String),
+}
+
+/// The status of `server` after judging its spec (`accepted`: `Ok`, or the reason and message of its
+/// refusal) and its discovery's `outcome`; conditions keep their transition times while their status
+/// stays.
+pub fn status_after(
+    server: &McpServer,
+    accepted: Result<(), (&'static str, String)>,
+    outcome: Option<&Outcome>,
+    now: jiff::Timestamp,
+) -> McpServerStatus {
+    let mut status = server.status.clone().unwrap_or_default();
+    status.observed_generation = server.metadata.generation;
+    let conditions = &mut status.conditions;
+    match &accepted {
+        Ok(()) => set_condition(conditions, ACCEPTED, "True", "Valid", "the spec is valid and its Secrets exist", now),
+        Err((reason, message)) => set_condition(conditions, ACCEPTED, "False", reason, message, now),
+    }
+    match (accepted, outcome) {
+        (Err(_), _) => {
+            set_condition(conditions, READY, "Unknown", "NotAccepted", "not listed while the server is not accepted", now);
+        }
+        (Ok(()), Some(Outcome::Listed(found))) => {
+            let message = format!("{} tools listed", found.count);
+            set_condition(conditions, READY, "True", "Listed", &message, now);
+            status.tools = found.tools.clone();
+            status.tool_count = Some(found.count as i32);
+            status.protocol_version = Some(found.protocol_version.clone()).filter(|v| !v.is_empty());
+            status.server_name = Some(found.server_name.clone()).filter(|v| !v.is_empty());
+            status.last_check_time = Some(Time(now));
+            status.last_error = None;
+        }
+        (Ok(()), Some(Outcome::NotAsked(reason, message))) => {
+            set_condition(conditions, READY, "Unknown", reason, message, now);
+        }
+        (Ok(()), Some(Outcome::Failed(reason, message))) => {
+            set_condition(conditions, READY, "False", reason, message, now);
+            status.last_check_time = Some(Time(now));
+            status.last_error = Some(message.clone());
+        }
+        (Ok(()), None) => {}
+    }
+    // The TOOLS column says 0 until a listing found some.
+    status.tool_count.get_or_insert(0);
+    status
+}
+
+/// How long until `server` is to be listed again: zero when its spec changed since the last listing, or
+/// it was never listed; otherwise what is left of its refresh interval.
+pub fn next_listing(server: &McpServer, now: jiff::Timestamp) -> Duration {
+    let status = server.status.clone().unwrap_or_default();
+    let (Some(checked), true) = (status.last_check_time, status.observed_generation == server.metadata.generation) else {
+        return Duration::ZERO;
+    };
+    let interval = Duration::from_secs(server.spec.refresh_seconds().into());
+    let due = checked.0 + jiff::SignedDuration::try_from(interval).unwrap_or_default();
+    let left = now.duration_until(due);
+    if left.is_negative() { Duration::ZERO } else { left.unsigned_abs() }
+}
+
+struct Context {
+    client: kube::Client,
+    metrics: ControllerMetrics,
+}
+
+/// Why a reconcile failed (the Kubernetes API); retried.
+#[derive(Debug, thiserror::Error)]
+#[error(transparent)]
+pub struct DiscoveryError(#[from] kube::Error);
+
+/// Lists the McpServers of `namespaces` (all when `None`) until `shutdown` resolves.
+pub async fn run(
+    client: kube::Client,
+    namespaces: Option<Vec<String>>,
+    metrics: ControllerMetrics,
+    shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
+) {
+    let context = Arc::new(Context { client: client.clone(), metrics });
+    let apis: Vec<Api<McpServer>> = match namespaces {
+        None => vec![Api::all(client)],
+        Some(namespaces) => namespaces.iter().map(|ns| Api::namespaced(client.clone(), ns)).collect(),
+    };
+    let controllers = apis.into_iter().map(|api| {
+        Controller::new(api, watcher::Config::default())
+            .graceful_shutdown_on(shutdown.clone())
+            .run(reconcile, error_policy, context.clone())
+            .for_each(|_| async {})
+    });
+    futures::future::join_all(controllers).await;
+    tracing::info!("the McpServer discovery stopped");
+}
+
+async fn reconcile(server: Arc<McpServer>, context: Arc<Context>) -> Result<Action, DiscoveryError> {
+    let started = std::time::Instant::now();
+    let outcome = reconcile_inner(&server, &context).await;
+    context.metrics.reconciled(KIND, started.elapsed(), outcome.as_ref().err().map(|_| "kube"));
+    outcome
+}
+
+async fn reconcile_inner(server: &McpServer, context: &Context) -> Result<Action, DiscoveryError> {
+    let wait = next_listing(server, jiff::Timestamp::now());
+    if !wait.is_zero() {
+        return Ok(Action::requeue(wait));
+    }
+    let namespace = server.namespace().unwrap_or_default();
+    let (accepted, outcome) = match judge(server, &context.client, &namespace).await? {
+        Err(refused) => (Err(refused), None),
+        Ok(Err(not_asked)) => (Ok(()), Some(not_asked)),
+        Ok(Ok(headers)) => {
+            let outcome = match discover(&server.spec.url, headers).await {
+                Ok(found) => Outcome::Listed(found),
+                Err(why) => Outcome::Failed("Unreachable", why),
+            };
+            (Ok(()), Some(outcome))
+        }
+    };
+    let status = status_after(server, accepted, outcome.as_ref(), jiff::Timestamp::now());
+    if server.status.as_ref() != Some(&status) {
+        let patch = json!({"apiVersion": McpServer::api_version(&()), "kind": "McpServer", "metadata": {"name": server.name_any()}, "status": status});
+        let api: Api<McpServer> = Api::namespaced(context.client.clone(), &namespace);
+        api.patch_status(&server.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
+    }
+    Ok(Action::requeue(Duration::from_secs(server.spec.refresh_seconds().into())))
+}
+
+type Headers = HashMap<HeaderName, HeaderValue>;
+
+/// Judges `server`: its headers' values when its spec is valid and its Secrets exist (or why the
+/// discovery is not asked), else the reason and message of its refusal (naming the field, never a
+/// value).
+async fn judge(
+    server: &McpServer,
+    client: &kube::Client,
+    namespace: &str,
+) -> Result<Result<Result<Headers, Outcome>, (&'static str, String)>, kube::Error> {
+    let report = validate_mcp_server(server);
+    if !report.is_ok() {
+        return Ok(Err(("InvalidSpec", report.error_summary())));
+    }
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut headers = Headers::new();
+    for (i, header) in server.spec.headers.iter().enumerate() {
+        let field = format!("spec.headers[{i}]");
+        let value = if let Some(value) = &header.value {
+            value.clone()
+        } else if let Some(key) = &header.secret_key_ref {
+            let read = secrets.get_opt(&key.name).await?.and_then(|s| s.data?.get(&key.key).map(|v| v.0.clone()));
+            match read.and_then(|bytes| String::from_utf8(bytes).ok()) {
+                Some(value) => value,
+                None => {
+                    let why = format!("{field}.secretKeyRef: Secret {:?} has no key {:?}", key.name, key.key);
+                    return Ok(Err(("ReferenceNotFound", why)));
+                }
+            }
+        } else if header.caller.is_some() {
+            let why = format!("{field}.caller: a run's user's token is sent, which discovery does not have");
+            return Ok(Ok(Err(Outcome::NotAsked("PerUserCredentials", why))));
+        } else if let Some(env) = &header.env {
+            match std::env::var(env) {
+                Ok(value) => value,
+                Err(_) => {
+                    let why = format!("{field}.env: the variable {env} is the runners'; discovery does not have it");
+                    return Ok(Ok(Err(Outcome::NotAsked("RunnerCredentials", why))));
+                }
+            }
+        } else {
+            return Ok(Err(("InvalidSpec", format!("{field}: has no value"))));
+        };
+        let value = format!("{}{value}", header.prefix.as_deref().unwrap_or_default());
+        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(header.name.as_bytes()), HeaderValue::from_str(&value)) else {
+            return Ok(Err(("InvalidSpec", format!("{field}: not a valid header"))));
+        };
+        headers.insert(name, value);
+    }
+    Ok(Ok(Ok(headers)))
+}
+
+fn error_policy(server: Arc<McpServer>, error: &DiscoveryError, context: Arc<Context>) -> Action {
+    context.metrics.failed(KIND, "kube");
+    tracing::warn!(server = %server.name_any(), error = %error, "cannot reconcile an McpServer; retrying");
+    Action::requeue(RETRY)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::resources::mcp_server::{DiscoveredTool, McpServerSpec};
+
+    fn server() -> McpServer {
+        let mut server = McpServer::new("docs", McpServerSpec { url: "http://docs/mcp".into(), refresh_seconds: Some(60), ..Default::default() });
+        server.metadata.generation = Some(2);
+        server
+    }
+
+    #[test]
+    fn a_listing_writes_the_tools_and_ready_and_a_failure_keeps_the_tools_with_the_error() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).expect("a time");
+        let found = Discovery {
+            tools: vec![DiscoveredTool { name: "search".into(), destructive: Some(false), ..Default::default() }],
+            count: 1,
+            protocol_version: "2025-06-18".into(),
+            server_name: "docs".into(),
+        };
+        let mut server = server();
+        let listed = status_after(&server, Ok(()), Some(&Outcome::Listed(found)), now);
+        assert_eq!((listed.tool_count, listed.tools[0].name.as_str()), (Some(1), "search"));
+        let ready = listed.conditions.iter().find(|c| c.type_ == READY).expect("Ready");
+        assert_eq!((ready.status.as_str(), ready.reason.as_str()), ("True", "Listed"));
+        server.status = Some(listed);
+        let failed = status_after(&server, Ok(()), Some(&Outcome::Failed("Unreachable", "refused".into())), now);
+        assert_eq!(failed.tools.len(), 1, "the last tools stay while the server is away");
+        assert_eq!(failed.last_error.as_deref(), Some("refused"));
+        let refused = status_after(&server, Err(("InvalidSpec", "spec.url: bad".into())), None, now);
+        let ready = refused.conditions.iter().find(|c| c.type_ == READY).expect("Ready");
+        assert_eq!(ready.status, "Unknown");
+    }
+
+    #[test]
+    fn a_server_is_listed_again_when_its_spec_changes_or_its_interval_passes() {
+        let now = jiff::Timestamp::from_second(1_800_000_000).expect("a time");
+        let mut server = server();
+        assert_eq!(next_listing(&server, now), Duration::ZERO, "never listed");
+        server.status = Some(McpServerStatus { observed_generation: Some(2), last_check_time: Some(Time(now)), ..Default::default() });
+        assert_eq!(next_listing(&server, now), Duration::from_secs(60));
+        server.metadata.generation = Some(3);
+        assert_eq!(next_listing(&server, now), Duration::ZERO, "the spec changed");
+    }
+}

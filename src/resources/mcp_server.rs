@@ -1,0 +1,133 @@
+//! The `McpServer` custom resource (`mcpservers.yuxi.dev/v1alpha1`): an MCP server the agents of a
+//! namespace may use, declared once. Its spec names where it is and how to authenticate to it; its
+//! status is what the controller found there: its tools (names, descriptions, input schemas and hints
+//! such as `destructiveHint`), its protocol version, and whether it answered
+//! (docs/concepts/mcp.md#mcp-servers-as-resources).
+
+use k8s_openapi::apimachinery::pkg::apis::meta::v1::{Condition, Time};
+use kube::{CustomResource, KubeSchema};
+use serde::{Deserialize, Serialize};
+
+use super::agent::AgentShare;
+use super::remote::RemoteHeader;
+
+/// The condition saying the spec follows the rules and its Secrets exist.
+pub const ACCEPTED: &str = "Accepted";
+/// The condition saying the server answered the last discovery.
+pub const READY: &str = "Ready";
+/// How often a server's tools are listed again when the spec names no interval, in seconds.
+pub const DEFAULT_REFRESH_SECONDS: u32 = 300;
+/// The bounds of `spec.refreshSeconds`.
+pub const REFRESH_SECONDS: std::ops::RangeInclusive<u32> = 5..=86_400;
+/// The most tools a status lists.
+pub const MAX_LISTED_TOOLS: usize = 256;
+
+/// The desired state of an McpServer.
+#[allow(clippy::duplicated_attributes)]
+#[derive(CustomResource, KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[kube(
+    group = "yuxi.dev",
+    version = "v1alpha1",
+    kind = "McpServer",
+    plural = "mcpservers",
+    singular = "mcpserver",
+    shortname = "mcps",
+    category = "yuxi",
+    namespaced,
+    status = "McpServerStatus",
+    doc = "An MCP server the agents of the namespace may use by name: where it is, how to authenticate to it, who may use it; its status lists the tools the controller discovered there.",
+    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url", description = "The server's endpoint"),
+    printcolumn(name = "Tools", type_ = "integer", json_path = ".status.toolCount", description = "How many tools the last discovery found"),
+    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the server answered the last discovery"),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+)]
+#[serde(rename_all = "camelCase")]
+#[x_kube(
+    validation = Rule::new("self.url.startsWith('https://') || self.url.startsWith('http://')")
+        .message("must be an http:// or https:// URL of the server's MCP endpoint")
+        .field_path(".url"),
+)]
+pub struct McpServerSpec {
+    /// The server's MCP endpoint (`http://docs-mcp.tools.svc:8080/mcp`), streamable HTTP.
+    #[schemars(length(min = 1, max = 2048))]
+    pub url: String,
+
+    /// Headers sent with every request to it, each from exactly one of `value`, `secretKeyRef` (given
+    /// to a run's runner container only), `env` (a variable of the runner) or `caller` (a token of the
+    /// run's own user for an audience).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 16))]
+    pub headers: Vec<RemoteHeader>,
+
+    /// Offer only these of its tools to agents; absent: all it lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 256))]
+    pub tools: Option<Vec<String>>,
+
+    /// How often its tools are listed again, in seconds, 5..86400 (default 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 5, max = 86400))]
+    pub refresh_seconds: Option<u32>,
+
+    /// Who may use it in their agents (as an Agent's `share`); absent: every user of the namespace.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub share: Option<AgentShare>,
+}
+
+impl McpServerSpec {
+    /// How often its tools are listed again.
+    pub fn refresh_seconds(&self) -> u32 {
+        self.refresh_seconds.unwrap_or(DEFAULT_REFRESH_SECONDS).clamp(*REFRESH_SECONDS.start(), *REFRESH_SECONDS.end())
+    }
+}
+
+/// One tool a server offers, as discovery found it.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DiscoveredTool {
+    /// Its name.
+    pub name: String,
+    /// What it does, as the server says (cut to 1024 characters).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub description: Option<String>,
+    /// Its input schema, as JSON text (cut to 16 KiB).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub input_schema: Option<String>,
+    /// The server's hint that it only reads.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub read_only: Option<bool>,
+    /// The server's hint that it may destroy or change things: a person approves its calls unless the
+    /// agent trusts every tool.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub destructive: Option<bool>,
+}
+
+/// What the controller found at the server.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerStatus {
+    /// The generation the status was computed for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub observed_generation: Option<i64>,
+    /// `Accepted` and `Ready`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub conditions: Vec<Condition>,
+    /// Its tools, as the last discovery listed them (at most 256).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub tools: Vec<DiscoveredTool>,
+    /// How many tools it lists.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_count: Option<i32>,
+    /// The protocol version it spoke.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol_version: Option<String>,
+    /// The name it gave itself.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub server_name: Option<String>,
+    /// When it was last listed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_check_time: Option<Time>,
+    /// Why the last discovery failed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+}

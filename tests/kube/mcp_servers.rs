@@ -1,0 +1,151 @@
+//! McpServers against the real API server, with the controller the chart deploys and an MCP server made
+//! with the official MCP Python SDK (`tests/mcp/dynamic_server.py`): discovery writes the tools with
+//! their hints, `kubectl get mcpservers` shows TOOLS and READY, a tool added at the server appears in
+//! the status without a restart and a removed one goes; the header comes from the McpServer's Secret;
+//! a server that is down, or refuses the credential, is `Ready False` with the reason.
+
+use std::time::Duration;
+
+use k8s_openapi::api::core::v1::Secret;
+use kube::Api;
+use kube::api::{DynamicObject, PostParams};
+use kube::core::{ApiResource, GroupVersionKind};
+use serde_json::{Value, json};
+
+use crate::controller::{controller, eventually};
+use crate::install::{SERVED, installed, kubectl_ok, root};
+use crate::processes::{Process, free_port};
+
+const NS: &str = SERVED[0];
+
+fn servers(client: &kube::Client) -> Api<DynamicObject> {
+    Api::namespaced_with(
+        client.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "McpServer")),
+    )
+}
+
+/// The MCP SDK's python (`YUXI_MCP_PYTHON`, else what `scripts/mcp-venv` makes).
+fn python() -> std::path::PathBuf {
+    if let Some(python) = std::env::var_os("YUXI_MCP_PYTHON") {
+        return python.into();
+    }
+    let output = std::process::Command::new(root().join("scripts/mcp-venv")).output().expect("mcp-venv runs");
+    assert!(output.status.success(), "{}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout).trim().into()
+}
+
+/// The dynamic MCP server on a port of its own, asking for `token`.
+async fn dynamic_server(token: &str, dir: &std::path::Path) -> (Process, u16) {
+    let port = free_port("127.0.0.1");
+    let mut command = std::process::Command::new(python());
+    command.arg(root().join("tests/mcp/dynamic_server.py")).arg(port.to_string()).arg(token);
+    let process = Process::start(&crate::unique("dynamic-mcp"), command, dir);
+    let client = reqwest12::Client::new();
+    eventually("the MCP server up", Duration::from_secs(30), || {
+        let client = client.clone();
+        async move { client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.ok().map(|_| ()) }
+    })
+    .await;
+    (process, port)
+}
+
+async fn create_server(admin: &kube::Client, name: &str, url: &str, secret: &str) {
+    let server = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name},
+        "spec": {"url": url, "refreshSeconds": 5,
+                 "headers": [{"name": "Authorization", "secretKeyRef": {"name": secret, "key": "token"}, "prefix": "Bearer "}]}});
+    servers(admin).create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer")).await.expect("created");
+}
+
+/// The server's status once `done` holds of it.
+async fn status_when(admin: &kube::Client, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
+    eventually(what, Duration::from_secs(60), || async {
+        let server = servers(admin).get(name).await.ok()?;
+        let status = server.data["status"].clone();
+        done(&status).then_some(status)
+    })
+    .await
+}
+
+fn ready(status: &Value) -> (String, String) {
+    let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+    let found = conditions.iter().find(|c| c["type"] == "Ready").cloned().unwrap_or_default();
+    (found["status"].as_str().unwrap_or_default().into(), found["reason"].as_str().unwrap_or_default().into())
+}
+
+/// The TOOLS and READY columns of `kubectl get mcpservers` for `name`.
+fn columns(name: &str) -> (String, String) {
+    let table = kubectl_ok(installed().plane, &["get", "mcpservers", "-n", NS]);
+    let header: Vec<&str> = table.lines().next().unwrap_or_default().split_whitespace().collect();
+    let row: Vec<&str> = table
+        .lines()
+        .find(|l| l.split_whitespace().next() == Some(name))
+        .unwrap_or_else(|| panic!("{table}"))
+        .split_whitespace()
+        .collect();
+    let at = |column: &str| header.iter().position(|h| *h == column).unwrap_or_else(|| panic!("{table}"));
+    (row[at("TOOLS")].to_string(), row[at("READY")].to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn kubectl_shows_the_tools_discovered_and_a_tool_added_at_the_server_appears_without_a_restart() {
+    controller();
+    let admin = installed().plane.admin().await;
+    let dir = tempfile::TempDir::new().expect("dir");
+    let (_server, port) = dynamic_server("mcp-secret", dir.path()).await;
+    let secret = crate::unique("mcp-token");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let token = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret}, "stringData": {"token": "mcp-secret"}});
+    secrets.create(&PostParams::default(), &serde_json::from_value(token).expect("a Secret")).await.expect("the token");
+    let name = crate::unique("docs");
+    create_server(&admin, &name, &format!("http://127.0.0.1:{port}/mcp"), &secret).await;
+
+    let status = status_when(&admin, &name, "one tool listed", |s| s["toolCount"] == 1).await;
+    assert_eq!(ready(&status), ("True".into(), "Listed".into()), "{status}");
+    assert_eq!(status["tools"][0]["name"], "search");
+    assert_eq!(status["tools"][0]["readOnly"], true);
+    assert!(status["tools"][0]["inputSchema"].as_str().expect("a schema").contains("query"), "{status}");
+    assert_eq!(status["serverName"], "dynamic-docs");
+    assert!(!status.to_string().contains("mcp-secret"), "the token is not in the status: {status}");
+    assert_eq!(columns(&name), ("1".into(), "True".into()));
+
+    let client = reqwest12::Client::new();
+    client.post(format!("http://127.0.0.1:{port}/control/add")).send().await.expect("added");
+    let status = status_when(&admin, &name, "the added tool", |s| s["toolCount"] == 2).await;
+    let added = status["tools"].as_array().expect("tools").iter().find(|t| t["name"] == "delete_note").cloned();
+    assert_eq!(added.expect("delete_note")["destructive"], true, "{status}");
+    assert_eq!(columns(&name), ("2".into(), "True".into()));
+    client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.expect("removed");
+    status_when(&admin, &name, "the removed tool gone", |s| s["toolCount"] == 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_that_is_down_or_refuses_the_credential_is_not_ready_with_the_reason() {
+    controller();
+    let admin = installed().plane.admin().await;
+    let dir = tempfile::TempDir::new().expect("dir");
+    let (_server, port) = dynamic_server("the-right-one", dir.path()).await;
+    let secret = crate::unique("wrong-token");
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let token = json!({"apiVersion": "v1", "kind": "Secret", "metadata": {"name": secret}, "stringData": {"token": "a-wrong-one"}});
+    secrets.create(&PostParams::default(), &serde_json::from_value(token).expect("a Secret")).await.expect("the token");
+    let refused = crate::unique("refusing");
+    create_server(&admin, &refused, &format!("http://127.0.0.1:{port}/mcp"), &secret).await;
+    let down = crate::unique("down");
+    create_server(&admin, &down, &format!("http://127.0.0.1:{}/mcp", free_port("127.0.0.1")), &secret).await;
+    for name in [&refused, &down] {
+        let status = status_when(&admin, name, "Ready False", |s| ready(s).0 == "False").await;
+        assert_eq!(ready(&status).1, "Unreachable", "{status}");
+        assert!(status["lastError"].is_string(), "{status}");
+        assert!(!status.to_string().contains("a-wrong-one"), "the token is not in the status: {status}");
+        assert_eq!(columns(name).1, "False");
+    }
+    let missing = crate::unique("no-secret");
+    create_server(&admin, &missing, &format!("http://127.0.0.1:{port}/mcp"), "no-such-secret").await;
+    let status = status_when(&admin, &missing, "not accepted", |s| {
+        s["conditions"].as_array().is_some_and(|c| c.iter().any(|c| c["type"] == "Accepted" && c["status"] == "False"))
+    })
+    .await;
+    assert!(status.to_string().contains("spec.headers[0].secretKeyRef"), "{status}");
+}

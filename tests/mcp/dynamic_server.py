@@ -1,0 +1,62 @@
+"""An MCP server made with the official MCP Python SDK (`mcp`, pinned by scripts/mcp-venv) whose tools
+change while it runs: `python dynamic_server.py <port> [token]` serves streamable HTTP at
+http://127.0.0.1:<port>/mcp with the tool `search` (read-only); `POST /control/add` adds
+`delete_note` (destructive) and `POST /control/remove` removes it. With a token, every MCP request needs
+`Authorization: Bearer <token>` (401 otherwise). Driven by tests/kube/mcp_servers.rs.
+"""
+
+import sys
+
+import uvicorn
+from mcp.server.mcpserver import MCPServer
+from mcp.types import ToolAnnotations
+from starlette.applications import Starlette
+from starlette.middleware.base import BaseHTTPMiddleware
+from starlette.responses import JSONResponse
+from starlette.routing import Mount, Route
+
+PORT = int(sys.argv[1])
+TOKEN = sys.argv[2] if len(sys.argv) > 2 else None
+
+server = MCPServer("dynamic-docs")
+
+
+def search(query: str) -> str:
+    """Searches the documents."""
+    return f"found: {query}"
+
+
+def delete_note(name: str) -> str:
+    """Deletes a note."""
+    return f"deleted {name}"
+
+
+server.add_tool(search, annotations=ToolAnnotations(readOnlyHint=True))
+
+
+async def add(request):
+    server.add_tool(delete_note, annotations=ToolAnnotations(destructiveHint=True))
+    return JSONResponse({"tools": "added"})
+
+
+async def remove(request):
+    server.remove_tool("delete_note")
+    return JSONResponse({"tools": "removed"})
+
+
+class Bearer(BaseHTTPMiddleware):
+    async def dispatch(self, request, call_next):
+        if TOKEN and request.url.path.startswith("/mcp") and request.headers.get("authorization") != f"Bearer {TOKEN}":
+            return JSONResponse({"error": "unauthorized"}, status_code=401)
+        return await call_next(request)
+
+
+mcp_app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
+app = Starlette(
+    routes=[Route("/control/add", add, methods=["POST"]), Route("/control/remove", remove, methods=["POST"]), Mount("/", app=mcp_app)],
+    lifespan=mcp_app.router.lifespan_context,
+)
+app.add_middleware(Bearer)
+
+if __name__ == "__main__":
+    uvicorn.run(app, host="127.0.0.1", port=PORT, log_level="warning")
