@@ -161,12 +161,8 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let reconcilers = async move {
-        let (agents, (), (), ()) = tokio::join!(
-            agents,
-            models,
-            mcp_servers,
-            run_reconciler::run(ctx, namespaces, args.concurrency, shutdown)
-        );
+        let (agents, (), (), ()) =
+            tokio::join!(agents, models, mcp_servers, run_reconciler::run(ctx, namespaces, args.concurrency, shutdown));
         if let Err(err) = agents {
             tracing::error!(error = %err, "the Agent reconciler stopped");
         }

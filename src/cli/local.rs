@@ -212,7 +212,9 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let scripts_dir = scripts_dir.canonicalize().ok();
     let in_process = if runner_processes {
         if !mcp_servers.is_empty() {
-            tracing::warn!("the manifests' McpServers are used by runs in this process only; with --runner-processes list them in YUXI_MCP_SERVERS");
+            tracing::warn!(
+                "the manifests' McpServers are used by runs in this process only; with --runner-processes list them in YUXI_MCP_SERVERS"
+            );
         }
         None
     } else {

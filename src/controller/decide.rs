@@ -195,6 +195,9 @@ pub struct Observed<'a> {
     /// [`crate::controller::pod::namespace_traces`]), in place of the installation's; read only for a
     /// run whose pod is to be made. An export with an empty endpoint exports nothing.
     pub traces: Option<crate::controller::pod::TraceExport>,
+    /// The namespace's McpServers the agent names that the installation's configuration does not, as
+    /// the runner reads them; read only for a run whose pod is to be made.
+    pub mcp_servers: crate::run::inputs::McpServers,
     /// Now.
     pub now: jiff::Timestamp,
 }
@@ -705,11 +708,18 @@ fn namespace_sandbox<'a>(
     observed: &Observed<'_>,
     sandbox: &'a crate::controller::pod::SandboxSettings,
 ) -> std::borrow::Cow<'a, crate::controller::pod::SandboxSettings> {
-    match &observed.traces {
-        Some(traces) => std::borrow::Cow::Owned(crate::controller::pod::SandboxSettings {
-            traces: Some(traces.clone()),
-            ..sandbox.clone()
-        }),
-        None => std::borrow::Cow::Borrowed(sandbox),
+    if observed.traces.is_none() && observed.mcp_servers.is_empty() {
+        return std::borrow::Cow::Borrowed(sandbox);
     }
+    let mut owned = sandbox.clone();
+    if let Some(traces) = &observed.traces {
+        owned.traces = Some(traces.clone());
+    }
+    // The installation's servers are configured first: an McpServer of the same name does not replace one.
+    for (name, server) in &observed.mcp_servers {
+        if let Ok(server) = serde_json::to_value(server) {
+            owned.mcp_servers.entry(name.clone()).or_insert(server);
+        }
+    }
+    std::borrow::Cow::Owned(owned)
 }

@@ -67,7 +67,14 @@ pub fn status_after(
     }
     match (accepted, outcome) {
         (Err(_), _) => {
-            set_condition(conditions, READY, "Unknown", "NotAccepted", "not listed while the server is not accepted", now);
+            set_condition(
+                conditions,
+                READY,
+                "Unknown",
+                "NotAccepted",
+                "not listed while the server is not accepted",
+                now,
+            );
         }
         (Ok(()), Some(Outcome::Listed(found))) => {
             let message = format!("{} tools listed", found.count);
@@ -98,7 +105,8 @@ pub fn status_after(
 /// it was never listed; otherwise what is left of its refresh interval.
 pub fn next_listing(server: &McpServer, now: jiff::Timestamp) -> Duration {
     let status = server.status.clone().unwrap_or_default();
-    let (Some(checked), true) = (status.last_check_time, status.observed_generation == server.metadata.generation) else {
+    let (Some(checked), true) = (status.last_check_time, status.observed_generation == server.metadata.generation)
+    else {
         return Duration::ZERO;
     };
     let interval = Duration::from_secs(server.spec.refresh_seconds().into());
@@ -216,7 +224,8 @@ async fn judge(
             return Ok(Err(("InvalidSpec", format!("{field}: has no value"))));
         };
         let value = format!("{}{value}", header.prefix.as_deref().unwrap_or_default());
-        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(header.name.as_bytes()), HeaderValue::from_str(&value)) else {
+        let (Ok(name), Ok(value)) = (HeaderName::from_bytes(header.name.as_bytes()), HeaderValue::from_str(&value))
+        else {
             return Ok(Err(("InvalidSpec", format!("{field}: not a valid header"))));
         };
         headers.insert(name, value);
@@ -236,7 +245,10 @@ mod tests {
     use crate::resources::mcp_server::{DiscoveredTool, McpServerSpec};
 
     fn server() -> McpServer {
-        let mut server = McpServer::new("docs", McpServerSpec { url: "http://docs/mcp".into(), refresh_seconds: Some(60), ..Default::default() });
+        let mut server = McpServer::new(
+            "docs",
+            McpServerSpec { url: "http://docs/mcp".into(), refresh_seconds: Some(60), ..Default::default() },
+        );
         server.metadata.generation = Some(2);
         server
     }
@@ -269,7 +281,11 @@ mod tests {
         let now = jiff::Timestamp::from_second(1_800_000_000).expect("a time");
         let mut server = server();
         assert_eq!(next_listing(&server, now), Duration::ZERO, "never listed");
-        server.status = Some(McpServerStatus { observed_generation: Some(2), last_check_time: Some(Time(now)), ..Default::default() });
+        server.status = Some(McpServerStatus {
+            observed_generation: Some(2),
+            last_check_time: Some(Time(now)),
+            ..Default::default()
+        });
         assert_eq!(next_listing(&server, now), Duration::from_secs(60));
         server.metadata.generation = Some(3);
         assert_eq!(next_listing(&server, now), Duration::ZERO, "the spec changed");

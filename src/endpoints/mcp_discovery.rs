@@ -32,11 +32,17 @@ pub struct Discovery {
 
 /// Connects to `url` with `headers` and lists its tools, within [`DISCOVERY_TIMEOUT`]. Errors: why it
 /// could not be reached or listed, for a person (no header value in it).
-pub async fn discover(url: &str, headers: std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>) -> Result<Discovery, String> {
+pub async fn discover(
+    url: &str,
+    headers: std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+) -> Result<Discovery, String> {
     crate::tls::install_crypto_provider();
     let listed = async {
         let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
-        let client = ().serve(StreamableHttpClientTransport::from_config(config)).await.map_err(|e| format!("cannot connect: {e}"))?;
+        let client =
+            ().serve(StreamableHttpClientTransport::from_config(config))
+                .await
+                .map_err(|e| format!("cannot connect: {e}"))?;
         let info = client.peer_info();
         let tools = client.list_all_tools().await.map_err(|e| format!("cannot list tools: {e}"))?;
         let _ = client.cancel().await;

@@ -37,9 +37,19 @@ pub const MAX_LISTED_TOOLS: usize = 256;
     status = "McpServerStatus",
     doc = "An MCP server the agents of the namespace may use by name: where it is, how to authenticate to it, who may use it; its status lists the tools the controller discovered there.",
     printcolumn(name = "URL", type_ = "string", json_path = ".spec.url", description = "The server's endpoint"),
-    printcolumn(name = "Tools", type_ = "integer", json_path = ".status.toolCount", description = "How many tools the last discovery found"),
-    printcolumn(name = "Ready", type_ = "string", json_path = ".status.conditions[?(@.type==\"Ready\")].status", description = "Whether the server answered the last discovery"),
-    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp"),
+    printcolumn(
+        name = "Tools",
+        type_ = "integer",
+        json_path = ".status.toolCount",
+        description = "How many tools the last discovery found"
+    ),
+    printcolumn(
+        name = "Ready",
+        type_ = "string",
+        json_path = ".status.conditions[?(@.type==\"Ready\")].status",
+        description = "Whether the server answered the last discovery"
+    ),
+    printcolumn(name = "Age", type_ = "date", json_path = ".metadata.creationTimestamp")
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(

@@ -12,7 +12,7 @@ use kube::api::{DynamicObject, PostParams};
 use kube::core::{ApiResource, GroupVersionKind};
 use serde_json::{Value, json};
 
-use crate::controller::{controller, eventually};
+use crate::controller::{controller, create_run, eventually, run_creator};
 use crate::install::{SERVED, installed, kubectl_ok, root};
 use crate::processes::{Process, free_port};
 
@@ -55,7 +55,10 @@ async fn create_server(admin: &kube::Client, name: &str, url: &str, secret: &str
     let server = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name},
         "spec": {"url": url, "refreshSeconds": 5,
                  "headers": [{"name": "Authorization", "secretKeyRef": {"name": secret, "key": "token"}, "prefix": "Bearer "}]}});
-    servers(admin).create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer")).await.expect("created");
+    servers(admin)
+        .create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer"))
+        .await
+        .expect("created");
 }
 
 /// The server's status once `done` holds of it.
@@ -118,6 +121,49 @@ async fn kubectl_shows_the_tools_discovered_and_a_tool_added_at_the_server_appea
     assert_eq!(columns(&name), ("2".into(), "True".into()));
     client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.expect("removed");
     status_when(&admin, &name, "the removed tool gone", |s| s["toolCount"] == 1).await;
+
+    // An agent naming it: a run's inputs list the server, its token a variable of the runner alone.
+    let agent = crate::unique("uses-docs");
+    let agents = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Agent")),
+    );
+    let manifest = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": agent},
+        "spec": {"backend": "ChatbotAgent", "context": {"mcps": [name]}, "share": {"readScope": {"accessLevel": "Global"}}}});
+    agents
+        .create(&PostParams::default(), &serde_json::from_value(manifest).expect("an Agent"))
+        .await
+        .expect("the Agent");
+    let run = crate::unique("with-docs");
+    create_run(&run_creator().await, &run, json!({}), json!({"agent": agent})).await;
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), NS);
+    let pod =
+        eventually("the run's pod", Duration::from_secs(60), || async { pods.get_opt(&run).await.ok().flatten() })
+            .await;
+    let spec = pod.spec.expect("a pod spec");
+    let from_secret = |c: &k8s_openapi::api::core::v1::Container| {
+        c.env
+            .iter()
+            .flatten()
+            .find(|v| v.name == "YUXI_MCP_HEADER_0")
+            .and_then(|v| v.value_from.as_ref()?.secret_key_ref.clone())
+            .map(|s| s.name)
+    };
+    let runner = spec.containers.iter().find(|c| c.name == "runner").expect("runner");
+    // The sandbox is a sidecar: an init container that keeps running.
+    let sandbox = spec.init_containers.iter().flatten().find(|c| c.name == "sandbox").expect("sandbox");
+    assert_eq!(from_secret(runner), Some(secret.clone()), "the McpServer's Secret, for the runner");
+    assert_eq!(from_secret(sandbox), None, "never the sandbox's");
+    let inputs = secrets.get(&format!("{run}-inputs")).await.expect("the inputs");
+    let listed = inputs
+        .data
+        .as_ref()
+        .and_then(|d| d.get("mcp-servers.yaml"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let listed = listed.expect("the run's MCP servers");
+    assert!(listed.contains(&name) && listed.contains(&format!("127.0.0.1:{port}/mcp")), "{listed}");
+    assert!(!listed.contains("mcp-secret"), "the token is not in the inputs: {listed}");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

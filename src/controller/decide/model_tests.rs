@@ -37,6 +37,7 @@ fn decide_on(run: &AgentRun, agent: &Agent, model: Option<&crate::resources::Mod
         quota: None,
         recorded: None,
         traces: None,
+        mcp_servers: Default::default(),
         now,
     };
     decide(&observed, &Settings::default())
@@ -103,6 +104,7 @@ fn a_namespaces_own_collector_replaces_the_installations_and_a_broken_one_export
             quota: None,
             recorded: None,
             traces,
+            mcp_servers: Default::default(),
             now,
         };
         let actions = decide(&observed, &settings);

@@ -57,6 +57,7 @@ fn decide_at(run: &AgentRun, pod: Option<ObservedPod>, outcome: Option<Outcome>,
         quota: None,
         recorded: None,
         traces: None,
+        mcp_servers: Default::default(),
         now: at(now),
     };
     decide(&observed, &Settings::default())
@@ -264,6 +265,7 @@ fn a_missing_agent_fails_the_run_and_stops_its_pod() {
         quota: None,
         recorded: None,
         traces: None,
+        mcp_servers: Default::default(),
         now: at(5),
     };
     let actions = decide(&observed, &Settings::default());
@@ -397,6 +399,7 @@ fn a_run_past_a_daily_quota_gets_no_pod_and_fails_naming_the_quota() {
         quota: Some(used_up),
         recorded: None,
         traces: None,
+        mcp_servers: Default::default(),
         now: at(1),
     };
     let actions = decide(&observed, &Settings::default());
@@ -442,6 +445,7 @@ fn decide_waiting(run: &AgentRun, pod: Option<ObservedPod>, record: crate::run::
         quota: None,
         recorded: Some(record),
         traces: None,
+        mcp_servers: Default::default(),
         now: at(now),
     };
     decide(&observed, &Settings::default())
@@ -495,6 +499,7 @@ fn a_resumed_run_gets_a_new_pod_with_its_waiting_time_taken_off_its_clock() {
         quota: None,
         recorded: Some(timed_out),
         traces: None,
+        mcp_servers: Default::default(),
         now: at(90_000),
     };
     assert_eq!(

@@ -35,7 +35,10 @@ pub fn check_remote(report: &mut Report, remote: &AgentRemote, subagent: bool) {
         let field = format!("spec.remote.a2a.headers[{i}]");
         check_header(report, &field, header);
         if header.caller.is_some() {
-            report.error(format!("{field}.caller"), "a remote agent is not sent its run's user's token; use value, secretKeyRef or env");
+            report.error(
+                format!("{field}.caller"),
+                "a remote agent is not sent its run's user's token; use value, secretKeyRef or env",
+            );
         }
     }
     if let Some(seconds) = a2a.timeout_seconds
@@ -60,11 +63,20 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
     super::check_namespace(&mut report, &server.metadata);
     let name = kube::ResourceExt::name_any(server);
     if !super::is_dns1123_label(&name) {
-        report.error("metadata.name", format!("{name:?} is not a valid name: an McpServer's name {}", super::DNS1123_LABEL_HINT));
+        report.error(
+            "metadata.name",
+            format!("{name:?} is not a valid name: an McpServer's name {}", super::DNS1123_LABEL_HINT),
+        );
     }
     let spec = &server.spec;
-    if !(spec.url.starts_with("https://") || spec.url.starts_with("http://")) || spec.url.len() > 2048 || spec.url.chars().any(char::is_whitespace) {
-        report.error("spec.url", format!("{:?} must be an http:// or https:// URL of the server's MCP endpoint", spec.url));
+    if !(spec.url.starts_with("https://") || spec.url.starts_with("http://"))
+        || spec.url.len() > 2048
+        || spec.url.chars().any(char::is_whitespace)
+    {
+        report.error(
+            "spec.url",
+            format!("{:?} must be an http:// or https:// URL of the server's MCP endpoint", spec.url),
+        );
     }
     if spec.headers.len() > MAX_REMOTE_HEADERS {
         report.error("spec.headers", format!("at most {MAX_REMOTE_HEADERS} headers (has {})", spec.headers.len()));
@@ -93,21 +105,22 @@ pub fn check_header(report: &mut Report, field: &str, header: &crate::resources:
     if header.name.is_empty() || header.name.len() > 128 || !header.name.chars().all(token) {
         report.error(format!("{field}.name"), format!("{:?} is not an HTTP header name", header.name));
     }
-    let sources = [header.value.is_some(), header.secret_key_ref.is_some(), header.env.is_some(), header.caller.is_some()];
+    let sources =
+        [header.value.is_some(), header.secret_key_ref.is_some(), header.env.is_some(), header.caller.is_some()];
     if sources.iter().filter(|s| **s).count() != 1 {
         report.error(format!("{field}.value"), "give exactly one of value, secretKeyRef, env, caller");
     }
     if let Some(env) = &header.env
         && (env.is_empty()
-        || env.starts_with(|c: char| c.is_ascii_digit())
-        || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
+            || env.starts_with(|c: char| c.is_ascii_digit())
+            || !env.chars().all(|c| c.is_ascii_alphanumeric() || c == '_'))
     {
         report.error(format!("{field}.env"), format!("{env:?} is not an environment variable name"));
     }
     let texts = [(".value", header.value.as_deref()), (".prefix", header.prefix.as_deref())];
     for (part, text) in texts {
         if text.is_some_and(|t| t.chars().any(char::is_control)) {
-        report.error(format!("{field}{part}"), "holds control characters");
+            report.error(format!("{field}{part}"), "holds control characters");
         }
     }
 }
