@@ -24,6 +24,8 @@ mod local_parents;
 mod local_tools;
 #[path = "local/mcp.rs"]
 mod mcp;
+#[path = "local/mcp_servers.rs"]
+mod mcp_servers;
 #[path = "local/metrics.rs"]
 mod metrics;
 #[path = "local/models.rs"]

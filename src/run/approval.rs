@@ -42,8 +42,10 @@ pub enum DecisionKind {
 pub struct ApprovalRule {
     /// Whether any call is approved (a main agent in `Default` mode).
     pub active: bool,
-    /// The names `approvalRequired` adds (tool names, `<server>/*`).
+    /// The names `approvalRequired` adds (tool names, `<server>/*`, `<server>/<tool>`).
     pub also: Vec<String>,
+    /// The MCP tools their servers mark destructive (`destructiveHint`): each call waits too.
+    pub destructive: Vec<String>,
 }
 
 impl ApprovalRule {
@@ -53,17 +55,19 @@ impl ApprovalRule {
         ApprovalRule {
             active: !spec.is_subagent() && mode == ToolApprovalMode::Default,
             also: context.approval_required.clone().unwrap_or_default(),
+            destructive: Vec::new(),
         }
     }
 
     /// Whether a call of `tool` (of the MCP server `server`, for an MCP tool) waits for a person.
     pub fn needs_approval(&self, tool: &str, server: Option<&str>) -> bool {
+        let named = |entry: &String| {
+            entry == tool
+                || server
+                    .is_some_and(|s| entry.strip_suffix("/*") == Some(s) || entry.split_once('/') == Some((s, tool)))
+        };
         self.active
-            && (SENSITIVE.contains(&tool)
-                || self
-                    .also
-                    .iter()
-                    .any(|entry| entry == tool || server.is_some_and(|s| entry.strip_suffix("/*") == Some(s))))
+            && (SENSITIVE.contains(&tool) || self.destructive.iter().any(|d| d == tool) || self.also.iter().any(named))
     }
 }
 
@@ -315,8 +319,9 @@ mod tests {
 
     #[test]
     fn a_main_agent_in_default_mode_waits_for_the_sensitive_and_the_named_tools() {
-        let main = spec("backend: ChatbotAgent\ncontext: {approvalRequired: [publish, docs/*]}");
-        let rule = ApprovalRule::of(&main, ToolApprovalMode::Default);
+        let main = spec("backend: ChatbotAgent\ncontext: {approvalRequired: [publish, docs/*, notes/erase]}");
+        let mut rule = ApprovalRule::of(&main, ToolApprovalMode::Default);
+        rule.destructive = vec!["drop_table".into()];
         for (tool, server, waits) in [
             ("write_file", None, true),
             ("edit_file", None, true),
@@ -325,6 +330,9 @@ mod tests {
             ("publish", Some("blog"), true),
             ("search", Some("docs"), true),
             ("search", Some("web"), false),
+            ("erase", Some("notes"), true),
+            ("read", Some("notes"), false),
+            ("drop_table", Some("db"), true),
             ("task", None, false),
         ] {
             assert_eq!(rule.needs_approval(tool, server), waits, "{tool} of {server:?}");

@@ -141,6 +141,8 @@ pub struct Connected {
     pub unavailable: Vec<String>,
     /// The server of each tool, by tool name (what `approvalRequired: [<server>/*]` names).
     pub servers: std::collections::HashMap<String, String>,
+    /// The tools their servers mark destructive (`destructiveHint`), whose calls a person approves.
+    pub destructive: Vec<String>,
 }
 
 type Client = Arc<RunningService<RoleClient, ()>>;
@@ -160,7 +162,8 @@ pub async fn connect_granted(
     {
         return Err(McpError::NotConfigured { server: missing.clone() });
     }
-    let mut connected = Connected { tools: Vec::new(), unavailable: Vec::new(), servers: Default::default() };
+    let mut connected =
+        Connected { tools: Vec::new(), unavailable: Vec::new(), servers: Default::default(), destructive: Vec::new() };
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
         let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server, facade))
             .await
@@ -188,6 +191,9 @@ pub async fn connect_granted(
                 parameters: Value::Object((*tool.input_schema).clone()),
             };
             connected.servers.insert(tool_name.clone(), name.clone());
+            if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true) {
+                connected.destructive.push(tool_name.clone());
+            }
             connected.tools.push(Arc::new(McpTool { spec, client: client.clone() }));
         }
     }

@@ -298,6 +298,7 @@ async fn prepare(
     let connected =
         mcp::connect_granted(&options.mcp_servers, &grants, facade.as_deref()).await.map_err(|e| e.to_string())?;
     let tool_servers = connected.servers;
+    let destructive = connected.destructive;
     for tool in connected.tools {
         tools.insert(tool);
     }
@@ -379,7 +380,10 @@ async fn prepare(
         end_retry_for: options.lease_ttl,
         delegation,
         usage: usage_target(run, spec),
-        approval: crate::run::approval::ApprovalRule::of(spec, context.tool_approval_mode.unwrap_or_default()),
+        approval: crate::run::approval::ApprovalRule {
+            destructive,
+            ..crate::run::approval::ApprovalRule::of(spec, context.tool_approval_mode.unwrap_or_default())
+        },
         tool_servers,
         approval_timeout: Duration::from_secs(u64::from(
             context.approval_timeout_seconds.unwrap_or(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS),

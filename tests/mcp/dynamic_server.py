@@ -34,13 +34,21 @@ def delete_note(name: str) -> str:
 server.add_tool(search, annotations=ToolAnnotations(readOnlyHint=True))
 
 
+def drop_delete_note():
+    try:
+        server.remove_tool("delete_note")
+    except Exception:  # not there: nothing to remove
+        pass
+
+
 async def add(request):
+    drop_delete_note()
     server.add_tool(delete_note, annotations=ToolAnnotations(destructiveHint=True))
     return JSONResponse({"tools": "added"})
 
 
 async def remove(request):
-    server.remove_tool("delete_note")
+    drop_delete_note()
     return JSONResponse({"tools": "removed"})
 
 

@@ -1,0 +1,82 @@
+//! McpServer resources in the local mode: an McpServer of the manifests folder is a server its agents
+//! name in `context.mcps`, reached with its headers; the official MCP Python SDK serves it
+//! (`tests/mcp/dynamic_server.py`).
+
+use std::time::{Duration, Instant};
+
+use serde_json::json;
+use tempfile::TempDir;
+
+use crate::support::extra_agents::start_with_env;
+use crate::support::local_mode::{LocalStore, Process, free_port};
+use crate::support::mcp_client::Sdk;
+use crate::support::repository::root;
+
+#[tokio::test]
+async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
+    let port = free_port();
+    let child = std::process::Command::new(Sdk::Mcp.python())
+        .arg(root().join("tests/mcp/dynamic_server.py"))
+        .arg(port.to_string())
+        .arg("docs-token")
+        .spawn()
+        .expect("the MCP server starts");
+    let _server = Process(child);
+    let client = reqwest12::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the MCP server did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let server = format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: McpServer\nmetadata: {{name: dyn-docs}}\nspec:\n  url: http://127.0.0.1:{port}/mcp\n  headers: [{{name: Authorization, env: DOCS_TOKEN, prefix: \"Bearer \"}}]\n"
+    );
+    let agent = |slug: &str| {
+        format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {slug}}}\nspec:\n  backend: ChatbotAgent\n  context: {{mcps: [dyn-docs], subagents: []}}\n  share: {{readScope: {{accessLevel: Global}}}}\n"
+        )
+    };
+    let (uses, erases) = (agent("uses-docs"), agent("erases-notes"));
+    let script = "- tool_calls: [{name: search, arguments: {query: solid electrolytes}}]\n- content: \"the server said: {{call_0_0}}\"\n";
+    let erase =
+        "- tool_calls: [{name: delete_note, arguments: {name: old}}]\n- content: \"the server said: {{call_0_0}}\"\n";
+    client.post(format!("http://127.0.0.1:{port}/control/add")).send().await.expect("a destructive tool added");
+    let (local, _manifests) = start_with_env(
+        LocalStore::InProcess,
+        TempDir::new().expect("dir"),
+        &[("dyn-docs", server.as_str()), ("uses-docs", uses.as_str()), ("erases-notes", erases.as_str())],
+        &[("uses-docs", script), ("erases-notes", erase)],
+        &[("DOCS_TOKEN", "docs-token")],
+    )
+    .await;
+    let run = local.start_run("alice-token", &[], json!({"query": "look it up", "agent_slug": "uses-docs"})).await;
+    let result = local.result_of(&run, "alice-token").await;
+    assert_eq!(result["status"], "completed", "{result}\n{}", local.log());
+    assert_eq!(result["output"], "the server said: found: solid electrolytes", "{result}");
+
+    // A tool its server marks destructive waits for a person, then runs once approved.
+    let run = local.start_run("alice-token", &[], json!({"query": "tidy up", "agent_slug": "erases-notes"})).await;
+    let deadline = Instant::now() + Duration::from_secs(60);
+    let waiting = loop {
+        let view = local.get_json(&format!("/api/agent/runs/{run}"), "alice-token").await;
+        if view["run"]["status"] == "waiting" {
+            break view;
+        }
+        assert!(Instant::now() < deadline, "{view}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    let asked = waiting["run"].to_string();
+    assert!(asked.contains("delete_note"), "{asked}");
+    let call = waiting["run"]["waiting"]["action_requests"][0]["tool_call_id"].as_str().expect("the call").to_string();
+    let resumed = local
+        .client
+        .post(format!("{}/api/agent/runs", local.base))
+        .bearer_auth("alice-token")
+        .json(&json!({"resume": {"run_id": run, "decisions": [{"tool_call_id": call, "decision": "approve"}]}}))
+        .send()
+        .await
+        .expect("resume");
+    assert_eq!(resumed.status(), 200);
+    let result = local.result_of(&run, "alice-token").await;
+    assert_eq!(result["output"], "the server said: deleted old", "{result}");
+}
