@@ -29,6 +29,7 @@ fn every_example_passes_validation_without_warnings() {
             Manifest::KnowledgeBase(kb) => validate_knowledge_base(kb),
             Manifest::Model(model) => validate_model(model),
             Manifest::ConfigMap(config_map) => validate_config_map(config_map),
+            Manifest::McpServer(server) => yuxi_operator::resources::validation::validate_mcp_server(server),
         };
         assert_eq!(report, Report::default(), "{}", path.display());
     }

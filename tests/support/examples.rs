@@ -30,7 +30,11 @@ pub fn example_agents() -> Vec<Agent> {
         .into_iter()
         .filter_map(|(_, m)| match m {
             Manifest::Agent(agent) => Some(*agent),
-            Manifest::AgentRun(_) | Manifest::KnowledgeBase(_) | Manifest::Model(_) | Manifest::ConfigMap(_) => None,
+            Manifest::AgentRun(_)
+            | Manifest::KnowledgeBase(_)
+            | Manifest::Model(_)
+            | Manifest::ConfigMap(_)
+            | Manifest::McpServer(_) => None,
         })
         .collect()
 }
