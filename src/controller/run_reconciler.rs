@@ -408,6 +408,27 @@ pub fn owned_by(run: &AgentRun, name: &str) -> ObjectMeta {
     }
 }
 
+/// The namespace's McpServers that `agent`'s `context.mcps` names and the installation's configuration
+/// does not, as the runner reads them. A name of neither is left for the runner, which fails the run
+/// naming it.
+async fn named_mcp_servers(
+    ctx: &RunContext,
+    namespace: &str,
+    agent: &Agent,
+) -> Result<crate::run::inputs::McpServers, ReconcileError> {
+    let mut found = crate::run::inputs::McpServers::new();
+    let api: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(ctx.client.clone(), namespace);
+    for name in agent.spec.context().mcps.iter().flatten() {
+        if ctx.settings.sandbox.mcp_servers.contains_key(name) || found.contains_key(name) {
+            continue;
+        }
+        if let Some(server) = api.get_opt(name).await? {
+            found.insert(name.clone(), crate::run::inputs::McpServer::of_resource(&server.spec));
+        }
+    }
+    Ok(found)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -429,25 +450,4 @@ mod tests {
         assert!(tolerate(Err(status(403)), 409).is_err());
         assert!(tolerate(Ok(()), 404).is_ok());
     }
-}
-
-/// The namespace's McpServers that `agent`'s `context.mcps` names and the installation's configuration
-/// does not, as the runner reads them. A name of neither is left for the runner, which fails the run
-/// naming it.
-async fn named_mcp_servers(
-    ctx: &RunContext,
-    namespace: &str,
-    agent: &Agent,
-) -> Result<crate::run::inputs::McpServers, ReconcileError> {
-    let mut found = crate::run::inputs::McpServers::new();
-    let api: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(ctx.client.clone(), namespace);
-    for name in agent.spec.context().mcps.iter().flatten() {
-        if ctx.settings.sandbox.mcp_servers.contains_key(name) || found.contains_key(name) {
-            continue;
-        }
-        if let Some(server) = api.get_opt(name).await? {
-            found.insert(name.clone(), crate::run::inputs::McpServer::of_resource(&server.spec));
-        }
-    }
-    Ok(found)
 }

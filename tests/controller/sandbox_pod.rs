@@ -368,7 +368,11 @@ fn example_runs() -> Vec<(PathBuf, AgentRun, PathBuf)> {
                     .unwrap_or_else(|| panic!("{}: no example Agent {}", path.display(), run.spec.agent));
                 Some((path.clone(), (**run).clone(), agent_file))
             }
-            Manifest::Agent(_) | Manifest::KnowledgeBase(_) | Manifest::Model(_) | Manifest::ConfigMap(_) => None,
+            Manifest::Agent(_)
+            | Manifest::KnowledgeBase(_)
+            | Manifest::Model(_)
+            | Manifest::ConfigMap(_)
+            | Manifest::McpServer(_) => None,
         })
         .collect();
     assert!(!runs.is_empty(), "examples/ holds at least one AgentRun");
