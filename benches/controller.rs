@@ -154,6 +154,7 @@ fn main() {
             quota: None,
             recorded: None,
             traces: None,
+            mcp_servers: Default::default(),
             now,
         };
         let decided = decide(&observed, &settings);
