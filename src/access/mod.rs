@@ -122,6 +122,15 @@ pub fn model_permission(who: &Identity, model: &crate::resources::Model) -> Perm
     shared_permission(who, model.spec.owner.as_deref(), model.spec.share.as_ref())
 }
 
+/// What `who` may do with the McpServer `server`: read (use it in their agents) when it has no share
+/// scopes (every user of the namespace), else the Agents' rules.
+pub fn mcp_server_permission(who: &Identity, server: &crate::resources::mcp_server::McpServer) -> Permission {
+    match &server.spec.share {
+        None => Permission::Read,
+        Some(share) => shared_permission(who, None, Some(share)),
+    }
+}
+
 /// The share rules of an object with `owner` and `share`.
 fn shared_permission(who: &Identity, owner: Option<&str>, share: Option<&AgentShare>) -> Permission {
     if who.role == Role::Superadmin || owner == Some(who.uid.as_str()) {

@@ -41,6 +41,10 @@ pub struct WebhookArgs {
     /// A Kubernetes group whose members may create AgentRuns for other users (repeatable).
     #[arg(long = "run-creator-group", value_name = "GROUP", default_value = "yuxi:run-creators")]
     run_creator_groups: Vec<String>,
+    /// An MCP server the installation configures (the chart's `mcpServers`; repeatable): an Agent may
+    /// name it in `context.mcps` beside the namespace's McpServers.
+    #[arg(long = "mcp-server", value_name = "NAME")]
+    mcp_servers: Vec<String>,
 }
 
 /// Serves admission reviews until SIGTERM or Ctrl-C. Exit status 1 when the cluster cannot be reached
@@ -54,10 +58,10 @@ pub fn run(args: WebhookArgs) -> ExitCode {
         header_read_timeout: webhook::HEADER_READ_TIMEOUT,
     };
     let creators = RunCreators { usernames: args.run_creators, groups: args.run_creator_groups };
-    super::run_async(serve(options, args.offline, creators))
+    super::run_async(serve(options, args.offline, creators, args.mcp_servers))
 }
 
-async fn serve(options: ServeOptions, offline: bool, creators: RunCreators) -> anyhow::Result<()> {
+async fn serve(options: ServeOptions, offline: bool, creators: RunCreators, mcp: Vec<String>) -> anyhow::Result<()> {
     let client = if offline {
         tracing::info!("offline: single-object checks only");
         None
@@ -66,6 +70,7 @@ async fn serve(options: ServeOptions, offline: bool, creators: RunCreators) -> a
     };
     let handle = axum_server::Handle::new();
     tokio::spawn(stop_gracefully(handle.clone(), shutdown_signal(), SHUTDOWN_GRACE));
-    webhook::serve(options, Admission::new(client).with_run_creators(creators), handle).await?;
+    webhook::serve(options, Admission::new(client).with_run_creators(creators).with_configured_mcp(mcp), handle)
+        .await?;
     Ok(())
 }

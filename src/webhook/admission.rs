@@ -52,13 +52,20 @@ enum Kind {
 pub struct Admission {
     client: Option<kube::Client>,
     run_creators: RunCreators,
+    configured_mcp: Vec<String>,
 }
 
 impl Admission {
     /// A judge that reads Agents through `client`, or only checks single objects when it is `None`; no
     /// user may create runs for another (see [`Admission::with_run_creators`]).
     pub fn new(client: Option<kube::Client>) -> Self {
-        Self { client, run_creators: RunCreators::default() }
+        Self { client, run_creators: RunCreators::default(), configured_mcp: Vec::new() }
+    }
+
+    /// The same judge, knowing the MCP servers the installation configures (`mcpServers` of the chart),
+    /// which an Agent may name beside the namespace's McpServers.
+    pub fn with_configured_mcp(self, names: Vec<String>) -> Self {
+        Self { configured_mcp: names, ..self }
     }
 
     /// The same judge, letting `creators` create AgentRuns for other users.
@@ -142,6 +149,28 @@ impl Admission {
                         "cannot list the Agents of namespace {namespace:?} to check the default agent and the subagent references: {err}"
                     ));
                 }
+            }
+            // The MCP servers it names: configured, or McpServers of the namespace its author may use.
+            if agent.spec.context.as_ref().and_then(|c| c.mcps.as_ref()).is_some_and(|m| !m.is_empty()) {
+                let servers: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(client.clone(), &namespace);
+                let listed = match servers.list(&ListParams::default()).await {
+                    Ok(list) => list.items,
+                    Err(err) => {
+                        return response.deny(format!(
+                            "cannot list the McpServers of namespace {namespace:?} to check spec.context.mcps: {err}"
+                        ));
+                    }
+                };
+                let (username, groups) = creator(request);
+                // The facade (a run creator) checks its users' rights itself; anyone else is judged as
+                // the person they are.
+                let trusted = self.run_creators.includes(username, groups);
+                let author =
+                    crate::access::Identity::new(crate::access::uid_of(username), crate::access::Role::User, None);
+                let may_use = |server: &crate::resources::mcp_server::McpServer| {
+                    trusted || crate::access::mcp_server_permission(&author, server) >= crate::access::Permission::Read
+                };
+                report.extend(validation::validate_mcp_references(&agent, &listed, &self.configured_mcp, may_use));
             }
         }
         verdict(response, report)

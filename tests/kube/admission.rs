@@ -142,6 +142,52 @@ async fn a_subagent_gets_is_subagent_derived_and_a_contradiction_is_refused_nami
     assert!(message.contains("spec.isSubagent"), "{message}");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_naming_an_mcp_server_its_author_may_not_use_is_refused_naming_the_field() {
+    let plane = installed().plane;
+    grant_edit(plane, SERVED[0], "alice");
+    grant_edit(plane, SERVED[0], "bob");
+    let admin = plane.admin().await;
+    let servers = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        SERVED[0],
+        &ApiResource::from_gvk(&kube::core::GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "McpServer")),
+    );
+    let (alices, open) = (crate::unique("alices-docs"), crate::unique("open-docs"));
+    for (name, share) in
+        [(&alices, json!({"readScope": {"accessLevel": "User", "userUids": ["alice"]}})), (&open, Value::Null)]
+    {
+        let mut spec = json!({"url": "http://127.0.0.1:9/mcp"});
+        if !share.is_null() {
+            spec["share"] = share;
+        }
+        servers
+            .create(&params(), &object(json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name}, "spec": spec})))
+            .await
+            .expect("an McpServer");
+    }
+    let agent = |mcps: Value| {
+        object(
+            json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": crate::unique("mcp-user")},
+            "spec": {"backend": "ChatbotAgent", "context": {"mcps": mcps}}}),
+        )
+    };
+    let alice = plane.client("alice-token").await;
+    agents(&alice, SERVED[0]).create(&params(), &agent(json!([alices, open]))).await.expect("alice may use both");
+    let bob = plane.client("bob-token").await;
+    agents(&bob, SERVED[0]).create(&params(), &agent(json!([open]))).await.expect("bob may use the open one");
+    let refused = |err| refusal_message(err);
+    let theirs =
+        refused(agents(&bob, SERVED[0]).create(&params(), &agent(json!([open, alices]))).await.expect_err("not bob's"));
+    assert!(theirs.contains("spec.context.mcps[1]"), "{theirs}");
+    let missing = refused(
+        agents(&bob, SERVED[0]).create(&params(), &agent(json!([open, "no-such-server"]))).await.expect_err("none"),
+    );
+    assert!(missing.contains("spec.context.mcps[1]"), "{missing}");
+    // Another user's server answers as one that does not exist: the same words, the name aside.
+    assert_eq!(theirs.replace(&alices, "X"), missing.replace("no-such-server", "X"));
+}
+
 /// A run-credentials Secret for the AgentRun `run` (its uid `uid`), as the facade makes one.
 fn credentials(run: &str, uid: &str, secret_type: &str) -> Secret {
     serde_json::from_value(json!({

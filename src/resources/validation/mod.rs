@@ -25,7 +25,7 @@ mod remote;
 pub use agent_run::{validate_agent_run, validate_agent_run_update};
 pub use knowledge_base::{MAX_CONFIG_MAP_BYTES, validate_config_map, validate_knowledge_base};
 pub use model::validate_model;
-pub use remote::validate_mcp_server;
+pub use remote::{validate_mcp_references, validate_mcp_server};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]

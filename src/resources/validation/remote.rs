@@ -98,6 +98,35 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
     report
 }
 
+/// The MCP servers `agent` names (`spec.context.mcps[i]`) against those that exist: a server of the
+/// installation's configuration (`configured`), or an McpServer of the namespace (`servers`) that the
+/// author may use (`may_use`). Each other name is refused, naming the field and listing the servers
+/// the author may name. (Pure: the webhook reads the McpServers and judges the author.)
+pub fn validate_mcp_references(
+    agent: &crate::resources::Agent,
+    servers: &[crate::resources::mcp_server::McpServer],
+    configured: &[String],
+    may_use: impl Fn(&crate::resources::mcp_server::McpServer) -> bool,
+) -> Report {
+    let mut report = Report::default();
+    let usable: Vec<String> = configured
+        .iter()
+        .cloned()
+        .chain(servers.iter().filter(|s| may_use(s)).map(kube::ResourceExt::name_any))
+        .collect();
+    let named = agent.spec.context.as_ref().and_then(|c| c.mcps.as_ref());
+    for (i, name) in named.into_iter().flatten().enumerate() {
+        if usable.contains(name) {
+            continue;
+        }
+        let field = format!("spec.context.mcps[{i}]");
+        // A server the author may not use answers as one that does not exist.
+        let known = if usable.is_empty() { "none".to_string() } else { usable.join(", ") };
+        report.error(field, format!("no MCP server {name:?} you may use in this namespace; you may name: {known}"));
+    }
+    report
+}
+
 /// Checks one header sent to a remote agent or an MCP server, at `field`: an HTTP token name, exactly
 /// one value source, a variable name for `env`, no control characters.
 pub fn check_header(report: &mut Report, field: &str, header: &crate::resources::remote::RemoteHeader) {
