@@ -267,3 +267,28 @@ async fn a_run_token_acts_as_its_run_over_mcp_as_over_http() {
     )
     .await;
 }
+
+#[tokio::test]
+async fn a_pending_run_calling_with_its_own_token_is_recorded_running() {
+    let facade = facade().await;
+    // In a cluster the controller records a run running once its pod is reported so; a fast runner's
+    // first call comes sooner, and proves the run executes.
+    let pending = facade.run("alice", RunStatus::Pending, None).await;
+    let start = |token: String| {
+        let base = facade.base.clone();
+        async move {
+            reqwest12::Client::new()
+                .post(format!("{base}/api/tools/subagent_start"))
+                .bearer_auth(token)
+                .json(&json!({"parent": {"tool_call_id": "call_0"}, "subagent_slug": "research-explorer", "description": "look"}))
+                .send()
+                .await
+                .expect("reaches")
+        }
+    };
+    let answer = start(key().sign(&pending, in_an_hour())).await;
+    let body: Value = answer.json().await.expect("JSON");
+    assert!(!body.to_string().contains("is pending"), "{body}");
+    let record = facade.store.run_record(&pending.run_id).await.expect("read").expect("the run");
+    assert_eq!(record.status, RunStatus::Running, "its own call records it running");
+}
