@@ -130,10 +130,7 @@ pub async fn run(
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
     let context = Arc::new(Context { client: client.clone(), metrics, failures: Mutex::new(HashMap::new()) });
-    let apis: Vec<Api<Model>> = match namespaces {
-        None => vec![Api::all(client)],
-        Some(namespaces) => namespaces.iter().map(|ns| Api::namespaced(client.clone(), ns)).collect(),
-    };
+    let apis: Vec<Api<Model>> = super::watched_apis(&client, namespaces.as_deref());
     let controllers = apis.into_iter().map(|api| {
         Controller::new(api, watcher::Config::default())
             .graceful_shutdown_on(shutdown.clone())

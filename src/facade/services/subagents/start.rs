@@ -80,25 +80,22 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         Some(record) if record.uid != who.uid => {
             return Err(ApiError::NotFound(format!("parent run {:?} does not exist", parent.run_id)));
         }
-        // A run calling with its own credentials is executing, whatever its record says yet: in a
-        // cluster the controller records it `running` once the kubelet reports its pod so, which a fast
-        // runner outpaces. Its call records it so (from `pending` only).
-        Some(record)
-            if record.status == RunStatus::Pending
-                && caller.run.as_ref().is_some_and(|run| run.run_id == record.run_id)
-                && store.set_run_status(&record.run_id, RunStatus::Running, None).await? =>
-        {
-            parent.root_run_id = Some(record.root_run_id().to_string()).filter(|root| *root != parent.run_id);
-            inherited_budget = Some(record.max_tokens);
-        }
-        Some(record) if record.status != RunStatus::Running => {
-            return Err(ApiError::Conflict(format!(
-                "the parent run {} is {}; only a running run starts subagents",
-                record.run_id,
-                record.status.as_str()
-            )));
-        }
         Some(record) => {
+            // A run calling with its own credentials is executing, whatever its record says yet: in a
+            // cluster the controller records it `running` once the kubelet reports its pod so, which a
+            // fast runner outpaces. Its call records it so (from `pending` only).
+            let own = caller.run.as_ref().is_some_and(|run| run.run_id == record.run_id);
+            let running = record.status == RunStatus::Running
+                || (record.status == RunStatus::Pending
+                    && own
+                    && store.set_run_status(&record.run_id, RunStatus::Running, None).await?);
+            if !running {
+                return Err(ApiError::Conflict(format!(
+                    "the parent run {} is {}; only a running run starts subagents",
+                    record.run_id,
+                    record.status.as_str()
+                )));
+            }
             parent.root_run_id = Some(record.root_run_id().to_string()).filter(|root| *root != parent.run_id);
             inherited_budget = Some(record.max_tokens);
         }
