@@ -273,6 +273,67 @@ test("the form shows each rule's error on its field, then creates a subagent", a
   assert.equal(agent.is_subagent, true);
 });
 
+test("the MCP servers are a pick list with each server's tools; unticking one narrows the agent to the rest (the lists mocked, the write caught)", async () => {
+  const servers = [
+    { slug: 'docs', name: 'Docs', description: '3 tools', status: 'ready', tool_count: 3, tools: ['search', 'fetch', 'purge'] },
+    { slug: 'tickets', name: 'tickets', description: '', status: 'unavailable', tool_count: 0, tools: [] },
+  ];
+  const docsTools = [
+    { name: 'search', description: 'Search the docs', destructive: false, read_only: true, input_schema: {} },
+    { name: 'fetch', description: 'Fetch a page', destructive: false, read_only: true, input_schema: {} },
+    { name: 'purge', description: 'Delete the index', destructive: true, read_only: false, input_schema: {} },
+  ];
+  let sent = null;
+  await page.route('**/api/system/mcp-servers', (route) => route.fulfill({ json: { success: true, data: servers } }));
+  await page.route('**/api/system/mcp-servers/docs/tools', (route) => route.fulfill({ json: { success: true, data: docsTools } }));
+  await page.route('**/api/agent', async (route) => {
+    if (route.request().method() !== 'POST') return route.fallback();
+    sent = route.request().postDataJSON();
+    await route.fulfill({
+      status: 422,
+      json: { detail: 'config_json.context.mcp_tools: the MCP server "docs" offers no tool "purge"', field: 'config_json.context.mcp_tools' },
+    });
+  });
+  try {
+    await page.goto(`${base}/console/#/agents/new`);
+    await page.getByRole('heading', { name: 'New agent' }).waitFor();
+    const picker = page.getByRole('group', { name: 'MCP servers' });
+    const docs = picker.locator('[data-server="docs"]');
+    await docs.waitFor();
+    assert.match(await docs.innerText(), /ready/);
+    assert.match(await picker.locator('[data-server="tickets"]').innerText(), /unavailable/);
+    assert.equal(await picker.getByRole('group', { name: 'Tools of Docs the agent may call' }).count(), 0, 'no tools until the server is chosen');
+    await docs.getByLabel('Docs').check();
+    const tools = picker.getByRole('group', { name: 'Tools of Docs the agent may call' });
+    await tools.waitFor();
+    assert.deepEqual(await tools.getByRole('checkbox').evaluateAll((boxes) => boxes.map((b) => [b.value, b.checked])), [
+      ['search', true],
+      ['fetch', true],
+      ['purge', true],
+    ]);
+    assert.match(await tools.locator('label', { hasText: 'purge' }).innerText(), /needs approval/);
+    await tools.getByLabel('purge').uncheck();
+    await page.getByLabel('Name', { exact: true }).fill('Docs reader');
+    const first = page.waitForRequest((r) => r.url().endsWith('/api/agent') && r.method() === 'POST');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await first;
+    const error = page.locator('#agent-mcps-error');
+    await error.waitFor();
+    assert.deepEqual(sent.config_json.context.mcps, ['docs']);
+    assert.deepEqual(sent.config_json.context.mcp_tools, { docs: ['search', 'fetch'] });
+    assert.equal(await error.innerText(), 'the MCP server "docs" offers no tool "purge"');
+    await shot('agent-form-mcp-picker');
+    // Ticking it again lifts the narrowing: every tool, so no entry.
+    await tools.getByLabel('purge').check();
+    const posted = page.waitForRequest((r) => r.url().endsWith('/api/agent') && r.method() === 'POST');
+    await page.getByRole('button', { name: 'Create' }).click();
+    await (await posted).response();
+    assert.equal(sent.config_json.context.mcp_tools, undefined, 'no narrowing is sent when every tool is ticked');
+  } finally {
+    await page.unrouteAll({ behavior: 'ignoreErrors' });
+  }
+});
+
 let threadId;
 
 test('a deep-research run streams live; the panel shows both children, one followed live while it runs', async () => {

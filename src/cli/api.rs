@@ -175,6 +175,10 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
             client.clone(),
             &args.namespace,
         ))),
+        mcp_resources: catalog::Catalog::Cluster(Box::new(catalog::ClusterCatalog::new(
+            client.clone(),
+            &args.namespace,
+        ))),
         trace_link: args.trace_link,
     }
     .into();

@@ -230,10 +230,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             lease_ttl,
             facade_url: facade_url.clone(),
             model_resources: connections.clone(),
-            mcp_resources: mcp_servers
-                .iter()
-                .map(|s| (kube::ResourceExt::name_any(s), yuxi_operator::run::inputs::McpServer::of_resource(&s.spec)))
-                .collect(),
+            mcp_resources: super::local_mcp::run_inputs(&mcp_servers, &config_maps),
         })?;
         Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>)
     };
@@ -278,6 +275,13 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         Vec::new()
     };
     let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let mcp_catalog = facade::services::catalog::LocalCatalog::new(mcp_servers.clone(), Vec::new(), None);
+    super::local_mcp::spawn_discovery(
+        mcp_catalog.clone(),
+        mcp_servers,
+        std::sync::Arc::new(secrets),
+        std::sync::Arc::new(config_maps.clone()),
+    );
     let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
     let state: FacadeState = FacadeParts {
@@ -301,6 +305,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             Vec::new(),
             None,
         )),
+        // The manifests' McpServers, with the tools their discovery finds.
+        mcp_resources: facade::services::catalog::Catalog::Local(mcp_catalog),
         trace_link,
     }
     .into();

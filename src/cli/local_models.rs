@@ -68,7 +68,8 @@ impl LocalSecrets {
         Ok(LocalSecrets(secrets))
     }
 
-    fn get(&self, name: &str, key: &str) -> Option<String> {
+    /// The value of `key` of the Secret `name`: its variable when set, else the file's.
+    pub fn get(&self, name: &str, key: &str) -> Option<String> {
         std::env::var(secret_variable(name, key)).ok().or_else(|| self.0.get(name)?.get(key).cloned())
     }
 }

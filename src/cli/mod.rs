@@ -13,6 +13,7 @@ pub mod hash_password;
 pub mod in_process;
 pub mod leader;
 pub mod local;
+pub mod local_mcp;
 pub mod local_models;
 pub mod oidc;
 pub mod quick_model;

@@ -7,8 +7,10 @@
 //!   hints; `False` with the reason when it could not; `Unknown` while the server is not accepted, or
 //!   when a header is a user's own token (`caller`), which only a run has.
 //!
-//! A server is listed when its spec changes and then every `refreshSeconds` (5 minutes by default), so a
-//! tool added or removed at the server shows without a restart. Header values are read for the
+//! A server is listed when its spec changes, when it announces a change of its tools
+//! (`notifications/tools/list_changed`, followed by [`super::mcp_changes`]), and every
+//! `refreshSeconds` (5 minutes by default), so a tool added or removed at the server shows without a
+//! restart. Header values are read for the
 //! discovery and dropped; none reaches the status, an event or a log.
 
 use std::collections::HashMap;
@@ -16,7 +18,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::StreamExt;
-use k8s_openapi::api::core::v1::Secret;
+use k8s_openapi::api::core::v1::{ConfigMap, Secret};
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::Time;
 use kube::api::{Api, Patch, PatchParams};
 use kube::runtime::controller::{Action, Controller};
@@ -25,9 +27,13 @@ use kube::{Resource, ResourceExt};
 use reqwest::header::{HeaderName, HeaderValue};
 use serde_json::json;
 
+use kube::runtime::reflector::ObjectRef;
+use tokio::sync::mpsc;
+
 use super::decide::set_condition;
+use super::mcp_changes::Changes;
 use super::metrics::ControllerMetrics;
-use crate::endpoints::mcp_discovery::{Discovery, discover};
+use crate::endpoints::mcp_discovery::{Discovery, Headers, discover};
 use crate::resources::mcp_server::{ACCEPTED, McpServer, McpServerStatus, READY};
 use crate::resources::names::FIELD_MANAGER;
 use crate::resources::validation::validate_mcp_server;
@@ -118,6 +124,7 @@ pub fn next_listing(server: &McpServer, now: jiff::Timestamp) -> Duration {
 struct Context {
     client: kube::Client,
     metrics: ControllerMetrics,
+    changes: Arc<Changes>,
 }
 
 /// Why a reconcile failed (the Kubernetes API); retried.
@@ -132,16 +139,42 @@ pub async fn run(
     metrics: ControllerMetrics,
     shutdown: impl std::future::Future<Output = ()> + Send + Sync + Clone + 'static,
 ) {
-    let context = Arc::new(Context { client: client.clone(), metrics });
+    let (changes, changed) = Changes::new();
+    let context = Arc::new(Context { client: client.clone(), metrics, changes: changes.clone() });
     let apis: Vec<Api<McpServer>> = super::watched_apis(&client, namespaces.as_deref());
-    let controllers = apis.into_iter().map(|api| {
-        Controller::new(api, watcher::Config::default())
-            .graceful_shutdown_on(shutdown.clone())
-            .run(reconcile, error_policy, context.clone())
-            .for_each(|_| async {})
-    });
+    // Each namespace's controller takes the changes of its own servers.
+    let mut routes: Vec<(Option<String>, mpsc::UnboundedSender<ObjectRef<McpServer>>)> = Vec::new();
+    let mut controllers = Vec::new();
+    for (i, api) in apis.into_iter().enumerate() {
+        let (send, receive) = mpsc::unbounded_channel();
+        routes.push((namespaces.as_ref().and_then(|n| n.get(i).cloned()), send));
+        let controller = Controller::new(api, watcher::Config::default());
+        changes.watch_store(controller.store());
+        controllers.push(
+            controller
+                .reconcile_on(futures::stream::unfold(receive, |mut r| async move { r.recv().await.map(|at| (at, r)) }))
+                .graceful_shutdown_on(shutdown.clone())
+                .run(reconcile, error_policy, context.clone())
+                .for_each(|_| async {}),
+        );
+    }
+    tokio::spawn(route_changes(changed, routes));
     futures::future::join_all(controllers).await;
     tracing::info!("the McpServer discovery stopped");
+}
+
+/// Sends each server announced changed to the controller of its namespace (the one of all namespaces
+/// when there is one).
+async fn route_changes(
+    mut changed: mpsc::UnboundedReceiver<ObjectRef<McpServer>>,
+    routes: Vec<(Option<String>, mpsc::UnboundedSender<ObjectRef<McpServer>>)>,
+) {
+    while let Some(at) = changed.recv().await {
+        let route = routes.iter().find(|(namespace, _)| namespace.is_none() || *namespace == at.namespace);
+        if let Some((_, send)) = route {
+            let _ = send.send(at);
+        }
+    }
 }
 
 async fn reconcile(server: Arc<McpServer>, context: Arc<Context>) -> Result<Action, DiscoveryError> {
@@ -152,23 +185,20 @@ async fn reconcile(server: Arc<McpServer>, context: Arc<Context>) -> Result<Acti
 }
 
 async fn reconcile_inner(server: &McpServer, context: &Context) -> Result<Action, DiscoveryError> {
+    context.changes.forget_gone();
+    let announced = context.changes.take_pending(&ObjectRef::from_obj(server));
     let wait = next_listing(server, jiff::Timestamp::now());
-    if !wait.is_zero() {
+    if !wait.is_zero() && !announced {
         return Ok(Action::requeue(wait));
     }
     let namespace = server.namespace().unwrap_or_default();
-    let (accepted, outcome) = match judge(server, &context.client, &namespace).await? {
-        Err(refused) => (Err(refused), None),
-        Ok(Err(not_asked)) => (Ok(()), Some(not_asked)),
-        Ok(Ok(headers)) => {
-            let outcome = match discover(&server.spec.url, headers).await {
-                Ok(found) => Outcome::Listed(found),
-                Err(why) => Outcome::Failed("Unreachable", why),
-            };
-            (Ok(()), Some(outcome))
-        }
-    };
-    let status = status_after(server, accepted, outcome.as_ref(), jiff::Timestamp::now());
+    let judged = judge(server, &context.client, &namespace).await?;
+    let sent = judged.as_ref().ok().and_then(|r| r.as_ref().ok()).cloned();
+    let status = listed(server, judged).await;
+    let answered = status.conditions.iter().any(|c| c.type_ == READY && c.status == "True");
+    if let (Some(sent), true) = (sent, answered) {
+        context.changes.follow(server, sent.headers, sent.ca_bundle.as_deref()).await;
+    }
     if server.status.as_ref() != Some(&status) {
         let patch = json!({"apiVersion": McpServer::api_version(&()), "kind": "McpServer", "metadata": {"name": server.name_any()}, "status": status});
         let api: Api<McpServer> = Api::namespaced(context.client.clone(), &namespace);
@@ -177,57 +207,114 @@ async fn reconcile_inner(server: &McpServer, context: &Context) -> Result<Action
     Ok(Action::requeue(Duration::from_secs(server.spec.refresh_seconds().into())))
 }
 
-type Headers = HashMap<HeaderName, HeaderValue>;
+/// What the discovery sends: the headers' values and the CA bundle.
+#[derive(Clone, Debug, Default)]
+pub struct Prepared {
+    /// The headers, by name.
+    pub headers: Headers,
+    /// The PEM bundle of `caBundleRef`.
+    pub ca_bundle: Option<String>,
+}
 
-/// Judges `server`: its headers' values when its spec is valid and its Secrets exist (or why the
-/// discovery is not asked), else the reason and message of its refusal (naming the field, never a
-/// value).
-async fn judge(
+/// What judging a server's spec came to: what to send when its spec is valid and its Secrets and
+/// ConfigMap exist (or why the discovery is not asked), else the reason and message of its refusal.
+pub type Judged = Result<Result<Prepared, Outcome>, (&'static str, String)>;
+
+/// Judges `server`, reading its Secrets and its CA bundle's ConfigMap in `namespace`.
+async fn judge(server: &McpServer, client: &kube::Client, namespace: &str) -> Result<Judged, kube::Error> {
+    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let mut values = HashMap::new();
+    for key in server.spec.headers.iter().filter_map(|h| h.secret_key_ref.as_ref()) {
+        let read = secrets.get_opt(&key.name).await?.and_then(|s| s.data?.get(&key.key).map(|v| v.0.clone()));
+        if let Some(value) = read.and_then(|bytes| String::from_utf8(bytes).ok()) {
+            values.insert((key.name.clone(), key.key.clone()), value);
+        }
+    }
+    let bundle = match &server.spec.ca_bundle_ref {
+        Some(key) => {
+            let maps: Api<ConfigMap> = Api::namespaced(client.clone(), namespace);
+            maps.get_opt(&key.name).await?.and_then(|m| m.data?.get(&key.key).cloned())
+        }
+        None => None,
+    };
+    Ok(judge_with(server, |name, key| values.get(&(name.to_string(), key.to_string())).cloned(), |_, _| bundle.clone()))
+}
+
+/// Judges `server` with `secret(name, key)` reading its Secrets' values and `config_map(name, key)` its
+/// CA bundle: refused when its spec breaks a rule or a Secret or ConfigMap key is missing (naming the
+/// field, never a value); not asked when a header is a user's token (`caller`) or a runner's variable
+/// this process does not have.
+pub fn judge_with(
     server: &McpServer,
-    client: &kube::Client,
-    namespace: &str,
-) -> Result<Result<Result<Headers, Outcome>, (&'static str, String)>, kube::Error> {
+    secret: impl Fn(&str, &str) -> Option<String>,
+    config_map: impl Fn(&str, &str) -> Option<String>,
+) -> Judged {
     let report = validate_mcp_server(server);
     if !report.is_ok() {
-        return Ok(Err(("InvalidSpec", report.error_summary())));
+        return Err(("InvalidSpec", report.error_summary()));
     }
-    let secrets: Api<Secret> = Api::namespaced(client.clone(), namespace);
+    let ca_bundle = match &server.spec.ca_bundle_ref {
+        Some(key) => match config_map(&key.name, &key.key) {
+            Some(bundle) => Some(bundle),
+            None => {
+                let why = format!("spec.caBundleRef: ConfigMap {:?} has no key {:?}", key.name, key.key);
+                return Err(("ReferenceNotFound", why));
+            }
+        },
+        None => None,
+    };
     let mut headers = Headers::new();
     for (i, header) in server.spec.headers.iter().enumerate() {
         let field = format!("spec.headers[{i}]");
         let value = if let Some(value) = &header.value {
             value.clone()
         } else if let Some(key) = &header.secret_key_ref {
-            let read = secrets.get_opt(&key.name).await?.and_then(|s| s.data?.get(&key.key).map(|v| v.0.clone()));
-            match read.and_then(|bytes| String::from_utf8(bytes).ok()) {
+            match secret(&key.name, &key.key) {
                 Some(value) => value,
                 None => {
                     let why = format!("{field}.secretKeyRef: Secret {:?} has no key {:?}", key.name, key.key);
-                    return Ok(Err(("ReferenceNotFound", why)));
+                    return Err(("ReferenceNotFound", why));
                 }
             }
         } else if header.caller.is_some() {
             let why = format!("{field}.caller: a run's user's token is sent, which discovery does not have");
-            return Ok(Ok(Err(Outcome::NotAsked("PerUserCredentials", why))));
+            return Ok(Err(Outcome::NotAsked("PerUserCredentials", why)));
         } else if let Some(env) = &header.env {
             match std::env::var(env) {
                 Ok(value) => value,
                 Err(_) => {
                     let why = format!("{field}.env: the variable {env} is the runners'; discovery does not have it");
-                    return Ok(Ok(Err(Outcome::NotAsked("RunnerCredentials", why))));
+                    return Ok(Err(Outcome::NotAsked("RunnerCredentials", why)));
                 }
             }
         } else {
-            return Ok(Err(("InvalidSpec", format!("{field}: has no value"))));
+            return Err(("InvalidSpec", format!("{field}: has no value")));
         };
         let value = format!("{}{value}", header.prefix.as_deref().unwrap_or_default());
         let (Ok(name), Ok(value)) = (HeaderName::from_bytes(header.name.as_bytes()), HeaderValue::from_str(&value))
         else {
-            return Ok(Err(("InvalidSpec", format!("{field}: not a valid header"))));
+            return Err(("InvalidSpec", format!("{field}: not a valid header")));
         };
         headers.insert(name, value);
     }
-    Ok(Ok(Ok(headers)))
+    Ok(Ok(Prepared { headers, ca_bundle }))
+}
+
+/// The status of `server` after judging it and, when it may be asked, listing its tools.
+pub async fn listed(server: &McpServer, judged: Judged) -> McpServerStatus {
+    let (accepted, outcome) = match judged {
+        Err(refused) => (Err(refused), None),
+        Ok(Err(not_asked)) => (Ok(()), Some(not_asked)),
+        Ok(Ok(sent)) => {
+            let (url, timeout) = (&server.spec.url, server.spec.timeout());
+            let outcome = match discover(url, sent.headers, sent.ca_bundle.as_deref(), timeout).await {
+                Ok(found) => Outcome::Listed(found),
+                Err(why) => Outcome::Failed("Unreachable", why),
+            };
+            (Ok(()), Some(outcome))
+        }
+    };
+    status_after(server, accepted, outcome.as_ref(), jiff::Timestamp::now())
 }
 
 fn error_policy(server: Arc<McpServer>, error: &DiscoveryError, context: Arc<Context>) -> Action {

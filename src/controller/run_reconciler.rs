@@ -423,7 +423,15 @@ async fn named_mcp_servers(
             continue;
         }
         if let Some(server) = api.get_opt(name).await? {
-            found.insert(name.clone(), crate::run::inputs::McpServer::of_resource(&server.spec));
+            let mut named = crate::run::inputs::McpServer::of_resource(&server.spec);
+            if let Some(key) = &server.spec.ca_bundle_ref {
+                let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+                // Missing, the bundle is empty and the runner refuses the server rather than trust the
+                // system's roots; the server's Accepted condition says which key is missing.
+                let bundle = maps.get_opt(&key.name).await?.and_then(|m| m.data?.get(&key.key).cloned());
+                named.ca_bundle = Some(bundle.unwrap_or_default());
+            }
+            found.insert(name.clone(), named);
         }
     }
     Ok(found)

@@ -10,8 +10,6 @@ use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig
 
 use crate::resources::mcp_server::{DiscoveredTool, MAX_LISTED_TOOLS};
 
-/// How long connecting and listing may take.
-pub const DISCOVERY_TIMEOUT: Duration = Duration::from_secs(15);
 /// The most characters of a tool's description kept.
 const MAX_DESCRIPTION_CHARS: usize = 1024;
 /// The most bytes of a tool's input schema kept.
@@ -30,27 +28,52 @@ pub struct Discovery {
     pub server_name: String,
 }
 
-/// Connects to `url` with `headers` and lists its tools, within [`DISCOVERY_TIMEOUT`]. Errors: why it
-/// could not be reached or listed, for a person (no header value in it).
+/// Headers sent with every request, by name.
+pub type Headers = std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>;
+
+/// The streamable HTTP transport to the server at `url`, sending `headers` with every request, checking
+/// its certificate against the PEM `ca_bundle` in place of the system's roots when set, and following
+/// no redirect (the headers are credentials for that server alone). Errors: the bundle holds no
+/// readable certificate, or the client cannot be built.
+pub fn transport(
+    url: &str,
+    headers: Headers,
+    ca_bundle: Option<&str>,
+) -> Result<StreamableHttpClientTransport<reqwest::Client>, String> {
+    crate::tls::install_crypto_provider();
+    let mut builder = reqwest::Client::builder().redirect(reqwest::redirect::Policy::none());
+    if let Some(pem) = ca_bundle {
+        let certificates =
+            reqwest::Certificate::from_pem_bundle(pem.as_bytes()).map_err(|e| format!("caBundleRef: {e}"))?;
+        if certificates.is_empty() {
+            return Err("caBundleRef: no certificate in it".into());
+        }
+        builder = builder.tls_certs_only(certificates);
+    }
+    let client = builder.build().map_err(|e| format!("cannot build an HTTP client: {e}"))?;
+    let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
+    Ok(StreamableHttpClientTransport::with_client(client, config))
+}
+
+/// Connects to `url` with `headers` (and `ca_bundle`, as [`transport`]) and lists its tools, within
+/// `timeout`. Errors: why it could not be reached or listed, for a person (no header value in it).
 pub async fn discover(
     url: &str,
-    headers: std::collections::HashMap<reqwest::header::HeaderName, reqwest::header::HeaderValue>,
+    headers: Headers,
+    ca_bundle: Option<&str>,
+    timeout: Duration,
 ) -> Result<Discovery, String> {
-    crate::tls::install_crypto_provider();
+    let transport = transport(url, headers, ca_bundle)?;
     let listed = async {
-        let config = StreamableHttpClientTransportConfig::with_uri(url).custom_headers(headers);
-        let client =
-            ().serve(StreamableHttpClientTransport::from_config(config))
-                .await
-                .map_err(|e| format!("cannot connect: {e}"))?;
+        let client = ().serve(transport).await.map_err(|e| format!("cannot connect: {e}"))?;
         let info = client.peer_info();
         let tools = client.list_all_tools().await.map_err(|e| format!("cannot list tools: {e}"))?;
         let _ = client.cancel().await;
         Ok::<_, String>((info, tools))
     };
-    let (info, tools) = tokio::time::timeout(DISCOVERY_TIMEOUT, listed)
+    let (info, tools) = tokio::time::timeout(timeout, listed)
         .await
-        .map_err(|_| format!("did not answer within {} s", DISCOVERY_TIMEOUT.as_secs()))??;
+        .map_err(|_| format!("did not answer within {} s", timeout.as_secs()))??;
     let count = tools.len();
     let tools = tools
         .into_iter()
@@ -70,4 +93,80 @@ pub async fn discover(
     let protocol_version = info.as_ref().map(|i| i.protocol_version.to_string()).unwrap_or_default();
     let server_name = info.as_ref().and_then(|i| i.server_info.as_ref()).map(|s| s.name.clone()).unwrap_or_default();
     Ok(Discovery { tools, count, protocol_version, server_name })
+}
+
+/// A standing connection to an MCP server that calls its callback on each
+/// `notifications/tools/list_changed` the server sends; dropped, it closes.
+pub struct ChangeWatch {
+    client: rmcp::service::RunningService<rmcp::RoleClient, ChangeHandler>,
+    /// Reads the subscription (`subscriptions/listen`, MCP 2026-07-28); `None` on an earlier protocol,
+    /// whose notifications come on the standing stream to [`ChangeHandler`].
+    listening: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl ChangeWatch {
+    /// Whether the connection or its subscription is gone (the server closed it or restarted): a new
+    /// watch is due.
+    pub fn is_closed(&self) -> bool {
+        self.client.is_closed() || self.listening.as_ref().is_some_and(|task| task.is_finished())
+    }
+}
+
+impl Drop for ChangeWatch {
+    fn drop(&mut self) {
+        if let Some(task) = &self.listening {
+            task.abort();
+        }
+    }
+}
+
+/// Calls back on a tool list change that comes outside a subscription; answers nothing else.
+pub struct ChangeHandler(std::sync::Arc<dyn Fn() + Send + Sync>);
+
+impl rmcp::ClientHandler for ChangeHandler {
+    async fn on_tool_list_changed(&self, _: rmcp::service::NotificationContext<rmcp::RoleClient>) {
+        (self.0)()
+    }
+}
+
+/// Connects to `url` as [`discover`] does and keeps the connection open, calling `changed` on each
+/// tool list change the server announces: on a subscription to them (`subscriptions/listen`), or, from
+/// a server of an earlier protocol, on its standing stream. `Ok(None)` when the server does not say it
+/// announces them (`capabilities.tools.listChanged`). Errors: why it could not be reached or
+/// subscribed to, within `timeout`.
+pub async fn watch_changes(
+    url: &str,
+    headers: Headers,
+    ca_bundle: Option<&str>,
+    timeout: Duration,
+    changed: std::sync::Arc<dyn Fn() + Send + Sync>,
+) -> Result<Option<ChangeWatch>, String> {
+    let transport = transport(url, headers, ca_bundle)?;
+    let client = tokio::time::timeout(timeout, ChangeHandler(changed.clone()).serve(transport))
+        .await
+        .map_err(|_| format!("did not answer within {} s", timeout.as_secs()))?
+        .map_err(|e| format!("cannot connect: {e}"))?;
+    let info = client.peer_info();
+    let announces = info.as_ref().and_then(|i| i.capabilities.tools.as_ref()?.list_changed).unwrap_or(false);
+    if !announces {
+        let _ = client.cancel().await;
+        return Ok(None);
+    }
+    let listens = info.as_ref().is_some_and(|i| i.protocol_version >= rmcp::model::ProtocolVersion::V_2026_07_28);
+    if !listens {
+        return Ok(Some(ChangeWatch { client, listening: None }));
+    }
+    let filter = rmcp::model::SubscriptionFilter::builder().tools_list_changed().build();
+    let mut subscription = tokio::time::timeout(timeout, client.listen(filter))
+        .await
+        .map_err(|_| format!("did not acknowledge a subscription within {} s", timeout.as_secs()))?
+        .map_err(|e| format!("cannot subscribe to tool changes: {e}"))?;
+    let listening = tokio::spawn(async move {
+        while let Ok(Some(notification)) = subscription.next().await {
+            if matches!(notification, rmcp::model::ServerNotification::ToolListChangedNotification(_)) {
+                changed();
+            }
+        }
+    });
+    Ok(Some(ChangeWatch { client, listening: Some(listening) }))
 }

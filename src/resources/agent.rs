@@ -151,6 +151,13 @@ pub struct AgentContext {
     #[x_kube(merge_strategy = ListMerge::Set)]
     pub mcps: Option<Vec<String>>,
 
+    /// Per MCP server, the only tools of it the agent may call (each entry a server and its tool
+    /// names); a server not listed offers every tool it lists (less its own `tools` filter).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64))]
+    #[x_kube(merge_strategy = ListMerge::Map(vec!["server".into()]))]
+    pub mcp_tools: Option<Vec<McpToolAllowlist>>,
+
     /// Names of the skills (folders with a `SKILL.md` in the skills library) projected into the agent's
     /// skills scope. Absent: every skill the user may use.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -377,4 +384,17 @@ pub fn builtin_general_purpose() -> Agent {
     );
     agent.metadata = ObjectMeta { name: Some(GENERAL_PURPOSE.into()), ..ObjectMeta::default() };
     agent
+}
+
+/// The tools of one MCP server an agent may call (`context.mcpTools`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct McpToolAllowlist {
+    /// The server, as `context.mcps` names it.
+    #[schemars(length(min = 1, max = 128))]
+    pub server: String,
+    /// Its tools the agent may call; empty: none.
+    #[schemars(length(max = 256), inner(length(min = 1, max = 128)))]
+    #[x_kube(merge_strategy = ListMerge::Set)]
+    pub tools: Vec<String>,
 }

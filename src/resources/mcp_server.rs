@@ -9,6 +9,7 @@ use kube::{CustomResource, KubeSchema};
 use serde::{Deserialize, Serialize};
 
 use super::agent::AgentShare;
+use super::model::ConfigMapKeyRef;
 use super::remote::RemoteHeader;
 
 /// The condition saying the spec follows the rules and its Secrets exist.
@@ -21,6 +22,11 @@ pub const DEFAULT_REFRESH_SECONDS: u32 = 300;
 pub const REFRESH_SECONDS: std::ops::RangeInclusive<u32> = 5..=86_400;
 /// The most tools a status lists.
 pub const MAX_LISTED_TOOLS: usize = 256;
+/// How long connecting to a server and listing its tools may take when the spec names no time, in
+/// seconds.
+pub const DEFAULT_TIMEOUT_SECONDS: u32 = 15;
+/// How long one tool call may take when the spec names no time, in seconds.
+pub const DEFAULT_CALL_TIMEOUT_SECONDS: u32 = 300;
 
 /// The desired state of an McpServer.
 #[allow(clippy::duplicated_attributes)]
@@ -79,6 +85,24 @@ pub struct McpServerSpec {
     #[schemars(range(min = 5, max = 86400))]
     pub refresh_seconds: Option<u32>,
 
+    /// How long connecting to it and listing its tools may take, in seconds, 1..300 (default 15): for
+    /// the discovery and for each run.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 300))]
+    pub timeout_seconds: Option<u32>,
+
+    /// How long one call of its tools may take in a run, in seconds, 1..3600 (default 300); past it the
+    /// model reads that the tool did not answer.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 3600))]
+    pub call_timeout_seconds: Option<u32>,
+
+    /// The certificate authorities (PEM) its `https://` certificate is checked against, in place of the
+    /// system's: a key of a ConfigMap of the namespace (CA certificates are public; trust-manager and
+    /// `kube-root-ca.crt` publish bundles there).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle_ref: Option<ConfigMapKeyRef>,
+
     /// Who may use it in their agents (as an Agent's `share`); absent: every user of the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<AgentShare>,
@@ -88,6 +112,11 @@ impl McpServerSpec {
     /// How often its tools are listed again.
     pub fn refresh_seconds(&self) -> u32 {
         self.refresh_seconds.unwrap_or(DEFAULT_REFRESH_SECONDS).clamp(*REFRESH_SECONDS.start(), *REFRESH_SECONDS.end())
+    }
+
+    /// How long connecting and listing may take.
+    pub fn timeout(&self) -> std::time::Duration {
+        std::time::Duration::from_secs(self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS).clamp(1, 300).into())
     }
 }
 

@@ -26,6 +26,9 @@ pub struct YuxiContext {
     /// MCP servers; absent for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub mcps: Option<Vec<String>>,
+    /// Per MCP server, the only tools of it the agent may call; a server not in it offers all.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mcp_tools: Option<std::collections::BTreeMap<String, Vec<String>>>,
     /// Skills; absent for all.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub skills: Option<Vec<String>>,
@@ -176,6 +179,10 @@ impl From<&AgentContext> for YuxiContext {
             tools: c.tools.clone(),
             knowledges: c.knowledges.clone(),
             mcps: c.mcps.clone(),
+            mcp_tools: c
+                .mcp_tools
+                .as_ref()
+                .map(|entries| entries.iter().map(|e| (e.server.clone(), e.tools.clone())).collect()),
             skills: c.skills.clone(),
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),
@@ -202,6 +209,15 @@ impl From<&YuxiContext> for AgentContext {
             tools: c.tools.clone(),
             knowledges: c.knowledges.clone(),
             mcps: c.mcps.clone(),
+            mcp_tools: c.mcp_tools.as_ref().map(|by_server| {
+                by_server
+                    .iter()
+                    .map(|(server, tools)| super::agent::McpToolAllowlist {
+                        server: server.clone(),
+                        tools: tools.clone(),
+                    })
+                    .collect()
+            }),
             skills: c.skills.clone(),
             preload_skills: c.preload_skills.clone(),
             subagents: c.subagents.clone(),

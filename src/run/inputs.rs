@@ -89,6 +89,15 @@ pub struct McpServer {
     /// ([`super::mcp_headers`]).
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub headers: super::mcp_headers::Headers,
+    /// How long connecting and listing its tools may take, in seconds (absent: 15).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timeout_seconds: Option<u32>,
+    /// How long one tool call may take, in seconds (absent: 300).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub call_timeout_seconds: Option<u32>,
+    /// The certificate authorities (PEM) its certificate is checked against, in place of the system's.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ca_bundle: Option<String>,
 }
 
 /// The configured MCP servers, by name.
@@ -116,7 +125,26 @@ impl McpServer {
                 (h.name.clone(), source)
             })
             .collect();
-        McpServer { url: spec.url.clone(), tools: spec.tools.clone(), headers }
+        McpServer {
+            url: spec.url.clone(),
+            tools: spec.tools.clone(),
+            headers,
+            timeout_seconds: spec.timeout_seconds,
+            call_timeout_seconds: spec.call_timeout_seconds,
+            ca_bundle: None,
+        }
+    }
+
+    /// How long connecting and listing may take.
+    pub fn timeout(&self) -> std::time::Duration {
+        let seconds = self.timeout_seconds.unwrap_or(crate::resources::mcp_server::DEFAULT_TIMEOUT_SECONDS);
+        std::time::Duration::from_secs(seconds.clamp(1, 300).into())
+    }
+
+    /// How long one tool call may take.
+    pub fn call_timeout(&self) -> std::time::Duration {
+        let seconds = self.call_timeout_seconds.unwrap_or(crate::resources::mcp_server::DEFAULT_CALL_TIMEOUT_SECONDS);
+        std::time::Duration::from_secs(seconds.clamp(1, 3600).into())
     }
 }
 

@@ -24,15 +24,9 @@ use futures::future::BoxFuture;
 use rmcp::ServiceExt;
 use rmcp::model::CallToolRequestParams;
 use rmcp::service::{RoleClient, RunningService};
-use rmcp::transport::StreamableHttpClientTransport;
 use serde_json::Value;
 
 use super::tools::{Grants, Tool, ToolError, ToolSpec, names};
-
-/// How long connecting to a server and listing its tools may take.
-const CONNECT_TIMEOUT: Duration = Duration::from_secs(15);
-/// How long one MCP tool call may take.
-const CALL_TIMEOUT: Duration = Duration::from_secs(300);
 
 pub use crate::run::inputs::{McpServer, McpServers};
 
@@ -61,13 +55,23 @@ pub enum McpError {
         /// The server's name.
         server: String,
     },
-    /// The server did not finish connecting and listing its tools within 15 seconds.
-    #[error("MCP server {server:?} at {url} did not answer within {} s", CONNECT_TIMEOUT.as_secs())]
+    /// The server did not finish connecting and listing its tools in time (`timeoutSeconds`).
+    #[error("MCP server {server:?} at {url} did not answer within {seconds} s")]
     Timeout {
         /// The server's name.
         server: String,
         /// Its endpoint.
         url: String,
+        /// How long it had.
+        seconds: u64,
+    },
+    /// The server's CA bundle holds no readable certificate.
+    #[error("MCP server {server:?}: {message}")]
+    CaBundle {
+        /// The server's name.
+        server: String,
+        /// What is wrong with it.
+        message: String,
     },
     /// The server cannot be connected to.
     #[error("MCP server {server:?} at {url}: cannot connect: {source}")]
@@ -165,9 +169,14 @@ pub async fn connect_granted(
     let mut connected =
         Connected { tools: Vec::new(), unavailable: Vec::new(), servers: Default::default(), destructive: Vec::new() };
     for (name, server) in servers.iter().filter(|(name, _)| grants.allows_mcp(name)) {
-        let reached = tokio::time::timeout(CONNECT_TIMEOUT, connect(name, server, facade))
-            .await
-            .unwrap_or_else(|_| Err(McpError::Timeout { server: name.clone(), url: server.url.clone() }));
+        let reached =
+            tokio::time::timeout(server.timeout(), connect(name, server, facade)).await.unwrap_or_else(|_| {
+                Err(McpError::Timeout {
+                    server: name.clone(),
+                    url: server.url.clone(),
+                    seconds: server.timeout().as_secs(),
+                })
+            });
         let (client, listed) = match reached {
             Ok(reached) => reached,
             Err(err) => {
@@ -178,7 +187,9 @@ pub async fn connect_granted(
         };
         for tool in listed {
             let tool_name = tool.name.to_string();
-            if server.tools.as_ref().is_some_and(|only| !only.contains(&tool_name)) {
+            if server.tools.as_ref().is_some_and(|only| !only.contains(&tool_name))
+                || !grants.allows_mcp_tool(name, &tool_name)
+            {
                 continue;
             }
             if names::BUILTIN.contains(&tool_name.as_str()) {
@@ -194,7 +205,7 @@ pub async fn connect_granted(
             if tool.annotations.as_ref().and_then(|a| a.destructive_hint) == Some(true) {
                 connected.destructive.push(tool_name.clone());
             }
-            connected.tools.push(Arc::new(McpTool { spec, client: client.clone() }));
+            connected.tools.push(Arc::new(McpTool { spec, client: client.clone(), timeout: server.call_timeout() }));
         }
     }
     Ok(connected)
@@ -215,8 +226,6 @@ async fn connect(
     server: &McpServer,
     facade: Option<&super::tools::subagents::Facade>,
 ) -> Result<(Client, Vec<rmcp::model::Tool>), McpError> {
-    use rmcp::transport::streamable_http_client::StreamableHttpClientTransportConfig;
-    crate::tls::install_crypto_provider();
     let mut headers = std::collections::HashMap::new();
     for (header, source) in &server.headers {
         let header_error = |message: String| McpError::Header {
@@ -237,8 +246,8 @@ async fn connect(
         let header_value = reqwest::header::HeaderValue::from_str(&value).map_err(|e| header_error(e.to_string()))?;
         headers.insert(header_name, header_value);
     }
-    let config = StreamableHttpClientTransportConfig::with_uri(server.url.as_str()).custom_headers(headers);
-    let transport = StreamableHttpClientTransport::from_config(config);
+    let transport = crate::endpoints::mcp_discovery::transport(&server.url, headers, server.ca_bundle.as_deref())
+        .map_err(|message| McpError::CaBundle { server: name.to_string(), message })?;
     let client = ().serve(transport).await.map_err(|source| McpError::Connect {
         server: name.to_string(),
         url: server.url.clone(),
@@ -256,6 +265,8 @@ async fn connect(
 struct McpTool {
     spec: ToolSpec,
     client: Client,
+    /// How long one call may take.
+    timeout: Duration,
 }
 
 impl Tool for McpTool {
@@ -272,13 +283,13 @@ impl Tool for McpTool {
             let request = crate::telemetry::with_trace_meta(
                 CallToolRequestParams::new(self.spec.name.clone()).with_arguments(arguments),
             );
-            let result = tokio::time::timeout(CALL_TIMEOUT, self.client.call_tool(request))
+            let result = tokio::time::timeout(self.timeout, self.client.call_tool(request))
                 .await
                 .map_err(|_| {
                     ToolError::new(format!(
                         "the MCP tool {} did not answer within {} s",
                         self.spec.name,
-                        CALL_TIMEOUT.as_secs()
+                        self.timeout.as_secs()
                     ))
                 })?
                 .map_err(|e| ToolError::new(format!("the MCP tool {} failed: {e}", self.spec.name)))?;

@@ -151,7 +151,11 @@ impl Admission {
                 }
             }
             // The MCP servers it names: configured, or McpServers of the namespace its author may use.
-            if agent.spec.context.as_ref().and_then(|c| c.mcps.as_ref()).is_some_and(|m| !m.is_empty()) {
+            let context = agent.spec.context();
+            let names_mcp = context.mcps.as_ref().is_some_and(|m| !m.is_empty())
+                || context.mcp_tools.as_ref().is_some_and(|m| !m.is_empty())
+                || context.approval_required.iter().flatten().any(|rule| rule.contains('/'));
+            if names_mcp {
                 let servers: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(client.clone(), &namespace);
                 let listed = match servers.list(&ListParams::default()).await {
                     Ok(list) => list.items,

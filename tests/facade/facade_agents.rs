@@ -18,6 +18,11 @@ fn user(token: &str, uid: &str, role: Role, department_id: Option<i64>) -> UserE
 }
 
 pub(crate) async fn start() -> Api {
+    start_with_mcp_servers(Vec::new()).await
+}
+
+/// [`start`], with `servers` as the namespace's McpServers.
+pub(crate) async fn start_with_mcp_servers(servers: Vec<yuxi_operator::resources::mcp_server::McpServer>) -> Api {
     let users = Users::new(vec![
         user("alice-token", "alice", Role::User, Some(1)),
         user("bob-token", "bob", Role::User, Some(2)),
@@ -25,7 +30,9 @@ pub(crate) async fn start() -> Api {
         user("root-token", "root", Role::Superadmin, None),
     ])
     .expect("users");
-    let state: FacadeState = FacadeParts::new(users.into(), AgentCatalog::new(example_agents()), None).into();
+    let mut parts = FacadeParts::new(users.into(), AgentCatalog::new(example_agents()), None);
+    parts.mcp_resources = yuxi_operator::facade::services::catalog::Catalog::new(servers);
+    let state: FacadeState = parts.into();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router(state)).await.expect("serves") });
@@ -372,6 +379,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "GET /api/system/health",
         "GET /api/system/info",
         "GET /api/system/mcp-servers",
+        "GET /api/system/mcp-servers/{name}/tools",
         "GET /api/system/model-providers/models/v2",
         "GET /api/system/tools",
         "GET /api/tasks",

@@ -4,7 +4,7 @@
 
 use serde_json::{Value, json};
 
-use crate::facade_agents::start;
+use crate::facade_agents::{start, start_with_mcp_servers};
 
 fn keys(object: &Value) -> Vec<&str> {
     object.as_object().expect("an object").keys().map(String::as_str).collect()
@@ -47,6 +47,7 @@ async fn the_detail_describes_every_context_field_with_its_choices_for_the_calle
             "approval_timeout_seconds",
             "knowledges",
             "max_execution_steps",
+            "mcp_tools",
             "mcps",
             "model",
             "model_retry_times",
@@ -274,4 +275,89 @@ async fn the_tool_mcp_server_and_skill_lists_show_what_the_caller_may_see() {
     let (_, alice_skills) = api.get("/api/skills/accessible", "alice-token").await;
     assert!(names(&alice_skills).contains(&"secret-notes".to_string()));
     assert_eq!(api.call("GET", "/api/system/tools", None, None).await.0, 401);
+}
+
+/// An McpServer `name` shared by `share` (YAML), whose last discovery listed `tools` (`(name,
+/// destructive)`).
+fn listed_server(name: &str, share: &str, tools: &[(&str, bool)]) -> yuxi_operator::resources::mcp_server::McpServer {
+    let mut server: yuxi_operator::resources::mcp_server::McpServer = serde_norway::from_str(&format!(
+        "apiVersion: yuxi.dev/v1alpha1\nkind: McpServer\nmetadata: {{name: {name}, namespace: team-a}}\nspec: {{url: 'http://{name}/mcp', {share}}}"
+    ))
+    .expect("an McpServer");
+    let tools: Vec<Value> = tools
+        .iter()
+        .map(|(tool, destructive)| json!({"name": tool, "description": format!("the {tool} tool"), "inputSchema": "{\"type\":\"object\"}", "destructive": destructive}))
+        .collect();
+    let ready = json!({"type": "Ready", "status": "True", "reason": "Listed", "message": "", "lastTransitionTime": "2026-12-05T10:00:00Z"});
+    server.status = Some(
+        serde_json::from_value(json!({"conditions": [ready], "tools": tools, "toolCount": tools.len(), "protocolVersion": "2026-07-28", "serverName": format!("{name} server")}))
+            .expect("a status"),
+    );
+    server
+}
+
+#[tokio::test]
+async fn mcp_servers_are_listed_from_the_resources_each_caller_may_use_with_the_tools_discovery_found() {
+    let api = start_with_mcp_servers(vec![
+        listed_server("docs", "", &[("search", false), ("purge", true)]),
+        listed_server("ledger", "share: {readScope: {accessLevel: User, userUids: [bob]}}", &[("post_entry", true)]),
+    ])
+    .await;
+    let (status, alice) = api.get("/api/system/mcp-servers", "alice-token").await;
+    assert_eq!(status, 200, "{alice}");
+    let docs = &alice["data"][0];
+    assert_eq!(alice["data"].as_array().map(Vec::len), Some(1), "bob's ledger is not alice's: {alice}");
+    assert_eq!(
+        (&docs["slug"], &docs["name"], &docs["source"], &docs["status"], &docs["tool_count"], &docs["tools"]),
+        (
+            &json!("docs"),
+            &json!("docs server"),
+            &json!("resource"),
+            &json!("ready"),
+            &json!(2),
+            &json!(["search", "purge"])
+        )
+    );
+    let (_, bob) = api.get("/api/system/mcp-servers", "bob-token").await;
+    let bob_names: Vec<&str> =
+        bob["data"].as_array().expect("data").iter().map(|s| s["slug"].as_str().expect("slug")).collect();
+    assert_eq!(bob_names, ["docs", "ledger"]);
+
+    let (status, tools) = api.get("/api/system/mcp-servers/docs/tools", "alice-token").await;
+    assert_eq!(status, 200, "{tools}");
+    assert_eq!(tools["data"][1]["name"], "purge");
+    assert_eq!((&tools["data"][1]["destructive"], &tools["data"][0]["destructive"]), (&json!(true), &json!(false)));
+    assert_eq!(tools["data"][0]["input_schema"], json!({"type": "object"}));
+    // Another user's server answers exactly as one that does not exist.
+    let (stranger_status, stranger) = api.get("/api/system/mcp-servers/ledger/tools", "alice-token").await;
+    let (missing_status, missing) = api.get("/api/system/mcp-servers/nowhere/tools", "alice-token").await;
+    assert_eq!((stranger_status, missing_status), (404, 404));
+    assert_eq!(stranger["code"], missing["code"]);
+    assert_eq!(
+        stranger["message"].as_str().map(|m| m.replace("ledger", "?")),
+        missing["message"].as_str().map(|m| m.replace("nowhere", "?"))
+    );
+    let (status, bobs) = api.get("/api/system/mcp-servers/ledger/tools", "bob-token").await;
+    assert_eq!((status, &bobs["data"][0]["name"]), (200, &json!("post_entry")));
+
+    // The agent form's options are the same servers.
+    let (_, created) = api.send("POST", "/api/agent", "alice-token", json!({"name": "Reader"})).await;
+    let slug = created["agent"]["slug"].as_str().expect("slug").to_string();
+    let (_, detail) = api.get(&format!("/api/agent/{slug}"), "alice-token").await;
+    assert_eq!(option_keys(&detail["agent"]["configurable_items"]["mcps"]), ["docs"]);
+}
+
+#[tokio::test]
+async fn an_agents_tool_allowlist_per_mcp_server_is_kept_in_yuxis_shape() {
+    let api = start().await;
+    let body =
+        json!({"name": "Narrow", "config_json": {"context": {"mcps": ["docs"], "mcp_tools": {"docs": ["search"]}}}});
+    let (status, created) = api.send("POST", "/api/agent", "alice-token", body).await;
+    assert_eq!(status, 201, "{created}");
+    assert_eq!(created["agent"]["config_json"]["context"]["mcp_tools"], json!({"docs": ["search"]}));
+    let stray =
+        json!({"name": "Stray", "config_json": {"context": {"mcps": ["docs"], "mcp_tools": {"wiki": ["search"]}}}});
+    let (status, refused) = api.send("POST", "/api/agent", "alice-token", stray).await;
+    assert_eq!(status, 422, "{refused}");
+    assert_eq!(refused["field"], "config_json.context.mcp_tools[0].server", "{refused}");
 }

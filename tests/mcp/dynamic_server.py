@@ -1,7 +1,8 @@
 """An MCP server made with the official MCP Python SDK (`mcp`, pinned by scripts/mcp-venv) whose tools
 change while it runs: `python dynamic_server.py <port> [token]` serves streamable HTTP at
 http://127.0.0.1:<port>/mcp with the tool `search` (read-only); `POST /control/add` adds
-`delete_note` (destructive) and `POST /control/remove` removes it. With a token, every MCP request needs
+`delete_note` (destructive) and `POST /control/remove` removes it, each announcing the change to the
+clients subscribed to tool list changes (`notifications/tools/list_changed`). With a token, every MCP request needs
 `Authorization: Bearer <token>` (401 otherwise). Driven by tests/kube/mcp_servers.rs.
 """
 
@@ -9,6 +10,7 @@ import sys
 
 import uvicorn
 from mcp.server.mcpserver import MCPServer
+from mcp.shared.subscriptions import ToolsListChanged
 from mcp.types import ToolAnnotations
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
@@ -41,14 +43,20 @@ def drop_delete_note():
         pass
 
 
+async def announce():
+    await server._subscriptions.publish(ToolsListChanged())
+
+
 async def add(request):
     drop_delete_note()
     server.add_tool(delete_note, annotations=ToolAnnotations(destructiveHint=True))
+    await announce()
     return JSONResponse({"tools": "added"})
 
 
 async def remove(request):
     drop_delete_note()
+    await announce()
     return JSONResponse({"tools": "removed"})
 
 

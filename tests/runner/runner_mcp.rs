@@ -42,6 +42,7 @@ impl ServerHandler for Docs {
             Tool::new("ls", "A name taken by a built-in tool", schema()),
             Tool::new("admin", "Not exposed by the filter", schema()),
             Tool::new("trace", "Answers the call's traceparent", schema()),
+            Tool::new("slow", "Answers after five seconds", schema()),
         ]))
     }
 
@@ -57,6 +58,9 @@ impl ServerHandler for Docs {
             .and_then(|q| q.as_str())
             .unwrap_or_default()
             .to_string();
+        if request.name == "slow" {
+            tokio::time::sleep(std::time::Duration::from_secs(5)).await;
+        }
         let result = match request.name.as_ref() {
             "broken" => CallToolResult::error(vec![ContentBlock::text("the index is offline")]),
             // Answers the trace context the call carried.
@@ -69,11 +73,16 @@ impl ServerHandler for Docs {
     }
 }
 
-/// Serves [`Docs`] on a free loopback port; returns its URL.
-async fn serve_docs() -> String {
+/// [`Docs`] at `/mcp`.
+fn docs_router() -> axum::Router {
     let service: StreamableHttpService<Docs, LocalSessionManager> =
         StreamableHttpService::new(|| Ok(Docs), Default::default(), StreamableHttpServerConfig::default());
-    let router = axum::Router::new().nest_service("/mcp", service);
+    axum::Router::new().nest_service("/mcp", service)
+}
+
+/// Serves [`Docs`] on a free loopback port; returns its URL.
+async fn serve_docs() -> String {
+    let router = docs_router();
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
     let addr = listener.local_addr().expect("addr");
     tokio::spawn(async move { axum::serve(listener, router).await.expect("MCP server serves") });
@@ -95,6 +104,9 @@ fn servers(url: &str, only: Option<Vec<&str>>) -> McpServers {
             url: url.to_string(),
             tools: only.map(|o| o.into_iter().map(String::from).collect()),
             headers: Default::default(),
+            timeout_seconds: None,
+            call_timeout_seconds: None,
+            ca_bundle: None,
         },
     )])
 }
@@ -127,7 +139,7 @@ async fn servers_the_agent_does_not_name_are_not_connected() {
     let tools = connect_granted(&servers(&url, None), &grants("{mcps: []}"), None).await.expect("nothing to connect");
     assert!(tools.tools.is_empty() && tools.unavailable.is_empty());
     let all = connect_granted(&servers(&url, None), &grants("{}"), None).await.expect("every configured server");
-    assert_eq!(all.tools.len(), 4, "absent mcps means every configured server; ls is still left out");
+    assert_eq!(all.tools.len(), 5, "absent mcps means every configured server; ls is still left out");
 }
 
 #[tokio::test]
@@ -189,7 +201,7 @@ async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_na
     };
     let from_file = configured(&format!("{{file: {}, prefix: 'Bearer '}}", token_file.display()));
     let connected = connect_granted(&from_file, &grants("{}"), None).await.expect("connects");
-    assert_eq!(connected.tools.len(), 4, "{:?}", connected.unavailable);
+    assert_eq!(connected.tools.len(), 5, "{:?}", connected.unavailable);
     assert_eq!(yuxi_operator::runner::mcp::header_files(&from_file), vec![token_file.clone()]);
     // SAFETY: this test binary reads the variable in this test only.
     unsafe { std::env::set_var("YUXI_TEST_DOCS_TOKEN", "s3cret") };
@@ -237,4 +249,92 @@ async fn a_call_carries_the_current_spans_traceparent_in_its_meta_when_traces_ar
     let expected = yuxi_operator::telemetry::traceparent_of(&span).expect("an exported span");
     let answer = tracing::Instrument::instrument(toolbox.call("trace", "{}"), span).await.expect("answers");
     assert_eq!(answer, expected);
+}
+
+#[tokio::test]
+async fn an_agents_tool_allowlist_narrows_a_server_to_the_tools_it_names() {
+    let url = serve_docs().await;
+    let narrow = grants("{mcps: [docs], mcpTools: [{server: docs, tools: [search, trace]}]}");
+    let connected = connect_granted(&servers(&url, None), &narrow, None).await.expect("connects");
+    let mut names: Vec<String> = connected.tools.iter().map(|t| t.spec().name).collect();
+    names.sort();
+    assert_eq!(names, ["search", "trace"]);
+    // The server's own filter and the agent's both apply.
+    let both = connect_granted(&servers(&url, Some(vec!["search", "broken"])), &narrow, None).await.expect("connects");
+    assert_eq!(both.tools.iter().map(|t| t.spec().name).collect::<Vec<_>>(), ["search"]);
+}
+
+#[tokio::test]
+async fn a_call_past_the_servers_call_timeout_is_an_error_the_model_reads() {
+    let url = serve_docs().await;
+    let mut configured = servers(&url, Some(vec!["slow", "search"]));
+    configured.get_mut("docs").expect("docs").call_timeout_seconds = Some(1);
+    let connected = connect_granted(&configured, &grants("{mcps: [docs]}"), None).await.expect("connects");
+    let mut toolbox = ToolBox::new();
+    for tool in connected.tools {
+        toolbox.insert(tool);
+    }
+    let started = std::time::Instant::now();
+    let err = toolbox.call("slow", "{}").await.expect_err("past its time");
+    assert_eq!(err.0, "the MCP tool slow did not answer within 1 s");
+    assert!(started.elapsed() < std::time::Duration::from_secs(4), "cut at the timeout, not at the server's answer");
+    assert_eq!(toolbox.call("search", r#"{"query": "q"}"#).await.expect("answers"), "search: results for q");
+}
+
+#[tokio::test]
+async fn a_ca_bundle_replaces_the_system_roots_for_an_mcp_server() {
+    yuxi_operator::tls::install_crypto_provider();
+    let trusted = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+    let other = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).expect("certificate");
+    let config = axum_server::tls_rustls::RustlsConfig::from_pem(
+        trusted.cert.pem().into_bytes(),
+        trusted.signing_key.serialize_pem().into_bytes(),
+    )
+    .await
+    .expect("TLS config");
+    let handle = axum_server::Handle::<std::net::SocketAddr>::new();
+    let listening = handle.clone();
+    let addr: std::net::SocketAddr = "127.0.0.1:0".parse().expect("address");
+    tokio::spawn(async move {
+        axum_server::bind_rustls(addr, config)
+            .handle(listening)
+            .serve(docs_router().into_make_service())
+            .await
+            .expect("serves")
+    });
+    let port = handle.listening().await.expect("listens").port();
+    let url = format!("https://localhost:{port}/mcp");
+    let with = |bundle: Option<String>| {
+        let mut configured = servers(&url, Some(vec!["search"]));
+        configured.get_mut("docs").expect("docs").ca_bundle = bundle;
+        configured
+    };
+    for (bundle, what) in
+        [(None, "the system's roots"), (Some(other.cert.pem()), "another CA"), (Some(String::new()), "an empty bundle")]
+    {
+        let connected = connect_granted(&with(bundle), &grants("{mcps: [docs]}"), None).await.expect("the run goes on");
+        assert!(connected.tools.is_empty(), "{what}: the certificate is not trusted");
+        assert_eq!(connected.unavailable.len(), 1, "{what}: named for the model");
+    }
+    let connected =
+        connect_granted(&with(Some(trusted.cert.pem())), &grants("{mcps: [docs]}"), None).await.expect("connects");
+    assert_eq!(connected.tools.iter().map(|t| t.spec().name).collect::<Vec<_>>(), ["search"]);
+    // Discovery checks the same way.
+    let found = yuxi_operator::endpoints::mcp_discovery::discover(
+        &url,
+        Default::default(),
+        Some(&trusted.cert.pem()),
+        std::time::Duration::from_secs(10),
+    )
+    .await
+    .expect("listed");
+    assert_eq!(found.count, 6);
+    let refused = yuxi_operator::endpoints::mcp_discovery::discover(
+        &url,
+        Default::default(),
+        Some(&other.cert.pem()),
+        std::time::Duration::from_secs(10),
+    )
+    .await;
+    assert!(refused.is_err(), "another CA's certificate is refused");
 }

@@ -64,6 +64,9 @@ pub struct FacadeParts {
     /// The Model resources runs may name (the namespace's in a cluster; the manifests folder's locally),
     /// each used only by whom its share allows.
     pub model_resources: super::catalog::Catalog<crate::resources::Model>,
+    /// The McpServer resources agents may name (the namespace's in a cluster; the manifests folder's
+    /// locally), each listed only to whom its share allows.
+    pub mcp_resources: super::catalog::Catalog<crate::resources::mcp_server::McpServer>,
     /// The address of a trace in the tracing backend, `{trace_id}` standing for the trace's W3C id
     /// (`--trace-link`), for the links `GET /api/agent/runs/{run_id}/trace` answers; `None`: no link.
     pub trace_link: Option<String>,
@@ -90,6 +93,7 @@ impl FacadeParts {
             user_files: None,
             models: Default::default(),
             model_resources: super::catalog::Catalog::new(Vec::new()),
+            mcp_resources: super::catalog::Catalog::new(Vec::new()),
             trace_link: None,
         }
     }

@@ -240,6 +240,15 @@ fn validate_context(report: &mut Report, context: &AgentContext) {
     if let Some(required) = &context.approval_required {
         check_name_list(report, "spec.context.approvalRequired", required, 256, 130);
     }
+    for (i, entry) in context.mcp_tools.iter().flatten().enumerate() {
+        let field = format!("spec.context.mcpTools[{i}]");
+        check_name_list(report, &format!("{field}.tools"), &entry.tools, 256, 128);
+        if context.mcp_tools.iter().flatten().take(i).any(|earlier| earlier.server == entry.server) {
+            report.error(format!("{field}.server"), format!("{:?} is listed twice", entry.server));
+        } else if context.mcps.as_ref().is_some_and(|named| !named.contains(&entry.server)) {
+            report.error(format!("{field}.server"), format!("{:?} is not one of context.mcps", entry.server));
+        }
+    }
     if let Some(seconds) = context.approval_timeout_seconds
         && !(60..=604_800).contains(&seconds)
     {

@@ -101,7 +101,9 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
 /// The MCP servers `agent` names (`spec.context.mcps[i]`) against those that exist: a server of the
 /// installation's configuration (`configured`), or an McpServer of the namespace (`servers`) that the
 /// author may use (`may_use`). Each other name is refused, naming the field and listing the servers
-/// the author may name. (Pure: the webhook reads the McpServers and judges the author.)
+/// the author may name. A tool named in `context.mcpTools` or `context.approvalRequired`
+/// (`<server>/<tool>`) of a server whose whole tool list the last discovery found must be one of
+/// them. (Pure: the webhook reads the McpServers and judges the author.)
 pub fn validate_mcp_references(
     agent: &crate::resources::Agent,
     servers: &[crate::resources::mcp_server::McpServer],
@@ -123,6 +125,34 @@ pub fn validate_mcp_references(
         // A server the author may not use answers as one that does not exist.
         let known = if usable.is_empty() { "none".to_string() } else { usable.join(", ") };
         report.error(field, format!("no MCP server {name:?} you may use in this namespace; you may name: {known}"));
+    }
+    // Tools named of a server whose tools are known: each must be one of them.
+    let context = agent.spec.context();
+    let known_tools = |server: &str| {
+        let found = servers.iter().find(|s| kube::ResourceExt::name_any(*s) == server && may_use(s))?;
+        let status = found
+            .status
+            .as_ref()
+            .filter(|s| s.last_error.is_none() && !s.tools.is_empty() && s.tool_count == Some(s.tools.len() as i32))?;
+        Some(status.tools.iter().map(|t| t.name.clone()).collect::<Vec<_>>())
+    };
+    for (i, entry) in context.mcp_tools.iter().flatten().enumerate() {
+        let Some(offered) = known_tools(&entry.server) else { continue };
+        for (j, tool) in entry.tools.iter().enumerate().filter(|(_, t)| !offered.contains(t)) {
+            report.error(
+                format!("spec.context.mcpTools[{i}].tools[{j}]"),
+                format!("the MCP server {:?} offers no tool {tool:?}; it offers: {}", entry.server, offered.join(", ")),
+            );
+        }
+    }
+    for (i, rule) in context.approval_required.iter().flatten().enumerate() {
+        let Some((server, tool)) = rule.split_once('/').filter(|(_, tool)| *tool != "*") else { continue };
+        if let Some(offered) = known_tools(server).filter(|offered| !offered.iter().any(|t| t == tool)) {
+            report.error(
+                format!("spec.context.approvalRequired[{i}]"),
+                format!("the MCP server {server:?} offers no tool {tool:?}; it offers: {}", offered.join(", ")),
+            );
+        }
     }
     report
 }

@@ -119,6 +119,9 @@ pub struct Grants {
     pub builtin: Vec<&'static str>,
     /// The MCP servers whose tools may be used; `None` means every configured server.
     pub mcps: Option<Vec<String>>,
+    /// Per server, the only tools of it that may be used (`context.mcpTools`); a server not listed
+    /// offers all.
+    pub mcp_tools: std::collections::BTreeMap<String, Vec<String>>,
 }
 
 impl Grants {
@@ -133,7 +136,8 @@ impl Grants {
                 !(spec.is_subagent() && approval == ToolApprovalMode::Default && names::NEED_APPROVAL.contains(name))
             })
             .collect();
-        Grants { builtin, mcps: context.mcps.clone() }
+        let mcp_tools = context.mcp_tools.iter().flatten().map(|e| (e.server.clone(), e.tools.clone())).collect();
+        Grants { builtin, mcps: context.mcps.clone(), mcp_tools }
     }
 
     /// Whether the built-in tool `name` is granted.
@@ -144,6 +148,11 @@ impl Grants {
     /// Whether the MCP server `server` is granted.
     pub fn allows_mcp(&self, server: &str) -> bool {
         self.mcps.as_ref().is_none_or(|listed| listed.iter().any(|m| m == server))
+    }
+
+    /// Whether the tool `tool` of the granted MCP server `server` may be used (`context.mcpTools`).
+    pub fn allows_mcp_tool(&self, server: &str, tool: &str) -> bool {
+        self.mcp_tools.get(server).is_none_or(|only| only.iter().any(|t| t == tool))
     }
 }
 

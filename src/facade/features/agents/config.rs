@@ -18,7 +18,7 @@ use kube::ResourceExt;
 
 use crate::access::{Identity, Permission, Role, permission};
 use crate::facade::http::error::ApiError;
-use crate::facade::services::agent_views::{mcps_of, referenced, skills_of, used_by};
+use crate::facade::services::agent_views::{referenced, skills_of, used_by};
 use crate::facade::services::state::FacadeState;
 use crate::resources::tools::builtin_tools;
 use crate::resources::yuxi::YuxiContext;
@@ -152,11 +152,12 @@ pub fn configurable_items(who: &Identity, is_subagent: bool, resources: Resource
             FieldOption::new("always_trust", "Always trust", "Every granted tool runs without approval"),
         ])),
         ("tool_approval_mode_locked", item("bool", "Lock the approval mode", "", Value::Bool(false), "Whether users' runs must keep tool_approval_mode rather than trust more (a stricter run is always allowed; administrators may still choose).".into(), "tool_approval_mode_locked")),
-        ("approval_required", item("list", "Tools needing approval", "tools", Value::Null, "More tools a person must approve in default mode: tool names, or <server>/* for every tool of an MCP server (at most 256).".into(), "approval_required")),
+        ("approval_required", item("list", "Tools needing approval", "tools", Value::Null, "More tools a person must approve in default mode: tool names, <server>/<tool> for one tool of an MCP server, or <server>/* for all of them (at most 256).".into(), "approval_required")),
         ("approval_timeout_seconds", item("number", "Approval time-out (seconds)", "", Value::from(crate::run::approval::DEFAULT_APPROVAL_TIMEOUT_SECONDS), "How long a paused run waits for a person's decisions before it ends (60..604800; default 86400).".into(), "approval_timeout_seconds")),
         ("tools", with(item("list", "Tools", "tools", Value::Null, "The built-in tools the agent may call; null for all of them (at most 256).".into(), "tools"), resources.tools)),
         ("knowledges", with(item("list", "Knowledge bases", "knowledges", Value::Null, "The knowledge bases the agent may search; null for all the user may read (at most 256).".into(), "knowledges"), resources.knowledges)),
         ("mcps", with(item("list", "MCP servers", "mcps", Value::Null, "The MCP servers whose tools the agent may call; null for every configured server (at most 256).".into(), "mcps"), resources.mcps)),
+        ("mcp_tools", item("object", "MCP tools", "mcps", Value::Null, "Per MCP server, the only tools of it the agent may call, as {server: [tool, ...]}; a server not named offers every tool (at most 64 servers, 256 tools each).".into(), "mcp_tools")),
         ("skills", with(item("list", "Skills", "skills", Value::Null, "The skills projected into the agent's skills folder; null for all (at most 256).".into(), "skills"), resources.skills.clone())),
         ("preload_skills", with(item("list", "Preloaded skills", "skills", Value::Array(vec![]), "Skills whose SKILL.md goes into the system prompt up front (at most 256).".into(), "preload_skills"), resources.skills)),
         ("summary_threshold", item("number", "Summary threshold (K tokens)", "", Value::Null, "The context size, in thousands of tokens, past which older messages are summarised (1..10000; Yuxi's default 100).".into(), "summary_threshold")),
@@ -223,6 +224,29 @@ pub fn not_applied(context: &AgentContext) -> Vec<&'static str> {
     NOT_APPLIED.into_iter().filter(|field| fields.get(*field).is_some_and(|v| !v.is_null())).collect()
 }
 
+/// The MCP servers `who` may use ([`crate::facade::services::mcp_servers::usable`]), as the options of
+/// `configurable_items`' `mcps`; none when they cannot be read.
+pub async fn mcp_options(state: &FacadeState, who: &Identity) -> Vec<FieldOption> {
+    match crate::facade::services::mcp_servers::usable(state, who).await {
+        Ok(found) => found
+            .into_iter()
+            .map(|server| {
+                let tools = server.resource.and_then(|r| r.status).and_then(|s| s.tool_count);
+                let description = match (server.agents.is_empty(), tools) {
+                    (false, _) => used_by(&server.agents),
+                    (true, Some(count)) => format!("{count} tools"),
+                    (true, None) => String::new(),
+                };
+                FieldOption::new(server.name.clone(), server.name, description)
+            })
+            .collect(),
+        Err(err) => {
+            tracing::warn!(error = %err, "cannot list the MCP servers for an agent's options");
+            Vec::new()
+        }
+    }
+}
+
 /// The knowledge bases `who` may read, as the options of `configurable_items`' `knowledges`; none when
 /// this facade serves none or they cannot be read.
 pub async fn knowledge_options(state: &FacadeState, who: &Identity) -> Vec<FieldOption> {
@@ -244,8 +268,8 @@ pub async fn knowledge_options(state: &FacadeState, who: &Identity) -> Vec<Field
 }
 
 /// The options of the resource lists in an agent's `configurable_items`, for `who`: the built-in tools,
-/// the MCP servers and skills `who`'s agents reference, the subagents `who` may see (the knowledge
-/// bases are [`knowledge_options`]).
+/// the skills `who`'s agents reference, the subagents `who` may see (the knowledge bases are
+/// [`knowledge_options`], the MCP servers [`mcp_options`]).
 pub fn resource_options(all: &[Agent], who: &Identity) -> ResourceOptions {
     let options = |found: BTreeMap<String, Vec<String>>| -> Vec<FieldOption> {
         found.into_iter().map(|(name, agents)| FieldOption::new(name.clone(), name, used_by(&agents))).collect()
@@ -253,7 +277,7 @@ pub fn resource_options(all: &[Agent], who: &Identity) -> ResourceOptions {
     ResourceOptions {
         tools: builtin_tools().into_iter().map(|t| FieldOption::new(t.name, t.name, t.description)).collect(),
         knowledges: Vec::new(),
-        mcps: options(referenced(all, who, mcps_of)),
+        mcps: Vec::new(),
         skills: options(referenced(all, who, skills_of)),
         subagents: all
             .iter()
@@ -296,6 +320,7 @@ mod tests {
             tools: Some(vec![]),
             knowledges: Some(vec![]),
             mcps: Some(vec![]),
+            mcp_tools: Some(vec![]),
             skills: Some(vec![]),
             preload_skills: Some(vec![]),
             subagents: Some(vec![]),

@@ -6,7 +6,9 @@ use kube::ResourceExt;
 use kube::core::ObjectMeta;
 use serde::Serialize;
 
-use super::config::{ConfigurableItems, configurable_items, knowledge_options, not_applied, resource_options};
+use super::config::{
+    ConfigurableItems, configurable_items, knowledge_options, mcp_options, not_applied, resource_options,
+};
 use crate::access::{Identity, Permission, permission};
 use crate::facade::http::error::ApiError;
 use crate::facade::services::catalog::Fixed;
@@ -126,6 +128,7 @@ pub async fn detail(state: &FacadeState, agent: &Agent, who: &Identity, all: &[A
     let mut shown = view(agent, who, state.keeps_files(), state.agents.fixed(&agent.name_any()));
     let mut options = resource_options(all, who);
     options.knowledges = knowledge_options(state, who).await;
+    options.mcps = mcp_options(state, who).await;
     shown.configurable_items = Some(configurable_items(who, agent.spec.is_subagent(), options));
     AgentAnswer { agent: shown }
 }

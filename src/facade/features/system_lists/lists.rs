@@ -5,9 +5,10 @@
 //!
 //! - tools: the built-in tools every runner offers ([`crate::resources::tools`]) and the subagent tools
 //!   main agents get ([`crate::delegation::prompt::tool_schemas`]); the same for every user;
-//! - MCP servers and skills: this system declares them on the agents (`context.mcps`, `context.skills`,
-//!   `context.preloadSkills`), so the lists are the names the agents the caller may read reference, with
-//!   the agents that reference each. A server or skill that only a stranger's agent names is not listed.
+//! - skills: this system declares them on the agents (`context.skills`, `context.preloadSkills`), so
+//!   the lists are the names the agents the caller may read reference, with the agents that reference
+//!   each. A skill that only a stranger's agent names is not listed.
+//! - MCP servers: [`super::mcp`].
 
 use axum::Json;
 use axum::extract::State;
@@ -18,7 +19,7 @@ use crate::access::Identity;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::body::QueryParams;
 use crate::facade::http::error::{ApiError, ErrorBody};
-use crate::facade::services::agent_views::{mcps_of, referenced, skills_of, used_by};
+use crate::facade::services::agent_views::{referenced, skills_of, used_by};
 use crate::facade::services::state::FacadeState;
 use crate::resources::Agent;
 use crate::resources::tools::builtin_tools;
@@ -125,7 +126,7 @@ pub async fn tools(Caller(_): Caller, QueryParams(query): QueryParams<ToolsQuery
     Json(Listed { success: true, data })
 }
 
-/// One MCP server or skill: a name the caller's agents reference.
+/// One skill: a name the caller's agents reference.
 #[derive(Serialize, utoipa::ToSchema)]
 pub struct Referenced {
     /// The name, as the context lists it.
@@ -150,8 +151,8 @@ pub struct Referenced {
     pub is_builtin: bool,
 }
 
-/// The names the agents `who` may read reference, as `names_of` reads them from an agent (its MCP
-/// servers, its skills), each with the agents that reference it. Errors: 503 when the agents cannot be
+/// The names the agents `who` may read reference, as `names_of` reads them from an agent (its skills),
+/// each with the agents that reference it. Errors: 503 when the agents cannot be
 /// read.
 async fn referenced_by(
     state: &FacadeState,
@@ -174,27 +175,6 @@ async fn referenced_by(
             is_builtin: false,
         })
         .collect())
-}
-
-/// `GET /api/system/mcp-servers`: the MCP servers the caller's agents reference.
-#[utoipa::path(
-    get,
-    path = "/api/system/mcp-servers",
-    operation_id = "list_mcp_servers",
-    tag = "catalogue",
-    responses(
-        (status = 200, description = "the MCP servers", body = Listed<Referenced>),
-        (status = 401, description = "no or bad token", body = ErrorBody),
-        (status = 403, description = "run credentials", body = ErrorBody),
-        (status = 503, description = "the Kubernetes API is unavailable", body = ErrorBody),
-    ),
-    security(("bearer" = [])),
-)]
-pub async fn mcp_servers(
-    State(state): State<FacadeState>,
-    Caller(who): Caller,
-) -> Result<Json<Listed<Referenced>>, ApiError> {
-    Ok(Json(Listed { success: true, data: referenced_by(&state, &who, mcps_of).await? }))
 }
 
 /// `GET /api/skills/accessible`: the skills the caller's agents reference.

@@ -58,6 +58,10 @@ impl CatalogItem for crate::resources::Model {
     const NOUN: &'static str = "model";
 }
 
+impl CatalogItem for crate::resources::mcp_server::McpServer {
+    const NOUN: &'static str = "MCP server";
+}
+
 /// The agents, by slug.
 pub type AgentCatalog = Catalog<Agent>;
 
@@ -225,6 +229,15 @@ impl<K: CatalogItem> LocalCatalog<K> {
             map.entry(builtin.name_any()).or_insert_with(|| (builtin, Origin::Builtin));
         }
         Self { items: Arc::new(RwLock::new(map)), saved_in }
+    }
+
+    /// Puts `item` in place of the object with its slug, which keeps its origin (a manifest's stays
+    /// read-only), and saves nothing: how the local mode keeps the status of its manifests' objects
+    /// current. An item with a slug the catalog does not hold is dropped.
+    pub fn refresh(&self, item: K) {
+        if let Some(entry) = self.write().get_mut(&item.name_any()) {
+            entry.0 = item;
+        }
     }
 
     fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<K>> {
