@@ -80,6 +80,8 @@ kube-bin:
 ## chart installed by Helm, the roles run from its Deployments (docs/operations/testing.md)
 kube-test: tools
 	@{ command -v curl && command -v redis-server; } >/dev/null 2>&1 || scripts/apt-install curl redis-server
+	@# Built before the network namespace, which reaches no module proxy: the suite's OpenID provider.
+	@scripts/oidc-provider >/dev/null
 	@bin=$$(scripts/kube-bin | tail -n 1) && $(CARGO) test --locked --test kube --no-run && \
 		YUXI_KUBE_BIN=$$bin CARGO_NET_OFFLINE=true scripts/kube-netns scripts/with-redis \
 		$(CARGO) test --locked --test kube

@@ -17,6 +17,9 @@ use tokio::sync::mpsc;
 use crate::endpoints::mcp_discovery::{ChangeWatch, watch_changes};
 use crate::resources::mcp_server::McpServer;
 
+/// How long after a change connection opens its server is listed once more.
+pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
+
 /// The servers' change connections, and the servers whose change waits for a listing.
 pub struct Changes {
     /// The servers announced changed and not listed since.
@@ -55,8 +58,10 @@ impl Changes {
     }
 
     /// Keeps a change connection open to `server` (just listed, with `headers` and `ca_bundle`): a new one
-    /// when it has none for its generation or its connection dropped. A server that does not announce
-    /// changes, or cannot be reached, gets none (its interval still lists it).
+    /// when it has none for its generation or the server no longer answers on it (it restarted). A
+    /// server that does not announce changes, or cannot be reached, gets none (its interval still lists
+    /// it). A new connection's standing stream opens a moment after it: the server is listed once more
+    /// [`SETTLE`] later, so that a change made between the listing and the stream is not missed.
     pub async fn follow(
         self: &Arc<Self>,
         server: &McpServer,
@@ -65,11 +70,13 @@ impl Changes {
     ) {
         let at = ObjectRef::from_obj(server);
         let generation = server.metadata.generation;
+        let kept = self.watches.lock().unwrap_or_else(PoisonError::into_inner).remove(&at);
+        if let Some((seen, watch)) = kept
+            && seen == generation
+            && watch.answers(server.spec.timeout()).await
         {
-            let watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
-            if watches.get(&at).is_some_and(|(seen, watch)| *seen == generation && !watch.is_closed()) {
-                return;
-            }
+            self.watches.lock().unwrap_or_else(PoisonError::into_inner).insert(at, (seen, watch));
+            return;
         }
         let this = Arc::downgrade(self);
         let target = at.clone();
@@ -82,7 +89,14 @@ impl Changes {
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         match watch {
             Ok(Some(watch)) => {
-                watches.insert(at, (generation, watch));
+                watches.insert(at.clone(), (generation, watch));
+                let this = Arc::downgrade(self);
+                tokio::spawn(async move {
+                    tokio::time::sleep(SETTLE).await;
+                    if let Some(changes) = this.upgrade() {
+                        changes.announced(&at);
+                    }
+                });
             }
             Ok(None) => {
                 watches.remove(&at);

@@ -408,30 +408,44 @@ pub fn owned_by(run: &AgentRun, name: &str) -> ObjectMeta {
     }
 }
 
-/// The namespace's McpServers that `agent`'s `context.mcps` names and the installation's configuration
-/// does not, as the runner reads them. A name of neither is left for the runner, which fails the run
-/// naming it.
+/// The McpServers that `agent`'s `context.mcps` names and the installation's configuration does not,
+/// as the runner reads them: `<name>` of the run's namespace, or `<namespace>/<name>` of another
+/// namespace whose server lets the run's (`allowedNamespaces`) and lends it no Secret. A name of
+/// neither is left for the runner, which fails the run naming it.
 async fn named_mcp_servers(
     ctx: &RunContext,
     namespace: &str,
     agent: &Agent,
 ) -> Result<crate::run::inputs::McpServers, ReconcileError> {
+    use crate::resources::mcp_server::{McpServer, parse_reference};
     let mut found = crate::run::inputs::McpServers::new();
-    let api: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(ctx.client.clone(), namespace);
-    for name in agent.spec.context().mcps.iter().flatten() {
-        if ctx.settings.sandbox.mcp_servers.contains_key(name) || found.contains_key(name) {
+    for reference in agent.spec.context().mcps.iter().flatten() {
+        if ctx.settings.sandbox.mcp_servers.contains_key(reference) || found.contains_key(reference) {
             continue;
         }
-        if let Some(server) = api.get_opt(name).await? {
+        let (home, name) = match parse_reference(reference) {
+            (Some(other), name) => (other, name),
+            (None, name) => (namespace, name),
+        };
+        let api: Api<McpServer> = Api::namespaced(ctx.client.clone(), home);
+        let server = match api.get_opt(name).await {
+            Ok(server) => server,
+            // A namespace the controller does not serve holds no server a run may use.
+            Err(kube::Error::Api(status)) if home != namespace && status.code == 403 => None,
+            Err(err) => return Err(err.into()),
+        };
+        let lent = |s: &McpServer| s.spec.headers.iter().any(|h| h.secret_key_ref.is_some());
+        let server = server.filter(|s| home == namespace || (s.spec.allows_namespace(namespace) && !lent(s)));
+        if let Some(server) = server {
             let mut named = crate::run::inputs::McpServer::of_resource(&server.spec);
             if let Some(key) = &server.spec.ca_bundle_ref {
-                let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
+                let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), home);
                 // Missing, the bundle is empty and the runner refuses the server rather than trust the
                 // system's roots; the server's Accepted condition says which key is missing.
                 let bundle = maps.get_opt(&key.name).await?.and_then(|m| m.data?.get(&key.key).cloned());
                 named.ca_bundle = Some(bundle.unwrap_or_default());
             }
-            found.insert(name.clone(), named);
+            found.insert(reference.clone(), named);
         }
     }
     Ok(found)

@@ -105,10 +105,15 @@ pub struct ChangeWatch {
 }
 
 impl ChangeWatch {
-    /// Whether the connection or its subscription is gone (the server closed it or restarted): a new
-    /// watch is due.
+    /// Whether the connection or its subscription is known to be gone: a new watch is due.
     pub fn is_closed(&self) -> bool {
         self.client.is_closed() || self.listening.as_ref().is_some_and(|task| task.is_finished())
+    }
+
+    /// Whether the server still answers on this connection, asked with a tool listing within `timeout`:
+    /// a server that restarted has forgotten the session, and its announcements would not come here.
+    pub async fn answers(&self, timeout: Duration) -> bool {
+        !self.is_closed() && matches!(tokio::time::timeout(timeout, self.client.list_tools(None)).await, Ok(Ok(_)))
     }
 }
 

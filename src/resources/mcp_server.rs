@@ -106,12 +106,25 @@ pub struct McpServerSpec {
     /// Who may use it in their agents (as an Agent's `share`); absent: every user of the namespace.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub share: Option<AgentShare>,
+
+    /// Other namespaces whose agents may use it too, naming it `<namespace>/<name>` in `context.mcps`
+    /// (`*`: every namespace the operator serves); `share` still decides which users. Its headers may
+    /// then name no Secret: a Secret is never lent to another namespace's runs (send each user's own
+    /// token with `caller` instead).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(min = 1, max = 63)))]
+    pub allowed_namespaces: Option<Vec<String>>,
 }
 
 impl McpServerSpec {
     /// How often its tools are listed again.
     pub fn refresh_seconds(&self) -> u32 {
         self.refresh_seconds.unwrap_or(DEFAULT_REFRESH_SECONDS).clamp(*REFRESH_SECONDS.start(), *REFRESH_SECONDS.end())
+    }
+
+    /// Whether agents of `namespace`, another namespace than the server's, may use it.
+    pub fn allows_namespace(&self, namespace: &str) -> bool {
+        self.allowed_namespaces.iter().flatten().any(|allowed| allowed == "*" || allowed == namespace)
     }
 
     /// How long connecting and listing may take.
@@ -169,4 +182,13 @@ pub struct McpServerStatus {
     /// Why the last discovery failed.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub last_error: Option<String>,
+}
+
+/// A server as `context.mcps` names it: `<name>` of the agent's own namespace, or
+/// `<namespace>/<name>` of another namespace. Returns the namespace (absent: the agent's) and the name.
+pub fn parse_reference(reference: &str) -> (Option<&str>, &str) {
+    match reference.split_once('/') {
+        Some((namespace, name)) => (Some(namespace), name),
+        None => (None, reference),
+    }
 }

@@ -64,7 +64,7 @@ impl ApprovalRule {
         let named = |entry: &String| {
             entry == tool
                 || server
-                    .is_some_and(|s| entry.strip_suffix("/*") == Some(s) || entry.split_once('/') == Some((s, tool)))
+                    .is_some_and(|s| entry.strip_suffix("/*") == Some(s) || entry.rsplit_once('/') == Some((s, tool)))
         };
         self.active
             && (SENSITIVE.contains(&tool) || self.destructive.iter().any(|d| d == tool) || self.also.iter().any(named))

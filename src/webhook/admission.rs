@@ -156,15 +156,31 @@ impl Admission {
                 || context.mcp_tools.as_ref().is_some_and(|m| !m.is_empty())
                 || context.approval_required.iter().flatten().any(|rule| rule.contains('/'));
             if names_mcp {
-                let servers: Api<crate::resources::mcp_server::McpServer> = Api::namespaced(client.clone(), &namespace);
-                let listed = match servers.list(&ListParams::default()).await {
-                    Ok(list) => list.items,
-                    Err(err) => {
-                        return response.deny(format!(
-                            "cannot list the McpServers of namespace {namespace:?} to check spec.context.mcps: {err}"
-                        ));
+                // The agent's namespace, and each other namespace it names a server of.
+                let mut namespaces = vec![namespace.clone()];
+                for reference in context.mcps.iter().flatten() {
+                    if let (Some(other), _) = crate::resources::mcp_server::parse_reference(reference)
+                        && !namespaces.iter().any(|n| n == other)
+                        && namespaces.len() < 8
+                    {
+                        namespaces.push(other.to_string());
                     }
-                };
+                }
+                let mut listed = Vec::new();
+                for listed_namespace in &namespaces {
+                    let servers: Api<crate::resources::mcp_server::McpServer> =
+                        Api::namespaced(client.clone(), listed_namespace);
+                    match servers.list(&ListParams::default()).await {
+                        Ok(list) => listed.extend(list.items),
+                        // A namespace that cannot be read holds no server the agent may name.
+                        Err(kube::Error::Api(status)) if listed_namespace != &namespace && status.code == 403 => {}
+                        Err(err) => {
+                            return response.deny(format!(
+                                "cannot list the McpServers of namespace {listed_namespace:?} to check spec.context.mcps: {err}"
+                            ));
+                        }
+                    }
+                }
                 let (username, groups) = creator(request);
                 // The facade (a run creator) checks its users' rights itself; anyone else is judged as
                 // the person they are.

@@ -198,3 +198,80 @@ async fn a_server_that_is_down_or_refuses_the_credential_is_not_ready_with_the_r
     .await;
     assert!(status.to_string().contains("spec.headers[0].secretKeyRef"), "{status}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_of_another_namespace_serves_the_namespaces_it_allows_and_lends_them_no_secret() {
+    controller();
+    let admin = installed().plane.admin().await;
+    let home = SERVED[1];
+    let theirs = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        home,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "McpServer")),
+    );
+    let (shared, private, lending) = (crate::unique("shared"), crate::unique("private"), crate::unique("lending"));
+    let url = format!("http://127.0.0.1:{}/mcp", free_port("127.0.0.1"));
+    for (name, spec) in [
+        (&shared, json!({"url": url, "allowedNamespaces": [NS], "headers": [{"name": "X-Team", "value": "platform"}]})),
+        (&private, json!({"url": url})),
+        (
+            &lending,
+            json!({"url": url, "allowedNamespaces": ["*"], "headers": [{"name": "Authorization", "secretKeyRef": {"name": "platform-token", "key": "token"}}]}),
+        ),
+    ] {
+        let server =
+            json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name}, "spec": spec});
+        theirs
+            .create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer"))
+            .await
+            .expect("created");
+    }
+    // A server that would lend its Secret to other namespaces is not accepted.
+    let status = eventually("the lending server judged", Duration::from_secs(60), || async {
+        let server = theirs.get(&lending).await.ok()?;
+        let status = server.data["status"].clone();
+        let conditions = status["conditions"].as_array().cloned().unwrap_or_default();
+        conditions.iter().any(|c| c["type"] == "Accepted" && c["status"] == "False").then_some(status)
+    })
+    .await;
+    assert!(status.to_string().contains("spec.headers[0].secretKeyRef"), "{status}");
+
+    let agents = Api::<DynamicObject>::namespaced_with(
+        admin.clone(),
+        NS,
+        &ApiResource::from_gvk(&GroupVersionKind::gvk("yuxi.dev", "v1alpha1", "Agent")),
+    );
+    let agent = |mcps: Value| -> DynamicObject {
+        serde_json::from_value(json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": crate::unique("cross")},
+            "spec": {"backend": "ChatbotAgent", "context": {"mcps": mcps}, "share": {"readScope": {"accessLevel": "Global"}}}}))
+        .expect("an Agent")
+    };
+    let uses = agent(json!([format!("{home}/{shared}")]));
+    let slug = uses.metadata.name.clone().expect("a name");
+    agents.create(&PostParams::default(), &uses).await.expect("a server that allows the namespace is admitted");
+    for (mcps, what) in
+        [(json!([format!("{home}/{private}")]), "not allowed"), (json!([shared]), "not of this namespace")]
+    {
+        let refused = agents.create(&PostParams::default(), &agent(mcps)).await.expect_err(what).to_string();
+        assert!(refused.contains("spec.context.mcps[0]"), "{what}: {refused}");
+    }
+
+    // A run gets it under the name its agent uses.
+    let run = crate::unique("cross-run");
+    create_run(&run_creator().await, &run, json!({}), json!({"agent": slug})).await;
+    let secrets: Api<Secret> = Api::namespaced(admin.clone(), NS);
+    let inputs = eventually("the run's inputs", Duration::from_secs(60), || async {
+        secrets.get_opt(&format!("{run}-inputs")).await.ok().flatten()
+    })
+    .await;
+    let listed = inputs
+        .data
+        .as_ref()
+        .and_then(|d| d.get("mcp-servers.yaml"))
+        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
+    let listed = listed.expect("the run's MCP servers");
+    assert!(
+        listed.contains(&format!("{home}/{shared}")) && listed.contains(&url) && listed.contains("platform"),
+        "{listed}"
+    );
+}

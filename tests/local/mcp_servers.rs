@@ -49,6 +49,29 @@ async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
         &[("DOCS_TOKEN", "docs-token")],
     )
     .await;
+    // The local mode lists the server's tools as the controller does, for the facade's lists.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let listed = loop {
+        let listed = local.get_json("/api/system/mcp-servers", "alice-token").await;
+        if listed["data"][0]["status"] == "ready" {
+            break listed;
+        }
+        assert!(Instant::now() < deadline, "{listed}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    let docs = &listed["data"][0];
+    assert_eq!(
+        (&docs["slug"], &docs["source"], &docs["tools"]),
+        (&json!("dyn-docs"), &json!("resource"), &json!(["search", "delete_note"]))
+    );
+    assert_eq!(docs["agents"], json!(["erases-notes", "uses-docs"]));
+    let tools = local.get_json("/api/system/mcp-servers/dyn-docs/tools", "alice-token").await;
+    assert_eq!((&tools["data"][1]["name"], &tools["data"][1]["destructive"]), (&json!("delete_note"), &json!(true)));
+    assert!(
+        !listed.to_string().contains("docs-token") && !tools.to_string().contains("docs-token"),
+        "no header value is shown"
+    );
+
     let run = local.start_run("alice-token", &[], json!({"query": "look it up", "agent_slug": "uses-docs"})).await;
     let result = local.result_of(&run, "alice-token").await;
     assert_eq!(result["status"], "completed", "{result}\n{}", local.log());
@@ -79,4 +102,53 @@ async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
     assert_eq!(resumed.status(), 200);
     let result = local.result_of(&run, "alice-token").await;
     assert_eq!(result["output"], "the server said: deleted old", "{result}");
+}
+
+#[tokio::test]
+async fn a_watch_hears_each_tool_list_change_the_server_announces() {
+    let port = free_port();
+    let child = std::process::Command::new(Sdk::Mcp.python())
+        .arg(root().join("tests/mcp/dynamic_server.py"))
+        .arg(port.to_string())
+        .spawn()
+        .expect("the MCP server starts");
+    let _server = Process(child);
+    let client = reqwest12::Client::new();
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.is_err() {
+        assert!(Instant::now() < deadline, "the MCP server did not start");
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let counter = heard.clone();
+    let watch = yuxi_operator::endpoints::mcp_discovery::watch_changes(
+        &format!("http://127.0.0.1:{port}/mcp"),
+        Default::default(),
+        None,
+        Duration::from_secs(10),
+        std::sync::Arc::new(move || {
+            counter.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }),
+    )
+    .await
+    .expect("connects")
+    .expect("the server announces changes");
+    // The standing stream opens a moment after the connection: a change is announced until heard.
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while heard.load(std::sync::atomic::Ordering::SeqCst) == 0 {
+        assert!(Instant::now() < deadline, "no change was heard");
+        client.post(format!("http://127.0.0.1:{port}/control/add")).send().await.expect("changed");
+        tokio::time::sleep(Duration::from_millis(500)).await;
+    }
+    // Then each one is.
+    let before = heard.load(std::sync::atomic::Ordering::SeqCst);
+    client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.expect("changed");
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while heard.load(std::sync::atomic::Ordering::SeqCst) == before {
+        assert!(Instant::now() < deadline, "the removal was not heard");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(watch.answers(Duration::from_secs(5)).await, "the server answers on the watch");
+    drop(_server);
+    assert!(!watch.answers(Duration::from_secs(5)).await, "a server that stopped does not");
 }

@@ -9,9 +9,10 @@ clients subscribed to tool list changes (`notifications/tools/list_changed`). Wi
 import sys
 
 import uvicorn
+from mcp.server.lowlevel.server import NotificationOptions
 from mcp.server.mcpserver import MCPServer
 from mcp.shared.subscriptions import ToolsListChanged
-from mcp.types import ToolAnnotations
+from mcp.types import NotificationParams, ToolAnnotations
 from starlette.applications import Starlette
 from starlette.middleware.base import BaseHTTPMiddleware
 from starlette.responses import JSONResponse
@@ -35,6 +36,22 @@ def delete_note(name: str) -> str:
 
 server.add_tool(search, annotations=ToolAnnotations(readOnlyHint=True))
 
+# Tool list changes are announced: on 2026-07-28 to `subscriptions/listen` streams (the SDK's bus), and
+# before it to every initialized session on its standing stream, as capabilities.tools.listChanged says.
+lowlevel = server._lowlevel_server
+handshake_options = lowlevel.create_initialization_options
+lowlevel.create_initialization_options = lambda *args, **kwargs: handshake_options(
+    notification_options=NotificationOptions(tools_changed=True)
+)
+sessions = set()
+
+
+async def on_initialized(ctx, params):
+    sessions.add(ctx.session)
+
+
+lowlevel.add_notification_handler("notifications/initialized", NotificationParams, on_initialized)
+
 
 def drop_delete_note():
     try:
@@ -45,6 +62,11 @@ def drop_delete_note():
 
 async def announce():
     await server._subscriptions.publish(ToolsListChanged())
+    for session in list(sessions):
+        try:
+            await session.send_tool_list_changed()
+        except Exception:  # a client that went away
+            sessions.discard(session)
 
 
 async def add(request):
@@ -67,7 +89,7 @@ class Bearer(BaseHTTPMiddleware):
         return await call_next(request)
 
 
-mcp_app = server.streamable_http_app(streamable_http_path="/mcp", stateless_http=True, json_response=True)
+mcp_app = server.streamable_http_app(streamable_http_path="/mcp")
 app = Starlette(
     routes=[Route("/control/add", add, methods=["POST"]), Route("/control/remove", remove, methods=["POST"]), Mount("/", app=mcp_app)],
     lifespan=mcp_app.router.lifespan_context,

@@ -95,12 +95,37 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
     if let Some(share) = &spec.share {
         super::validate_share(&mut report, share);
     }
+    if let Some(seconds) = spec.timeout_seconds
+        && !(1..=300).contains(&seconds)
+    {
+        report.error("spec.timeoutSeconds", format!("must be within 1..300 (is {seconds})"));
+    }
+    if let Some(seconds) = spec.call_timeout_seconds
+        && !(1..=3600).contains(&seconds)
+    {
+        report.error("spec.callTimeoutSeconds", format!("must be within 1..3600 (is {seconds})"));
+    }
+    if let Some(namespaces) = spec.allowed_namespaces.as_ref().filter(|n| !n.is_empty()) {
+        super::check_name_list(&mut report, "spec.allowedNamespaces", namespaces, 64, 63);
+        for (i, namespace) in namespaces.iter().enumerate() {
+            if namespace != "*" && !super::is_dns1123_label(namespace) {
+                report.error(format!("spec.allowedNamespaces[{i}]"), format!("{namespace:?} is not a namespace or *"));
+            }
+        }
+        for (i, _) in spec.headers.iter().enumerate().filter(|(_, h)| h.secret_key_ref.is_some()) {
+            report.error(
+                format!("spec.headers[{i}].secretKeyRef"),
+                "a server other namespaces use cannot lend them a Secret: send each user's own token (caller) or a value",
+            );
+        }
+    }
     report
 }
 
 /// The MCP servers `agent` names (`spec.context.mcps[i]`) against those that exist: a server of the
-/// installation's configuration (`configured`), or an McpServer of the namespace (`servers`) that the
-/// author may use (`may_use`). Each other name is refused, naming the field and listing the servers
+/// installation's configuration (`configured`), or an McpServer (`servers`: those of the agent's
+/// namespace, and of the namespaces it names as `<namespace>/<name>`) that the author may use
+/// (`may_use`) and, in another namespace, that lets the agent's (`allowedNamespaces`). Each other name is refused, naming the field and listing the servers
 /// the author may name. A tool named in `context.mcpTools` or `context.approvalRequired`
 /// (`<server>/<tool>`) of a server whose whole tool list the last discovery found must be one of
 /// them. (Pure: the webhook reads the McpServers and judges the author.)
@@ -111,11 +136,21 @@ pub fn validate_mcp_references(
     may_use: impl Fn(&crate::resources::mcp_server::McpServer) -> bool,
 ) -> Report {
     let mut report = Report::default();
-    let usable: Vec<String> = configured
-        .iter()
-        .cloned()
-        .chain(servers.iter().filter(|s| may_use(s)).map(kube::ResourceExt::name_any))
-        .collect();
+    let namespace = agent.metadata.namespace.as_deref().unwrap_or_default();
+    // How the agent names each server it may use: by name in its own namespace, `<namespace>/<name>`
+    // in another that lets it.
+    let reference = |server: &crate::resources::mcp_server::McpServer| -> Option<String> {
+        let (home, name) =
+            (server.metadata.namespace.as_deref().unwrap_or_default(), kube::ResourceExt::name_any(server));
+        if !may_use(server) {
+            None
+        } else if home == namespace {
+            Some(name)
+        } else {
+            server.spec.allows_namespace(namespace).then(|| format!("{home}/{name}"))
+        }
+    };
+    let usable: Vec<String> = configured.iter().cloned().chain(servers.iter().filter_map(reference)).collect();
     let named = agent.spec.context.as_ref().and_then(|c| c.mcps.as_ref());
     for (i, name) in named.into_iter().flatten().enumerate() {
         if usable.contains(name) {
@@ -129,7 +164,7 @@ pub fn validate_mcp_references(
     // Tools named of a server whose tools are known: each must be one of them.
     let context = agent.spec.context();
     let known_tools = |server: &str| {
-        let found = servers.iter().find(|s| kube::ResourceExt::name_any(*s) == server && may_use(s))?;
+        let found = servers.iter().find(|s| reference(s).as_deref() == Some(server))?;
         let status = found
             .status
             .as_ref()
@@ -146,7 +181,7 @@ pub fn validate_mcp_references(
         }
     }
     for (i, rule) in context.approval_required.iter().flatten().enumerate() {
-        let Some((server, tool)) = rule.split_once('/').filter(|(_, tool)| *tool != "*") else { continue };
+        let Some((server, tool)) = rule.rsplit_once('/').filter(|(_, tool)| *tool != "*") else { continue };
         if let Some(offered) = known_tools(server).filter(|offered| !offered.iter().any(|t| t == tool)) {
             report.error(
                 format!("spec.context.approvalRequired[{i}]"),
@@ -227,5 +262,119 @@ mod tests {
         let mut slow = a2a("https://a", vec![]);
         slow.a2a.as_mut().expect("a2a").timeout_seconds = Some(0);
         assert_eq!(fields(&slow, true), ["spec.remote.a2a.timeoutSeconds"]);
+    }
+
+    #[test]
+    fn tools_named_of_a_fully_listed_server_must_be_among_its_tools() {
+        let server = |name: &str, tools: &[&str], error: Option<&str>| {
+            let mut server = crate::resources::mcp_server::McpServer::new(name, Default::default());
+            server.status = Some(crate::resources::mcp_server::McpServerStatus {
+                tools: tools
+                    .iter()
+                    .map(|t| crate::resources::mcp_server::DiscoveredTool { name: t.to_string(), ..Default::default() })
+                    .collect(),
+                tool_count: Some(tools.len() as i32),
+                last_error: error.map(str::to_string),
+                ..Default::default()
+            });
+            server
+        };
+        let servers = [
+            server("docs", &["search", "purge"], None),
+            server("down", &["old"], Some("refused")),
+            server("new", &[], None),
+        ];
+        let agent = |context: &str| -> crate::resources::Agent {
+            serde_norway::from_str(&format!(
+                "metadata: {{name: a}}\nspec: {{backend: ChatbotAgent, context: {context}}}"
+            ))
+            .expect("an agent")
+        };
+        let fields = |context: &str| -> Vec<String> {
+            let report = validate_mcp_references(&agent(context), &servers, &[], |_| true);
+            report.errors.iter().map(|e| e.field.clone()).collect()
+        };
+        assert!(
+            fields(
+                "{mcps: [docs], mcpTools: [{server: docs, tools: [search]}], approvalRequired: [docs/purge, docs/*]}"
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            fields("{mcpTools: [{server: docs, tools: [search, nope]}]}"),
+            ["spec.context.mcpTools[0].tools[1]"]
+        );
+        assert_eq!(fields("{approvalRequired: [write_file, docs/nope]}"), ["spec.context.approvalRequired[1]"]);
+        // A server that is down, or listed nothing yet, is not judged: its tools are not known.
+        assert!(
+            fields("{mcpTools: [{server: down, tools: [x]}, {server: new, tools: [y]}], approvalRequired: [down/x]}")
+                .is_empty()
+        );
+        // Nor is one the author may not use: its name is refused already, its tools say nothing.
+        let report = validate_mcp_references(&agent("{approvalRequired: [docs/nope]}"), &servers, &[], |_| false);
+        assert!(report.is_ok());
+    }
+
+    #[test]
+    fn a_server_of_another_namespace_is_named_namespace_slash_name_where_it_allows_the_agents() {
+        let server = |name: &str, allowed: Option<Vec<&str>>| {
+            let spec = crate::resources::mcp_server::McpServerSpec {
+                url: "http://x/mcp".into(),
+                allowed_namespaces: allowed.map(|a| a.into_iter().map(str::to_string).collect()),
+                ..Default::default()
+            };
+            let mut server = crate::resources::mcp_server::McpServer::new(name, spec);
+            server.metadata.namespace = Some("tools".into());
+            server.status = Some(crate::resources::mcp_server::McpServerStatus {
+                tools: vec![crate::resources::mcp_server::DiscoveredTool {
+                    name: "purge".into(),
+                    ..Default::default()
+                }],
+                tool_count: Some(1),
+                ..Default::default()
+            });
+            server
+        };
+        let servers =
+            [server("shared", Some(vec!["team-a"])), server("everyone", Some(vec!["*"])), server("private", None)];
+        let agent = |context: &str| -> crate::resources::Agent {
+            serde_norway::from_str(&format!(
+                "metadata: {{name: a, namespace: team-a}}\nspec: {{backend: ChatbotAgent, context: {context}}}"
+            ))
+            .expect("an agent")
+        };
+        let fields = |context: &str| -> Vec<String> {
+            let report = validate_mcp_references(&agent(context), &servers, &[], |_| true);
+            report.errors.iter().map(|e| e.field.clone()).collect()
+        };
+        assert!(fields("{mcps: [tools/shared, tools/everyone], approvalRequired: [tools/shared/purge]}").is_empty());
+        assert_eq!(
+            fields("{mcps: [tools/shared, tools/private, shared]}"),
+            ["spec.context.mcps[1]", "spec.context.mcps[2]"]
+        );
+        assert_eq!(
+            fields("{mcps: [tools/shared], approvalRequired: [tools/shared/nope]}"),
+            ["spec.context.approvalRequired[0]"]
+        );
+        assert_eq!(
+            fields("{mcpTools: [{server: tools/shared, tools: [nope]}]}"),
+            ["spec.context.mcpTools[0].tools[0]"]
+        );
+        // And a rule naming one tool of it needs approval for that tool alone.
+        let spec = agent("{approvalRequired: [tools/shared/purge]}").spec;
+        let rule = crate::run::approval::ApprovalRule::of(&spec, crate::resources::ToolApprovalMode::Default);
+        assert!(rule.needs_approval("purge", Some("tools/shared")));
+        assert!(!rule.needs_approval("search", Some("tools/shared")));
+    }
+
+    #[test]
+    fn a_server_other_namespaces_use_lends_them_no_secret() {
+        let server: crate::resources::mcp_server::McpServer = serde_norway::from_str(
+            "metadata: {name: shared, namespace: tools}\nspec:\n  url: http://x/mcp\n  allowedNamespaces: [team-a, 'Bad_NS']\n  headers:\n  - {name: Authorization, secretKeyRef: {name: s, key: k}}\n  - {name: X-User, caller: {audience: tools}}\n",
+        )
+        .expect("an McpServer");
+        let report = validate_mcp_server(&server);
+        let fields: Vec<&str> = report.errors.iter().map(|e| e.field.as_str()).collect();
+        assert_eq!(fields, ["spec.allowedNamespaces[1]", "spec.headers[0].secretKeyRef"]);
     }
 }
