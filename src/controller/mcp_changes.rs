@@ -20,6 +20,9 @@ use crate::resources::mcp_server::McpServer;
 /// How long after a change connection opens its server is listed once more.
 pub const SETTLE: std::time::Duration = std::time::Duration::from_secs(5);
 
+/// A server's change connection and the generation of the server it was opened for.
+type Watched = (Option<i64>, ChangeWatch);
+
 /// The servers' change connections, and the servers whose change waits for a listing.
 pub struct Changes {
     /// The servers announced changed and not listed since.
@@ -27,7 +30,7 @@ pub struct Changes {
     /// Where a server announced changed is sent, to be reconciled.
     send: mpsc::UnboundedSender<ObjectRef<McpServer>>,
     /// One connection per server, with the generation it was opened for.
-    watches: Mutex<HashMap<ObjectRef<McpServer>, (Option<i64>, ChangeWatch)>>,
+    watches: Mutex<HashMap<ObjectRef<McpServer>, Watched>>,
     /// The discovery's caches of the servers, to tell which are gone.
     stores: Mutex<Vec<Store<McpServer>>>,
 }
