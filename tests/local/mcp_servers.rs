@@ -12,22 +12,25 @@ use crate::support::local_mode::{LocalStore, Process, free_port};
 use crate::support::mcp_client::Sdk;
 use crate::support::repository::root;
 
-#[tokio::test]
-async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
+/// `tests/mcp/dynamic_server.py` on a free port, needing `token` when given, once it answers.
+async fn dynamic_server(token: Option<&str>) -> (Process, u16) {
     let port = free_port();
-    let child = std::process::Command::new(Sdk::Mcp.python())
-        .arg(root().join("tests/mcp/dynamic_server.py"))
-        .arg(port.to_string())
-        .arg("docs-token")
-        .spawn()
-        .expect("the MCP server starts");
-    let _server = Process(child);
+    let mut command = std::process::Command::new(Sdk::Mcp.python());
+    command.arg(root().join("tests/mcp/dynamic_server.py")).arg(port.to_string()).args(token);
+    let server = Process(command.spawn().expect("the MCP server starts"));
     let client = reqwest12::Client::new();
     let deadline = Instant::now() + Duration::from_secs(30);
     while client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.is_err() {
         assert!(Instant::now() < deadline, "the MCP server did not start");
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
+    (server, port)
+}
+
+#[tokio::test]
+async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
+    let (_server, port) = dynamic_server(Some("docs-token")).await;
+    let client = reqwest12::Client::new();
     let server = format!(
         "apiVersion: yuxi.dev/v1alpha1\nkind: McpServer\nmetadata: {{name: dyn-docs}}\nspec:\n  url: http://127.0.0.1:{port}/mcp\n  headers: [{{name: Authorization, env: DOCS_TOKEN, prefix: \"Bearer \"}}]\n"
     );
@@ -106,19 +109,8 @@ async fn an_agent_uses_a_tool_of_an_mcp_server_declared_in_the_manifests() {
 
 #[tokio::test]
 async fn a_watch_hears_each_tool_list_change_the_server_announces() {
-    let port = free_port();
-    let child = std::process::Command::new(Sdk::Mcp.python())
-        .arg(root().join("tests/mcp/dynamic_server.py"))
-        .arg(port.to_string())
-        .spawn()
-        .expect("the MCP server starts");
-    let _server = Process(child);
+    let (_server, port) = dynamic_server(None).await;
     let client = reqwest12::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while client.post(format!("http://127.0.0.1:{port}/control/remove")).send().await.is_err() {
-        assert!(Instant::now() < deadline, "the MCP server did not start");
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
     let heard = std::sync::Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counter = heard.clone();
     let watch = yuxi_operator::endpoints::mcp_discovery::watch_changes(

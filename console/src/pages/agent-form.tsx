@@ -8,6 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, modelChoices, type ModelChoice } from '../api';
 import { t, type Key } from '../i18n';
 import type { Agent, Scope } from './agents';
+import { loadMcpServers, McpPicker, type McpServerOption } from './mcp-picker';
 
 type Level = 'none' | Scope['access_level'];
 type ListField = 'tools' | 'knowledges' | 'skills' | 'subagents';
@@ -39,19 +40,6 @@ interface Option {
   value: string;
   label: string;
   description?: string;
-}
-
-/** One tool of an MCP server, as discovery found it (`GET /api/system/mcp-servers/{name}/tools`). */
-interface McpTool {
-  name: string;
-  description: string;
-  destructive: boolean;
-}
-
-/** One MCP server the user may use (`GET /api/system/mcp-servers`), with its tools once read. */
-interface McpServerOption extends Option {
-  status: 'ready' | 'unavailable' | 'unknown';
-  tools: McpTool[];
 }
 
 /** The form's field that a facade error's `field` (in the request's spelling) belongs to. */
@@ -190,93 +178,6 @@ function CheckList(props: {
   );
 }
 
-/**
- * The MCP servers the user may use, each a checkbox; a chosen server whose tools discovery found shows
- * them too, every one ticked until the user narrows them (`mcp_tools`: the server's only tools). A tool
- * the server marks destructive is flagged: its calls wait for a person's approval.
- */
-function McpPicker(props: {
-  servers: McpServerOption[];
-  value: string[] | null;
-  tools: Record<string, string[]>;
-  error?: string;
-  toolsError?: string;
-  onChange: (mcps: string[], tools: Record<string, string[]>) => void;
-}) {
-  const chosen = new Set(props.value ?? []);
-  // Chosen servers the list does not hold (a server the user cannot see) are kept and shown.
-  const servers = [...props.servers];
-  for (const v of chosen) if (!servers.some((o) => o.value === v)) servers.push({ value: v, label: v, status: 'unknown', tools: [] });
-  const error = props.error ?? props.toolsError;
-  const pick = (server: string, on: boolean) => {
-    const next = new Set(chosen);
-    if (on) next.add(server);
-    else next.delete(server);
-    const tools = { ...props.tools };
-    if (!on) delete tools[server];
-    props.onChange(servers.map((o) => o.value).filter((v) => next.has(v)), tools);
-  };
-  const pickTool = (server: McpServerOption, tool: string, on: boolean) => {
-    const all = server.tools.map((x) => x.name);
-    const current = new Set(props.tools[server.value] ?? all);
-    if (on) current.add(tool);
-    else current.delete(tool);
-    const tools = { ...props.tools };
-    if (all.every((name) => current.has(name))) delete tools[server.value];
-    else tools[server.value] = all.filter((name) => current.has(name));
-    props.onChange([...chosen], tools);
-  };
-  return (
-    <fieldset
-      class={`field checklist mcp-picker${error ? ' has-error' : ''}`}
-      data-field="mcps"
-      aria-describedby={error ? 'agent-mcps-error' : undefined}
-      aria-invalid={error ? 'true' : undefined}
-    >
-      <legend>{t('form.mcps')}</legend>
-      {props.value === null && <p class="hint">{t('form.unsetAll')}</p>}
-      {servers.length === 0 && <p class="hint">{t('common.none')}</p>}
-      {servers.map((server) => {
-        const only = props.tools[server.value];
-        return (
-          <div class="mcp-server" data-server={server.value}>
-            <label class="check" title={server.description}>
-              <input type="checkbox" name="agent-mcps" value={server.value} checked={chosen.has(server.value)} onChange={(e) => pick(server.value, e.currentTarget.checked)} />
-              {server.label}
-              <span class={`badge ${server.status}`}>{t(`form.mcpStatus.${server.status}` as Key)}</span>
-            </label>
-            {chosen.has(server.value) && server.tools.length > 0 && (
-              <fieldset class="plain mcp-tools" data-field="mcp_tools">
-                <legend class="hint">{t('form.mcpTools', { server: server.label })}</legend>
-                <div class="checks">
-                  {server.tools.map((tool) => (
-                    <label class="check" title={tool.description}>
-                      <input
-                        type="checkbox"
-                        name={`agent-mcp-tools-${server.value}`}
-                        value={tool.name}
-                        checked={!only || only.includes(tool.name)}
-                        onChange={(e) => pickTool(server, tool.name, e.currentTarget.checked)}
-                      />
-                      {tool.name}
-                      {tool.destructive && <span class="badge warn" title={t('form.mcpDestructiveHint')}>{t('form.mcpDestructive')}</span>}
-                    </label>
-                  ))}
-                </div>
-              </fieldset>
-            )}
-          </div>
-        );
-      })}
-      {error && (
-        <p id="agent-mcps-error" class="field-error">
-          {error}
-        </p>
-      )}
-    </fieldset>
-  );
-}
-
 function ScopeFields(props: {
   id: string;
   legend: string;
@@ -393,22 +294,7 @@ export function AgentForm({ slug, subagent }: { slug: string | null; subagent: b
         .filter((x: Agent) => x.is_subagent)
         .map((x: Agent) => ({ value: x.slug, label: x.name || x.slug, description: x.description ?? '' })),
     );
-    // The MCP servers, then the tools of each that discovery listed.
-    api('GET', '/api/system/mcp-servers')
-      .then(async (b) => {
-        const servers: McpServerOption[] = await Promise.all(
-          b.data.map(async (x: any) => {
-            const server: McpServerOption = { value: x.slug, label: x.name || x.slug, description: x.description, status: x.status, tools: [] };
-            if (x.tool_count > 0) {
-              const tools = await api('GET', `/api/system/mcp-servers/${encodeURIComponent(x.slug)}/tools`).catch(() => ({ data: [] }));
-              server.tools = tools.data.map((tool: any) => ({ name: tool.name, description: tool.description, destructive: tool.destructive }));
-            }
-            return server;
-          }),
-        );
-        setMcpServers(servers);
-      })
-      .catch(() => setMcpServers([]));
+    loadMcpServers().then(setMcpServers);
     api('GET', '/api/agent/backends')
       .then((b) => setBackends(b.backends.map((x: any) => ({ value: x.id, label: `${x.id} (${x.name})`, description: x.description }))))
       .catch(() => undefined);
