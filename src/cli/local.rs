@@ -143,6 +143,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         manifest_set::load(&files).map_err(|problems| {
             anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
         })?;
+    let mcp_servers = super::local_mcp::reachable(mcp_servers);
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
     let secrets = super::local_models::LocalSecrets::load(secrets.as_deref())?;
     let connections = super::local_models::connect_all(&model_resources, &secrets, &config_maps);

@@ -14,6 +14,21 @@ use yuxi_operator::run::inputs::McpServers;
 
 use super::local_models::LocalSecrets;
 
+/// The servers of `servers` this process can reach: those with a `url`. One the operator would run
+/// (`deploy`) needs a cluster; it is left out, with a warning, and runs naming it fail naming it.
+pub fn reachable(servers: Vec<McpServer>) -> Vec<McpServer> {
+    servers
+        .into_iter()
+        .filter(|server| {
+            let local = !server.spec.url.is_empty();
+            if !local {
+                tracing::warn!(server = %server.name_any(), "an McpServer the operator runs (spec.deploy) needs a cluster; the local mode leaves it out");
+            }
+            local
+        })
+        .collect()
+}
+
 /// The value of `key` of the ConfigMap `name` among `config_maps`.
 fn config_map_value(config_maps: &[ConfigMap], name: &str, key: &str) -> Option<String> {
     config_maps.iter().find(|map| map.name_any() == name).and_then(|map| map.data.as_ref()?.get(key).cloned())
@@ -26,7 +41,7 @@ pub fn run_inputs(servers: &[McpServer], config_maps: &[ConfigMap]) -> McpServer
     servers
         .iter()
         .map(|server| {
-            let mut inputs = yuxi_operator::run::inputs::McpServer::of_resource(&server.spec);
+            let mut inputs = yuxi_operator::run::inputs::McpServer::of_resource(server);
             if let Some(key) = &server.spec.ca_bundle_ref {
                 inputs.ca_bundle = Some(config_map_value(config_maps, &key.name, &key.key).unwrap_or_default());
             }

@@ -88,7 +88,8 @@ impl Changes {
                 changes.announced(&target);
             }
         });
-        let watch = watch_changes(&server.spec.url, headers, ca_bundle, server.spec.timeout(), changed).await;
+        let url = super::mcp_discovery::endpoint_of(server);
+        let watch = watch_changes(&url, headers, ca_bundle, server.spec.timeout(), changed).await;
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         match watch {
             Ok(Some(watch)) => {

@@ -66,6 +66,7 @@ pub fn status_after(
 ) -> McpServerStatus {
     let mut status = server.status.clone().unwrap_or_default();
     status.observed_generation = server.metadata.generation;
+    status.url = Some(endpoint_of(server));
     let conditions = &mut status.conditions;
     match &accepted {
         Ok(()) => set_condition(conditions, ACCEPTED, "True", "Valid", "the spec is valid and its Secrets exist", now),
@@ -107,6 +108,24 @@ pub fn status_after(
     status
 }
 
+/// The endpoint of `server`: its `url`, or the Service of the server the operator runs for it.
+pub fn endpoint_of(server: &McpServer) -> String {
+    server.spec.endpoint(&server.name_any(), server.namespace().as_deref().unwrap_or_default())
+}
+
+/// How often a server the operator runs is listed while it does not answer yet (its pods starting).
+pub const DEPLOYED_RETRY: Duration = Duration::from_secs(10);
+
+/// How often `server` is listed: its `refreshSeconds`, or [`DEPLOYED_RETRY`] while a server the
+/// operator runs has not answered.
+pub fn listing_interval(server: &McpServer) -> Duration {
+    let ready = server.status.iter().flat_map(|s| &s.conditions).any(|c| c.type_ == READY && c.status == "True");
+    match (&server.spec.deploy, ready) {
+        (Some(_), false) => DEPLOYED_RETRY,
+        _ => Duration::from_secs(server.spec.refresh_seconds().into()),
+    }
+}
+
 /// How long until `server` is to be listed again: zero when its spec changed since the last listing, or
 /// it was never listed; otherwise what is left of its refresh interval.
 pub fn next_listing(server: &McpServer, now: jiff::Timestamp) -> Duration {
@@ -115,7 +134,7 @@ pub fn next_listing(server: &McpServer, now: jiff::Timestamp) -> Duration {
     else {
         return Duration::ZERO;
     };
-    let interval = Duration::from_secs(server.spec.refresh_seconds().into());
+    let interval = listing_interval(server);
     let due = checked.0 + jiff::SignedDuration::try_from(interval).unwrap_or_default();
     let left = now.duration_until(due);
     if left.is_negative() { Duration::ZERO } else { left.unsigned_abs() }
@@ -192,7 +211,11 @@ async fn reconcile_inner(server: &McpServer, context: &Context) -> Result<Action
         return Ok(Action::requeue(wait));
     }
     let namespace = server.namespace().unwrap_or_default();
-    let judged = judge(server, &context.client, &namespace).await?;
+    // A server the operator runs: its Deployment and Service first.
+    let judged = match super::mcp_deploy::reconcile(&context.client, server).await? {
+        Err(why) => Err(("NameTaken", why)),
+        Ok(()) => judge(server, &context.client, &namespace).await?,
+    };
     let sent = judged.as_ref().ok().and_then(|r| r.as_ref().ok()).cloned();
     let status = listed(server, judged).await;
     let answered = status.conditions.iter().any(|c| c.type_ == READY && c.status == "True");
@@ -204,7 +227,9 @@ async fn reconcile_inner(server: &McpServer, context: &Context) -> Result<Action
         let api: Api<McpServer> = Api::namespaced(context.client.clone(), &namespace);
         api.patch_status(&server.name_any(), &PatchParams::apply(FIELD_MANAGER).force(), &Patch::Apply(&patch)).await?;
     }
-    Ok(Action::requeue(Duration::from_secs(server.spec.refresh_seconds().into())))
+    let mut listed_server = server.clone();
+    listed_server.status = Some(status);
+    Ok(Action::requeue(listing_interval(&listed_server)))
 }
 
 /// What the discovery sends: the headers' values and the CA bundle.
@@ -306,8 +331,8 @@ pub async fn listed(server: &McpServer, judged: Judged) -> McpServerStatus {
         Err(refused) => (Err(refused), None),
         Ok(Err(not_asked)) => (Ok(()), Some(not_asked)),
         Ok(Ok(sent)) => {
-            let (url, timeout) = (&server.spec.url, server.spec.timeout());
-            let outcome = match discover(url, sent.headers, sent.ca_bundle.as_deref(), timeout).await {
+            let (url, timeout) = (endpoint_of(server), server.spec.timeout());
+            let outcome = match discover(&url, sent.headers, sent.ca_bundle.as_deref(), timeout).await {
                 Ok(found) => Outcome::Listed(found),
                 Err(why) => Outcome::Failed("Unreachable", why),
             };

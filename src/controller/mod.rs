@@ -7,6 +7,7 @@
 pub mod agent_reconciler;
 pub mod decide;
 pub mod mcp_changes;
+pub mod mcp_deploy;
 pub mod mcp_discovery;
 pub mod metrics;
 pub mod model_prober;

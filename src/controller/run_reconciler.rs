@@ -437,7 +437,7 @@ async fn named_mcp_servers(
         let lent = |s: &McpServer| s.spec.headers.iter().any(|h| h.secret_key_ref.is_some());
         let server = server.filter(|s| home == namespace || (s.spec.allows_namespace(namespace) && !lent(s)));
         if let Some(server) = server {
-            let mut named = crate::run::inputs::McpServer::of_resource(&server.spec);
+            let mut named = crate::run::inputs::McpServer::of_resource(&server);
             if let Some(key) = &server.spec.ca_bundle_ref {
                 let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), home);
                 // Missing, the bundle is empty and the runner refuses the server rather than trust the

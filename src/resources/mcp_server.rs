@@ -42,7 +42,7 @@ pub const DEFAULT_CALL_TIMEOUT_SECONDS: u32 = 300;
     namespaced,
     status = "McpServerStatus",
     doc = "An MCP server the agents of the namespace may use by name: where it is, how to authenticate to it, who may use it; its status lists the tools the controller discovered there.",
-    printcolumn(name = "URL", type_ = "string", json_path = ".spec.url", description = "The server's endpoint"),
+    printcolumn(name = "URL", type_ = "string", json_path = ".status.url", description = "The server's endpoint"),
     printcolumn(
         name = "Tools",
         type_ = "integer",
@@ -59,14 +59,25 @@ pub const DEFAULT_CALL_TIMEOUT_SECONDS: u32 = 300;
 )]
 #[serde(rename_all = "camelCase")]
 #[x_kube(
-    validation = Rule::new("self.url.startsWith('https://') || self.url.startsWith('http://')")
+    validation = Rule::new("!has(self.url) || self.url.startsWith('https://') || self.url.startsWith('http://')")
         .message("must be an http:// or https:// URL of the server's MCP endpoint")
+        .field_path(".url"),
+    validation = Rule::new("has(self.url) != has(self.deploy)")
+        .message("give exactly one of url (a server that runs elsewhere) and deploy (one the operator runs)")
         .field_path(".url"),
 )]
 pub struct McpServerSpec {
-    /// The server's MCP endpoint (`http://docs-mcp.tools.svc:8080/mcp`), streamable HTTP.
+    /// The server's MCP endpoint (`http://docs-mcp.tools.svc:8080/mcp`), streamable HTTP; absent when
+    /// the operator runs it (`deploy`).
+    #[serde(default, skip_serializing_if = "String::is_empty")]
     #[schemars(length(min = 1, max = 2048))]
     pub url: String,
+
+    /// A server the operator runs in the namespace: a Deployment and a Service named after the
+    /// McpServer, under the restricted Pod Security Standard, reached at
+    /// `http://<name>.<namespace>.svc:<port><path>`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub deploy: Option<McpServerDeploy>,
 
     /// Headers sent with every request to it, each from exactly one of `value`, `secretKeyRef` (given
     /// to a run's runner container only), `env` (a variable of the runner) or `caller` (a token of the
@@ -122,6 +133,19 @@ impl McpServerSpec {
         self.refresh_seconds.unwrap_or(DEFAULT_REFRESH_SECONDS).clamp(*REFRESH_SECONDS.start(), *REFRESH_SECONDS.end())
     }
 
+    /// The server's endpoint: `url`, or the Service of the server the operator runs for the McpServer
+    /// `name` of `namespace`.
+    pub fn endpoint(&self, name: &str, namespace: &str) -> String {
+        match (&self.deploy, self.url.is_empty()) {
+            (Some(deploy), true) => format!(
+                "http://{name}.{namespace}.svc:{}{}",
+                deploy.port.unwrap_or(DEFAULT_DEPLOY_PORT),
+                deploy.path.as_deref().unwrap_or(DEFAULT_DEPLOY_PATH)
+            ),
+            _ => self.url.clone(),
+        }
+    }
+
     /// Whether agents of `namespace`, another namespace than the server's, may use it.
     pub fn allows_namespace(&self, namespace: &str) -> bool {
         self.allowed_namespaces.iter().flatten().any(|allowed| allowed == "*" || allowed == namespace)
@@ -131,6 +155,63 @@ impl McpServerSpec {
     pub fn timeout(&self) -> std::time::Duration {
         std::time::Duration::from_secs(self.timeout_seconds.unwrap_or(DEFAULT_TIMEOUT_SECONDS).clamp(1, 300).into())
     }
+}
+
+/// The port a server the operator runs listens on when `deploy.port` is absent.
+pub const DEFAULT_DEPLOY_PORT: u16 = 8080;
+/// The path of its MCP endpoint when `deploy.path` is absent.
+pub const DEFAULT_DEPLOY_PATH: &str = "/mcp";
+
+/// A server the operator runs: its container, and how it is reached.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct McpServerDeploy {
+    /// The container image (`registry.example.com/tools/docs-mcp:1.4.0`).
+    #[schemars(length(min = 1, max = 512))]
+    pub image: String,
+    /// The command, in place of the image's entrypoint.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 32), inner(length(max = 4096)))]
+    pub command: Option<Vec<String>>,
+    /// Its arguments.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 64), inner(length(max = 4096)))]
+    pub args: Option<Vec<String>>,
+    /// Its variables, each a `value` or a `secretKeyRef` of the namespace.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    #[schemars(length(max = 32))]
+    pub env: Vec<DeployVariable>,
+    /// The port it serves MCP on (default 8080).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 65535))]
+    pub port: Option<u16>,
+    /// The path of its MCP endpoint (default `/mcp`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 256))]
+    pub path: Option<String>,
+    /// How many copies run, 1..10 (default 1).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 1, max = 10))]
+    pub replicas: Option<i32>,
+    /// CPU and memory requests and limits of its container.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+}
+
+/// One variable of a server the operator runs.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployVariable {
+    /// Its name.
+    #[schemars(length(min = 1, max = 128))]
+    pub name: String,
+    /// Its value.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(max = 16384))]
+    pub value: Option<String>,
+    /// A key of a Secret of the namespace whose value it takes.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub secret_key_ref: Option<super::knowledge_base::SecretKeyRef>,
 }
 
 /// One tool a server offers, as discovery found it.
@@ -161,6 +242,10 @@ pub struct McpServerStatus {
     /// The generation the status was computed for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub observed_generation: Option<i64>,
+    /// The endpoint discovery and runs reach: `spec.url`, or the Service of the server the operator
+    /// runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
     /// `Accepted` and `Ready`.
     #[serde(default, skip_serializing_if = "Vec::is_empty")]
     pub conditions: Vec<Condition>,

@@ -104,9 +104,11 @@ pub struct McpServer {
 pub type McpServers = BTreeMap<String, McpServer>;
 
 impl McpServer {
-    /// The server an McpServer resource declares, as the runner reads it: its URL, its tool allowlist,
-    /// its headers by name.
-    pub fn of_resource(spec: &crate::resources::mcp_server::McpServerSpec) -> McpServer {
+    /// The server an McpServer resource declares, as the runner reads it: its endpoint, its tool
+    /// allowlist, its headers by name.
+    pub fn of_resource(server: &crate::resources::mcp_server::McpServer) -> McpServer {
+        let spec = &server.spec;
+        let (name, namespace) = (server.metadata.name.as_deref(), server.metadata.namespace.as_deref());
         let headers = spec
             .headers
             .iter()
@@ -126,7 +128,7 @@ impl McpServer {
             })
             .collect();
         McpServer {
-            url: spec.url.clone(),
+            url: spec.endpoint(name.unwrap_or_default(), namespace.unwrap_or_default()),
             tools: spec.tools.clone(),
             headers,
             timeout_seconds: spec.timeout_seconds,

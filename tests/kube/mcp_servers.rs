@@ -2,7 +2,8 @@
 //! with the official MCP Python SDK (`tests/mcp/dynamic_server.py`): discovery writes the tools with
 //! their hints, `kubectl get mcpservers` shows TOOLS and READY, a tool added at the server appears in
 //! the status without a restart and a removed one goes; the header comes from the McpServer's Secret;
-//! a server that is down, or refuses the credential, is `Ready False` with the reason.
+//! a server that is down, or refuses the credential, is `Ready False` with the reason; a server of
+//! another namespace; a server the operator runs (its Deployment, Service and their deletion).
 
 use std::time::Duration;
 
@@ -274,4 +275,80 @@ async fn a_server_of_another_namespace_serves_the_namespaces_it_allows_and_lends
         listed.contains(&format!("{home}/{shared}")) && listed.contains(&url) && listed.contains("platform"),
         "{listed}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_server_the_operator_runs_is_a_restricted_deployment_and_a_service_gone_with_it() {
+    controller();
+    let admin = installed().plane.admin().await;
+    let deployments: Api<k8s_openapi::api::apps::v1::Deployment> = Api::namespaced(admin.clone(), NS);
+    let services: Api<k8s_openapi::api::core::v1::Service> = Api::namespaced(admin.clone(), NS);
+    let name = crate::unique("run-by-us");
+    let server = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": name},
+        "spec": {"deploy": {"image": "registry.example/docs-mcp:1", "port": 9000,
+                            "env": [{"name": "MODE", "value": "read"}]}}});
+    servers(&admin)
+        .create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer"))
+        .await
+        .expect("created");
+    let deployment = eventually("its Deployment", Duration::from_secs(60), || async {
+        deployments.get_opt(&name).await.ok().flatten()
+    })
+    .await;
+    let service =
+        eventually("its Service", Duration::from_secs(60), || async { services.get_opt(&name).await.ok().flatten() })
+            .await;
+    let owner = &deployment.metadata.owner_references.clone().expect("owned")[0];
+    assert_eq!((owner.kind.as_str(), owner.name.as_str()), ("McpServer", name.as_str()));
+    let pod = deployment.spec.clone().and_then(|s| s.template.spec).expect("a pod template");
+    assert_eq!(pod.automount_service_account_token, Some(false));
+    assert_eq!(pod.containers[0].security_context.as_ref().and_then(|s| s.read_only_root_filesystem), Some(true));
+    assert_eq!(service.spec.and_then(|s| s.ports).expect("ports")[0].port, 9000);
+    // Its pod passes the namespace's restricted Pod Security admission.
+    let pods: Api<k8s_openapi::api::core::v1::Pod> = Api::namespaced(admin.clone(), NS);
+    let selector = kube::api::ListParams::default().labels(&format!("yuxi.dev/mcp-server={name}"));
+    eventually("its pod admitted", Duration::from_secs(60), || async {
+        pods.list(&selector).await.ok().filter(|l| !l.items.is_empty()).map(|_| ())
+    })
+    .await;
+    // Discovery reaches it at its Service (nothing answers there: the image is not pulled here).
+    let status = status_when(&admin, &name, "its endpoint", |s| s["url"].is_string()).await;
+    assert_eq!(status["url"], format!("http://{name}.{NS}.svc:9000/mcp"));
+    assert_eq!(columns(&name).0, "0");
+
+    // A name another Deployment has: left alone, the server refused.
+    let taken = crate::unique("taken");
+    let theirs = json!({"apiVersion": "apps/v1", "kind": "Deployment", "metadata": {"name": taken},
+        "spec": {"selector": {"matchLabels": {"app": taken}}, "template": {"metadata": {"labels": {"app": taken}},
+                 "spec": {"containers": [{"name": "c", "image": "registry.example/other:1"}]}}}});
+    deployments
+        .create(&PostParams::default(), &serde_json::from_value(theirs).expect("a Deployment"))
+        .await
+        .expect("theirs");
+    let server = json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "McpServer", "metadata": {"name": taken},
+        "spec": {"deploy": {"image": "registry.example/docs-mcp:1"}}});
+    servers(&admin)
+        .create(&PostParams::default(), &serde_json::from_value(server).expect("an McpServer"))
+        .await
+        .expect("created");
+    let status = status_when(&admin, &taken, "refused", |s| {
+        s["conditions"]
+            .as_array()
+            .is_some_and(|c| c.iter().any(|c| c["type"] == "Accepted" && c["reason"] == "NameTaken"))
+    })
+    .await;
+    assert!(status.to_string().contains("spec.deploy"), "{status}");
+    let kept = deployments.get(&taken).await.expect("theirs is kept");
+    assert_eq!(
+        kept.spec.and_then(|s| s.template.spec).expect("pod").containers[0].image.as_deref(),
+        Some("registry.example/other:1")
+    );
+
+    // Gone with the McpServer: the garbage collector follows the owner reference.
+    servers(&admin).delete(&name, &Default::default()).await.expect("deleted");
+    eventually("its Deployment and Service gone", Duration::from_secs(60), || async {
+        let gone = deployments.get_opt(&name).await.ok()?.is_none() && services.get_opt(&name).await.ok()?.is_none();
+        gone.then_some(())
+    })
+    .await;
 }

@@ -57,8 +57,8 @@ mod credentials;
 mod error;
 mod inputs;
 mod namespace_traces;
-mod security;
-mod settings;
+pub(crate) mod security;
+pub(crate) mod settings;
 mod volumes;
 
 use std::collections::BTreeMap;

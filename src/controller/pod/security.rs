@@ -8,7 +8,7 @@ use super::settings::SandboxSettings;
 
 /// The pod's hardening: non-root as the settings' `runAsUser`, `runAsGroup` and `fsGroup` (the volumes'
 /// group, changed only when the root of a volume does not already have it), seccomp `RuntimeDefault`.
-pub(super) fn pod_security(settings: &SandboxSettings) -> PodSecurityContext {
+pub(crate) fn pod_security(settings: &SandboxSettings) -> PodSecurityContext {
     PodSecurityContext {
         run_as_non_root: Some(true),
         run_as_user: Some(settings.run_as_user),
@@ -21,7 +21,7 @@ pub(super) fn pod_security(settings: &SandboxSettings) -> PodSecurityContext {
 }
 
 /// A container's hardening: the restricted Pod Security Standard, and a read-only root filesystem.
-pub(super) fn container_security() -> SecurityContext {
+pub(crate) fn container_security() -> SecurityContext {
     SecurityContext {
         allow_privilege_escalation: Some(false),
         capabilities: Some(Capabilities { drop: Some(vec!["ALL".to_string()]), add: None }),

@@ -69,9 +69,18 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
         );
     }
     let spec = &server.spec;
-    if !(spec.url.starts_with("https://") || spec.url.starts_with("http://"))
-        || spec.url.len() > 2048
-        || spec.url.chars().any(char::is_whitespace)
+    match (&spec.deploy, spec.url.is_empty()) {
+        (Some(deploy), true) => check_deploy(&mut report, deploy),
+        (None, false) => {}
+        _ => report.error(
+            "spec.url",
+            "give exactly one of url (a server that runs elsewhere) and deploy (one the operator runs)",
+        ),
+    }
+    if !spec.url.is_empty()
+        && (!(spec.url.starts_with("https://") || spec.url.starts_with("http://"))
+            || spec.url.len() > 2048
+            || spec.url.chars().any(char::is_whitespace))
     {
         report.error(
             "spec.url",
@@ -120,6 +129,39 @@ pub fn validate_mcp_server(server: &crate::resources::mcp_server::McpServer) -> 
         }
     }
     report
+}
+
+/// Checks a server the operator runs: an image, a path from `/`, variables each with one source and a
+/// variable's name, at most 32 of them.
+fn check_deploy(report: &mut Report, deploy: &crate::resources::mcp_server::McpServerDeploy) {
+    if deploy.image.trim().is_empty() || deploy.image.len() > 512 || deploy.image.chars().any(char::is_whitespace) {
+        report.error("spec.deploy.image", format!("{:?} is not a container image", deploy.image));
+    }
+    if deploy.path.as_deref().is_some_and(|p| !p.starts_with('/') || p.chars().any(char::is_whitespace)) {
+        report.error("spec.deploy.path", "must be a path from / (the MCP endpoint, default /mcp)");
+    }
+    if deploy.port == Some(0) {
+        report.error("spec.deploy.port", "must be within 1..65535");
+    }
+    if deploy.replicas.is_some_and(|r| !(1..=10).contains(&r)) {
+        report.error("spec.deploy.replicas", "must be within 1..10");
+    }
+    if deploy.env.len() > 32 {
+        report.error("spec.deploy.env", format!("at most 32 variables (has {})", deploy.env.len()));
+    }
+    for (i, variable) in deploy.env.iter().enumerate() {
+        let field = format!("spec.deploy.env[{i}]");
+        let name = &variable.name;
+        if name.is_empty()
+            || name.starts_with(|c: char| c.is_ascii_digit())
+            || !name.chars().all(|c| c.is_ascii_alphanumeric() || c == '_')
+        {
+            report.error(format!("{field}.name"), format!("{name:?} is not a variable name"));
+        }
+        if variable.value.is_some() == variable.secret_key_ref.is_some() {
+            report.error(format!("{field}.value"), "give exactly one of value, secretKeyRef");
+        }
+    }
 }
 
 /// The MCP servers `agent` names (`spec.context.mcps[i]`) against those that exist: a server of the
