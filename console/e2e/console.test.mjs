@@ -399,6 +399,52 @@ test("a finished child's history is read from its persisted messages", async () 
   await dialog.waitFor({ state: 'detached' });
 });
 
+test("the conversation's files: deep-research's report.md opens rendered, and no markup of a file runs script", async () => {
+  await page.goto(`${base}/console/#/chat/${encodeURIComponent(threadId)}`);
+  const files = page.getByRole('region', { name: 'Files' });
+  await files.getByRole('button', { name: 'report.md' }).click();
+  const view = files.getByRole('article', { name: 'report.md' });
+  await view.locator('.markdown h1', { hasText: 'Research report' }).waitFor();
+  assert.deepEqual(await view.locator('.markdown h2').allInnerTexts(), [
+    'What the material says (research-explorer)',
+    'What holds up (fact-verifier)',
+    'From the knowledge base',
+  ]);
+  assert.match(await view.locator('.markdown').innerText(), /Sulfide electrolytes lead/);
+  await shot('files-report');
+  // A run's file with markup that would run script, were it not sanitised.
+  const outputs = path.join(work, 'data', 'users', 'alice', 'threads', threadId, 'outputs');
+  fs.writeFileSync(
+    path.join(outputs, 'hostile.md'),
+    [
+      '# Hostile',
+      '<script>window.__ran = "script"</script>',
+      '<img src="/console/favicon.svg" onload="window.__ran = \'onload\'" alt="icon">',
+      '[click me](javascript:window.__ran="link")',
+      '<iframe src="/console/"></iframe>',
+      '<style>body { display: none }</style>',
+      '<a href="https://example.com/" onclick="window.__ran = \'onclick\'">out</a>',
+      '[the docs](https://example.com/)',
+    ].join('\n\n'),
+  );
+  await files.getByRole('button', { name: 'Outputs' }).click();
+  await files.getByRole('button', { name: 'hostile.md' }).click();
+  const hostile = files.getByRole('article', { name: 'hostile.md' }).locator('.markdown');
+  await hostile.locator('h1', { hasText: 'Hostile' }).waitFor();
+  assert.equal(await hostile.locator('script, iframe, style, img').count(), 0);
+  // Raw HTML is shown as the text it is.
+  await hostile.getByText('<script>window.__ran = "script"</script>').waitFor();
+  const handlers = await hostile.evaluate((root) =>
+    [...root.querySelectorAll('*')].flatMap((el) => [...el.attributes].map((a) => a.name)).filter((n) => n.startsWith('on')),
+  );
+  assert.deepEqual(handlers, []);
+  const hrefs = await hostile.locator('a').evaluateAll((links) => links.map((a) => [a.getAttribute('href'), a.getAttribute('rel')]));
+  assert.ok(hrefs.every(([href]) => !String(href).startsWith('javascript:')), JSON.stringify(hrefs));
+  assert.ok(hrefs.some(([href, rel]) => href === 'https://example.com/' && rel === 'noopener noreferrer'), JSON.stringify(hrefs));
+  assert.equal(await page.evaluate(() => window.__ran), undefined, 'nothing ran');
+  await shot('files-hostile');
+});
+
 test('the thread continues with a second run, which can be cancelled', async () => {
   await page.getByLabel('Continue the conversation').fill('And which is the most stable?');
   await page.getByRole('button', { name: 'Send' }).click();

@@ -8,6 +8,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, followEvents, modelChoices, type ModelChoice } from '../api';
 import { statusText, t } from '../i18n';
 import { applyEvent, fromMessages, TERMINAL, type Envelope, type Item } from '../transcript';
+import { FilesPanel } from './files';
 import { TranscriptView } from './transcript-view';
 import { ChildDialog, SubagentPanel, TimelineLink, type RunNode } from './subagents';
 import type { Agent } from './agents';
@@ -373,6 +374,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
             )}
           </div>
         </form>
+        {threadId && <FilesPanel threadId={threadId} refresh={`${live?.runId ?? latestRun ?? ''}:${live?.status ?? ''}`} />}
       </div>
       <SubagentPanel roots={roots} nodes={nodes} onOpen={setOpened} />
       {opened && <ChildDialog node={nodes[opened] ?? { runId: opened, rootRunId: '', status: 'unknown', items: [] }} onClose={() => setOpened(null)} />}

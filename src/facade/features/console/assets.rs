@@ -7,8 +7,10 @@ use axum::response::{IntoResponse, Response};
 
 /// The Content-Security-Policy of every console answer: everything from this origin only, no inline
 /// script or style, no plugins, no `<base>`, forms posting here only, and no page may frame the console.
+/// Images may also be `blob:`: the console shows a run's image from the bytes it fetched with the
+/// user's token (an image runs no script).
 pub const CONTENT_SECURITY_POLICY: &str = "default-src 'self'; script-src 'self'; style-src 'self'; \
-     img-src 'self'; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; \
+     img-src 'self' blob:; font-src 'self'; connect-src 'self'; object-src 'none'; base-uri 'none'; \
      form-action 'self'; frame-ancestors 'none'";
 
 /// How long a hashed asset may be cached: a year, never revalidated (its name changes with its content).
