@@ -401,6 +401,12 @@ test("a finished child's history is read from its persisted messages", async () 
 
 test("the conversation's files: deep-research's report.md opens rendered, and no markup of a file runs script", async () => {
   await page.goto(`${base}/console/#/chat/${encodeURIComponent(threadId)}`);
+  // The conversation's line: its title, agent, time and its last run's status.
+  const line = page.getByRole('complementary', { name: 'Conversations' }).locator('li', { has: page.locator(`a[href="#/chat/${threadId}"]`) });
+  await line.locator('.badge', { hasText: 'completed' }).waitFor();
+  assert.match(await line.innerText(), /Which solid electrolytes/);
+  assert.equal(await line.locator('.agent').innerText(), 'deep-research');
+  assert.ok(await line.locator('time').getAttribute('datetime'), 'a time');
   const files = page.getByRole('region', { name: 'Files' });
   await files.getByRole('button', { name: 'report.md' }).click();
   const view = files.getByRole('article', { name: 'report.md' });

@@ -88,7 +88,7 @@ impl Changes {
                 changes.announced(&target);
             }
         });
-        let url = super::mcp_discovery::endpoint_of(server);
+        let url = server.endpoint();
         let watch = watch_changes(&url, headers, ca_bundle, server.spec.timeout(), changed).await;
         let mut watches = self.watches.lock().unwrap_or_else(PoisonError::into_inner);
         match watch {

@@ -66,7 +66,7 @@ pub fn status_after(
 ) -> McpServerStatus {
     let mut status = server.status.clone().unwrap_or_default();
     status.observed_generation = server.metadata.generation;
-    status.url = Some(endpoint_of(server));
+    status.url = Some(server.endpoint());
     let conditions = &mut status.conditions;
     match &accepted {
         Ok(()) => set_condition(conditions, ACCEPTED, "True", "Valid", "the spec is valid and its Secrets exist", now),
@@ -106,11 +106,6 @@ pub fn status_after(
     // The TOOLS column says 0 until a listing found some.
     status.tool_count.get_or_insert(0);
     status
-}
-
-/// The endpoint of `server`: its `url`, or the Service of the server the operator runs for it.
-pub fn endpoint_of(server: &McpServer) -> String {
-    server.spec.endpoint(&server.name_any(), server.namespace().as_deref().unwrap_or_default())
 }
 
 /// How often a server the operator runs is listed while it does not answer yet (its pods starting).
@@ -331,7 +326,7 @@ pub async fn listed(server: &McpServer, judged: Judged) -> McpServerStatus {
         Err(refused) => (Err(refused), None),
         Ok(Err(not_asked)) => (Ok(()), Some(not_asked)),
         Ok(Ok(sent)) => {
-            let (url, timeout) = (endpoint_of(server), server.spec.timeout());
+            let (url, timeout) = (server.endpoint(), server.spec.timeout());
             let outcome = match discover(&url, sent.headers, sent.ca_bundle.as_deref(), timeout).await {
                 Ok(found) => Outcome::Listed(found),
                 Err(why) => Outcome::Failed("Unreachable", why),

@@ -269,6 +269,16 @@ pub struct McpServerStatus {
     pub last_error: Option<String>,
 }
 
+impl McpServer {
+    /// Its endpoint: `spec.url`, or the Service of the server the operator runs for it.
+    pub fn endpoint(&self) -> String {
+        self.spec.endpoint(
+            self.metadata.name.as_deref().unwrap_or_default(),
+            self.metadata.namespace.as_deref().unwrap_or_default(),
+        )
+    }
+}
+
 /// A server as `context.mcps` names it: `<name>` of the agent's own namespace, or
 /// `<namespace>/<name>` of another namespace. Returns the namespace (absent: the agent's) and the name.
 pub fn parse_reference(reference: &str) -> (Option<&str>, &str) {

@@ -318,6 +318,17 @@ mod tests {
     }
 
     #[test]
+    fn a_rule_naming_one_tool_of_another_namespaces_server_splits_at_the_last_slash() {
+        let rule = ApprovalRule::of(
+            &spec("backend: ChatbotAgent\ncontext: {approvalRequired: [tools/shared/purge]}"),
+            ToolApprovalMode::Default,
+        );
+        assert!(rule.needs_approval("purge", Some("tools/shared")));
+        assert!(!rule.needs_approval("search", Some("tools/shared")));
+        assert!(!rule.needs_approval("purge", Some("tools")), "not the server tools's tool shared/purge");
+    }
+
+    #[test]
     fn a_main_agent_in_default_mode_waits_for_the_sensitive_and_the_named_tools() {
         let main = spec("backend: ChatbotAgent\ncontext: {approvalRequired: [publish, docs/*, notes/erase]}");
         let mut rule = ApprovalRule::of(&main, ToolApprovalMode::Default);

@@ -108,7 +108,6 @@ impl McpServer {
     /// allowlist, its headers by name.
     pub fn of_resource(server: &crate::resources::mcp_server::McpServer) -> McpServer {
         let spec = &server.spec;
-        let (name, namespace) = (server.metadata.name.as_deref(), server.metadata.namespace.as_deref());
         let headers = spec
             .headers
             .iter()
@@ -128,7 +127,7 @@ impl McpServer {
             })
             .collect();
         McpServer {
-            url: spec.endpoint(name.unwrap_or_default(), namespace.unwrap_or_default()),
+            url: server.endpoint(),
             tools: spec.tools.clone(),
             headers,
             timeout_seconds: spec.timeout_seconds,

@@ -19,6 +19,7 @@ interface Conversation {
   agent_id: string;
   updated_at: string | null;
   thread_status?: string;
+  last_run_status?: string | null;
 }
 
 interface Live {
@@ -69,6 +70,11 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     refreshThreads();
     return () => streams.current.forEach((c) => c.abort());
   }, []);
+
+  // A run that ended changes its conversation's line in the list.
+  useEffect(() => {
+    if (live && TERMINAL.has(live.status)) refreshThreads();
+  }, [live?.runId, live?.status]);
 
   /** Follows the run tree of `rootId`: its own events into the transcript when `transcript`. */
   const followTree = (rootId: string, transcript: boolean) => {
@@ -295,7 +301,11 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
                 <a href={`#/chat/${encodeURIComponent(c.thread_id)}`} aria-current={c.thread_id === threadId ? 'page' : undefined}>
                   {c.title || c.thread_id}
                 </a>
-                <span class="muted small"> {c.agent_id}</span>
+                <span class="thread-meta muted small">
+                  <span class="agent">{c.agent_id}</span>
+                  {c.updated_at && <time dateTime={c.updated_at}>{new Date(c.updated_at).toLocaleString()}</time>}
+                  {c.last_run_status && <span class={`badge status-${c.last_run_status}`}>{statusText(c.last_run_status)}</span>}
+                </span>
               </li>
             ))}
           </ul>

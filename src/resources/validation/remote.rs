@@ -402,11 +402,6 @@ mod tests {
             fields("{mcpTools: [{server: tools/shared, tools: [nope]}]}"),
             ["spec.context.mcpTools[0].tools[0]"]
         );
-        // And a rule naming one tool of it needs approval for that tool alone.
-        let spec = agent("{approvalRequired: [tools/shared/purge]}").spec;
-        let rule = crate::run::approval::ApprovalRule::of(&spec, crate::resources::ToolApprovalMode::Default);
-        assert!(rule.needs_approval("purge", Some("tools/shared")));
-        assert!(!rule.needs_approval("search", Some("tools/shared")));
     }
 
     #[test]

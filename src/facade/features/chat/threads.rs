@@ -47,6 +47,8 @@ pub struct ThreadView {
     pub metadata: Map<String, Value>,
     /// `loading` while its latest run goes, `ready` when that ended unseen, `done` otherwise.
     pub thread_status: &'static str,
+    /// The status of its latest run; `null` before its first.
+    pub last_run_status: Option<crate::run::RunStatus>,
 }
 
 pub(super) async fn view(store: &Store, conversation: Conversation) -> Result<ThreadView, ApiError> {
@@ -56,6 +58,7 @@ pub(super) async fn view(store: &Store, conversation: Conversation) -> Result<Th
     };
     Ok(ThreadView {
         thread_status: conversation::thread_status(&conversation, status),
+        last_run_status: status,
         id: conversation.thread_id.clone(),
         thread_id: conversation.thread_id,
         uid: conversation.uid,
