@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 use k8s_openapi::api::apps::v1::{Deployment, DeploymentSpec};
 use k8s_openapi::api::core::v1::{
     Container, ContainerPort, EmptyDirVolumeSource, EnvVar, EnvVarSource, PodSpec, PodTemplateSpec, Probe,
-    SecretKeySelector, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
+    ResourceRequirements, SecretKeySelector, Service, ServicePort, ServiceSpec, TCPSocketAction, Volume, VolumeMount,
 };
 use k8s_openapi::apimachinery::pkg::api::resource::Quantity;
 use k8s_openapi::apimachinery::pkg::apis::meta::v1::{LabelSelector, ObjectMeta};
@@ -89,7 +89,18 @@ pub fn deployment_of(server: &McpServer, deploy: &McpServerDeploy) -> Deployment
             period_seconds: Some(5),
             ..Probe::default()
         }),
-        resources: deploy.resources.clone(),
+        resources: deploy.resources.as_ref().map(|r| {
+            let amounts = |given: &Option<crate::resources::mcp_server::ResourceAmounts>| {
+                given
+                    .as_ref()
+                    .map(|a| a.named().into_iter().map(|(k, v)| (k.to_string(), Quantity(v.to_string()))).collect())
+            };
+            ResourceRequirements {
+                requests: amounts(&r.requests),
+                limits: amounts(&r.limits),
+                ..ResourceRequirements::default()
+            }
+        }),
         security_context: Some(container_security()),
         volume_mounts: Some(vec![VolumeMount {
             name: "tmp".into(),
@@ -195,7 +206,7 @@ mod tests {
 
     fn server() -> McpServer {
         let mut server: McpServer = serde_norway::from_str(
-            "metadata: {name: docs, namespace: team-a, uid: u-1}\nspec:\n  deploy:\n    image: registry.example/docs-mcp:1\n    args: [--port, '9000']\n    port: 9000\n    env:\n    - {name: MODE, value: read}\n    - {name: TOKEN, secretKeyRef: {name: docs, key: token}}\n",
+            "metadata: {name: docs, namespace: team-a, uid: u-1}\nspec:\n  deploy:\n    image: registry.example/docs-mcp:1\n    args: [--port, '9000']\n    port: 9000\n    env:\n    - {name: MODE, value: read}\n    - {name: TOKEN, secretKeyRef: {name: docs, key: token}}\n    resources: {limits: {cpu: 500m, memory: 256Mi}}\n",
         )
         .expect("an McpServer");
         server.metadata.uid = Some("u-1".into());
@@ -227,6 +238,8 @@ mod tests {
             (Some(false), Some(true), Some(vec!["ALL".to_string()]))
         );
         assert_eq!(container.ports.as_ref().expect("ports")[0].container_port, 9000);
+        let limits = container.resources.as_ref().and_then(|r| r.limits.clone()).expect("limits");
+        assert_eq!((limits["cpu"].0.as_str(), limits["memory"].0.as_str()), ("500m", "256Mi"));
         let env = container.env.clone().expect("env");
         assert_eq!(env[0].value.as_deref(), Some("read"));
         let secret = env[1].value_from.as_ref().and_then(|v| v.secret_key_ref.clone()).expect("from a Secret");

@@ -195,7 +195,53 @@ pub struct McpServerDeploy {
     pub replicas: Option<i32>,
     /// CPU and memory requests and limits of its container.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub resources: Option<k8s_openapi::api::core::v1::ResourceRequirements>,
+    pub resources: Option<DeployResources>,
+}
+
+/// CPU and memory a server the operator runs asks for and may use.
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct DeployResources {
+    /// What it is guaranteed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub requests: Option<ResourceAmounts>,
+    /// What it may use at most.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limits: Option<ResourceAmounts>,
+}
+
+/// An amount of CPU and of memory, as Kubernetes quantities (`500m`, `256Mi`).
+#[derive(KubeSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+#[serde(rename_all = "camelCase")]
+pub struct ResourceAmounts {
+    /// CPU (`500m`, `2`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub cpu: Option<String>,
+    /// Memory (`256Mi`, `1Gi`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(length(min = 1, max = 32))]
+    pub memory: Option<String>,
+}
+
+impl ResourceAmounts {
+    /// The amounts given, by resource name (`cpu`, `memory`).
+    pub fn named(&self) -> Vec<(&'static str, &str)> {
+        [("cpu", self.cpu.as_deref()), ("memory", self.memory.as_deref())]
+            .into_iter()
+            .filter_map(|(name, amount)| Some((name, amount?)))
+            .collect()
+    }
+}
+
+/// Whether `amount` is a Kubernetes quantity of the forms a CPU or memory amount takes: a decimal
+/// number, with `m` or a decimal (`k`, `M`, `G`, `T`) or binary (`Ki`, `Mi`, `Gi`, `Ti`) suffix.
+pub fn is_quantity(amount: &str) -> bool {
+    let number_end = amount.find(|c: char| !(c.is_ascii_digit() || c == '.')).unwrap_or(amount.len());
+    let (number, suffix) = amount.split_at(number_end);
+    !number.is_empty()
+        && number.parse::<f64>().is_ok()
+        && ["", "m", "k", "M", "G", "T", "Ki", "Mi", "Gi", "Ti"].contains(&suffix)
 }
 
 /// One variable of a server the operator runs.

@@ -206,7 +206,7 @@ async fn headers_from_a_file_or_the_environment_authenticate_and_a_refusal_is_na
     // SAFETY: this test binary reads the variable in this test only.
     unsafe { std::env::set_var("YUXI_TEST_DOCS_TOKEN", "s3cret") };
     let from_env = configured("{env: YUXI_TEST_DOCS_TOKEN, prefix: 'Bearer '}");
-    assert_eq!(connect_granted(&from_env, &grants("{}"), None).await.expect("connects").tools.len(), 4);
+    assert_eq!(connect_granted(&from_env, &grants("{}"), None).await.expect("connects").tools.len(), 5);
     let wrong = configured("{value: 'Bearer guessed'}");
     let refused = connect_granted(&wrong, &grants("{}"), None).await.expect("the run goes on");
     assert!(refused.tools.is_empty());

@@ -146,6 +146,18 @@ fn check_deploy(report: &mut Report, deploy: &crate::resources::mcp_server::McpS
     if deploy.replicas.is_some_and(|r| !(1..=10).contains(&r)) {
         report.error("spec.deploy.replicas", "must be within 1..10");
     }
+    if let Some(resources) = &deploy.resources {
+        for (kind, amounts) in [("requests", &resources.requests), ("limits", &resources.limits)] {
+            for (name, amount) in amounts.iter().flat_map(|a| a.named()) {
+                if !crate::resources::mcp_server::is_quantity(amount) {
+                    report.error(
+                        format!("spec.deploy.resources.{kind}.{name}"),
+                        format!("{amount:?} is not a quantity (500m, 2, 256Mi, 1Gi)"),
+                    );
+                }
+            }
+        }
+    }
     if deploy.env.len() > 32 {
         report.error("spec.deploy.env", format!("at most 32 variables (has {})", deploy.env.len()));
     }
@@ -413,5 +425,30 @@ mod tests {
         let report = validate_mcp_server(&server);
         let fields: Vec<&str> = report.errors.iter().map(|e| e.field.as_str()).collect();
         assert_eq!(fields, ["spec.allowedNamespaces[1]", "spec.headers[0].secretKeyRef"]);
+    }
+
+    #[test]
+    fn a_deployed_server_has_an_image_a_path_quantities_and_no_url() {
+        let fields = |spec: &str| -> Vec<String> {
+            let server: crate::resources::mcp_server::McpServer =
+                serde_norway::from_str(&format!("metadata: {{name: docs, namespace: team-a}}\nspec: {spec}"))
+                    .expect("an McpServer");
+            validate_mcp_server(&server).errors.iter().map(|e| e.field.clone()).collect()
+        };
+        assert!(fields("{deploy: {image: 'r.example/docs:1', path: /mcp, resources: {limits: {cpu: 500m, memory: 256Mi}, requests: {cpu: '0.25'}}}}").is_empty());
+        assert_eq!(fields("{url: 'http://x/mcp', deploy: {image: 'r.example/docs:1'}}"), ["spec.url"]);
+        assert_eq!(fields("{}"), ["spec.url"]);
+        assert_eq!(
+            fields(
+                "{deploy: {image: ' ', path: mcp, resources: {limits: {memory: lots}}, env: [{name: 1X, value: v}, {name: Y}]}}"
+            ),
+            [
+                "spec.deploy.image",
+                "spec.deploy.path",
+                "spec.deploy.resources.limits.memory",
+                "spec.deploy.env[0].name",
+                "spec.deploy.env[1].value"
+            ]
+        );
     }
 }
