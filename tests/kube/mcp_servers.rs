@@ -64,6 +64,12 @@ async fn create_server(admin: &kube::Client, name: &str, url: &str, secret: &str
         .expect("created");
 }
 
+/// The MCP server configuration a run's inputs Secret gives its runner.
+fn mcp_servers_of(inputs: &Secret) -> String {
+    let listed = inputs.data.as_ref().and_then(|d| d.get("mcp-servers.yaml"));
+    listed.map(|b| String::from_utf8_lossy(&b.0).into_owned()).expect("the run's MCP servers")
+}
+
 /// The server's status once `done` holds of it.
 async fn status_when(admin: &kube::Client, name: &str, what: &str, done: impl Fn(&Value) -> bool) -> Value {
     eventually(what, Duration::from_secs(60), || async {
@@ -160,12 +166,7 @@ async fn kubectl_shows_the_tools_discovered_and_a_tool_added_at_the_server_appea
     assert_eq!(from_secret(runner), Some(secret.clone()), "the McpServer's Secret, for the runner");
     assert_eq!(from_secret(sandbox), None, "never the sandbox's");
     let inputs = secrets.get(&format!("{run}-inputs")).await.expect("the inputs");
-    let listed = inputs
-        .data
-        .as_ref()
-        .and_then(|d| d.get("mcp-servers.yaml"))
-        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-    let listed = listed.expect("the run's MCP servers");
+    let listed = mcp_servers_of(&inputs);
     assert!(listed.contains(&name) && listed.contains(&format!("127.0.0.1:{port}/mcp")), "{listed}");
     assert!(!listed.contains("mcp-secret"), "the token is not in the inputs: {listed}");
 }
@@ -265,12 +266,7 @@ async fn a_server_of_another_namespace_serves_the_namespaces_it_allows_and_lends
         secrets.get_opt(&format!("{run}-inputs")).await.ok().flatten()
     })
     .await;
-    let listed = inputs
-        .data
-        .as_ref()
-        .and_then(|d| d.get("mcp-servers.yaml"))
-        .map(|b| String::from_utf8_lossy(&b.0).into_owned());
-    let listed = listed.expect("the run's MCP servers");
+    let listed = mcp_servers_of(&inputs);
     assert!(
         listed.contains(&format!("{home}/{shared}")) && listed.contains(&url) && listed.contains("platform"),
         "{listed}"

@@ -25,6 +25,18 @@ pub struct Usable {
     pub agents: Vec<String>,
 }
 
+impl Usable {
+    /// How a list describes it: which of the user's agents use it, else how many tools it offers.
+    pub fn description(&self) -> String {
+        let tools = self.resource.as_ref().map(|r| r.status.as_ref().and_then(|s| s.tool_count).unwrap_or(0));
+        match (self.agents.is_empty(), tools) {
+            (false, _) => super::agent_views::used_by(&self.agents),
+            (true, Some(count)) => format!("{count} tools"),
+            (true, None) => String::new(),
+        }
+    }
+}
+
 /// The MCP servers `who` may use, sorted by name. Errors: 503 when the agents or the McpServers cannot
 /// be read.
 pub async fn usable(state: &FacadeState, who: &Identity) -> Result<Vec<Usable>, ApiError> {

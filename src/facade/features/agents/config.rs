@@ -230,15 +230,7 @@ pub async fn mcp_options(state: &FacadeState, who: &Identity) -> Vec<FieldOption
     match crate::facade::services::mcp_servers::usable(state, who).await {
         Ok(found) => found
             .into_iter()
-            .map(|server| {
-                let tools = server.resource.and_then(|r| r.status).and_then(|s| s.tool_count);
-                let description = match (server.agents.is_empty(), tools) {
-                    (false, _) => used_by(&server.agents),
-                    (true, Some(count)) => format!("{count} tools"),
-                    (true, None) => String::new(),
-                };
-                FieldOption::new(server.name.clone(), server.name, description)
-            })
+            .map(|server| FieldOption::new(server.name.clone(), server.name.clone(), server.description()))
             .collect(),
         Err(err) => {
             tracing::warn!(error = %err, "cannot list the MCP servers for an agent's options");

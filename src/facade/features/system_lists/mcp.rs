@@ -11,7 +11,6 @@ use serde_json::Value;
 use super::lists::Listed;
 use crate::facade::http::auth::Caller;
 use crate::facade::http::error::{ApiError, ErrorBody};
-use crate::facade::services::agent_views::used_by;
 use crate::facade::services::mcp_servers::{Usable, usable};
 use crate::facade::services::state::FacadeState;
 use crate::resources::mcp_server::{McpServer, READY};
@@ -70,11 +69,7 @@ impl From<Usable> for McpServerItem {
             None => ("configuration", "unknown"),
         };
         let tool_count = status.tool_count.unwrap_or_default();
-        let description = match (&found.resource, found.agents.is_empty()) {
-            (_, false) => used_by(&found.agents),
-            (Some(_), true) => format!("{tool_count} tools"),
-            (None, true) => String::new(),
-        };
+        let description = found.description();
         McpServerItem {
             name: status.server_name.clone().unwrap_or_else(|| found.name.clone()),
             slug: found.name,
