@@ -10,6 +10,8 @@ mod notices;
 mod retention;
 #[path = "store/run_ends.rs"]
 mod run_ends;
+#[path = "store/run_list.rs"]
+mod run_list;
 #[path = "store/runner_redis.rs"]
 mod runner_redis;
 #[path = "store/store_socket.rs"]

@@ -132,6 +132,10 @@ pub struct RunRequest {
     /// request's, or the delegating tool call's for a subagent run; checked, or absent.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The start of the run's input (the question of a chat run, the task of a subagent run), at most
+    /// [`MAX_SUMMARY_CHARS`] characters, whitespace folded: what finds the run in a list of runs.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub summary: Option<String>,
 }
 
 /// A JSON object kept as its JSON text (an object is also read, as records written before were): what
@@ -156,10 +160,25 @@ pub(crate) mod json_text {
 /// The most bytes a run's `meta` takes as JSON (16 KiB): it is stored with the run and returned with it.
 pub const MAX_META_BYTES: usize = 16 * 1024;
 
+/// The most characters of a run's input its [`RunRequest::summary`] keeps.
+pub const MAX_SUMMARY_CHARS: usize = 200;
+
 impl RunRequest {
     /// Whether nothing was asked beyond the query.
     pub fn is_empty(&self) -> bool {
         *self == RunRequest::default()
+    }
+
+    /// The request with its summary made from `input`: whitespace folded to single spaces, cut at
+    /// [`MAX_SUMMARY_CHARS`] characters (with `…` when cut); none for a blank input.
+    pub fn summarized(self, input: &str) -> RunRequest {
+        let folded = input.split_whitespace().collect::<Vec<_>>().join(" ");
+        let summary = match folded.char_indices().nth(MAX_SUMMARY_CHARS) {
+            Some((cut, _)) => Some(format!("{}…", &folded[..cut])),
+            None if folded.is_empty() => None,
+            None => Some(folded),
+        };
+        RunRequest { summary, ..self }
     }
 }
 

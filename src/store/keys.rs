@@ -118,6 +118,22 @@ pub fn user_active_runs(uid: &str) -> String {
 /// The unfinished runs of everyone: a set of run ids, pruned as [`user_active_runs`] is.
 pub const ACTIVE_RUNS: &str = "yuxi:active_runs";
 
+/// The runs of a user, newest last: a sorted set of run ids scored by their creation time in
+/// milliseconds since the epoch, at most [`MAX_USER_RUNS_LISTED`] (the oldest go first), living
+/// [`STATE_TTL_SECONDS`] after its last run. A run whose record has expired is skipped when listed.
+pub fn user_runs(uid: &str) -> String {
+    format!("yuxi:user:{uid}:runs")
+}
+
+/// Everyone's runs, as [`user_runs`], at most [`MAX_RUNS_LISTED`]: what a superadmin lists.
+pub const ALL_RUNS: &str = "yuxi:runs";
+
+/// The most runs of one user the list of runs keeps.
+pub const MAX_USER_RUNS_LISTED: usize = 2000;
+
+/// The most runs of everyone the list of runs keeps.
+pub const MAX_RUNS_LISTED: usize = 20_000;
+
 /// The thread's conversation (JSON [`crate::run::conversation::Conversation`]): its title, agent and
 /// pin, as Yuxi's chat-thread routes show it.
 pub fn thread_conversation(thread_id: &str) -> String {

@@ -22,6 +22,7 @@ pub mod memory;
 pub mod notices;
 pub mod queues;
 pub mod redis;
+pub mod run_list;
 pub mod run_totals;
 pub mod runner;
 pub mod socket;

@@ -1,7 +1,7 @@
 //! Tenant isolation in the local mode, started for real, with each store: a retried start never answers
 //! across users, a refused request claims nothing, a thread id another user claims reaches none of the
 //! first user's files, over-limit input is refused before anything starts, and only a running parent
-//! starts children.
+//! starts children, and the list of runs holds the caller's runs alone.
 
 use serde_json::json;
 
@@ -13,6 +13,7 @@ crate::with_each_store!(
     a_refused_start_claims_no_thread,
     over_limit_input_is_refused_naming_the_field_before_anything_starts,
     only_a_running_parent_starts_children,
+    the_list_of_runs_shows_a_user_their_own_runs_alone,
 );
 
 async fn a_retried_start_finds_only_the_callers_own_run(store: LocalStore) {
@@ -153,4 +154,36 @@ async fn a_thread_id_claimed_after_the_store_forgot_reaches_none_of_its_first_ow
     let content = answer["content"].as_str().expect("content");
     assert!(!content.contains("alice's findings"), "Bob read Alice's report: {content}");
     assert!(local.data.path().join("users/bob/threads").join(&thread).is_dir(), "Bob's run has a folder of his own");
+}
+
+async fn the_list_of_runs_shows_a_user_their_own_runs_alone(store: LocalStore) {
+    let local = start(store, "scripted/echo", "[{content: unused}]").await;
+    let task = unique("Check the claims of");
+    let body = json!({"parent": parent(&unique("run"), &unique("alice-thread")), "description": task, "subagent_slug": "fact-verifier"});
+    let (status, alices) = local.tool("task", "alice-token", body).await;
+    assert_eq!((status, alices["status"].as_str()), (200, Some("completed")), "{alices}");
+    let run_id = alices["run_id"].as_str().expect("run id");
+    // Alice finds it by its words, its kind and its status; it is listed with the task it was given.
+    let query = format!("/api/agent/runs?q={}&run_type=subagent&status=completed&agent_slug=fact-verifier", task.to_uppercase());
+    let found = local.get_json(&query, "alice-token").await;
+    let runs = found["runs"].as_array().expect("runs");
+    assert_eq!(runs.len(), 1, "{found}");
+    assert_eq!((runs[0]["run_id"].as_str(), runs[0]["summary"].as_str()), (Some(run_id), Some(task.as_str())), "{found}");
+    assert_eq!(runs[0]["run_type"], "subagent");
+    assert_eq!(found["next_cursor"], serde_json::Value::Null);
+    // Filters that do not hold find nothing.
+    let none = local.get_json(&format!("/api/agent/runs?q={task}&status=failed"), "alice-token").await;
+    assert_eq!(none["runs"], json!([]), "{none}");
+    // Bob's list never names it, and neither he nor an admin may list everyone's.
+    let bobs = local.get_json("/api/agent/runs?limit=100", "bob-token").await;
+    assert!(bobs["runs"].as_array().expect("runs").iter().all(|r| r["run_id"] != run_id && r["uid"] == "bob"), "{bobs}");
+    let client = reqwest12::Client::new();
+    for token in ["bob-token", "admin-token"] {
+        let response = client.get(format!("{}/api/agent/runs?scope=all", local.base)).bearer_auth(token).send().await.expect("reaches");
+        assert_eq!(response.status().as_u16(), 403, "{token}");
+    }
+    let response = client.get(format!("{}/api/agent/runs?limit=500", local.base)).bearer_auth("alice-token").send().await.expect("reaches");
+    assert_eq!(response.status().as_u16(), 422);
+    let answer: serde_json::Value = response.json().await.expect("JSON");
+    assert_eq!(answer["field"], "query.limit", "{answer}");
 }

@@ -29,6 +29,7 @@ pub mod owned_runs;
 pub mod quick_model;
 pub mod request_fields;
 pub mod run_knowledge;
+pub mod run_list;
 pub mod run_metrics;
 pub mod run_queue;
 pub mod run_starts;

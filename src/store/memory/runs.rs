@@ -10,6 +10,7 @@ use super::{MemoryStore, seq_number};
 use crate::run::message::Message;
 use crate::run::{Created, Envelope, EventKind, RunLimit, RunLimits, RunRecord, RunResult, RunStatus, StoredEvent};
 use crate::store::keys;
+use crate::store::run_list::{ListedRun, RunCursor, created_ms};
 use crate::store::types::{RunView, StoreError};
 
 impl MemoryStore {
@@ -288,6 +289,24 @@ impl MemoryStore {
                 () = tokio::time::sleep(poll) => {}
             }
         }
+    }
+
+    pub(in crate::store) fn listed_runs(
+        &self,
+        uid: Option<&str>,
+        after: Option<&RunCursor>,
+        count: usize,
+    ) -> Vec<ListedRun> {
+        let state = self.state();
+        let mut places: Vec<(RunCursor, &RunRecord)> = state
+            .records
+            .values()
+            .filter(|record| uid.is_none_or(|uid| record.uid == uid))
+            .map(|record| (RunCursor { created_ms: created_ms(record), run_id: record.run_id.clone() }, record))
+            .filter(|(place, _)| after.is_none_or(|a| place < a))
+            .collect();
+        places.sort_by(|a, b| b.0.cmp(&a.0));
+        places.into_iter().take(count).map(|(place, record)| (place, Some(record.clone()))).collect()
     }
 
     pub(in crate::store) fn children(&self, parent_run_id: &str) -> Vec<String> {

@@ -13,6 +13,7 @@ use super::{RedisStore, idempotent};
 use crate::run::message::Message;
 use crate::run::{Created, Envelope, RunLimit, RunLimits, RunRecord, RunResult, RunStatus};
 use crate::store::keys;
+use crate::store::run_list::created_ms;
 use crate::store::types::{RunView, StoreError};
 
 impl RedisStore {
@@ -78,6 +79,11 @@ impl RedisStore {
             .arg(terminal_list())
             .key(keys::run_keeper(&record.run_id))
             .arg(keys::START_GRACE_SECONDS)
+            .key(keys::user_runs(&record.uid))
+            .key(keys::ALL_RUNS)
+            .arg(created_ms(record))
+            .arg(keys::MAX_USER_RUNS_LISTED)
+            .arg(keys::MAX_RUNS_LISTED)
             .invoke_async(&mut connection)
             .await?;
         Ok(match outcome.as_str() {

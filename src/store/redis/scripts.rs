@@ -47,9 +47,11 @@ const APPEND_EVENT: &str = r"
 
 /// Creates a run. `KEYS`: the record, the thread's lock, the start key (`''` for none), the thread's
 /// owner, the parent's children (`''` for none), the user's unfinished runs, everyone's unfinished runs,
-/// the run's keeper. `ARGV`: the run id, the record's JSON, the start key's time to live, the uid, the
-/// children's time to live, the per-user and total limits of unfinished runs, the state's time to live,
-/// the terminal statuses (see [`LUA_HELPERS`]), the keeper's time to live. Returns `{outcome, run_id}`;
+/// the run's keeper, the user's list of runs, everyone's list of runs. `ARGV`: the run id, the record's
+/// JSON, the start key's time to live, the uid, the children's time to live, the per-user and total
+/// limits of unfinished runs, the state's time to live, the terminal statuses (see [`LUA_HELPERS`]), the
+/// keeper's time to live, the run's creation in milliseconds (its score in the lists), the user's and
+/// everyone's list bounds (the oldest beyond them are dropped). Returns `{outcome, run_id}`;
 /// `{'limited', 'user' | 'total'}` when a limit is reached. A thread lock whose run has ended (or is
 /// gone) is stale and taken over. A set of unfinished runs is pruned of ended and vanished runs only when
 /// it has reached its limit, so a run that ended however it ended stops counting and a create stays
@@ -85,6 +87,12 @@ const CREATE_RUN: &str = r"
     redis.call('SADD', KEYS[6], ARGV[1])
     redis.call('SADD', KEYS[7], ARGV[1])
     redis.call('SET', KEYS[8], 'created', 'EX', ARGV[10])
+    for i, cap in ipairs({ARGV[12], ARGV[13]}) do
+      local index = KEYS[8 + i]
+      redis.call('ZADD', index, ARGV[11], ARGV[1])
+      redis.call('ZREMRANGEBYRANK', index, 0, -1 - tonumber(cap))
+      redis.call('EXPIRE', index, ARGV[8])
+    end
     return {'started', ARGV[1]}
     ";
 

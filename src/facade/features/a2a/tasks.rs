@@ -129,7 +129,8 @@ pub async fn send(
         meta,
         traceparent: crate::telemetry::current_traceparent(),
         ..Default::default()
-    };
+    }
+    .summarized(&query);
     let max_tokens = agent.spec.budget.as_ref().and_then(|b| b.max_tokens);
     let record = RunRecord::started_by(who, run_id, thread_id.clone(), agent.name_any(), request, max_tokens);
     check_startable(&record, &query, "message.parts")?;

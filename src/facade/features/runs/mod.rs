@@ -1,9 +1,11 @@
 //! A user's runs as Yuxi's client starts and follows them: the start (`POST /api/agent/runs`, [`start`],
-//! with its body in [`request`] and a resume's decisions in [`crate::facade::services::approvals`]), a run and its result
+//! with its body in [`request`] and a resume's decisions in [`crate::facade::services::approvals`]), the
+//! list of runs on the same path ([`list`]), a run and its result
 //! ([`read`]), its event stream and the thread's messages ([`events`], in the wire shapes of [`wire`]),
 //! and the queued requests ([`requests`]). A run of another user answers as a missing one ([`crate::facade::services::owned_runs`]).
 
 pub mod events;
+pub mod list;
 pub mod read;
 pub mod request;
 pub mod requests;
@@ -19,7 +21,7 @@ use crate::facade::services::state::FacadeState;
 
 /// Appends this feature's routes to `api`, in the order the OpenAPI document lists them.
 pub fn routes(api: OpenApiRouter<FacadeState>) -> OpenApiRouter<FacadeState> {
-    api.routes(routes!(start::start))
+    api.routes(routes!(start::start, list::list))
         .routes(routes!(read::get))
         .routes(routes!(read::result))
         .routes(routes!(read::cancel))

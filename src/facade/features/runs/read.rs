@@ -56,6 +56,9 @@ pub struct RunItem {
     pub error: Option<String>,
     /// When it was created, RFC 3339.
     pub created_at: String,
+    /// The start of its input (the question, or the task of a subagent run), at most 200 characters;
+    /// `null` for a run recorded without one.
+    pub summary: Option<String>,
     /// While it waits for a person (`status: waiting`): the calls waiting (`action_requests`) and when
     /// the decisions are due (`expires_at`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -92,6 +95,7 @@ impl RunItem {
             parent: record.parent,
             error: record.error,
             created_at: record.created_at,
+            summary: record.request.summary,
             waiting: record.waiting,
         }
     }

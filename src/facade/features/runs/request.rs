@@ -200,5 +200,6 @@ pub fn checked(
         tool_approval_mode_asked,
         // The request's span, when traces are exported: the run's span goes under it.
         traceparent: crate::telemetry::current_traceparent(),
+        summary: None,
     })
 }

@@ -110,6 +110,7 @@ pub async fn start(
     let max_tokens = budget_of(body.budget, &agent, &who)?;
     check_quotas(&state, &who.uid).await?;
     let run_id = uuid::Uuid::new_v4().simple().to_string();
+    let request = request.summarized(&query);
     let record = RunRecord::started_by(&who, run_id, thread_id.clone(), body.agent_slug.clone(), request, max_tokens);
     check_startable(&record, &query, "query")?;
     // The thread is the caller's, or nobody's yet and now the caller's: one atomic step, so a thread of

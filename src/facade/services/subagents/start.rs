@@ -164,7 +164,8 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         error: None,
         created_at: jiff::Timestamp::now().to_string(),
         // The delegating tool call's request span, when traces are exported: the child's goes under it.
-        request: crate::run::RunRequest { traceparent: crate::telemetry::current_traceparent(), ..Default::default() },
+        request: crate::run::RunRequest { traceparent: crate::telemetry::current_traceparent(), ..Default::default() }
+            .summarized(&body.description),
         max_tokens,
         waiting: None,
         principal: who.principal.clone(),
