@@ -37,6 +37,41 @@ pub enum DecisionKind {
     Reject,
 }
 
+/// The most approval records a run keeps ([`crate::run::RunRecord::approvals`]).
+pub const MAX_APPROVALS_KEPT: usize = 200;
+
+/// A decision a person made on a call of a run, as the run keeps it.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct ApprovalRecord {
+    /// The call.
+    pub tool_call_id: String,
+    /// Its tool.
+    pub name: String,
+    /// What was decided.
+    pub decision: DecisionKind,
+    /// Who decided (the run's user, or a superadmin).
+    pub decided_by: String,
+    /// When, RFC 3339.
+    pub decided_at: String,
+}
+
+/// `kept` with the records of `decisions` on the calls of `pending`, decided by `uid` now, keeping at most
+/// [`MAX_APPROVALS_KEPT`] (the oldest go first).
+pub fn recorded(kept: &[ApprovalRecord], pending: &[ActionRequest], decisions: &[Decision], uid: &str) -> Vec<ApprovalRecord> {
+    let now = jiff::Timestamp::now().to_string();
+    let mut out = kept.to_vec();
+    out.extend(decisions.iter().map(|d| ApprovalRecord {
+        tool_call_id: d.tool_call_id.clone(),
+        name: pending.iter().find(|p| p.tool_call_id == d.tool_call_id).map_or_else(String::new, |p| p.name.clone()),
+        decision: d.decision,
+        decided_by: uid.to_string(),
+        decided_at: now.clone(),
+    }));
+    let over = out.len().saturating_sub(MAX_APPROVALS_KEPT);
+    out.drain(..over);
+    out
+}
+
 /// Which calls of an agent's runs a person approves.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct ApprovalRule {
@@ -291,6 +326,20 @@ pub fn resolve(call: &ToolCall, decision: Option<&Decision>) -> Resolved {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_runs_approval_records_name_the_tool_and_keep_the_newest_within_their_bound() {
+        let call = ToolCall::new("call_1", "execute", "{}");
+        let pending = vec![ActionRequest::of(&call)];
+        let reject = Decision { tool_call_id: "call_1".into(), decision: DecisionKind::Reject, arguments: None, message: None };
+        let mut kept = Vec::new();
+        for _ in 0..MAX_APPROVALS_KEPT + 3 {
+            kept = recorded(&kept, &pending, std::slice::from_ref(&reject), "alice");
+        }
+        assert_eq!(kept.len(), MAX_APPROVALS_KEPT);
+        let last = kept.last().expect("a record");
+        assert_eq!((last.name.as_str(), last.decision, last.decided_by.as_str()), ("execute", DecisionKind::Reject, "alice"));
+    }
 
     fn spec(yaml: &str) -> AgentSpec {
         serde_norway::from_str(yaml).expect("a spec")

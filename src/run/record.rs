@@ -37,11 +37,37 @@ pub struct RunRecord {
     /// decisions. Stored as JSON text, as `meta` is.
     #[serde(default, skip_serializing_if = "Option::is_none", with = "waiting_text")]
     pub waiting: Option<crate::run::approval::Waiting>,
+    /// The decisions people made on the run's calls, oldest first, at most
+    /// [`crate::run::approval::MAX_APPROVALS_KEPT`] (the oldest go first): what a conversation shows of
+    /// its approvals once the run's events have expired. Stored as JSON text, as `meta` is.
+    #[serde(default, skip_serializing_if = "Vec::is_empty", with = "approvals_text")]
+    pub approvals: Vec<crate::run::approval::ApprovalRecord>,
     /// The Kubernetes user who started the run's tree, when known: a facade writing as its callers
     /// creates the run's AgentRun (and its children's) as this user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[schema(ignore)]
     pub principal: Option<crate::access::Principal>,
+}
+
+/// The approval records kept as their JSON text (a list is also read): Lua cannot tell an empty list
+/// from an empty object.
+mod approvals_text {
+    use serde::{Deserialize, Deserializer, Serializer};
+    use serde_json::Value;
+
+    use crate::run::approval::ApprovalRecord;
+
+    pub fn serialize<S: Serializer>(records: &[ApprovalRecord], serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(&serde_json::to_string(records).map_err(serde::ser::Error::custom)?)
+    }
+
+    pub fn deserialize<'de, D: Deserializer<'de>>(deserializer: D) -> Result<Vec<ApprovalRecord>, D::Error> {
+        match Option::<Value>::deserialize(deserializer)? {
+            None | Some(Value::Null) => Ok(Vec::new()),
+            Some(Value::String(text)) => serde_json::from_str(&text).map_err(serde::de::Error::custom),
+            Some(other) => serde_json::from_value(other).map_err(serde::de::Error::custom),
+        }
+    }
 }
 
 /// An optional [`crate::run::approval::Waiting`] kept as its JSON text (an object is also read).
@@ -92,6 +118,7 @@ impl RunRecord {
             request,
             max_tokens,
             waiting: None,
+            approvals: Vec::new(),
             principal: who.principal.clone(),
         }
     }

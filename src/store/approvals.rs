@@ -6,7 +6,7 @@
 
 use std::time::Duration;
 
-use crate::run::approval::{Checkpoint, Decision, Waiting};
+use crate::run::approval::{ApprovalRecord, Checkpoint, Decision, Waiting};
 use crate::run::{Envelope, EventKind, RunRecord, RunResult, RunStatus};
 use crate::store::types::StoreError;
 use crate::store::{Store, keys};
@@ -42,7 +42,7 @@ const PAUSE_RUN: &str = r"
 
 /// Resumes a waiting run. `KEYS`: the record, the decisions, the keeper, the checkpoint. `ARGV`: the
 /// decisions' JSON, how long they are kept (seconds), how long the keeper keeps the resumed run for its
-/// next runner (seconds). Returns 1 when it resumed the run, 0 when the run is not waiting (or its
+/// next runner (seconds), the record's approval records after these decisions (JSON text). Returns 1 when it resumed the run, 0 when the run is not waiting (or its
 /// checkpoint is gone).
 const RESUME_RUN: &str = r"
     local raw = redis.call('GET', KEYS[1])
@@ -51,6 +51,7 @@ const RESUME_RUN: &str = r"
     if record.status ~= 'waiting' or redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
     record.status = 'pending'
     record.waiting = nil
+    record.approvals = ARGV[4]
     redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
     redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
     redis.call('SET', KEYS[3], 'resumed', 'EX', ARGV[3])
@@ -134,13 +135,19 @@ impl Store {
         }
     }
 
-    /// Resumes the waiting run `run_id` with `decisions`: it becomes `pending` for its next runner, and
+    /// Resumes the waiting run `run_id` with `decisions`, its record keeping `approvals` (the records
+    /// of every decision on it, these included): it becomes `pending` for its next runner, and
     /// its keeper keeps it for [`keys::START_GRACE_SECONDS`], as a new run is kept, until the launcher
     /// that starts it again keeps it (without that, a sweep between the resume and the launch would end
     /// the run as abandoned). Returns `false`, having written nothing, when it is not waiting.
-    pub async fn resume_run(&self, run_id: &str, decisions: &[Decision]) -> Result<bool, StoreError> {
+    pub async fn resume_run(
+        &self,
+        run_id: &str,
+        decisions: &[Decision],
+        approvals: &[ApprovalRecord],
+    ) -> Result<bool, StoreError> {
         match self {
-            Store::Memory(memory) => Ok(memory.resume_run(run_id, decisions.to_vec())),
+            Store::Memory(memory) => Ok(memory.resume_run(run_id, decisions.to_vec(), approvals.to_vec())),
             Store::Redis(redis) => {
                 let resumed: i64 = RESUME_RUN_SCRIPT
                     .key(keys::run_record(run_id))
@@ -150,6 +157,7 @@ impl Store {
                     .arg(serde_json::to_string(decisions).expect("decisions serialize"))
                     .arg(keys::STATE_TTL_SECONDS)
                     .arg(keys::START_GRACE_SECONDS)
+                    .arg(serde_json::to_string(approvals).expect("approval records serialize"))
                     .invoke_async(&mut redis.connection())
                     .await?;
                 Ok(resumed == 1)

@@ -164,6 +164,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     store.create_run(&child_record, None, Default::default()).await.expect("created");
@@ -192,6 +193,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
@@ -219,6 +221,7 @@ async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_t
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     for run_id in ["gone", "finished"] {

@@ -542,6 +542,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");

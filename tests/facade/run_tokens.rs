@@ -110,6 +110,7 @@ impl Facade {
             request: Default::default(),
             max_tokens: None,
             waiting: None,
+            approvals: Vec::new(),
             principal: None,
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");

@@ -104,6 +104,7 @@ async fn a_model_that_never_answers_ends_the_run_at_its_deadline() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use yuxi_operator::run::RunStatus;
-use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Decision, DecisionKind, Waiting};
+use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Decision, DecisionKind, Waiting, recorded};
 use yuxi_operator::run::message::ToolCall;
 use yuxi_operator::store::{Store, StoreAuth};
 
@@ -73,10 +73,13 @@ async fn a_paused_run_is_kept_resumed_once_and_its_decisions_taken_once() {
             arguments: None,
             message: None,
         }];
-        assert!(store.resume_run(&run, &decisions).await.expect("resumed"));
-        assert!(!store.resume_run(&run, &decisions).await.expect("read"), "only a waiting run is resumed");
+        let approvals = recorded(&[], &waiting.action_requests, &decisions, "alice");
+        assert!(store.resume_run(&run, &decisions, &approvals).await.expect("resumed"));
+        assert!(!store.resume_run(&run, &decisions, &[]).await.expect("read"), "only a waiting run is resumed");
         let record = store.run_record(&run).await.expect("read").expect("the run");
         assert_eq!((record.status, record.waiting), (RunStatus::Pending, None));
+        assert_eq!(record.approvals, approvals, "the record keeps who decided what");
+        assert_eq!((record.approvals[0].name.as_str(), record.approvals[0].decision), ("execute", DecisionKind::Approve));
         assert_eq!(store.take_resumption(&run).await.expect("read"), Some((checkpoint, decisions)));
         assert_eq!(store.take_resumption(&run).await.expect("read"), None, "taken once");
     }
@@ -97,7 +100,7 @@ async fn a_resumed_run_is_kept_for_its_next_runner_and_not_swept_before_it_start
             arguments: None,
             message: None,
         }];
-        assert!(store.resume_run(&run, &decisions).await.expect("resumed"));
+        assert!(store.resume_run(&run, &decisions, &[]).await.expect("resumed"));
         // A sweep between the resume and its runner's start: nobody holds a lease yet, and the run is
         // kept all the same (a sweep here once ended an approved run as abandoned).
         assert!(!store.end_abandoned(&run).await.expect("read"), "a resumed run waits for its runner");
@@ -130,6 +133,6 @@ async fn a_run_without_decisions_in_time_ends_failed_with_the_reason_and_one_end
             .count();
         assert_eq!(ends, 1);
         assert_eq!(store.thread_active_run(&thread).await.expect("read"), None, "its thread is free");
-        assert!(!store.resume_run(&run, &[]).await.expect("read"));
+        assert!(!store.resume_run(&run, &[], &[]).await.expect("read"));
     }
 }

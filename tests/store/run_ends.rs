@@ -30,6 +30,7 @@ pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     }
 }

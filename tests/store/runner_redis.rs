@@ -33,6 +33,7 @@ fn pending(run_id: &str, thread_id: &str, uid: &str) -> yuxi_operator::run::RunR
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     }
 }
@@ -381,6 +382,7 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     };
     let (first, second) = (unique("run"), unique("run"));

@@ -194,13 +194,14 @@ pub async fn resume(
     let agent = state.agents.get(&record.agent_slug).await?.ok_or_else(|| {
         ApiError::Conflict(format!("agent {:?} of run {} no longer exists", record.agent_slug, record.run_id))
     })?;
-    if !store.resume_run(&record.run_id, &decisions).await? {
+    let approvals = crate::run::approval::recorded(&record.approvals, &checkpoint.pending, &decisions, &who.uid);
+    if !store.resume_run(&record.run_id, &decisions, &approvals).await? {
         return Err(ApiError::Conflict(format!("run {} is no longer waiting", record.run_id)));
     }
     if who.uid != record.uid {
         audit_decision(state, who, &record, &decisions).await;
     }
-    let record = RunRecord { status: RunStatus::Pending, waiting: None, ..record };
+    let record = RunRecord { status: RunStatus::Pending, waiting: None, approvals, ..record };
     // The run acts for its own user again, with fresh credentials (its earlier ones may have expired
     // while it waited). A superadmin deciding on another user's run gives it that user's uid only.
     let acting = if who.uid == record.uid { who.clone() } else { Identity::new(record.uid.clone(), Role::User, None) };

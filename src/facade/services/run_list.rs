@@ -20,6 +20,8 @@ const BATCH: usize = 200;
 pub struct RunFilter {
     /// Its agent's slug.
     pub agent_slug: Option<String>,
+    /// Its thread.
+    pub thread_id: Option<String>,
     /// `Some(true)`: only subagent runs; `Some(false)`: only runs a user started.
     pub subagent: Option<bool>,
     /// One of these statuses (any when empty).
@@ -36,6 +38,9 @@ impl RunFilter {
     /// Whether `record` is what the filter asks for (its time is checked by the list's order).
     pub fn admits(&self, record: &RunRecord) -> bool {
         if self.agent_slug.as_deref().is_some_and(|slug| slug != record.agent_slug) {
+            return false;
+        }
+        if self.thread_id.as_deref().is_some_and(|thread| thread != record.thread_id) {
             return false;
         }
         if self.subagent.is_some_and(|subagent| subagent != record.parent.is_some()) {
@@ -206,6 +211,7 @@ mod tests {
         assert_eq!(ids(find(&store, &alice, Whose::Mine, &question, None, 50).await.unwrap()), ["run00002"]);
         let window = RunFilter {
             agent_slug: Some("helper".into()),
+            thread_id: Some("thread00002".into()),
             since_ms: Some(1_800_000_002_000),
             until_ms: Some(1_800_000_003_000),
             ..RunFilter::default()

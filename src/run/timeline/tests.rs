@@ -16,6 +16,7 @@ fn record(run_id: &str, slug: &str) -> RunRecord {
         request: Default::default(),
         max_tokens: None,
         waiting: None,
+        approvals: Vec::new(),
         principal: None,
     }
 }

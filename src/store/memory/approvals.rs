@@ -41,7 +41,12 @@ impl MemoryStore {
     }
 
     /// Resumes a waiting run with `decisions` ([`Store::resume_run`](crate::store::Store::resume_run)).
-    pub(in crate::store) fn resume_run(&self, run_id: &str, decisions: Vec<crate::run::approval::Decision>) -> bool {
+    pub(in crate::store) fn resume_run(
+        &self,
+        run_id: &str,
+        decisions: Vec<crate::run::approval::Decision>,
+        approvals: Vec<crate::run::approval::ApprovalRecord>,
+    ) -> bool {
         let mut state = self.state();
         let Some(record) = state.records.get_mut(run_id) else { return false };
         if record.status != RunStatus::Waiting {
@@ -49,6 +54,7 @@ impl MemoryStore {
         }
         record.status = RunStatus::Pending;
         record.waiting = None;
+        record.approvals = approvals;
         let Some(entry) = state.checkpoints.get_mut(run_id) else { return false };
         entry.1 = Some(decisions);
         // Kept for its next runner, as a new run is, until its launcher keeps it.

@@ -32,6 +32,9 @@ pub struct ListQuery {
     /// Runs of this agent only.
     #[serde(default)]
     agent_slug: Option<String>,
+    /// Runs of this thread only (a conversation's runs: `run_type=chat` leaves out its subagents').
+    #[serde(default)]
+    thread_id: Option<String>,
     /// `chat` (runs a user started) or `subagent` (delegated runs) only.
     #[serde(default)]
     run_type: Option<String>,
@@ -116,6 +119,7 @@ fn parsed(query: ListQuery) -> Result<(RunFilter, Whose, usize, Option<RunCursor
     let cursor = query.cursor.filter(|c| !c.is_empty()).map(|c| cursor_of(&c)).transpose()?;
     let filter = RunFilter {
         agent_slug: query.agent_slug.filter(|s| !s.is_empty()),
+        thread_id: query.thread_id.filter(|s| !s.is_empty()),
         subagent,
         statuses: statuses(query.status.as_deref().unwrap_or_default())?,
         since_ms: time("since", query.since.as_deref())?,

@@ -59,6 +59,8 @@ pub struct RunItem {
     /// The start of its input (the question, or the task of a subagent run), at most 200 characters;
     /// `null` for a run recorded without one.
     pub summary: Option<String>,
+    /// The decisions people made on its calls, oldest first (who, what, when).
+    pub approvals: Vec<crate::run::approval::ApprovalRecord>,
     /// While it waits for a person (`status: waiting`): the calls waiting (`action_requests`) and when
     /// the decisions are due (`expires_at`).
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -96,6 +98,7 @@ impl RunItem {
             error: record.error,
             created_at: record.created_at,
             summary: record.request.summary,
+            approvals: record.approvals,
             waiting: record.waiting,
         }
     }

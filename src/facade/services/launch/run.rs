@@ -103,6 +103,7 @@ mod tests {
             request: Default::default(),
             max_tokens: None,
             waiting: None,
+            approvals: Vec::new(),
             principal: None,
         };
         let run = agent_run(&record, "look".into());

@@ -168,6 +168,7 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
             .summarized(&body.description),
         max_tokens,
         waiting: None,
+        approvals: Vec::new(),
         principal: who.principal.clone(),
     };
     check_startable(&record, &body.description, "description")?;
