@@ -57,6 +57,34 @@ function watch(p) {
   });
 }
 
+/** A new tab of the browser, signed in as alice (the token is kept per tab). */
+async function signedInPage(viewport) {
+  const p = await browser.newPage();
+  watch(p);
+  if (viewport) await p.setViewportSize(viewport);
+  await p.addInitScript((token) => sessionStorage.setItem('yuxi.token', token), 'alice-token');
+  return p;
+}
+
+/** What the conversation shown says, item by item: each item's kind and its whole text (folded parts too). */
+async function transcriptSignature(p = page) {
+  return p
+    .locator('.transcript-box > ol.transcript > li')
+    .evaluateAll((items) => items.map((li) => `${li.className} | ${li.textContent.replace(/\s+/g, ' ').trim()}`));
+}
+
+/** The conversations of the suite as they were shown live, by thread, to compare with them reopened. */
+const lived = new Map();
+
+/** Keeps the conversation shown as it is live, once its approvals are answered and recorded. */
+async function remember() {
+  const transcript = page.getByRole('log', { name: 'Conversation' });
+  await page.locator('.transcript-box[data-settled="true"]').waitFor();
+  await transcript.locator('li.approval-item').first().waitFor({ state: 'detached' });
+  const thread = decodeURIComponent(page.url().split('#/chat/')[1]);
+  lived.set(thread, await transcriptSignature());
+}
+
 async function shot(name, p = page) {
   await p.screenshot({ path: path.join(SHOTS, `${name}.png`), fullPage: true });
 }
@@ -378,10 +406,11 @@ test('a deep-research run streams live; the panel shows both children, one follo
   assert.equal(await start.locator('details').getAttribute('open'), null, 'folded');
   await summary.focus();
   await page.keyboard.press('Enter');
-  await start.getByText('"subagent_slug": "research-explorer"').waitFor();
+  await start.locator('pre').first().getByText('"subagent_slug": "research-explorer"').waitFor();
   assert.match(await explorer.locator('.badge').innerText(), /completed/);
   assert.equal(await page.getByRole('status').filter({ hasText: /^Run .*: completed$/ }).count(), 1);
   await shot('chat');
+  await remember();
 });
 
 test("a finished child's history is read from its persisted messages", async () => {
@@ -464,6 +493,7 @@ test('the thread continues with a second run, which can be cancelled', async () 
   await panel.locator('section.run-group').nth(1).locator('li.run-node[data-slug="research-explorer"] .badge', { hasText: 'cancelled' }).waitFor();
   assert.equal(await page.getByRole('button', { name: 'Cancel the run' }).count(), 0);
   assert.equal(decodeURIComponent(page.url().split('#/chat/')[1]), threadId, 'the same thread');
+  await remember();
 });
 
 test('reopening the conversation rebuilds it from what the facade persisted', async () => {
@@ -509,28 +539,30 @@ test("a deep-research run's timeline: a row per span the API answers, refreshed 
   const counting = (request) => {
     if (request.url().endsWith(`/api/agent/runs/${timelineRun}/trace`)) asked.push(Date.now());
   };
-  page.on('request', counting);
+  // The timeline opens in a tab of its own; the conversation goes on live in this one.
+  const tl = await signedInPage();
+  tl.on('request', counting);
   try {
-    await link.click();
-    await page.getByRole('heading', { name: 'Run timeline' }).waitFor();
-    assert.equal(await page.getByRole('navigation', { name: 'Sections' }).locator('a[aria-current="page"]').innerText(), 'Chat and runs');
-    const table = page.locator('table.timeline');
+    await tl.goto(`${base}/console/#/runs/${timelineRun}`);
+    await tl.getByRole('heading', { name: 'Run timeline' }).waitFor();
+    assert.equal(await tl.getByRole('navigation', { name: 'Sections' }).locator('a[aria-current="page"]').innerText(), 'Runs');
+    const table = tl.locator('table.timeline');
     await table.waitFor();
     // The explorer's script takes 4 s: the tree usually still runs when the page opens.
     const openedRunning = (await table.getAttribute('data-ended')) === 'false';
     if (openedRunning) {
-      await page.getByRole('status').filter({ hasText: 'refreshed every 2 s' }).waitFor();
-      await shot('timeline-running');
+      await tl.getByRole('status').filter({ hasText: 'refreshed every 2 s' }).waitFor();
+      await shot('timeline-running', tl);
     }
-    await page.locator('table.timeline[data-ended="true"]').waitFor();
+    await tl.locator('table.timeline[data-ended="true"]').waitFor();
     if (openedRunning) assert.ok(asked.length >= 2, `read again while it ran (${asked.length} reads)`);
-    await page.getByRole('status').filter({ hasText: /^completed deep-research: / }).waitFor();
-    await shot('timeline');
+    await tl.getByRole('status').filter({ hasText: /^completed deep-research: / }).waitFor();
+    await shot('timeline', tl);
     // What the page shows is what the facade answers for the run, span by span.
     const trace = await asAlice(`/api/agent/runs/${timelineRun}/trace`);
     assert.equal(trace.run_id, timelineRun);
     assert.notEqual(trace.spans[0].end, null, 'the root has ended');
-    const rows = page.locator('tr[data-span-id]');
+    const rows = tl.locator('tr[data-span-id]');
     assert.equal(await rows.count(), trace.spans.length, 'a row per span');
     const shown = await rows.evaluateAll((trs) =>
       trs.map((tr) => ({ id: tr.dataset.spanId, depth: Number(tr.dataset.depth), name: tr.querySelector('.span-name').textContent })),
@@ -540,7 +572,7 @@ test("a deep-research run's timeline: a row per span the API answers, refreshed 
     for (const span of trace.spans) {
       const row = byId.get(span.span_id);
       assert.equal(row.name, span.name, `the name of ${span.span_id}`);
-      const bar = page.locator(`tr[data-span-id="${span.span_id}"] .timeline-bar`);
+      const bar = tl.locator(`tr[data-span-id="${span.span_id}"] .timeline-bar`);
       assert.match(await bar.getAttribute('class'), new RegExp(`\\btimeline-${span.kind}\\b`));
       if (span.parent_span_id === null) {
         assert.equal(row.depth, 0);
@@ -555,26 +587,29 @@ test("a deep-research run's timeline: a row per span the API answers, refreshed 
     const runs = trace.spans.filter((s) => s.kind === 'run');
     assert.deepEqual(runs.map((s) => s.name).sort(), ['invoke_agent deep-research', 'invoke_agent fact-verifier', 'invoke_agent research-explorer']);
     for (const child of runs.slice(1)) assert.match(child.parent_span_id, new RegExp(`^${timelineRun}/tool/`));
-    assert.equal(await page.locator('.timeline-bar.timeline-run').count(), 3);
+    assert.equal(await tl.locator('.timeline-bar.timeline-run').count(), 3);
     // A model call shows its tokens, a tool call its result's size.
     const chat = trace.spans.find((s) => s.kind === 'chat');
     assert.match(
-      await page.locator(`tr[data-span-id="${chat.span_id}"] .timeline-details`).innerText(),
+      await tl.locator(`tr[data-span-id="${chat.span_id}"] .timeline-details`).innerText(),
       new RegExp(`${chat.attributes['gen_ai.usage.input_tokens']} in / ${chat.attributes['gen_ai.usage.output_tokens']} out tokens`),
     );
     const tool = trace.spans.find((s) => s.kind === 'tool');
-    assert.match(await page.locator(`tr[data-span-id="${tool.span_id}"] .timeline-details`).innerText(), /result \d+ bytes/);
+    assert.match(await tl.locator(`tr[data-span-id="${tool.span_id}"] .timeline-details`).innerText(), /result \d+ bytes/);
     // No tracing backend here: no trace link, and nothing was cut.
     assert.equal(trace.trace_url, null);
-    assert.equal(await page.getByRole('link', { name: /View trace/ }).count(), 0);
-    assert.equal(await page.locator('.notice').count(), 0);
+    assert.equal(await tl.getByRole('link', { name: /View trace/ }).count(), 0);
+    assert.equal(await tl.locator('.notice').count(), 0);
     // Once it has ended, the page stops asking.
     const reads = asked.length;
-    await page.waitForTimeout(2500);
+    await tl.waitForTimeout(2500);
     assert.equal(asked.length, reads, 'no read after the run ended');
   } finally {
-    page.off('request', counting);
+    tl.off('request', counting);
+    await tl.close();
   }
+  await page.getByRole('log', { name: 'Conversation' }).locator('li.msg.end.status-completed').waitFor();
+  await remember();
 });
 
 test("another user's run is not shown: the timeline says so", async () => {
@@ -677,7 +712,7 @@ test('the language switch shows the console in Chinese and back', async () => {
   await page.getByRole('button', { name: '中文' }).click();
   await page.getByRole('heading', { name: '智能体' }).waitFor();
   assert.equal(await page.evaluate(() => document.documentElement.lang), 'zh-CN');
-  assert.ok(await page.getByRole('navigation', { name: '栏目' }).getByRole('link', { name: '对话与运行' }).isVisible());
+  assert.ok(await page.getByRole('navigation', { name: '栏目' }).getByRole('link', { name: '对话' }).isVisible());
   assert.match(await page.locator('tr[data-slug="deep-research"]').innerText(), /只读/);
   await shot('agents-zh');
   await page.goto(`${base}/console/#/chat/${encodeURIComponent(threadId)}`);
@@ -812,6 +847,93 @@ test("a real run of note-taker waits for approval, and the person's Approve lets
   const threadOf = decodeURIComponent(page.url().split('#/chat/')[1]);
   const note = path.join(work, 'data', 'users', 'alice', 'threads', threadOf, 'outputs', 'note.md');
   assert.match(fs.readFileSync(note, 'utf8'), /Order more LLZO\./);
+  // The approval is recorded: who decided what.
+  await transcript.locator('li.msg.decided', { hasText: 'write_file: approved by alice' }).waitFor();
+  await remember();
+});
+
+test('the runs page finds a run by its words, status and kind, and its page shows its result, files and timeline', async () => {
+  await page.goto(`${base}/console/#/runs`);
+  await page.getByRole('heading', { name: 'Runs', exact: true }).waitFor();
+  const search = page.getByRole('search', { name: 'Find runs' });
+  await search.locator('#runs-q').fill('solid electrolytes');
+  await search.locator('#runs-status').selectOption('completed');
+  await search.locator('#runs-kind').selectOption('chat');
+  const rows = page.locator('table.runs tbody tr');
+  await page.locator(`table.runs tr[data-run="${timelineRun}"]`).waitFor();
+  // Every row is a completed conversation run about the question, the newest first.
+  for (const text of await rows.allInnerTexts()) assert.match(text, /Which solid electrolytes[\s\S]*completed[\s\S]*deep-research[\s\S]*conversation/);
+  assert.equal(await rows.first().getAttribute('data-run'), timelineRun, 'the newest first');
+  await shot('runs');
+  // The subagents' runs, each linked to the run that delegated it.
+  await search.locator('#runs-kind').selectOption('subagent');
+  await search.locator('#runs-agent').selectOption('research-explorer');
+  await rows.first().getByRole('link', { name: /^subagent : the run that delegated/ }).waitFor();
+  assert.ok((await rows.count()) >= 2, 'the explorer ran for each deep-research run');
+  // A search that matches nothing says so.
+  await search.locator('#runs-q').fill('no such words anywhere');
+  await page.getByText('No run matches.').waitFor();
+  // The run's page: what it was asked, its result rendered, the runs it started, its files, its timeline.
+  await page.goto(`${base}/console/#/runs/${timelineRun}`);
+  const facts = page.locator('dl.run-facts');
+  await facts.getByText(QUESTION).waitFor();
+  const result = page.getByRole('region', { name: 'Result' });
+  await result.locator('.markdown', { hasText: 'The report is written to' }).waitFor();
+  assert.match(await result.innerText(), /\d+ tokens in, \d+ out/);
+  assert.deepEqual((await facts.locator('.run-children a').allInnerTexts()).map((t) => t.split(' ')[0]).sort(), ['fact-verifier', 'research-explorer']);
+  const files = page.getByRole('region', { name: 'Files' });
+  await files.getByRole('button', { name: 'report.md' }).click();
+  await files.getByRole('article', { name: 'report.md' }).locator('.markdown h1', { hasText: 'Research report' }).waitFor();
+  await page.locator('table.timeline[data-ended="true"] tr[data-span-id]').first().waitFor();
+  await shot('run');
+  // A child's page names the run that delegated it.
+  await facts.locator('.run-children a', { hasText: 'fact-verifier' }).click();
+  await page.locator('dl.run-facts').getByRole('link', { name: new RegExp(`run ${timelineRun.slice(0, 8)} of deep-research`) }).waitFor();
+});
+
+test('every conversation of the suite reopens as it was shown live', async () => {
+  assert.ok(lived.size >= 3, `conversations kept: ${lived.size}`);
+  for (const [thread, live] of lived) {
+    const p = await signedInPage();
+    await p.goto(`${base}/console/#/chat/${encodeURIComponent(thread)}`);
+    await p.locator('.transcript-box[data-settled="true"]').waitFor();
+    assert.deepEqual(await transcriptSignature(p), live, `conversation ${thread}`);
+    await p.close();
+  }
+});
+
+/** Runs axe-core on the page: the violations of impact serious or critical, each as `rule: target`. */
+async function seriousViolations(p) {
+  await p.evaluate(fs.readFileSync(path.join(ROOT, 'console', 'node_modules', 'axe-core', 'axe.min.js'), 'utf8'));
+  const results = await p.evaluate(() => window.axe.run(document, { resultTypes: ['violations'] }));
+  return results.violations
+    .filter((v) => v.impact === 'serious' || v.impact === 'critical')
+    .flatMap((v) => v.nodes.map((n) => `${v.id}: ${n.target.join(' ')}`));
+}
+
+test('every page passes axe-core with no serious violation, and is shot in both languages and at phone width', async () => {
+  const pages = [
+    ['agents', '#/agents', 'tr[data-slug="deep-research"]'],
+    ['agent-form', '#/agents/edit/console-notes-helper', '#agent-system_prompt'],
+    ['chat', `#/chat/${encodeURIComponent(threadId)}`, 'li.msg.end'],
+    ['runs', '#/runs', 'table.runs tbody tr'],
+    ['run', `#/runs/${timelineRun}`, 'tr[data-span-id]'],
+    ['knowledge', '#/knowledge/research-notes', 'ul.documents li'],
+  ];
+  const found = [];
+  for (const [lang, viewport] of [['en', null], ['zh', null], ['en', { width: 390, height: 844 }]]) {
+    const p = await signedInPage(viewport);
+    await p.addInitScript((chosen) => localStorage.setItem('yuxi.lang', chosen), lang);
+    for (const [name, hash, ready] of pages) {
+      await p.goto(`${base}/console/${hash}`);
+      await p.locator(ready).first().waitFor();
+      assert.equal(await p.evaluate(() => document.documentElement.lang), lang === 'zh' ? 'zh-CN' : 'en');
+      found.push(...(await seriousViolations(p)).map((v) => `${name} (${lang}${viewport ? ', phone' : ''}): ${v}`));
+      await shot(`page-${name}-${viewport ? 'phone' : lang}`, p);
+    }
+    await p.close();
+  }
+  assert.deepEqual(found, []);
 });
 
 test('no page broke the Content-Security-Policy, threw, or missed a file', () => {

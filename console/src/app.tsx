@@ -1,6 +1,6 @@
 // The console's frame: the login until a token is kept, then the header (sections, language, user) and
 // the page the location's hash names: #/agents, #/agents/new, #/agents/edit/<slug>, #/chat, #/chat/<thread>,
-// #/knowledge, #/knowledge/<slug>, #/runs/<run_id> (a run tree's timeline).
+// #/knowledge, #/knowledge/<slug>, #/runs (the list of runs), #/runs/<run_id> (a run, its tree's timeline).
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { api, getToken, onUnauthorized, setToken } from './api';
 import { lang, setLang, t, type Lang } from './i18n';
@@ -11,6 +11,7 @@ import { AgentForm } from './pages/agent-form';
 import { ChatPage } from './pages/chat';
 import { KnowledgePage } from './pages/knowledge';
 import { TimelinePage } from './pages/timeline';
+import { RunsPage } from './pages/runs';
 
 /** Who the token names (`GET /api/auth/me`). */
 export interface Me {
@@ -111,14 +112,15 @@ export function App() {
     page = <ChatPage threadId={rest[0] ? decodeURIComponent(rest[0]) : null} />;
   } else if (section === 'runs' && rest[0]) {
     page = <TimelinePage key={rest[0]} runId={decodeURIComponent(rest[0])} />;
+  } else if (section === 'runs') {
+    page = <RunsPage everyone={me?.role === 'superadmin'} />;
   } else if (section === 'knowledge') {
     page = <KnowledgePage slug={rest[0] ? decodeURIComponent(rest[0]) : null} />;
   } else {
     page = <AgentsPage />;
   }
-  // A run's timeline belongs to the chat and runs section.
-  const link = (to: string, key: 'nav.agents' | 'nav.chat' | 'nav.knowledge') => (
-    <a href={`#/${to}`} aria-current={section === to || (to === 'chat' && section === 'runs') ? 'page' : undefined}>
+  const link = (to: string, key: 'nav.agents' | 'nav.chat' | 'nav.runs' | 'nav.knowledge') => (
+    <a href={`#/${to}`} aria-current={section === to ? 'page' : undefined}>
       {t(key)}
     </a>
   );
@@ -132,6 +134,7 @@ export function App() {
         <nav aria-label={t('nav.label')}>
           {link('agents', 'nav.agents')}
           {link('chat', 'nav.chat')}
+          {link('runs', 'nav.runs')}
           {link('knowledge', 'nav.knowledge')}
         </nav>
         <div class="who">

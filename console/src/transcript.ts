@@ -11,20 +11,28 @@ export interface ActionRequest {
   description?: string;
 }
 
+/** A decision a person made on a call, as the run keeps it (`approvals` of `GET /api/agent/runs/{id}`). */
+export interface ApprovalRecord {
+  tool_call_id: string;
+  name: string;
+  decision: 'approve' | 'edit' | 'reject' | string;
+  decided_by: string;
+  decided_at: string;
+}
+
 export type Item =
   | { kind: 'user'; key: string; text: string }
   | { kind: 'assistant'; key: string; text: string }
   | {
       kind: 'tool';
       key: string;
+      callId?: string;
       name: string;
       args: unknown;
       result?: string;
       isError?: boolean;
       childRunId?: string;
     }
-  | { kind: 'notice'; key: string; text: string }
-  | { kind: 'error'; key: string; text: string }
   | { kind: 'end'; key: string; runId: string; status: string; error?: string | null; reason?: string | null }
   | {
       kind: 'approval';
@@ -33,7 +41,8 @@ export type Item =
       requests: ActionRequest[];
       expiresAt?: string | null;
       answered: boolean;
-    };
+    }
+  | { kind: 'decided'; key: string; runId: string; records: ApprovalRecord[] };
 
 /** An envelope of the run event stream, flat payloads; `?tree=true` adds the run's place in its tree. */
 export interface Envelope {
@@ -69,9 +78,10 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
   switch (envelope.event) {
     case 'metadata': {
       // The run's input: the question of a chat run (already shown when this page sent it, or read
-      // with the thread's messages, which hold it from the run's start), the task of a subagent's.
-      const last = next[next.length - 1];
-      const shown = last?.kind === 'user' && last.text === p.input;
+      // with the thread's messages, which hold it from the run's start), the task of a subagent's. A
+      // resumed run says it again.
+      const since = next.map((i) => i.kind).lastIndexOf('end');
+      const shown = next.slice(since + 1).some((i) => i.kind === 'user' && i.text === p.input);
       if (typeof p.input === 'string' && p.input && !shown && !next.some((i) => i.key === `u-${envelope.run_id}`)) {
         next.push({ kind: 'user', key: `u-${envelope.run_id}`, text: p.input });
       }
@@ -88,27 +98,23 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
       } else if (p.type === 'tool_call') {
         // Tool call ids are only unique within a run (a scripted model numbers them from 0 each run).
         const key = `t-${envelope.run_id}-${p.tool_call_id}`;
-        if (!next.some((i) => i.key === key)) next.push({ kind: 'tool', key, name: p.name, args: parseArgs(p.args) });
+        if (!next.some((i) => i.key === key)) next.push({ kind: 'tool', key, callId: p.tool_call_id, name: p.name, args: parseArgs(p.args) });
       } else if (p.type === 'tool_result') {
         const key = `t-${envelope.run_id}-${p.tool_call_id}`;
         const at = next.findIndex((i) => i.key === key);
+        const content = text(p.content);
         const result = {
-          result: text(p.content),
+          result: content,
           isError: Boolean(p.is_error),
-          childRunId: p.child_run_id ?? undefined,
+          childRunId: p.child_run_id ?? childRunOf(content),
         };
         if (at >= 0) next[at] = { ...(next[at] as Extract<Item, { kind: 'tool' }>), ...result };
-        else next.push({ kind: 'tool', key, name: p.name, args: undefined, ...result });
+        else next.push({ kind: 'tool', key, callId: p.tool_call_id, name: p.name, args: undefined, ...result });
       }
       break;
     }
-    case 'custom':
-      if (p.type === 'subagent_notice') {
-        next.push({ kind: 'notice', key: `n-${next.length}`, text: `${p.subagent_slug ?? ''} ${p.run_id}: ${p.status}` });
-      } else if (p.type === 'model_retry') {
-        next.push({ kind: 'notice', key: `n-${next.length}`, text: `model retry ${p.attempt}/${p.of}: ${p.error}` });
-      }
-      break;
+    // Notices (a subagent's progress, a model's retry) are for the moment: the subagent panel and the
+    // run's end say what lasts, and a reopened conversation has no notices either.
     case 'interrupt':
       if (p.type === 'approval_required') {
         next.push({
@@ -121,9 +127,7 @@ export function applyEvent(items: Item[], envelope: Envelope): Item[] {
         });
       }
       break;
-    case 'error':
-      next.push({ kind: 'error', key: `e-${next.length}`, text: text(p.message) });
-      break;
+    // A run's error is said by its end, as a reopened conversation says it.
     case 'end':
       next.push({
         kind: 'end',
@@ -162,18 +166,31 @@ function parseArgs(raw: unknown): unknown {
   }
 }
 
-/** The transcript of a thread's persisted messages; system prompts are left out. */
+/** The child run a delegation tool's result names (`{run_id, ...}` JSON), if any. */
+export function childRunOf(result: string | undefined): string | undefined {
+  try {
+    const parsed = JSON.parse(result ?? '');
+    return parsed && typeof parsed.run_id === 'string' ? parsed.run_id : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Whether a stored user message is one of the runner's wake-up notices, written for the model. */
+function isNotice(message: StoredMessage): boolean {
+  return message.role === 'user' && contentText(message.content).startsWith('[notice]');
+}
+
+/** The transcript of persisted messages; system prompts and notices written for the model are left out. */
 export function fromMessages(messages: StoredMessage[], prefix = 'h'): Item[] {
   const items: Item[] = [];
   // Where the latest call of each tool call id is: ids repeat across the runs of a thread.
   const calls = new Map<string, number>();
   messages.forEach((message, n) => {
     const key = `${prefix}-${n}`;
+    if (isNotice(message)) return;
     if (message.role === 'user') {
-      const said = contentText(message.content);
-      // The runner's wake-up notices are user messages of the history, but no one typed them.
-      if (said.startsWith('[notice]')) items.push({ kind: 'notice', key, text: said.slice('[notice]'.length).trim() });
-      else items.push({ kind: 'user', key, text: said });
+      items.push({ kind: 'user', key, text: contentText(message.content) });
     } else if (message.role === 'assistant') {
       const said = contentText(message.content);
       if (said) items.push({ kind: 'assistant', key, text: said });
@@ -182,6 +199,7 @@ export function fromMessages(messages: StoredMessage[], prefix = 'h'): Item[] {
         items.push({
           kind: 'tool',
           key: `${key}-${call.id}`,
+          callId: call.id,
           name: call.function?.name ?? call.name ?? '?',
           args: parseArgs(call.function?.arguments ?? call.args),
         });
@@ -189,18 +207,103 @@ export function fromMessages(messages: StoredMessage[], prefix = 'h'): Item[] {
     } else if (message.role === 'tool') {
       const at = calls.get(message.tool_call_id ?? '') ?? -1;
       const result = contentText(message.content);
-      let childRunId: string | undefined;
-      try {
-        const parsed = JSON.parse(result);
-        if (parsed && typeof parsed.run_id === 'string') childRunId = parsed.run_id;
-      } catch {
-        // Not JSON: no child run.
-      }
+      const childRunId = childRunOf(result);
       if (at >= 0) items[at] = { ...(items[at] as Extract<Item, { kind: 'tool' }>), result, childRunId };
-      else items.push({ kind: 'tool', key, name: '?', args: undefined, result, childRunId });
+      else items.push({ kind: 'tool', key, callId: message.tool_call_id, name: '?', args: undefined, result, childRunId });
     }
   });
   return items;
+}
+
+/** A run of a conversation as the list of runs gives it (`GET /api/agent/runs?thread_id=…`). */
+export interface RunInfo {
+  run_id: string;
+  status: string;
+  error?: string | null;
+  created_at: string;
+  approvals?: ApprovalRecord[];
+  /** Why it ended so, from its result (`ApprovalTimeout`, `BudgetExceeded`). */
+  reason?: string | null;
+}
+
+/** The decisions of one answer (made together) as a transcript item. */
+function decidedItem(runId: string, records: ApprovalRecord[], key: string): Item {
+  return { kind: 'decided', key, runId, records };
+}
+
+/** The runs' decisions placed after the calls they decided, each answer after its last call of `items`. */
+function placeDecisions(items: Item[], run: RunInfo): Item[] {
+  const groups = new Map<string, ApprovalRecord[]>();
+  for (const record of run.approvals ?? []) {
+    const group = groups.get(record.decided_at);
+    if (group) group.push(record);
+    else groups.set(record.decided_at, [record]);
+  }
+  const out = items.slice();
+  let n = 0;
+  for (const records of groups.values()) {
+    const ids = new Set(records.map((r) => r.tool_call_id));
+    let at = -1;
+    out.forEach((item, i) => {
+      if (item.kind === 'tool' && item.callId && ids.has(item.callId)) at = i;
+    });
+    // After every call of that turn, as the live run asked after the model's whole turn.
+    while (at >= 0 && out[at + 1]?.kind === 'tool') at++;
+    const item = decidedItem(run.run_id, records, `d-${run.run_id}-${n++}`);
+    if (at >= 0) out.splice(at + 1, 0, item);
+    else out.push(item);
+  }
+  return out;
+}
+
+/**
+ * A conversation as it was lived, from what the facade keeps: its messages cut into its runs (each run
+ * starts with the question it was asked; the latest runs the latest questions), each run's decisions after
+ * the calls they decided, and each finished run's end. What a live run showed, rebuilt the same way.
+ */
+export function fromConversation(messages: StoredMessage[], runs: RunInfo[]): Item[] {
+  const starts: number[] = [];
+  messages.forEach((message, n) => {
+    if (message.role === 'user' && !isNotice(message)) starts.push(n);
+  });
+  const ordered = [...runs].sort((a, b) => a.created_at.localeCompare(b.created_at));
+  const shift = starts.length - ordered.length;
+  const items: Item[] = [];
+  // What comes before the first run the list still names.
+  const first = Math.max(0, shift);
+  items.push(...fromMessages(messages.slice(0, starts[first] ?? messages.length), 'h0'));
+  for (let k = first; k < starts.length; k++) {
+    const run = ordered[k - shift];
+    const part = fromMessages(messages.slice(starts[k], starts[k + 1] ?? messages.length), `h${starts[k]}`);
+    if (!run) {
+      items.push(...part);
+      continue;
+    }
+    items.push(...placeDecisions(part, run));
+    if (TERMINAL.has(run.status)) {
+      items.push({ kind: 'end', key: `end-${run.run_id}`, runId: run.run_id, status: run.status, error: run.error ?? null, reason: run.reason ?? null });
+    }
+  }
+  return items;
+}
+
+/** The live transcript once `runId`'s answered approvals are known: each becomes its decisions (none: gone). */
+export function withDecisions(items: Item[], runId: string, records: ApprovalRecord[]): Item[] {
+  const out: Item[] = [];
+  for (const item of items) {
+    if (item.kind !== 'approval' || item.runId !== runId || !item.answered) {
+      out.push(item);
+      continue;
+    }
+    const asked = new Set(item.requests.map((r) => r.tool_call_id));
+    const mine = records.filter((r) => asked.has(r.tool_call_id));
+    // Grouped as the reopened conversation groups them: one item per answer.
+    const groups = new Map<string, ApprovalRecord[]>();
+    for (const record of mine) groups.set(record.decided_at, [...(groups.get(record.decided_at) ?? []), record]);
+    let n = 0;
+    for (const group of groups.values()) out.push(decidedItem(runId, group, `${item.key}-d${n++}`));
+  }
+  return out;
 }
 
 /** The last few readable lines of a run's events: what it said and the tools it called. */

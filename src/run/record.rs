@@ -42,6 +42,10 @@ pub struct RunRecord {
     /// its approvals once the run's events have expired. Stored as JSON text, as `meta` is.
     #[serde(default, skip_serializing_if = "Vec::is_empty", with = "approvals_text")]
     pub approvals: Vec<crate::run::approval::ApprovalRecord>,
+    /// When it ended, RFC 3339 (its `end` event's time); `None` until then, and for a run whose end
+    /// was written before this was kept.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ended_at: Option<String>,
     /// The Kubernetes user who started the run's tree, when known: a facade writing as its callers
     /// creates the run's AgentRun (and its children's) as this user.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -119,6 +123,7 @@ impl RunRecord {
             max_tokens,
             waiting: None,
             approvals: Vec::new(),
+            ended_at: None,
             principal: who.principal.clone(),
         }
     }

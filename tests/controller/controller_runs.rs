@@ -165,6 +165,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     store.create_run(&child_record, None, Default::default()).await.expect("created");
@@ -194,6 +195,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");
@@ -222,6 +224,7 @@ async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_t
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     for run_id in ["gone", "finished"] {

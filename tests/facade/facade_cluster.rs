@@ -543,6 +543,7 @@ async fn running(store: &Store, run_id: &str, thread_id: &str, uid: &str) {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     store.create_run(&record, None, Default::default()).await.expect("created");

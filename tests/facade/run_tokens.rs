@@ -111,6 +111,7 @@ impl Facade {
             max_tokens: None,
             waiting: None,
             approvals: Vec::new(),
+            ended_at: None,
             principal: None,
         };
         self.store.create_run(&record, None, Default::default()).await.expect("created");

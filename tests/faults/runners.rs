@@ -105,6 +105,7 @@ async fn a_model_that_never_answers_ends_the_run_at_its_deadline() {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     assert_eq!(store.create_run(&record, None, Default::default()).await.expect("create"), Created::Started);

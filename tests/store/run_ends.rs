@@ -31,6 +31,7 @@ pub(crate) fn pending(run_id: &str, thread_id: &str) -> RunRecord {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     }
 }
@@ -81,6 +82,8 @@ async fn a_runner_s_end_writes_record_result_history_and_one_end_in_one_step() {
 
         let now = store.run_record(&record.run_id).await.expect("read").expect("kept");
         assert_eq!((now.status, now.error.as_deref()), (RunStatus::Failed, Some("the model refused")));
+        let end_event = store.read_events(&record.run_id, "0-0", 10).await.expect("events").pop().expect("end");
+        assert_eq!(now.ended_at.as_deref(), Some(end_event.envelope.created_at.as_str()), "the record keeps when it ended");
         assert_eq!(store.run_result(&record.run_id).await.expect("result"), Some(failed.clone()));
         assert_eq!(store.thread_messages(&record.thread_id).await.expect("history"), messages);
         assert_eq!(event_names(&store, &record.run_id).await, ["error", "end"]);
@@ -202,6 +205,8 @@ async fn a_cancel_of_a_run_nobody_executes_ends_it_at_once() {
         let after = store.cancel_run(&orphan.run_id).await.expect("cancel").expect("known");
         assert_eq!(after.status, RunStatus::Cancelled);
         assert_eq!(event_names(&store, &orphan.run_id).await, ["end"]);
+        let ended = store.run_record(&orphan.run_id).await.expect("read").and_then(|r| r.ended_at);
+        assert!(ended.is_some_and(|at| at.parse::<jiff::Timestamp>().is_ok()), "an end by a cancel is timed too");
 
         // Running with its runner: asked to stop, and it ends when the runner stops.
         let live = created(&store).await;

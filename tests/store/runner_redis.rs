@@ -34,6 +34,7 @@ fn pending(run_id: &str, thread_id: &str, uid: &str) -> yuxi_operator::run::RunR
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     }
 }
@@ -383,6 +384,7 @@ async fn run_records_keep_one_run_per_thread_and_never_leave_an_end() {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     };
     let (first, second) = (unique("run"), unique("run"));

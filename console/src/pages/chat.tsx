@@ -4,10 +4,10 @@
 // cancelled; sending again continues the thread. Opening a conversation reads its persisted messages,
 // finds the subagent runs its tool results name, and replays their trees into the panel. The latest run of
 // the conversation links to its timeline (#/runs/<run_id>).
-import { useEffect, useRef, useState } from 'preact/hooks';
+import { useEffect, useLayoutEffect, useRef, useState } from 'preact/hooks';
 import { api, ApiError, followEvents, modelChoices, type ModelChoice } from '../api';
 import { statusText, t } from '../i18n';
-import { applyEvent, fromMessages, TERMINAL, type Envelope, type Item } from '../transcript';
+import { applyEvent, fromConversation, TERMINAL, withDecisions, type Envelope, type Item, type RunInfo } from '../transcript';
 import { FilesPanel } from './files';
 import { TranscriptView } from './transcript-view';
 import { ChildDialog, SubagentPanel, TimelineLink, type RunNode } from './subagents';
@@ -22,6 +22,26 @@ interface Conversation {
   last_run_status?: string | null;
 }
 
+/**
+ * The runs a user started in the conversation, newest first (`GET /api/agent/runs?thread_id=…`), each
+ * ended one with why it ended (its result's `reason`, for the 20 newest).
+ */
+async function conversationRuns(threadId: string): Promise<RunInfo[]> {
+  const { runs } = await api<{ runs: RunInfo[] }>('GET', `/api/agent/runs?thread_id=${encodeURIComponent(threadId)}&run_type=chat&limit=100`);
+  await Promise.all(
+    runs.slice(0, 20).map(async (run) => {
+      if (!TERMINAL.has(run.status)) return;
+      try {
+        const result = await api<{ reason?: string }>('GET', `/api/agent/runs/${encodeURIComponent(run.run_id)}/result`);
+        run.reason = result.reason ?? null;
+      } catch {
+        // A result no longer kept: the run's end is said without a reason.
+      }
+    }),
+  );
+  return runs;
+}
+
 interface Live {
   runId: string;
   status: string;
@@ -32,6 +52,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
   const [agentSlug, setAgentSlug] = useState('');
   const [threads, setThreads] = useState<Conversation[]>([]);
   const [items, setItems] = useState<Item[]>([]);
+  // Whether the transcript is the conversation as the facade keeps it (no run of it goes on).
+  const [settled, setSettled] = useState(false);
   const [nodes, setNodes] = useState<Record<string, RunNode>>({});
   const [roots, setRoots] = useState<string[]>([]);
   const [live, setLive] = useState<Live | null>(null);
@@ -76,6 +98,22 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     if (live && TERMINAL.has(live.status)) refreshThreads();
   }, [live?.runId, live?.status]);
 
+  /** Reads the conversation `thread` as the facade keeps it into the transcript, if it is still shown. */
+  const rebuild = async (thread: string | null | undefined) => {
+    if (!thread) return;
+    try {
+      const [answer, runs] = await Promise.all([
+        api<{ messages: any[] }>('GET', `/api/threads/${encodeURIComponent(thread)}/messages`),
+        conversationRuns(thread),
+      ]);
+      if (loaded.current !== thread) return;
+      setItems(fromConversation(answer.messages, runs));
+      setSettled(true);
+    } catch {
+      // Unreadable now: the transcript stays as it was streamed.
+    }
+  };
+
   /** Follows the run tree of `rootId`: its own events into the transcript when `transcript`. */
   const followTree = (rootId: string, transcript: boolean) => {
     if (streams.current.has(rootId)) return;
@@ -97,6 +135,9 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
           if (envelope.event === 'end') rootEnded = true;
           if (transcript) {
             setItems((prev) => applyEvent(prev, envelope));
+            // Ended, the conversation is read as the facade keeps it: the same transcript a reopened
+            // conversation shows (what the run said after the last event it streamed included).
+            if (envelope.event === 'end') rebuild(envelope.thread_id ?? loaded.current);
             setLive((prev) => {
               if (!prev || prev.runId !== rootId) return prev;
               if (envelope.event === 'end') return { runId: rootId, status: envelope.payload?.status ?? 'completed' };
@@ -165,6 +206,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     streams.current.clear();
     loaded.current = threadId;
     setItems([]);
+    setSettled(false);
     setNodes({});
     setRoots([]);
     setLive(null);
@@ -174,10 +216,15 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     if (!threadId) return;
     (async () => {
       try {
-        const answer = await api<{ messages: any[] }>('GET', `/api/threads/${encodeURIComponent(threadId)}/messages`);
+        const [answer, runs] = await Promise.all([
+          api<{ messages: any[] }>('GET', `/api/threads/${encodeURIComponent(threadId)}/messages`),
+          conversationRuns(threadId),
+        ]);
         if (loaded.current !== threadId) return;
-        const history = fromMessages(answer.messages);
+        const history = fromConversation(answer.messages, runs);
         setItems(history);
+        const newest = runs[0];
+        if (newest) setLatestRun(newest.run_id);
         // The runs of this thread that started subagents: named by the subagent tools' results
         // (`created_by_run_id`), else by the child run's record.
         const parents = new Set<string>();
@@ -213,16 +260,9 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
         if (active.run && !TERMINAL.has(active.run.status)) {
           setLive({ runId: active.run.run_id, status: active.run.status });
           followTree(active.run.run_id, true);
-        } else if (active.run) {
-          setLatestRun(active.run.run_id);
         } else {
-          // A finished conversation: its history marks the latest run's messages with its id.
-          api<{ history: { extra_metadata?: { run_id?: string } }[] }>('GET', `/api/chat/thread/${encodeURIComponent(threadId)}/history`)
-            .then(({ history: marked }) => {
-              const latest = [...marked].reverse().find((m) => typeof m.extra_metadata?.run_id === 'string');
-              if (loaded.current === threadId && latest) setLatestRun(latest.extra_metadata!.run_id!);
-            })
-            .catch(() => undefined);
+          if (active.run) setLatestRun(active.run.run_id);
+          setSettled(true);
         }
       } catch (err) {
         setError((err as Error).message);
@@ -235,9 +275,28 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     if (conversation) setAgentSlug(conversation.agent_id);
   }, [threads, threadId]);
 
-  // The transcript follows what arrives while the reader is at its end.
+  // An approval answered (here or elsewhere) becomes the decisions the run keeps, as a reopened
+  // conversation shows them; one with none (it expired) goes.
+  const asked = useRef(new Set<string>());
   useEffect(() => {
-    if (pinned.current && box.current) box.current.scrollTop = box.current.scrollHeight;
+    for (const item of items) {
+      if (item.kind !== 'approval' || !item.answered || asked.current.has(item.key)) continue;
+      asked.current.add(item.key);
+      const runId = item.runId;
+      api<{ run: RunInfo }>('GET', `/api/agent/runs/${encodeURIComponent(runId)}`)
+        .then(({ run }) => setItems((prev) => withDecisions(prev, runId, run.approvals ?? [])))
+        .catch(() => undefined);
+    }
+  }, [items]);
+
+  // The transcript follows what arrives while the reader is at its end: the box scrolls to its end, and
+  // where the box grows with the page (a phone), the page scrolls to the box's end.
+  useLayoutEffect(() => {
+    const el = box.current;
+    if (!pinned.current || !el) return;
+    el.scrollTop = el.scrollHeight;
+    const last = el.querySelector('.transcript > li:last-child');
+    if (last && el.scrollHeight <= el.clientHeight + 1) last.scrollIntoView({ block: 'nearest' });
   }, [items]);
 
   const running = live !== null && !TERMINAL.has(live.status);
@@ -255,6 +314,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
       const answer = await api<{ run_id: string; thread_id: string }>('POST', '/api/agent/runs', body);
       setQuery('');
       setItems((prev) => [...prev, { kind: 'user', key: `u-${answer.run_id}`, text }]);
+      setSettled(false);
       setLive({ runId: answer.run_id, status: 'pending' });
       setLatestRun(answer.run_id);
       if (!threadId) {
@@ -325,6 +385,7 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
           class="transcript-box"
           ref={box}
           role="log"
+          data-settled={settled ? 'true' : 'false'}
           aria-live="polite"
           aria-label={t('chat.transcript')}
           tabIndex={0}

@@ -6,6 +6,7 @@
 import { useEffect, useState } from 'preact/hooks';
 import { ApiError, runTrace, type RunTrace, type TraceSpan } from '../api';
 import { statusText, t, type Key } from '../i18n';
+import { RunFacts } from './run-facts';
 
 /** How often the timeline of a run that goes on is read again. */
 const REFRESH_MS = 2000;
@@ -214,6 +215,14 @@ export function TimelinePage({ runId }: { runId: string }) {
           {going ? t('timeline.refreshing') : ''}
         </p>
       )}
+      <RunFacts
+        runId={runId}
+        ended={!going && root !== undefined}
+        children={spans
+          .filter((s) => s.kind === 'run' && s.run_id !== (trace?.run_id ?? runId))
+          .map((s) => ({ run_id: s.run_id, name: typeof s.attributes?.['gen_ai.agent.name'] === 'string' ? (s.attributes['gen_ai.agent.name'] as string) : s.name }))}
+      />
+      <h2 class="timeline-title">{t('run.timeline')}</h2>
       {trace?.truncated && <p class="notice">{t('timeline.truncated')}</p>}
       {error && (
         <p class="error" role="alert">

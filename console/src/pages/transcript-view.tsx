@@ -2,13 +2,50 @@
 // keyboard opens), the run's end, and approval requests as buttons.
 import { useState } from 'preact/hooks';
 import { api } from '../api';
-import { statusText, t } from '../i18n';
+import { statusText, t, type Key } from '../i18n';
+import { renderMarkdown } from '../markdown';
 import type { ActionRequest, Item } from '../transcript';
 
 function pretty(value: unknown): string {
   if (value === undefined) return '';
-  if (typeof value === 'string') return value;
+  if (typeof value === 'string') {
+    // A JSON text (a tool's result often is one) is shown indented.
+    const trimmed = value.trim();
+    if (trimmed.startsWith('{') || trimmed.startsWith('[')) {
+      try {
+        return JSON.stringify(JSON.parse(trimmed), null, 2);
+      } catch {
+        return value;
+      }
+    }
+    return value;
+  }
   return JSON.stringify(value, null, 2);
+}
+
+/** The most lines of a tool's arguments or result shown before "Show all". */
+const FOLDED_LINES = 16;
+
+/** A block of text, its first lines only until the reader asks for the rest. */
+function Folded({ text }: { text: string }) {
+  const [open, setOpen] = useState(false);
+  const lines = text.split('\n');
+  const long = lines.length > FOLDED_LINES;
+  return (
+    <>
+      <pre>{long && !open ? `${lines.slice(0, FOLDED_LINES).join('\n')}\n…` : text}</pre>
+      {long && (
+        <button type="button" class="link-button" aria-expanded={open} onClick={() => setOpen(!open)}>
+          {open ? t('chat.showLess') : t('chat.showAll', { lines: lines.length })}
+        </button>
+      )}
+    </>
+  );
+}
+
+/** Markdown a run wrote, rendered safely ([`renderMarkdown`]). */
+export function MarkdownText({ text }: { text: string }) {
+  return <div class="text markdown" dangerouslySetInnerHTML={{ __html: renderMarkdown(text) }} />;
 }
 
 /** The subagent a delegation tool's result names, if it is JSON naming one. */
@@ -159,7 +196,7 @@ export function TranscriptView({ items, onOpenChild }: { items: Item[]; onOpenCh
             return (
               <li class="msg assistant" key={item.key}>
                 <span class="who">{t('chat.assistant')}</span>
-                <div class="text">{item.text}</div>
+                <MarkdownText text={item.text} />
               </li>
             );
           case 'tool':
@@ -173,13 +210,13 @@ export function TranscriptView({ items, onOpenChild }: { items: Item[]; onOpenCh
                   {item.args !== undefined && (
                     <>
                       <h4>{t('chat.arguments')}</h4>
-                      <pre>{pretty(item.args)}</pre>
+                      <Folded text={pretty(item.args)} />
                     </>
                   )}
                   {item.result !== undefined && (
                     <>
                       <h4>{t('chat.toolResult')}</h4>
-                      <pre>{item.result}</pre>
+                      <Folded text={pretty(item.result)} />
                     </>
                   )}
                 </details>
@@ -190,22 +227,25 @@ export function TranscriptView({ items, onOpenChild }: { items: Item[]; onOpenCh
                 )}
               </li>
             );
-          case 'notice':
+          case 'decided':
             return (
-              <li class="msg notice" key={item.key}>
-                <span class="who">{t('chat.notice')}</span> {item.text}
-              </li>
-            );
-          case 'error':
-            return (
-              <li class="msg error" key={item.key}>
-                {item.text}
+              <li class="msg decided" key={item.key} data-run={item.runId}>
+                <span class="who">{t('approval.record')}</span>
+                <ul class="plain">
+                  {item.records.map((record) => (
+                    <li class={`decision-${record.decision}`}>
+                      {t('approval.decided', { name: record.name, decision: t(`approval.did.${record.decision}` as Key), uid: record.decided_by })}
+                    </li>
+                  ))}
+                </ul>
               </li>
             );
           case 'end':
             return (
               <li class={`msg end status-${item.status}`} key={item.key} data-run={item.runId}>
-                {t('chat.runStatus', { id: item.runId.slice(0, 8), status: statusText(item.status) })}
+                <a href={`#/runs/${encodeURIComponent(item.runId)}`}>
+                  {t('chat.runStatus', { id: item.runId.slice(0, 8), status: statusText(item.status) })}
+                </a>
                 {item.error ? ` — ${item.error}` : ''}
                 {item.reason ? ` (${item.reason})` : ''}
               </li>

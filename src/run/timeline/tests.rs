@@ -17,6 +17,7 @@ fn record(run_id: &str, slug: &str) -> RunRecord {
         max_tokens: None,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: None,
     }
 }

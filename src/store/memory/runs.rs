@@ -72,6 +72,7 @@ impl MemoryStore {
             Some(record) => {
                 record.status = record_status;
                 record.waiting = None;
+                record.ended_at = Some(end.created_at.clone());
                 if let Some(error) = &result.error {
                     record.error = Some(error.clone());
                 }
@@ -235,6 +236,7 @@ impl MemoryStore {
         }
         record.status = status;
         record.waiting = None;
+        record.ended_at = Some(end.created_at.clone());
         if let Some(error) = error {
             record.error = Some(error.to_string());
         }

@@ -113,6 +113,7 @@ const END_RUN: &str = r"
     end
     record.status = ARGV[1]
     record.waiting = nil
+    record.ended_at = cjson.decode(ARGV[4]).created_at
     if ARGV[2] ~= '' then record.error = ARGV[2] end
     redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
     if redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end
@@ -141,6 +142,7 @@ pub(super) const FINISH_RUN: &str = r"
       if terminal(record.status) then return 0 end
       record.status = ARGV[1]
       record.waiting = nil
+      record.ended_at = cjson.decode(ARGV[5]).created_at
       if ARGV[2] ~= '' then record.error = ARGV[2] end
       redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
       if redis.call('GET', KEYS[2]) == record.run_id then redis.call('DEL', KEYS[2]) end

@@ -59,6 +59,8 @@ pub struct RunItem {
     /// The start of its input (the question, or the task of a subagent run), at most 200 characters;
     /// `null` for a run recorded without one.
     pub summary: Option<String>,
+    /// When it ended, RFC 3339; `null` while it goes on.
+    pub ended_at: Option<String>,
     /// The decisions people made on its calls, oldest first (who, what, when).
     pub approvals: Vec<crate::run::approval::ApprovalRecord>,
     /// While it waits for a person (`status: waiting`): the calls waiting (`action_requests`) and when
@@ -99,6 +101,7 @@ impl RunItem {
             created_at: record.created_at,
             summary: record.request.summary,
             approvals: record.approvals,
+            ended_at: record.ended_at,
             waiting: record.waiting,
         }
     }

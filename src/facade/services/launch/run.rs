@@ -104,6 +104,7 @@ mod tests {
             max_tokens: None,
             waiting: None,
             approvals: Vec::new(),
+            ended_at: None,
             principal: None,
         };
         let run = agent_run(&record, "look".into());

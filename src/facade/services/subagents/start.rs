@@ -169,6 +169,7 @@ pub async fn start(state: &FacadeState, caller: &ParentCaller, body: &StartBody)
         max_tokens,
         waiting: None,
         approvals: Vec::new(),
+        ended_at: None,
         principal: who.principal.clone(),
     };
     check_startable(&record, &body.description, "description")?;
