@@ -73,6 +73,22 @@ async function transcriptSignature(p = page) {
     .evaluateAll((items) => items.map((li) => `${li.className} | ${li.textContent.replace(/\s+/g, ' ').trim()}`));
 }
 
+/** Whether the conversation shown is scrolled to its end (within a second): its last item's bottom in the transcript's box. */
+async function atTheEnd(p = page) {
+  for (let tries = 0; tries < 10; tries++) {
+    const seen = await p.locator('.transcript-box').evaluate((box) => {
+      const last = box.querySelector('ol.transcript > li:last-child');
+      if (!last) return false;
+      const outer = box.getBoundingClientRect();
+      const inner = last.getBoundingClientRect();
+      return inner.bottom <= outer.bottom + 1 && inner.bottom >= outer.top;
+    });
+    if (seen) return true;
+    await p.waitForTimeout(100);
+  }
+  return false;
+}
+
 /** The conversations of the suite as they were shown live, by thread, to compare with them reopened. */
 const lived = new Map();
 
@@ -82,6 +98,8 @@ async function remember() {
   await page.locator('.transcript-box[data-settled="true"]').waitFor();
   await transcript.locator('li.approval-item').first().waitFor({ state: 'detached' });
   const thread = decodeURIComponent(page.url().split('#/chat/')[1]);
+  // The view followed the run to its end: its last item is in sight.
+  assert.ok(await atTheEnd(), `the conversation ${thread} is shown to its end`);
   lived.set(thread, await transcriptSignature());
 }
 
@@ -400,6 +418,7 @@ test('a deep-research run streams live; the panel shows both children, one follo
   // The run goes on to its end; the tool calls are folded, and open from the keyboard.
   await transcript.locator('li.msg.end.status-completed').waitFor();
   await transcript.getByText('The report is written to /home/gem/user-data/outputs/report.md').waitFor();
+  await remember();
   const start = transcript.locator('li.msg.tool[data-tool="subagent_start"]').first();
   const summary = start.locator('summary');
   assert.match(await summary.innerText(), /Called subagent_start ✓/);
@@ -410,7 +429,6 @@ test('a deep-research run streams live; the panel shows both children, one follo
   assert.match(await explorer.locator('.badge').innerText(), /completed/);
   assert.equal(await page.getByRole('status').filter({ hasText: /^Run .*: completed$/ }).count(), 1);
   await shot('chat');
-  await remember();
 });
 
 test("a finished child's history is read from its persisted messages", async () => {
@@ -898,6 +916,7 @@ test('every conversation of the suite reopens as it was shown live', async () =>
     await p.goto(`${base}/console/#/chat/${encodeURIComponent(thread)}`);
     await p.locator('.transcript-box[data-settled="true"]').waitFor();
     assert.deepEqual(await transcriptSignature(p), live, `conversation ${thread}`);
+    assert.ok(await atTheEnd(p), `the reopened conversation ${thread} opens at its end`);
     await p.close();
   }
 });

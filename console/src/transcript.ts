@@ -1,6 +1,11 @@
-// A conversation as the console shows it, built two ways: from a run's live events (the runner's own
-// payloads, `event_format=flat`) and from a thread's persisted messages (`GET /api/threads/{id}/messages`,
-// the chat-completions shape). Tool calls carry their results, so the page can fold them together.
+// A conversation as the console shows it: one model of items (questions, answers, tool calls with their
+// results, approvals asked and decided, each run's end) built two ways. While a run goes on, from its live
+// events (the runner's own payloads, `event_format=flat`: [`applyEvent`]); once it has ended, and whenever a
+// conversation is opened, from what the facade keeps: the thread's messages (`GET /api/threads/{id}/messages`,
+// the chat-completions shape) cut into its runs (`GET /api/agent/runs?thread_id=…`), with each run's
+// decisions and end ([`fromConversation`]). A live conversation is read the second way when its run ends, so
+// it reads the same as it will when reopened. Notices written for the model are left out of both.
+import { instant } from './time';
 
 /** One approval request of an `interrupt` event (`approval_required`). */
 export interface ActionRequest {
@@ -33,7 +38,18 @@ export type Item =
       isError?: boolean;
       childRunId?: string;
     }
-  | { kind: 'end'; key: string; runId: string; status: string; error?: string | null; reason?: string | null }
+  | {
+      kind: 'end';
+      key: string;
+      runId: string;
+      status: string;
+      error?: string | null;
+      reason?: string | null;
+      /** How long the run took, in milliseconds, when known. */
+      durationMs?: number | null;
+      /** The tokens its model calls used (prompt, completion), when known. */
+      tokens?: { input: number; output: number } | null;
+    }
   | {
       kind: 'approval';
       key: string;
@@ -222,8 +238,19 @@ export interface RunInfo {
   error?: string | null;
   created_at: string;
   approvals?: ApprovalRecord[];
+  /** When it ended, RFC 3339. */
+  ended_at?: string | null;
   /** Why it ended so, from its result (`ApprovalTimeout`, `BudgetExceeded`). */
   reason?: string | null;
+  /** The tokens it used, from its result. */
+  tokens?: { input: number; output: number } | null;
+}
+
+/** How long a run took, in milliseconds, from its start and end times; null when either is unknown. */
+export function runDuration(createdAt: string | null | undefined, endedAt: string | null | undefined): number | null {
+  const start = instant(createdAt);
+  const end = instant(endedAt);
+  return start === null || end === null ? null : Math.max(0, end - start);
 }
 
 /** The decisions of one answer (made together) as a transcript item. */
@@ -281,7 +308,16 @@ export function fromConversation(messages: StoredMessage[], runs: RunInfo[]): It
     }
     items.push(...placeDecisions(part, run));
     if (TERMINAL.has(run.status)) {
-      items.push({ kind: 'end', key: `end-${run.run_id}`, runId: run.run_id, status: run.status, error: run.error ?? null, reason: run.reason ?? null });
+      items.push({
+        kind: 'end',
+        key: `end-${run.run_id}`,
+        runId: run.run_id,
+        status: run.status,
+        error: run.error ?? null,
+        reason: run.reason ?? null,
+        durationMs: runDuration(run.created_at, run.ended_at),
+        tokens: run.tokens ?? null,
+      });
     }
   }
   return items;

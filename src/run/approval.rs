@@ -57,7 +57,12 @@ pub struct ApprovalRecord {
 
 /// `kept` with the records of `decisions` on the calls of `pending`, decided by `uid` now, keeping at most
 /// [`MAX_APPROVALS_KEPT`] (the oldest go first).
-pub fn recorded(kept: &[ApprovalRecord], pending: &[ActionRequest], decisions: &[Decision], uid: &str) -> Vec<ApprovalRecord> {
+pub fn recorded(
+    kept: &[ApprovalRecord],
+    pending: &[ActionRequest],
+    decisions: &[Decision],
+    uid: &str,
+) -> Vec<ApprovalRecord> {
     let now = jiff::Timestamp::now().to_string();
     let mut out = kept.to_vec();
     out.extend(decisions.iter().map(|d| ApprovalRecord {
@@ -331,14 +336,18 @@ mod tests {
     fn a_runs_approval_records_name_the_tool_and_keep_the_newest_within_their_bound() {
         let call = ToolCall::new("call_1", "execute", "{}");
         let pending = vec![ActionRequest::of(&call)];
-        let reject = Decision { tool_call_id: "call_1".into(), decision: DecisionKind::Reject, arguments: None, message: None };
+        let reject =
+            Decision { tool_call_id: "call_1".into(), decision: DecisionKind::Reject, arguments: None, message: None };
         let mut kept = Vec::new();
         for _ in 0..MAX_APPROVALS_KEPT + 3 {
             kept = recorded(&kept, &pending, std::slice::from_ref(&reject), "alice");
         }
         assert_eq!(kept.len(), MAX_APPROVALS_KEPT);
         let last = kept.last().expect("a record");
-        assert_eq!((last.name.as_str(), last.decision, last.decided_by.as_str()), ("execute", DecisionKind::Reject, "alice"));
+        assert_eq!(
+            (last.name.as_str(), last.decision, last.decided_by.as_str()),
+            ("execute", DecisionKind::Reject, "alice")
+        );
     }
 
     fn spec(yaml: &str) -> AgentSpec {

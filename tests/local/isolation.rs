@@ -164,11 +164,18 @@ async fn the_list_of_runs_shows_a_user_their_own_runs_alone(store: LocalStore) {
     assert_eq!((status, alices["status"].as_str()), (200, Some("completed")), "{alices}");
     let run_id = alices["run_id"].as_str().expect("run id");
     // Alice finds it by its words, its kind and its status; it is listed with the task it was given.
-    let query = format!("/api/agent/runs?q={}&run_type=subagent&status=completed&agent_slug=fact-verifier", task.to_uppercase());
+    let query = format!(
+        "/api/agent/runs?q={}&run_type=subagent&status=completed&agent_slug=fact-verifier",
+        task.to_uppercase()
+    );
     let found = local.get_json(&query, "alice-token").await;
     let runs = found["runs"].as_array().expect("runs");
     assert_eq!(runs.len(), 1, "{found}");
-    assert_eq!((runs[0]["run_id"].as_str(), runs[0]["summary"].as_str()), (Some(run_id), Some(task.as_str())), "{found}");
+    assert_eq!(
+        (runs[0]["run_id"].as_str(), runs[0]["summary"].as_str()),
+        (Some(run_id), Some(task.as_str())),
+        "{found}"
+    );
     assert_eq!(runs[0]["run_type"], "subagent");
     assert_eq!(found["next_cursor"], serde_json::Value::Null);
     // Filters that do not hold find nothing.
@@ -176,13 +183,26 @@ async fn the_list_of_runs_shows_a_user_their_own_runs_alone(store: LocalStore) {
     assert_eq!(none["runs"], json!([]), "{none}");
     // Bob's list never names it, and neither he nor an admin may list everyone's.
     let bobs = local.get_json("/api/agent/runs?limit=100", "bob-token").await;
-    assert!(bobs["runs"].as_array().expect("runs").iter().all(|r| r["run_id"] != run_id && r["uid"] == "bob"), "{bobs}");
+    assert!(
+        bobs["runs"].as_array().expect("runs").iter().all(|r| r["run_id"] != run_id && r["uid"] == "bob"),
+        "{bobs}"
+    );
     let client = reqwest12::Client::new();
     for token in ["bob-token", "admin-token"] {
-        let response = client.get(format!("{}/api/agent/runs?scope=all", local.base)).bearer_auth(token).send().await.expect("reaches");
+        let response = client
+            .get(format!("{}/api/agent/runs?scope=all", local.base))
+            .bearer_auth(token)
+            .send()
+            .await
+            .expect("reaches");
         assert_eq!(response.status().as_u16(), 403, "{token}");
     }
-    let response = client.get(format!("{}/api/agent/runs?limit=500", local.base)).bearer_auth("alice-token").send().await.expect("reaches");
+    let response = client
+        .get(format!("{}/api/agent/runs?limit=500", local.base))
+        .bearer_auth("alice-token")
+        .send()
+        .await
+        .expect("reaches");
     assert_eq!(response.status().as_u16(), 422);
     let answer: serde_json::Value = response.json().await.expect("JSON");
     assert_eq!(answer["field"], "query.limit", "{answer}");

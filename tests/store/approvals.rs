@@ -79,7 +79,10 @@ async fn a_paused_run_is_kept_resumed_once_and_its_decisions_taken_once() {
         let record = store.run_record(&run).await.expect("read").expect("the run");
         assert_eq!((record.status, record.waiting), (RunStatus::Pending, None));
         assert_eq!(record.approvals, approvals, "the record keeps who decided what");
-        assert_eq!((record.approvals[0].name.as_str(), record.approvals[0].decision), ("execute", DecisionKind::Approve));
+        assert_eq!(
+            (record.approvals[0].name.as_str(), record.approvals[0].decision),
+            ("execute", DecisionKind::Approve)
+        );
         assert_eq!(store.take_resumption(&run).await.expect("read"), Some((checkpoint, decisions)));
         assert_eq!(store.take_resumption(&run).await.expect("read"), None, "taken once");
     }

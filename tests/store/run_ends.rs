@@ -83,7 +83,11 @@ async fn a_runner_s_end_writes_record_result_history_and_one_end_in_one_step() {
         let now = store.run_record(&record.run_id).await.expect("read").expect("kept");
         assert_eq!((now.status, now.error.as_deref()), (RunStatus::Failed, Some("the model refused")));
         let end_event = store.read_events(&record.run_id, "0-0", 10).await.expect("events").pop().expect("end");
-        assert_eq!(now.ended_at.as_deref(), Some(end_event.envelope.created_at.as_str()), "the record keeps when it ended");
+        assert_eq!(
+            now.ended_at.as_deref(),
+            Some(end_event.envelope.created_at.as_str()),
+            "the record keeps when it ended"
+        );
         assert_eq!(store.run_result(&record.run_id).await.expect("result"), Some(failed.clone()));
         assert_eq!(store.thread_messages(&record.thread_id).await.expect("history"), messages);
         assert_eq!(event_names(&store, &record.run_id).await, ["error", "end"]);

@@ -24,7 +24,7 @@ interface Conversation {
 
 /**
  * The runs a user started in the conversation, newest first (`GET /api/agent/runs?thread_id=…`), each
- * ended one with why it ended (its result's `reason`, for the 20 newest).
+ * ended one with why it ended and the tokens it used (its result's, for the 20 newest).
  */
 async function conversationRuns(threadId: string): Promise<RunInfo[]> {
   const { runs } = await api<{ runs: RunInfo[] }>('GET', `/api/agent/runs?thread_id=${encodeURIComponent(threadId)}&run_type=chat&limit=100`);
@@ -32,8 +32,12 @@ async function conversationRuns(threadId: string): Promise<RunInfo[]> {
     runs.slice(0, 20).map(async (run) => {
       if (!TERMINAL.has(run.status)) return;
       try {
-        const result = await api<{ reason?: string }>('GET', `/api/agent/runs/${encodeURIComponent(run.run_id)}/result`);
+        const result = await api<{ reason?: string; token_usage?: { prompt_tokens: number; completion_tokens: number } }>(
+          'GET',
+          `/api/agent/runs/${encodeURIComponent(run.run_id)}/result`,
+        );
         run.reason = result.reason ?? null;
+        if (result.token_usage) run.tokens = { input: result.token_usage.prompt_tokens, output: result.token_usage.completion_tokens };
       } catch {
         // A result no longer kept: the run's end is said without a reason.
       }
@@ -69,6 +73,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
   const composer = useRef<HTMLTextAreaElement>(null);
   const box = useRef<HTMLDivElement>(null);
   const pinned = useRef(true);
+  // When the reader last scrolled, wheeled, touched or pressed a key in the transcript (ms since the epoch).
+  const reading = useRef(0);
 
   const refreshThreads = () =>
     api<{ threads?: Conversation[] } | Conversation[]>('GET', '/api/chat/threads?limit=50')
@@ -207,6 +213,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
     loaded.current = threadId;
     setItems([]);
     setSettled(false);
+    // A conversation opens at its end.
+    pinned.current = true;
     setNodes({});
     setRoots([]);
     setLive(null);
@@ -315,6 +323,8 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
       setQuery('');
       setItems((prev) => [...prev, { kind: 'user', key: `u-${answer.run_id}`, text }]);
       setSettled(false);
+      // Who asks reads the answer: the view follows it again.
+      pinned.current = true;
       setLive({ runId: answer.run_id, status: 'pending' });
       setLatestRun(answer.run_id);
       if (!threadId) {
@@ -358,7 +368,12 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
           <ul>
             {threads.map((c) => (
               <li>
-                <a href={`#/chat/${encodeURIComponent(c.thread_id)}`} aria-current={c.thread_id === threadId ? 'page' : undefined}>
+                <a
+                  class="thread-title"
+                  href={`#/chat/${encodeURIComponent(c.thread_id)}`}
+                  title={c.title || c.thread_id}
+                  aria-current={c.thread_id === threadId ? 'page' : undefined}
+                >
                   {c.title || c.thread_id}
                 </a>
                 <span class="thread-meta muted small">
@@ -391,8 +406,16 @@ export function ChatPage({ threadId }: { threadId: string | null }) {
           tabIndex={0}
           onScroll={(e) => {
             const el = e.currentTarget;
-            pinned.current = el.scrollHeight - el.scrollTop - el.clientHeight < 40;
+            // Only the reader leaves the end: a scroll nobody asked for (the browser's, when the items are
+            // replaced or a dialog opens) is undone while the view follows the run.
+            if (el.scrollHeight - el.scrollTop - el.clientHeight < 40) pinned.current = true;
+            else if (Date.now() - reading.current < 1000) pinned.current = false;
+            else if (pinned.current) el.scrollTop = el.scrollHeight;
           }}
+          onWheel={() => (reading.current = Date.now())}
+          onTouchMove={() => (reading.current = Date.now())}
+          onKeyDown={() => (reading.current = Date.now())}
+          onPointerDown={() => (reading.current = Date.now())}
         >
           <TranscriptView items={items} onOpenChild={setOpened} />
         </div>

@@ -4,6 +4,7 @@ import { useState } from 'preact/hooks';
 import { api } from '../api';
 import { statusText, t, type Key } from '../i18n';
 import { renderMarkdown } from '../markdown';
+import { formatDuration } from '../time';
 import type { ActionRequest, Item } from '../transcript';
 
 function pretty(value: unknown): string {
@@ -248,6 +249,17 @@ export function TranscriptView({ items, onOpenChild }: { items: Item[]; onOpenCh
                 </a>
                 {item.error ? ` — ${item.error}` : ''}
                 {item.reason ? ` (${item.reason})` : ''}
+                {(item.durationMs != null || item.tokens) && (
+                  <span class="muted small run-cost">
+                    {[
+                      item.durationMs != null ? formatDuration(item.durationMs) : null,
+                      item.tokens ? t('timeline.tokens', { input: item.tokens.input, output: item.tokens.output }) : null,
+                    ]
+                      .filter(Boolean)
+                      .map((part) => ` · ${part}`)
+                      .join('')}
+                  </span>
+                )}
               </li>
             );
           case 'approval':

@@ -32,6 +32,15 @@ pub async fn note_run(store: &Store, record: &RunRecord, query: &str) -> Result<
     Ok(())
 }
 
+/// The most characters of a title made from a conversation's first question.
+pub const MAX_QUESTION_TITLE_CHARS: usize = 120;
+
+/// A conversation's title made from its first question: whitespace folded to single spaces, at most
+/// [`MAX_QUESTION_TITLE_CHARS`] characters (a list shows as much of it as fits).
+pub fn first_words(question: &str) -> String {
+    question.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(MAX_QUESTION_TITLE_CHARS).collect()
+}
+
 /// The conversation part of [`note_run`].
 async fn note_conversation(store: &Store, record: &RunRecord, query: &str) -> Result<(), ApiError> {
     if store.change_conversation(&record.thread_id, &ConversationChange::LastRun(record.run_id.clone())).await? {
@@ -42,7 +51,7 @@ async fn note_conversation(store: &Store, record: &RunRecord, query: &str) -> Re
         thread_id: record.thread_id.clone(),
         uid: record.uid.clone(),
         agent_slug: record.agent_slug.clone(),
-        title: query.trim().chars().take(30).collect(),
+        title: first_words(query),
         is_pinned: false,
         metadata: Map::new(),
         created_at: now.clone(),
@@ -72,4 +81,20 @@ pub async fn final_message_id(store: &Store, record: &RunRecord) -> Result<Optio
 /// The id of the message at `index` of a thread's history: its place, from 1.
 pub fn message_id(index: usize) -> String {
     (index + 1).to_string()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_title_from_a_question_keeps_its_words_on_one_line_within_its_bound() {
+        assert_eq!(
+            first_words("  Which solid\n\nelectrolytes   conduct lithium best?  "),
+            "Which solid electrolytes conduct lithium best?"
+        );
+        let long = "word ".repeat(100);
+        assert_eq!(first_words(&long).chars().count(), MAX_QUESTION_TITLE_CHARS);
+        assert_eq!(first_words("\n  \t"), "");
+    }
 }

@@ -190,7 +190,8 @@ mod tests {
     #[tokio::test]
     async fn filters_by_agent_kind_status_time_and_words_together() {
         let mut child = record("alice", 3, "explorer", RunStatus::Failed);
-        child.parent = Some(ParentRef { run_id: "run00002".into(), thread_id: "thread00002".into(), ..ParentRef::default() });
+        child.parent =
+            Some(ParentRef { run_id: "run00002".into(), thread_id: "thread00002".into(), ..ParentRef::default() });
         child.error = Some("model quota exhausted".into());
         let records = vec![
             record("alice", 1, "helper", RunStatus::Completed),
@@ -202,7 +203,10 @@ mod tests {
         let alice = Identity::new("alice", Role::User, None);
         let ids = |found: Found| found.runs.into_iter().map(|r| r.run_id).collect::<Vec<_>>();
         let failed = RunFilter { statuses: vec![RunStatus::Failed], ..RunFilter::default() };
-        assert_eq!(ids(find(&store, &alice, Whose::Mine, &failed, None, 50).await.unwrap()), ["run00004", "run00003", "run00002"]);
+        assert_eq!(
+            ids(find(&store, &alice, Whose::Mine, &failed, None, 50).await.unwrap()),
+            ["run00004", "run00003", "run00002"]
+        );
         let failed_children = RunFilter { subagent: Some(true), ..failed.clone() };
         assert_eq!(ids(find(&store, &alice, Whose::Mine, &failed_children, None, 50).await.unwrap()), ["run00003"]);
         let quota = RunFilter { words: vec!["quota".into(), "explorer".into()], ..RunFilter::default() };
@@ -221,8 +225,14 @@ mod tests {
 
     #[tokio::test]
     async fn everyone_s_runs_are_a_superadmin_s_alone() {
-        let store = store_with(&[record("alice", 1, "helper", RunStatus::Completed), record("bob", 2, "helper", RunStatus::Completed)]).await;
-        let refused = find(&store, &Identity::new("alice", Role::User, None), Whose::Everyone, &RunFilter::default(), None, 50).await;
+        let store = store_with(&[
+            record("alice", 1, "helper", RunStatus::Completed),
+            record("bob", 2, "helper", RunStatus::Completed),
+        ])
+        .await;
+        let refused =
+            find(&store, &Identity::new("alice", Role::User, None), Whose::Everyone, &RunFilter::default(), None, 50)
+                .await;
         assert!(matches!(refused, Err(ApiError::Forbidden(ref m)) if m.starts_with("scope")), "{refused:?}");
         let root = Identity::new("root", Role::Superadmin, None);
         let all = find(&store, &root, Whose::Everyone, &RunFilter::default(), None, 50).await.unwrap();
@@ -231,7 +241,8 @@ mod tests {
 
     #[tokio::test]
     async fn a_rare_match_answers_after_a_bounded_scan_with_a_cursor_to_go_on() {
-        let records: Vec<RunRecord> = (0..MAX_SCANNED + 10).map(|n| record("alice", n, "helper", RunStatus::Completed)).collect();
+        let records: Vec<RunRecord> =
+            (0..MAX_SCANNED + 10).map(|n| record("alice", n, "helper", RunStatus::Completed)).collect();
         let store = store_with(&records).await;
         let alice = Identity::new("alice", Role::User, None);
         let rare = RunFilter { words: vec!["number 3 ".into()], ..RunFilter::default() };

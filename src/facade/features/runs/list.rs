@@ -106,7 +106,9 @@ fn parsed(query: ListQuery) -> Result<(RunFilter, Whose, usize, Option<RunCursor
         None | Some("") => None,
         Some("chat") => Some(false),
         Some("subagent") => Some(true),
-        Some(other) => return Err(ApiError::invalid("query.run_type", format!("{other:?} is neither chat nor subagent"))),
+        Some(other) => {
+            return Err(ApiError::invalid("query.run_type", format!("{other:?} is neither chat nor subagent")));
+        }
     };
     let q = query.q.unwrap_or_default();
     if q.chars().count() > MAX_QUERY_CHARS {
