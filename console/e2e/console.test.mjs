@@ -498,6 +498,68 @@ test("the conversation's files: deep-research's report.md opens rendered, and no
   await shot('files-hostile');
 });
 
+/** A one-page PDF saying `text`, whose opening action is a script (which must never run). */
+function pdfWithScript(text) {
+  const objects = [
+    '<< /Type /Catalog /Pages 2 0 R /OpenAction 5 0 R >>',
+    '<< /Type /Pages /Kids [3 0 R] /Count 1 >>',
+    '<< /Type /Page /Parent 2 0 R /MediaBox [0 0 300 144] /Contents 4 0 R /Resources << /Font << /F1 6 0 R >> >> >>',
+    null,
+    "<< /S /JavaScript /JS (app.alert('pdf'); window.__ran = 'pdf';) >>",
+    '<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>',
+  ];
+  const content = `BT /F1 28 Tf 40 60 Td (${text}) Tj ET`;
+  objects[3] = `<< /Length ${content.length} >>\nstream\n${content}\nendstream`;
+  let body = '%PDF-1.4\n';
+  const offsets = objects.map((object, n) => {
+    const at = body.length;
+    body += `${n + 1} 0 obj\n${object}\nendobj\n`;
+    return at;
+  });
+  const xref = body.length;
+  body += `xref\n0 ${objects.length + 1}\n0000000000 65535 f \n`;
+  for (const at of offsets) body += `${String(at).padStart(10, '0')} 00000 n \n`;
+  body += `trailer\n<< /Size ${objects.length + 1} /Root 1 0 R >>\nstartxref\n${xref}\n%%EOF\n`;
+  return body;
+}
+
+test("a run's code is highlighted and its PDF drawn page by page, and neither runs anything", async () => {
+  const outputs = path.join(work, 'data', 'users', 'alice', 'threads', threadId, 'outputs');
+  fs.writeFileSync(
+    path.join(outputs, 'analysis.py'),
+    'def conductivity(material):\n    """Looks it up."""\n    return {"LGPS": 12.0}.get(material, "<script>window.__ran = \'code\'</script>")\n',
+  );
+  fs.writeFileSync(path.join(outputs, 'summary.pdf'), pdfWithScript('Sulfides lead'));
+  await page.goto(`${base}/console/#/chat/${encodeURIComponent(threadId)}`);
+  const files = page.getByRole('region', { name: 'Files' });
+  await files.getByRole('button', { name: 'Outputs' }).click();
+  await files.getByRole('button', { name: 'analysis.py' }).click();
+  const code = files.getByRole('article', { name: 'analysis.py' }).locator('code.hljs.language-python');
+  await code.locator('.hljs-keyword', { hasText: 'def' }).waitFor();
+  assert.ok((await code.locator('.hljs-string').count()) >= 2, 'strings are marked');
+  // Markup in code is text: no element but the highlighter's spans.
+  assert.deepEqual(await code.evaluate((root) => [...new Set([...root.querySelectorAll('*')].map((el) => el.tagName))]), ['SPAN']);
+  assert.match(await code.innerText(), /<script>window\.__ran = 'code'<\/script>/);
+  await shot('files-code');
+  await files.getByRole('button', { name: 'summary.pdf' }).click();
+  const sheet = files.getByRole('article', { name: 'summary.pdf' }).getByRole('img', { name: 'summary.pdf, page 1 of 1' });
+  await sheet.waitFor();
+  // The page is drawn: its canvas has ink on it.
+  let ink = 0;
+  for (let tries = 0; tries < 20 && ink === 0; tries++) {
+    ink = await sheet.evaluate((canvas) => {
+      const pixels = canvas.getContext('2d').getImageData(0, 0, canvas.width, canvas.height).data;
+      let dark = 0;
+      for (let i = 0; i < pixels.length; i += 4) if (pixels[i + 3] > 0 && pixels[i] < 128) dark++;
+      return dark;
+    });
+    if (ink === 0) await page.waitForTimeout(100);
+  }
+  assert.ok(ink > 50, `the page has ink (${ink} dark pixels)`);
+  assert.equal(await page.evaluate(() => window.__ran), undefined, 'nothing ran');
+  await shot('files-pdf');
+});
+
 test('the thread continues with a second run, which can be cancelled', async () => {
   await page.getByLabel('Continue the conversation').fill('And which is the most stable?');
   await page.getByRole('button', { name: 'Send' }).click();

@@ -252,6 +252,9 @@ const en = {
   'run.noAnswer': 'No answer.',
   'run.files': 'Files',
   'run.timeline': 'Timeline',
+  'files.pdfPage': '{name}, page {page} of {total}',
+  'files.pdfMore': 'Pages 1 to {drawn} of {total} are shown; download the file for the rest.',
+  'files.pdfError': 'The PDF could not be shown: {message}',
 };
 
 export type Key = keyof typeof en;
@@ -506,6 +509,9 @@ const zh: Record<Key, string> = {
   'run.noAnswer': '没有回答。',
   'run.files': '文件',
   'run.timeline': '时间线',
+  'files.pdfPage': '{name}，第 {page} 页，共 {total} 页',
+  'files.pdfMore': '显示了第 1 至 {drawn} 页，共 {total} 页；其余请下载文件查看。',
+  'files.pdfError': '无法显示该 PDF：{message}',
 };
 
 export type Lang = 'en' | 'zh';

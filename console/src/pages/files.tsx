@@ -1,11 +1,14 @@
 // A conversation's files beside its chat: the folders its runs see (`outputs/`, `uploads/`, the user's
 // `workspace/`) through Yuxi's viewer routes (`/api/viewer/filesystem/{tree,file,download}`). Markdown is
-// rendered safely (src/markdown.ts), text and code shown as text, images shown from their bytes; anything
-// else, PDFs included, is offered as a download (an attachment the facade marks `nosniff`).
+// rendered safely (src/markdown.ts), code highlighted safely (src/highlight.ts), other text shown as text,
+// images shown from their bytes, PDFs drawn page by page by pdf.js (./pdf-view.tsx); anything else is
+// offered as a download (an attachment the facade marks `nosniff`).
 import { useEffect, useState } from 'preact/hooks';
 import { api, getToken } from '../api';
 import { t } from '../i18n';
+import { highlightCode, languageOf } from '../highlight';
 import { renderMarkdown } from '../markdown';
+import { PdfView } from './pdf-view';
 
 interface Entry {
   path: string;
@@ -17,6 +20,8 @@ interface Entry {
 type Shown =
   | { kind: 'markdown'; html: string }
   | { kind: 'text'; text: string; truncated: boolean }
+  | { kind: 'code'; html: string; language: string; truncated: boolean }
+  | { kind: 'pdf'; data: ArrayBuffer }
   | { kind: 'image'; url: string }
   | { kind: 'download'; message: string };
 
@@ -46,10 +51,13 @@ async function open(threadId: string, path: string): Promise<Shown> {
   if (!response.ok) return { kind: 'download', message: `${response.status} ${response.statusText}` };
   const type = response.headers.get('X-Yuxi-Preview-Type');
   if (type === 'image') return { kind: 'image', url: URL.createObjectURL(await response.blob()) };
+  if (type === 'pdf') return { kind: 'pdf', data: await response.arrayBuffer() };
   if (type) return { kind: 'download', message: t('files.noPreview') };
   const preview = await response.json();
   if (!preview.supported || preview.content === null) return { kind: 'download', message: preview.message ?? t('files.noPreview') };
   if (preview.preview_type === 'markdown') return { kind: 'markdown', html: renderMarkdown(preview.content) };
+  const language = languageOf(path.split('/').pop() ?? '');
+  if (language) return { kind: 'code', html: highlightCode(preview.content, language), language, truncated: preview.truncated };
   return { kind: 'text', text: preview.content, truncated: preview.truncated };
 }
 
@@ -125,7 +133,14 @@ export function FilesPanel({ threadId, refresh }: { threadId: string; refresh: u
           {/* Sanitised by renderMarkdown: no script, handler or style survives. */}
           {shown?.kind === 'markdown' && <div class="markdown" dangerouslySetInnerHTML={{ __html: shown.html }} />}
           {shown?.kind === 'text' && <pre class="file-text">{shown.text}</pre>}
-          {shown?.kind === 'text' && shown.truncated && <p class="muted small">{t('files.truncated')}</p>}
+          {/* Sanitised by highlightCode: spans with classes only. */}
+          {shown?.kind === 'code' && (
+            <pre class="file-text">
+              <code class={`hljs language-${shown.language}`} dangerouslySetInnerHTML={{ __html: shown.html }} />
+            </pre>
+          )}
+          {(shown?.kind === 'text' || shown?.kind === 'code') && shown.truncated && <p class="muted small">{t('files.truncated')}</p>}
+          {shown?.kind === 'pdf' && <PdfView data={shown.data} name={selected.name} />}
           {shown?.kind === 'image' && <img src={shown.url} alt={selected.name} class="file-image" />}
           {shown?.kind === 'download' && <p class="muted">{shown.message}</p>}
         </article>

@@ -1,0 +1,1 @@
+var e=`/console/assets/pdf.worker.min-CIqJB0yW.mjs`;export{e as default};
