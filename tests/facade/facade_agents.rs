@@ -348,6 +348,7 @@ async fn the_openapi_document_describes_every_route_with_resolvable_schemas() {
         "GET /api/agent/default",
         "GET /api/agent/requests/{request_id}",
         "GET /api/agent/requests/{request_id}/events",
+        "GET /api/agent/runs",
         "GET /api/agent/runs/{run_id}",
         "GET /api/agent/runs/{run_id}/events",
         "GET /api/agent/runs/{run_id}/result",
