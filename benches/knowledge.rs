@@ -102,12 +102,16 @@ fn main() {
     let mut found = 0;
     let mut reciprocal = 0.0;
     let mut misses = Vec::new();
+    let mut not_first = Vec::new();
     for question in &questions {
         let hits = index.search(&question.q, 5).expect("a search");
         match rank(&hits, question) {
             Some(r) => {
                 found += 1;
                 reciprocal += 1.0 / r as f64;
+                if r > 1 {
+                    not_first.push(json!({"q": question.q, "rank": r}));
+                }
             }
             None => misses.push(question.q.clone()),
         }
@@ -211,6 +215,7 @@ fn main() {
         "recall_at_5": recall_at_5,
         "mrr": mrr,
         "misses": misses,
+        "not_first": not_first,
         "passages": corpus.len(),
         "recall_at_5_large": found_large as f64 / questions.len() as f64,
         "mrr_large": reciprocal_large / questions.len() as f64,

@@ -1,20 +1,23 @@
 //! The full-text index of one knowledge base: its documents' passages, searched with BM25.
 //!
 //! Text is cut into words by jieba (search mode: a long Chinese word also yields the words inside it),
-//! lower-cased and stemmed as English; tokens with no letter or digit (spaces, punctuation) are
-//! dropped. A query is cut the same way and matches passages holding any of its words, best first: no
-//! query syntax, so nothing a model or a person types is an error.
+//! lower-cased and stemmed as English; tokens with no letter or digit (spaces, punctuation) and stop
+//! words (Snowball's English list, and common Chinese particles and pronouns) are dropped: a word that
+//! nearly every passage holds tells nothing, yet BM25 as tantivy scores it still adds to long passages. A passage's headings (the sections it is under) are indexed beside its text. A query is cut
+//! the same way and matches passages holding any of its words, in their text or their headings, best
+//! first, a word in a heading counting [`HEADING_BOOST`] times a word of the text: no query syntax, so
+//! nothing a model or a person types is an error.
 
 use std::path::Path;
 use std::sync::Mutex;
 
 use tantivy::collector::{DocSetCollector, TopDocs};
-use tantivy::query::{AllQuery, BooleanQuery, Occur, Query, TermQuery};
+use tantivy::query::{AllQuery, BooleanQuery, BoostQuery, Occur, Query, TermQuery};
 use tantivy::schema::{
     Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions, Value,
 };
 use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, TextAnalyzer, Token, TokenStream, Tokenizer,
+    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token, TokenStream, Tokenizer,
 };
 use tantivy::{Index, IndexReader, ReloadPolicy, Term, doc};
 
@@ -22,6 +25,61 @@ use super::chunk::Passage;
 
 /// The name the analyzer is registered under in each index.
 const ANALYZER: &str = "yuxi_words";
+
+/// How much more a query's word found in a passage's headings counts than in its text (BM25 scores,
+/// summed): the headings say what a passage is about. Chosen on the labelled set of `bench/knowledge`
+/// (docs/benchmarks.md).
+pub const HEADING_BOOST: f32 = 1.5;
+
+/// Chinese words too common to tell passages apart (particles, pronouns, question words), dropped as
+/// the English stop words are (Snowball's list, as tantivy ships it).
+const CHINESE_STOP_WORDS: &[&str] = &[
+    "的",
+    "了",
+    "是",
+    "在",
+    "和",
+    "与",
+    "或",
+    "及",
+    "其",
+    "而",
+    "也",
+    "都",
+    "就",
+    "会",
+    "要",
+    "把",
+    "被",
+    "让",
+    "对",
+    "吗",
+    "呢",
+    "吧",
+    "啊",
+    "这",
+    "那",
+    "这个",
+    "那个",
+    "一个",
+    "我们",
+    "你们",
+    "他们",
+    "它们",
+    "我",
+    "你",
+    "他",
+    "她",
+    "它",
+    "怎么",
+    "怎样",
+    "什么",
+    "如何",
+    "为什么",
+    "哪些",
+    "哪个",
+    "多少",
+];
 
 /// The memory an index writer may use before it writes a segment, in bytes (tantivy's least, 15 MB).
 const WRITER_MEMORY_BYTES: usize = 15_000_000;
@@ -70,6 +128,7 @@ struct Fields {
     position: Field,
     location: Field,
     text: Field,
+    heading: Field,
     vector: Field,
 }
 
@@ -88,10 +147,23 @@ pub struct KnowledgeIndex {
 type Embedded = (Hit, Vec<f32>);
 
 impl KnowledgeIndex {
-    /// The index in the folder `dir`, made there when it is not yet (the folder must exist).
+    /// The index in the folder `dir`, made there when it is not yet (the folder must exist). An index of
+    /// an earlier shape (written before a field was added) is emptied and made again: its knowledge base
+    /// indexes its documents again, as it does a new one.
     ///
-    /// Errors: the folder cannot be read, or holds an index of another shape.
+    /// Errors: the folder cannot be read or emptied.
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
+        let directory = tantivy::directory::MmapDirectory::open(dir)?;
+        if Index::exists(&directory).map_err(|e| tantivy::TantivyError::from(e))?
+            && Index::open(directory.clone())?.schema() != schema().0
+        {
+            for entry in std::fs::read_dir(dir).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))? {
+                let path = entry.map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))?.path();
+                if path.is_file() {
+                    std::fs::remove_file(&path).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))?;
+                }
+            }
+        }
         let directory = tantivy::directory::MmapDirectory::open(dir)?;
         Self::with(Index::open_or_create(directory, schema().0)?)
     }
@@ -133,6 +205,9 @@ impl KnowledgeIndex {
                     f.location => passage.location(),
                     f.text => passage.text.as_str(),
                 );
+                if let Some(heading) = &passage.heading {
+                    document.add_text(f.heading, heading);
+                }
                 if let Some(vector) = vectors.and_then(|v| v.get(i)) {
                     document.add_bytes(f.vector, &super::vectors::encode(vector));
                 }
@@ -243,7 +318,7 @@ impl KnowledgeIndex {
         Ok(hits)
     }
 
-    /// Any of the query's words, each once.
+    /// Any of the query's words, each once, in the text or (boosted) the headings.
     fn query(&self, text: &str) -> Option<Box<dyn Query>> {
         let mut analyzer = analyzer();
         let mut stream = analyzer.token_stream(text);
@@ -251,11 +326,14 @@ impl KnowledgeIndex {
         while let Some(token) = stream.next() {
             words.insert(token.text.clone());
         }
+        let term = |field: Field, word: &str| -> Box<dyn Query> {
+            Box::new(TermQuery::new(Term::from_field_text(field, word), IndexRecordOption::WithFreqs))
+        };
         let clauses: Vec<(Occur, Box<dyn Query>)> = words
-            .into_iter()
-            .map(|word| {
-                let term = Term::from_field_text(self.fields.text, &word);
-                (Occur::Should, Box::new(TermQuery::new(term, IndexRecordOption::WithFreqs)) as Box<dyn Query>)
+            .iter()
+            .flat_map(|word| {
+                let heading: Box<dyn Query> = Box::new(BoostQuery::new(term(self.fields.heading, word), HEADING_BOOST));
+                [(Occur::Should, term(self.fields.text, word)), (Occur::Should, heading)]
             })
             .collect();
         (!clauses.is_empty()).then(|| Box::new(BooleanQuery::new(clauses)) as Box<dyn Query>)
@@ -275,6 +353,9 @@ fn schema() -> (Schema, Fields) {
                 .set_index_option(IndexRecordOption::WithFreqsAndPositions),
         )
         .set_stored();
+    let heading_options = TextOptions::default().set_indexing_options(
+        TextFieldIndexing::default().set_tokenizer(ANALYZER).set_index_option(IndexRecordOption::WithFreqs),
+    );
     let fields = Fields {
         document: builder.add_text_field("document", STRING | STORED),
         content_hash: builder.add_text_field("content_hash", STORED),
@@ -282,15 +363,19 @@ fn schema() -> (Schema, Fields) {
         location: builder.add_text_field("location", STORED),
         text: builder.add_text_field("text", text_options),
         vector: builder.add_bytes_field("vector", STORED),
+        heading: builder.add_text_field("heading", heading_options),
     };
     (builder.build(), fields)
 }
 
-/// jieba's words, without those that hold no letter or digit, lower-cased, English stemmed.
+/// jieba's words, without those that hold no letter or digit, lower-cased, without stop words (English
+/// and Chinese), English stemmed.
 fn analyzer() -> TextAnalyzer {
     TextAnalyzer::builder(Words(tantivy_jieba::JiebaTokenizer::new()))
         .filter(RemoveLongFilter::limit(40))
         .filter(LowerCaser)
+        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stop words"))
+        .filter(StopWordFilter::remove(CHINESE_STOP_WORDS.iter().map(|w| w.to_string())))
         .filter(Stemmer::new(Language::English))
         .build()
 }
@@ -382,5 +467,37 @@ mod tests {
         }
         let again = KnowledgeIndex::open(dir.path()).expect("opened");
         assert_eq!(again.search("persisted", 1).expect("search")[0].document, "a.txt");
+    }
+
+    #[test]
+    fn a_word_of_a_passages_headings_finds_it_and_counts_more_than_one_of_the_text() {
+        let index = KnowledgeIndex::in_memory().expect("an index");
+        let under = "# Quotas\n\nEach user may run twenty at once.\n";
+        let beside = "Runs are counted; quotas are kept per user and checked at once.\n";
+        index.put_document("limits.md", "h1", &passages(under, true).expect("cuts")).expect("put");
+        index.put_document("notes.md", "h2", &passages(beside, false).expect("cuts")).expect("put");
+        let hits = index.search("quotas", 2).expect("search");
+        assert_eq!(hits.len(), 2, "both hold the word, one in its heading");
+        assert_eq!(hits[0].document, "limits.md", "the heading counts more: {hits:?}");
+    }
+
+    #[test]
+    fn an_index_of_an_earlier_shape_is_made_again_when_opened() {
+        let dir = tempfile::tempdir().expect("a folder");
+        {
+            let mut builder = Schema::builder();
+            let document = builder.add_text_field("document", STRING | STORED);
+            let old = Index::create_in_dir(dir.path(), builder.build()).expect("an old index");
+            let mut writer = old.writer_with_num_threads(1, WRITER_MEMORY_BYTES).expect("a writer");
+            writer.add_document(doc!(document => "old.md")).expect("added");
+            writer.commit().expect("committed");
+        }
+        let index = KnowledgeIndex::open(dir.path()).expect("made again");
+        assert_eq!(index.passage_count(), 0, "its knowledge base indexes its documents again");
+        index.put_document("a.txt", "h", &passages("fresh words", false).expect("cuts")).expect("put");
+        assert_eq!(
+            KnowledgeIndex::open(dir.path()).expect("opened").search("fresh", 1).expect("search")[0].document,
+            "a.txt"
+        );
     }
 }
