@@ -28,6 +28,7 @@ pub const MAX_QUERY_CHARS: usize = 200;
 pub struct ListQuery {
     /// `mine` (the default) or `all` (a superadmin's alone; 403 naming `scope` for anyone else).
     #[serde(default)]
+    #[param(pattern = "^(mine|all)?$")]
     scope: Option<String>,
     /// Runs of this agent only.
     #[serde(default)]
@@ -37,26 +38,35 @@ pub struct ListQuery {
     thread_id: Option<String>,
     /// `chat` (runs a user started) or `subagent` (delegated runs) only.
     #[serde(default)]
+    #[param(pattern = "^(chat|subagent)?$")]
     run_type: Option<String>,
     /// Statuses, comma-separated (`failed,interrupted`); `active` stands for every status that has not
     /// ended.
     #[serde(default)]
+    #[param(
+        pattern = "^((active|pending|running|cancel_requested|waiting|completed|failed|cancelled|interrupted)(,(active|pending|running|cancel_requested|waiting|completed|failed|cancelled|interrupted))*)?$"
+    )]
     status: Option<String>,
     /// Created at or after this time, RFC 3339.
     #[serde(default)]
+    #[param(format = DateTime)]
     since: Option<String>,
     /// Created before this time, RFC 3339.
     #[serde(default)]
+    #[param(format = DateTime)]
     until: Option<String>,
     /// Words (at most 200 characters) that must each appear, in any case, in the run's id, thread, agent,
     /// input or error.
     #[serde(default)]
+    #[param(max_length = 200)]
     q: Option<String>,
     /// Runs in a page, 1 to 100 (default 50).
     #[serde(default)]
+    #[param(minimum = 1, maximum = 100)]
     limit: Option<usize>,
     /// Where to go on: the `next_cursor` of the page before.
     #[serde(default)]
+    #[param(pattern = "^([0-9]{1,18}\\.[A-Za-z0-9][A-Za-z0-9._-]{0,252})?$")]
     cursor: Option<String>,
 }
 
@@ -71,13 +81,12 @@ pub struct RunList {
 }
 
 fn time(field: &str, text: Option<&str>) -> Result<Option<i64>, ApiError> {
-    text.filter(|t| !t.is_empty())
-        .map(|t| {
-            t.parse::<jiff::Timestamp>()
-                .map(|at| at.as_millisecond())
-                .map_err(|_| ApiError::invalid(format!("query.{field}"), format!("{t:?} is not an RFC 3339 time")))
-        })
-        .transpose()
+    text.map(|t| {
+        t.parse::<jiff::Timestamp>()
+            .map(|at| at.as_millisecond())
+            .map_err(|_| ApiError::invalid(format!("query.{field}"), format!("{t:?} is not an RFC 3339 time")))
+    })
+    .transpose()
 }
 
 fn statuses(text: &str) -> Result<Vec<RunStatus>, ApiError> {
@@ -198,6 +207,7 @@ mod tests {
         assert_eq!(field_of("status=done"), "query.status");
         assert_eq!(field_of("since=yesterday"), "query.since");
         assert_eq!(field_of("until=2026-13-01"), "query.until");
+        assert_eq!(field_of("until="), "query.until");
         assert_eq!(field_of(&format!("q={}", "x".repeat(201))), "query.q");
         assert_eq!(field_of("limit=0"), "query.limit");
         assert_eq!(field_of("limit=101"), "query.limit");
