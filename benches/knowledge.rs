@@ -184,17 +184,21 @@ fn main() {
     let index_s = started.elapsed().as_secs_f64();
     // Quality again, among the made passages: each repeats sentences of the labelled ones.
     let (mut found_large, mut reciprocal_large) = (0, 0.0);
+    let mut misses_large = Vec::new();
     let mut latencies = Vec::new();
     for round in 0..10 {
         for question in &questions {
             let started = Instant::now();
             let hits = large.search(&question.q, 5).expect("a search");
             latencies.push(started.elapsed().as_secs_f64() * 1000.0);
-            if round == 0
-                && let Some(r) = rank(&hits, question)
-            {
-                found_large += 1;
-                reciprocal_large += 1.0 / r as f64;
+            if round == 0 {
+                match rank(&hits, question) {
+                    Some(r) => {
+                        found_large += 1;
+                        reciprocal_large += 1.0 / r as f64;
+                    }
+                    None => misses_large.push(question.q.clone()),
+                }
             }
         }
     }
@@ -218,6 +222,7 @@ fn main() {
         "not_first": not_first,
         "passages": corpus.len(),
         "recall_at_5_large": found_large as f64 / questions.len() as f64,
+        "misses_large": misses_large,
         "mrr_large": reciprocal_large / questions.len() as f64,
         "index_s_per_mb": index_s / (corpus_bytes as f64 / 1e6),
         "search_p50_ms": percentile(&latencies, 0.5),

@@ -154,7 +154,7 @@ impl KnowledgeIndex {
     /// Errors: the folder cannot be read or emptied.
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
         let directory = tantivy::directory::MmapDirectory::open(dir)?;
-        if Index::exists(&directory).map_err(|e| tantivy::TantivyError::from(e))?
+        if Index::exists(&directory).map_err(tantivy::TantivyError::from)?
             && Index::open(directory.clone())?.schema() != schema().0
         {
             for entry in std::fs::read_dir(dir).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))? {
