@@ -426,32 +426,43 @@ def stop(side):
         side.proc.kill()
 
 
+# Each row: its title, its key, whether lower or higher is better, and the target it has (a bound on
+# the in-process and Redis figures, printed beside them and marked met or not; None for no target).
 ROWS = [
-    ("blocking run, sequential, p50 (ms)", "blocking_p50", "lower"),
-    ("blocking run, sequential, p99 (ms)", "blocking_p99", "lower"),
-    ("first event after start, p50 (ms)", "first_event_p50", "lower"),
-    ("main agent run start to end, p50 (ms; deep-research: two subagents and a report; no peer graph)", "main_run_p50", "lower"),
-    ("runs/s at 50 in flight", "runs_per_s_50", "higher"),
-    ("p99 at 50 in flight (ms)", "p99_at_50", "lower"),
-    ("CPU per run at 50 in flight (ms, server and its children)", "cpu_ms_per_run", "lower"),
-    ("status reads/s of a finished run (50 clients)", "status_per_s", "higher"),
-    ("wrk: runs/s at 50 in flight", "wrk_runs_per_s", "higher"),
-    ("wrk: p99 at 50 in flight (ms)", "wrk_p99", "lower"),
-    ("wrk: CPU per run (ms)", "wrk_cpu_ms_per_run", "lower"),
-    ("wrk: status reads/s of a finished run (50 connections)", "wrk_status_per_s", "higher"),
-    ("server RSS idle (MiB, with children)", "rss_idle", "lower"),
-    ("server RSS after the runs (MiB)", "rss_after", "lower"),
-    (f"{BURST} runs started at once: completed", "burst_completed", "higher"),
-    (f"{BURST} runs started at once: lost (not completed, or not exactly one end)", "burst_lost", "lower"),
-    (f"{BURST} runs started at once: seconds until all ended", "burst_seconds", "lower"),
+    ("blocking run, sequential, p50 (ms)", "blocking_p50", "lower", None),
+    ("blocking run, sequential, p99 (ms)", "blocking_p99", "lower", None),
+    ("first event after start, p50 (ms)", "first_event_p50", "lower", None),
+    ("main agent run start to end, p50 (ms; deep-research: two subagents and a report; no peer graph)", "main_run_p50", "lower", None),
+    ("runs/s at 50 in flight", "runs_per_s_50", "higher", None),
+    ("p99 at 50 in flight (ms)", "p99_at_50", "lower", None),
+    ("CPU per run at 50 in flight (ms, server and its children)", "cpu_ms_per_run", "lower", None),
+    ("status reads/s of a finished run (50 clients)", "status_per_s", "higher", None),
+    ("wrk: runs/s at 50 in flight", "wrk_runs_per_s", "higher", None),
+    ("wrk: p99 at 50 in flight (ms)", "wrk_p99", "lower", 100.0),
+    ("wrk: CPU per run (ms)", "wrk_cpu_ms_per_run", "lower", 1.0),
+    ("wrk: status reads/s of a finished run (50 connections)", "wrk_status_per_s", "higher", None),
+    ("server RSS idle (MiB, with children)", "rss_idle", "lower", 32.0),
+    ("server RSS after the runs (MiB)", "rss_after", "lower", 48.0),
+    (f"{BURST} runs started at once: completed", "burst_completed", "higher", None),
+    (f"{BURST} runs started at once: lost (not completed, or not exactly one end)", "burst_lost", "lower", None),
+    (f"{BURST} runs started at once: seconds until all ended", "burst_seconds", "lower", None),
 ]
+
+
+def target_cell(results, peer, key, better, target):
+    """The row's target and whether every side but the peer meets it (✓) or not (✗)."""
+    if target is None:
+        return "–"
+    figures = [results[l][key] for l in results if l != peer and results[l][key] == results[l][key]]
+    met = all(f <= target if better == "lower" else f >= target for f in figures)
+    return f"{'≤' if better == 'lower' else '≥'} {target:g} {'✓' if met else '✗'}"
 
 
 def table(results, peer):
     labels = list(results)
-    head = "| what | " + " | ".join(labels) + " | " + " | ".join(f"{l} vs {peer}" for l in labels if l != peer) + " |"
-    lines = [head, "|" + " --- |" * (1 + len(labels) + len(labels) - 1)]
-    for title, key, better in ROWS:
+    head = "| what | target | " + " | ".join(labels) + " | " + " | ".join(f"{l} vs {peer}" for l in labels if l != peer) + " |"
+    lines = [head, "|" + " --- |" * (2 + len(labels) + len(labels) - 1)]
+    for title, key, better, target in ROWS:
         cells = ["–" if results[l][key] != results[l][key] else f"{results[l][key]:.1f}" for l in labels]
         ratios = []
         for l in labels:
@@ -460,7 +471,8 @@ def table(results, peer):
             ours, theirs = results[l][key], results[peer][key]
             ratio = (theirs / ours if better == "lower" else ours / theirs) if ours and theirs else float("nan")
             ratios.append("–" if ratio != ratio else f"{ratio:.1f}×")
-        lines.append(f"| {title} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
+        target_text = target_cell(results, peer, key, better, target)
+        lines.append(f"| {title} | {target_text} | " + " | ".join(cells) + " | " + " | ".join(ratios) + " |")
     return "\n".join(lines)
 
 

@@ -141,16 +141,25 @@ def main():
         f"then among {yuxi['passages']} passages (`_large`: the labelled ones and passages made of their sentences), "
         "with speed and memory. Peer: rank-bm25 (BM25Okapi) with jieba.",
         "",
-        "| measure | yuxi-operator | rank-bm25 + jieba | ratio (yuxi better when > 1) |",
-        "| --- | --- | --- | --- |",
+        "| measure | target | yuxi-operator | rank-bm25 + jieba | ratio (yuxi better when > 1) |",
+        "| --- | --- | --- | --- | --- |",
     ]
+    # The targets: ratios to the peer on the large set, a bound on what an idle base holds.
+    ratio_targets = {"recall_at_5_large": 1.2, "mrr_large": 1.2}
+    bound_targets = {"idle_kib_per_base": 2048.0}
     for key in higher_better + lower_better:
         mine, theirs = yuxi[key], other[key]
         if key in higher_better:
             ratio = mine / theirs if theirs else float("inf")
         else:
             ratio = theirs / mine if mine else float("inf")
-        lines.append(f"| {key} | {mine:.3f} | {theirs:.3f} | {ratio:.2f} |")
+        if key in ratio_targets:
+            target = f"ratio ≥ {ratio_targets[key]:g} {'✓' if ratio >= ratio_targets[key] else '✗'}"
+        elif key in bound_targets:
+            target = f"≤ {bound_targets[key]:g} {'✓' if mine <= bound_targets[key] else '✗'}"
+        else:
+            target = "–"
+        lines.append(f"| {key} | {target} | {mine:.3f} | {theirs:.3f} | {ratio:.2f} |")
     lines.append("")
     lines.append(f"Missed at 5 by yuxi-operator: {yuxi['misses'] or 'none'}; by the peer: {other['misses'] or 'none'}.")
     lines.append("RSS is the whole process's (yuxi-operator: the bench binary, index on disk; the peer: Python with its index in memory).")
