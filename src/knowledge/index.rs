@@ -1,12 +1,10 @@
 //! The full-text index of one knowledge base: its documents' passages, searched with BM25.
 //!
-//! Text is cut into words by jieba (search mode: a long Chinese word also yields the words inside it),
-//! lower-cased and stemmed as English; tokens with no letter or digit (spaces, punctuation) and stop
-//! words (Snowball's English list, and common Chinese particles and pronouns) are dropped: a word that
-//! nearly every passage holds tells nothing, yet BM25 as tantivy scores it still adds to long passages. A passage's headings (the sections it is under) are indexed beside its text. A query is cut
-//! the same way and matches passages holding any of its words, in their text or their headings, best
-//! first, a word in a heading counting [`HEADING_BOOST`] times a word of the text: no query syntax, so
-//! nothing a model or a person types is an error.
+//! Text is cut into words as [`super::analyzer`] says (jieba's words, lower-cased, without stop words,
+//! English stemmed). A passage's headings (the sections it is under) are indexed beside its text. A
+//! query is cut the same way and matches passages holding any of its words, in their text or their
+//! headings, best first, a word in a heading counting [`HEADING_BOOST`] times a word of the text: no
+//! query syntax, so nothing a model or a person types is an error.
 
 use std::path::Path;
 use std::sync::Mutex;
@@ -16,11 +14,9 @@ use tantivy::query::{AllQuery, BooleanQuery, BoostQuery, Occur, Query, TermQuery
 use tantivy::schema::{
     Field, INDEXED, IndexRecordOption, STORED, STRING, Schema, TantivyDocument, TextFieldIndexing, TextOptions, Value,
 };
-use tantivy::tokenizer::{
-    Language, LowerCaser, RemoveLongFilter, Stemmer, StopWordFilter, TextAnalyzer, Token, TokenStream, Tokenizer,
-};
 use tantivy::{Index, IndexReader, ReloadPolicy, Term, doc};
 
+use super::analyzer::analyzer;
 use super::chunk::Passage;
 
 /// The name the analyzer is registered under in each index.
@@ -30,56 +26,6 @@ const ANALYZER: &str = "yuxi_words";
 /// summed): the headings say what a passage is about. Chosen on the labelled set of `bench/knowledge`
 /// (docs/benchmarks.md).
 pub const HEADING_BOOST: f32 = 1.5;
-
-/// Chinese words too common to tell passages apart (particles, pronouns, question words), dropped as
-/// the English stop words are (Snowball's list, as tantivy ships it).
-const CHINESE_STOP_WORDS: &[&str] = &[
-    "的",
-    "了",
-    "是",
-    "在",
-    "和",
-    "与",
-    "或",
-    "及",
-    "其",
-    "而",
-    "也",
-    "都",
-    "就",
-    "会",
-    "要",
-    "把",
-    "被",
-    "让",
-    "对",
-    "吗",
-    "呢",
-    "吧",
-    "啊",
-    "这",
-    "那",
-    "这个",
-    "那个",
-    "一个",
-    "我们",
-    "你们",
-    "他们",
-    "它们",
-    "我",
-    "你",
-    "他",
-    "她",
-    "它",
-    "怎么",
-    "怎样",
-    "什么",
-    "如何",
-    "为什么",
-    "哪些",
-    "哪个",
-    "多少",
-];
 
 /// The memory an index writer may use before it writes a segment, in bytes (tantivy's least, 15 MB).
 const WRITER_MEMORY_BYTES: usize = 15_000_000;
@@ -366,48 +312,6 @@ fn schema() -> (Schema, Fields) {
         heading: builder.add_text_field("heading", heading_options),
     };
     (builder.build(), fields)
-}
-
-/// jieba's words, without those that hold no letter or digit, lower-cased, without stop words (English
-/// and Chinese), English stemmed.
-fn analyzer() -> TextAnalyzer {
-    TextAnalyzer::builder(Words(tantivy_jieba::JiebaTokenizer::new()))
-        .filter(RemoveLongFilter::limit(40))
-        .filter(LowerCaser)
-        .filter(StopWordFilter::new(Language::English).expect("tantivy ships English stop words"))
-        .filter(StopWordFilter::remove(CHINESE_STOP_WORDS.iter().map(|w| w.to_string())))
-        .filter(Stemmer::new(Language::English))
-        .build()
-}
-
-/// A tokenizer that passes on the tokens of another that hold a letter or a digit.
-#[derive(Clone)]
-struct Words<T>(T);
-
-impl<T: Tokenizer> Tokenizer for Words<T> {
-    type TokenStream<'a> = WordStream<T::TokenStream<'a>>;
-    fn token_stream<'a>(&'a mut self, text: &'a str) -> Self::TokenStream<'a> {
-        WordStream(self.0.token_stream(text))
-    }
-}
-
-struct WordStream<S>(S);
-
-impl<S: TokenStream> TokenStream for WordStream<S> {
-    fn advance(&mut self) -> bool {
-        while self.0.advance() {
-            if self.0.token().text.chars().any(char::is_alphanumeric) {
-                return true;
-            }
-        }
-        false
-    }
-    fn token(&self) -> &Token {
-        self.0.token()
-    }
-    fn token_mut(&mut self) -> &mut Token {
-        self.0.token_mut()
-    }
 }
 
 #[cfg(test)]

@@ -8,6 +8,7 @@
 //! folder or on a volume), uses no HTTP server and no Kubernetes client, and is used by the role that
 //! serves searches.
 
+pub mod analyzer;
 pub mod chunk;
 pub mod embeddings;
 pub mod extract;
