@@ -19,8 +19,10 @@ use tantivy::{Index, IndexReader, ReloadPolicy, Term, doc};
 use super::analyzer::analyzer;
 use super::chunk::Passage;
 
-/// The name the analyzer is registered under in each index.
-const ANALYZER: &str = "yuxi_words";
+/// The name the analyzer is registered under in each index. It is part of the schema, so a new name
+/// makes every index of the earlier one be made again ([`KnowledgeIndex::open`]): change it whenever
+/// [`analyzer`] cuts text differently (v2: stop words dropped).
+const ANALYZER: &str = "yuxi_words_v2";
 
 /// How much more a query's word found in a passage's headings counts than in its text (BM25 scores,
 /// summed): the headings say what a passage is about. Chosen on the labelled set of `bench/knowledge`
@@ -94,8 +96,8 @@ type Embedded = (Hit, Vec<f32>);
 
 impl KnowledgeIndex {
     /// The index in the folder `dir`, made there when it is not yet (the folder must exist). An index of
-    /// an earlier shape (written before a field was added) is emptied and made again: its knowledge base
-    /// indexes its documents again, as it does a new one.
+    /// an earlier shape (written before a field was added, or with an earlier analyzer) is removed (its
+    /// files alone) and made again: its knowledge base indexes its documents again, as it does a new one.
     ///
     /// Errors: the folder cannot be read or emptied.
     pub fn open(dir: &Path) -> Result<Self, IndexError> {
@@ -103,12 +105,7 @@ impl KnowledgeIndex {
         if Index::exists(&directory).map_err(tantivy::TantivyError::from)?
             && Index::open(directory.clone())?.schema() != schema().0
         {
-            for entry in std::fs::read_dir(dir).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))? {
-                let path = entry.map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))?.path();
-                if path.is_file() {
-                    std::fs::remove_file(&path).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))?;
-                }
-            }
+            remove_index_files(dir).map_err(|e| tantivy::TantivyError::SystemError(e.to_string()))?;
         }
         let directory = tantivy::directory::MmapDirectory::open(dir)?;
         Self::with(Index::open_or_create(directory, schema().0)?)
@@ -286,6 +283,27 @@ impl KnowledgeIndex {
     }
 }
 
+/// Removes the files of the tantivy index in `dir`: those its `.managed.json` lists, and its meta and lock
+/// files. Nothing else in the folder is touched, should it hold anything else.
+fn remove_index_files(dir: &Path) -> std::io::Result<()> {
+    let managed: Vec<String> = std::fs::read(dir.join(".managed.json"))
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    let fixed = ["meta.json", ".managed.json", ".tantivy-meta.lock", ".tantivy-writer.lock"].map(String::from);
+    for name in managed.into_iter().chain(fixed) {
+        // Only a plain name in the folder: never a path out of it.
+        if name.contains(['/', '\\']) || name == ".." || name.is_empty() {
+            continue;
+        }
+        match std::fs::remove_file(dir.join(&name)) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => return Err(e),
+            _ => {}
+        }
+    }
+    Ok(())
+}
+
 fn text_of(document: &TantivyDocument, field: Field) -> String {
     document.get_first(field).and_then(|v| v.as_str()).unwrap_or_default().to_string()
 }
@@ -396,7 +414,9 @@ mod tests {
             writer.add_document(doc!(document => "old.md")).expect("added");
             writer.commit().expect("committed");
         }
+        std::fs::write(dir.path().join("notes.md"), "not the index's").expect("a file beside it");
         let index = KnowledgeIndex::open(dir.path()).expect("made again");
+        assert!(dir.path().join("notes.md").exists(), "only the index's own files are removed");
         assert_eq!(index.passage_count(), 0, "its knowledge base indexes its documents again");
         index.put_document("a.txt", "h", &passages("fresh words", false).expect("cuts")).expect("put");
         assert_eq!(

@@ -55,23 +55,28 @@ pub struct ApprovalRecord {
     pub decided_at: String,
 }
 
-/// `kept` with the records of `decisions` on the calls of `pending`, decided by `uid` now, keeping at most
-/// [`MAX_APPROVALS_KEPT`] (the oldest go first).
-pub fn recorded(
-    kept: &[ApprovalRecord],
-    pending: &[ActionRequest],
-    decisions: &[Decision],
-    uid: &str,
-) -> Vec<ApprovalRecord> {
+/// The records of `decisions` on the calls of `pending`, decided by `uid` now.
+pub fn records_of(pending: &[ActionRequest], decisions: &[Decision], uid: &str) -> Vec<ApprovalRecord> {
     let now = jiff::Timestamp::now().to_string();
-    let mut out = kept.to_vec();
-    out.extend(decisions.iter().map(|d| ApprovalRecord {
-        tool_call_id: d.tool_call_id.clone(),
-        name: pending.iter().find(|p| p.tool_call_id == d.tool_call_id).map_or_else(String::new, |p| p.name.clone()),
-        decision: d.decision,
-        decided_by: uid.to_string(),
-        decided_at: now.clone(),
-    }));
+    decisions
+        .iter()
+        .map(|d| ApprovalRecord {
+            tool_call_id: d.tool_call_id.clone(),
+            name: pending
+                .iter()
+                .find(|p| p.tool_call_id == d.tool_call_id)
+                .map_or_else(String::new, |p| p.name.clone()),
+            decision: d.decision,
+            decided_by: uid.to_string(),
+            decided_at: now.clone(),
+        })
+        .collect()
+}
+
+/// `kept` followed by `new`, keeping at most [`MAX_APPROVALS_KEPT`] (the oldest go first): what a run's
+/// record holds after a resume (the store appends in the same step as the resume).
+pub fn appended(kept: &[ApprovalRecord], new: &[ApprovalRecord]) -> Vec<ApprovalRecord> {
+    let mut out: Vec<ApprovalRecord> = kept.iter().chain(new).cloned().collect();
     let over = out.len().saturating_sub(MAX_APPROVALS_KEPT);
     out.drain(..over);
     out
@@ -340,7 +345,7 @@ mod tests {
             Decision { tool_call_id: "call_1".into(), decision: DecisionKind::Reject, arguments: None, message: None };
         let mut kept = Vec::new();
         for _ in 0..MAX_APPROVALS_KEPT + 3 {
-            kept = recorded(&kept, &pending, std::slice::from_ref(&reject), "alice");
+            kept = appended(&kept, &records_of(&pending, std::slice::from_ref(&reject), "alice"));
         }
         assert_eq!(kept.len(), MAX_APPROVALS_KEPT);
         let last = kept.last().expect("a record");

@@ -42,8 +42,9 @@ const PAUSE_RUN: &str = r"
 
 /// Resumes a waiting run. `KEYS`: the record, the decisions, the keeper, the checkpoint. `ARGV`: the
 /// decisions' JSON, how long they are kept (seconds), how long the keeper keeps the resumed run for its
-/// next runner (seconds), the record's approval records after these decisions (JSON text). Returns 1 when it resumed the run, 0 when the run is not waiting (or its
-/// checkpoint is gone).
+/// next runner (seconds), the approval records of these decisions (a JSON list, appended to the
+/// record's own, which is JSON text), how many records the record keeps. Returns 1 when it resumed the
+/// run, 0 when the run is not waiting (or its checkpoint is gone).
 const RESUME_RUN: &str = r"
     local raw = redis.call('GET', KEYS[1])
     if not raw then return 0 end
@@ -51,7 +52,12 @@ const RESUME_RUN: &str = r"
     if record.status ~= 'waiting' or redis.call('EXISTS', KEYS[4]) == 0 then return 0 end
     record.status = 'pending'
     record.waiting = nil
-    record.approvals = ARGV[4]
+    local kept = {}
+    if type(record.approvals) == 'string' and record.approvals ~= '' then kept = cjson.decode(record.approvals)
+    elseif type(record.approvals) == 'table' then kept = record.approvals end
+    for _, entry in ipairs(cjson.decode(ARGV[4])) do table.insert(kept, entry) end
+    while #kept > tonumber(ARGV[5]) do table.remove(kept, 1) end
+    if #kept > 0 then record.approvals = cjson.encode(kept) else record.approvals = nil end
     redis.call('SET', KEYS[1], cjson.encode(record), 'KEEPTTL')
     redis.call('SET', KEYS[2], ARGV[1], 'EX', ARGV[2])
     redis.call('SET', KEYS[3], 'resumed', 'EX', ARGV[3])
@@ -135,8 +141,9 @@ impl Store {
         }
     }
 
-    /// Resumes the waiting run `run_id` with `decisions`, its record keeping `approvals` (the records
-    /// of every decision on it, these included): it becomes `pending` for its next runner, and
+    /// Resumes the waiting run `run_id` with `decisions`, their records `decided` appended to the
+    /// record's approvals in the same step (bounded by [`crate::run::approval::MAX_APPROVALS_KEPT`], the
+    /// oldest going first): it becomes `pending` for its next runner, and
     /// its keeper keeps it for [`keys::START_GRACE_SECONDS`], as a new run is kept, until the launcher
     /// that starts it again keeps it (without that, a sweep between the resume and the launch would end
     /// the run as abandoned). Returns `false`, having written nothing, when it is not waiting.
@@ -144,10 +151,10 @@ impl Store {
         &self,
         run_id: &str,
         decisions: &[Decision],
-        approvals: &[ApprovalRecord],
+        decided: &[ApprovalRecord],
     ) -> Result<bool, StoreError> {
         match self {
-            Store::Memory(memory) => Ok(memory.resume_run(run_id, decisions.to_vec(), approvals.to_vec())),
+            Store::Memory(memory) => Ok(memory.resume_run(run_id, decisions.to_vec(), decided)),
             Store::Redis(redis) => {
                 let resumed: i64 = RESUME_RUN_SCRIPT
                     .key(keys::run_record(run_id))
@@ -157,7 +164,8 @@ impl Store {
                     .arg(serde_json::to_string(decisions).expect("decisions serialize"))
                     .arg(keys::STATE_TTL_SECONDS)
                     .arg(keys::START_GRACE_SECONDS)
-                    .arg(serde_json::to_string(approvals).expect("approval records serialize"))
+                    .arg(serde_json::to_string(decided).expect("approval records serialize"))
+                    .arg(crate::run::approval::MAX_APPROVALS_KEPT)
                     .invoke_async(&mut redis.connection())
                     .await?;
                 Ok(resumed == 1)

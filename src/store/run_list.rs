@@ -91,10 +91,15 @@ impl RedisStore {
             mget.arg(keys::run_record(&place.run_id));
         }
         let records: Vec<Option<String>> = self.read(&mut mget).await?;
+        // A record is listed only for its own user, whatever the list names.
+        let of_user = |record: &RunRecord| uid.is_none_or(|uid| record.uid == uid);
         Ok(places
             .into_iter()
             .zip(records)
-            .map(|(place, raw)| (place, raw.and_then(|text| serde_json::from_str(&text).ok())))
+            .map(|(place, raw)| {
+                let record = raw.and_then(|text| serde_json::from_str::<RunRecord>(&text).ok()).filter(of_user);
+                (place, record)
+            })
             .collect())
     }
 }

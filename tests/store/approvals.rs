@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use yuxi_operator::run::RunStatus;
-use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Decision, DecisionKind, Waiting, recorded};
+use yuxi_operator::run::approval::{ActionRequest, Checkpoint, Decision, DecisionKind, Waiting, records_of};
 use yuxi_operator::run::message::ToolCall;
 use yuxi_operator::store::{Store, StoreAuth};
 
@@ -73,7 +73,7 @@ async fn a_paused_run_is_kept_resumed_once_and_its_decisions_taken_once() {
             arguments: None,
             message: None,
         }];
-        let approvals = recorded(&[], &waiting.action_requests, &decisions, "alice");
+        let approvals = records_of(&waiting.action_requests, &decisions, "alice");
         assert!(store.resume_run(&run, &decisions, &approvals).await.expect("resumed"));
         assert!(!store.resume_run(&run, &decisions, &[]).await.expect("read"), "only a waiting run is resumed");
         let record = store.run_record(&run).await.expect("read").expect("the run");
@@ -83,8 +83,18 @@ async fn a_paused_run_is_kept_resumed_once_and_its_decisions_taken_once() {
             (record.approvals[0].name.as_str(), record.approvals[0].decision),
             ("execute", DecisionKind::Approve)
         );
-        assert_eq!(store.take_resumption(&run).await.expect("read"), Some((checkpoint, decisions)));
+        assert_eq!(store.take_resumption(&run).await.expect("read"), Some((checkpoint.clone(), decisions.clone())));
         assert_eq!(store.take_resumption(&run).await.expect("read"), None, "taken once");
+        // Paused and resumed again: the second answer's records follow the first's.
+        assert!(store.set_run_status(&run, RunStatus::Running, None).await.expect("running"));
+        store
+            .pause_run(&run, &thread, &checkpoint, &waiting, json!({}), Duration::from_secs(600))
+            .await
+            .expect("paused");
+        let second = records_of(&waiting.action_requests, &decisions, "root");
+        assert!(store.resume_run(&run, &decisions, &second).await.expect("resumed"));
+        let record = store.run_record(&run).await.expect("read").expect("the run");
+        assert_eq!(record.approvals, [approvals, second].concat(), "appended in the store, in order");
     }
 }
 

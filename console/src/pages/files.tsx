@@ -50,6 +50,9 @@ async function open(threadId: string, path: string): Promise<Shown> {
   });
   if (!response.ok) return { kind: 'download', message: `${response.status} ${response.statusText}` };
   const type = response.headers.get('X-Yuxi-Preview-Type');
+  // An SVG is a document that can hold script: offered as a download, never shown from a blob of this
+  // origin (which a new tab would open as a page of the console's origin).
+  if (type === 'image' && response.headers.get('Content-Type')?.startsWith('image/svg')) return { kind: 'download', message: t('files.noPreview') };
   if (type === 'image') return { kind: 'image', url: URL.createObjectURL(await response.blob()) };
   if (type === 'pdf') return { kind: 'pdf', data: await response.arrayBuffer() };
   if (type) return { kind: 'download', message: t('files.noPreview') };

@@ -1,8 +1,9 @@
 // The runs page (#/runs): the caller's runs, newest first, from `GET /api/agent/runs`, filtered by words,
 // agent, status, kind and time (a superadmin may ask for everyone's). Each run links to its page
 // (#/runs/<run_id>). While a listed run has not ended, the first page is read again every 3 s, so
-// statuses change as they happen; "More" reads the next page.
-import { useEffect, useState } from 'preact/hooks';
+// statuses change as they happen; "More" reads the next page (and stops the reading again, which would
+// drop it, until a filter changes).
+import { useEffect, useRef, useState } from 'preact/hooks';
 import { api } from '../api';
 import { statusText, t } from '../i18n';
 import { TERMINAL, type ApprovalRecord } from '../transcript';
@@ -54,6 +55,8 @@ export function RunsPage({ everyone }: { everyone: boolean }) {
   const [runs, setRuns] = useState<RunRow[] | null>(null);
   const [next, setNext] = useState<string | null>(null);
   const [error, setError] = useState<string | null>(null);
+  // Once more pages are read, the list is no longer read again (that would drop them).
+  const extended = useRef(false);
 
   useEffect(() => {
     api<{ agents: Agent[] }>('GET', '/api/agent?include_subagents=true')
@@ -67,7 +70,7 @@ export function RunsPage({ everyone }: { everyone: boolean }) {
     const load = async () => {
       try {
         const page = await api<Page>('GET', search(filters));
-        if (stopped) return;
+        if (stopped || extended.current) return;
         setRuns(page.runs);
         setNext(page.next_cursor);
         setError(null);
@@ -86,6 +89,7 @@ export function RunsPage({ everyone }: { everyone: boolean }) {
 
   const more = async () => {
     if (!next) return;
+    extended.current = true;
     try {
       const page = await api<Page>('GET', search(filters, next));
       setRuns((prev) => [...(prev ?? []), ...page.runs]);
@@ -97,6 +101,7 @@ export function RunsPage({ everyone }: { everyone: boolean }) {
 
   const set = (name: keyof typeof filters) => (e: Event) => {
     const value = (e.currentTarget as HTMLInputElement | HTMLSelectElement).value;
+    extended.current = false;
     setFilters((prev) => ({ ...prev, [name]: value }));
   };
 

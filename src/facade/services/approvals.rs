@@ -194,13 +194,14 @@ pub async fn resume(
     let agent = state.agents.get(&record.agent_slug).await?.ok_or_else(|| {
         ApiError::Conflict(format!("agent {:?} of run {} no longer exists", record.agent_slug, record.run_id))
     })?;
-    let approvals = crate::run::approval::recorded(&record.approvals, &checkpoint.pending, &decisions, &who.uid);
-    if !store.resume_run(&record.run_id, &decisions, &approvals).await? {
+    let decided = crate::run::approval::records_of(&checkpoint.pending, &decisions, &who.uid);
+    if !store.resume_run(&record.run_id, &decisions, &decided).await? {
         return Err(ApiError::Conflict(format!("run {} is no longer waiting", record.run_id)));
     }
     if who.uid != record.uid {
         audit_decision(state, who, &record, &decisions).await;
     }
+    let approvals = crate::run::approval::appended(&record.approvals, &decided);
     let record = RunRecord { status: RunStatus::Pending, waiting: None, approvals, ..record };
     // The run acts for its own user again, with fresh credentials (its earlier ones may have expired
     // while it waited). A superadmin deciding on another user's run gives it that user's uid only.

@@ -45,18 +45,23 @@ impl MemoryStore {
         &self,
         run_id: &str,
         decisions: Vec<crate::run::approval::Decision>,
-        approvals: Vec<crate::run::approval::ApprovalRecord>,
+        decided: &[crate::run::approval::ApprovalRecord],
     ) -> bool {
         let mut state = self.state();
-        let Some(record) = state.records.get_mut(run_id) else { return false };
-        if record.status != RunStatus::Waiting {
+        // Nothing changes unless the run waits and its checkpoint is there, as in Redis.
+        if !state.records.get(run_id).is_some_and(|r| r.status == RunStatus::Waiting)
+            || !state.checkpoints.contains_key(run_id)
+        {
             return false;
         }
-        record.status = RunStatus::Pending;
-        record.waiting = None;
-        record.approvals = approvals;
-        let Some(entry) = state.checkpoints.get_mut(run_id) else { return false };
-        entry.1 = Some(decisions);
+        if let Some(entry) = state.checkpoints.get_mut(run_id) {
+            entry.1 = Some(decisions);
+        }
+        if let Some(record) = state.records.get_mut(run_id) {
+            record.status = RunStatus::Pending;
+            record.waiting = None;
+            record.approvals = crate::run::approval::appended(&record.approvals, decided);
+        }
         // Kept for its next runner, as a new run is, until its launcher keeps it.
         let grace = Duration::from_secs(crate::store::keys::START_GRACE_SECONDS as u64);
         state.keepers.insert(run_id.to_string(), Instant::now() + grace);
