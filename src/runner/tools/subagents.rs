@@ -27,13 +27,14 @@ const CALL_MARGIN: Duration = Duration::from_secs(30);
 /// The subagent tools cannot be mounted.
 #[derive(Debug, thiserror::Error)]
 pub enum MountError {
-    /// The HTTP client cannot be built (its TLS backend cannot start).
-    #[error("cannot build the HTTP client: {source}")]
+    /// The HTTP client cannot be built (the platform's roots cannot be read, or its TLS backend cannot
+    /// start).
+    #[error("cannot build the HTTP client for {base}: {message}")]
     HttpClient {
         /// The facade's URL.
         base: String,
         /// Why.
-        source: reqwest::Error,
+        message: String,
     },
     /// The facade cannot be reached, or did not answer in time.
     #[error("cannot reach the facade at {base} for the subagent tools: {source}")]
@@ -85,11 +86,15 @@ impl Facade {
     /// The facade at `base` (such as `http://yuxi-api.yuxi.svc:8080`), called with the run's `token`.
     /// Errors: [`MountError::HttpClient`], the HTTP client cannot be built.
     pub fn new(base: &str, token: &str) -> Result<Self, MountError> {
-        crate::tls::install_crypto_provider();
+        // The TLS configuration is made once for the process (reading the system's roots is what building
+        // a client costs); each run's client has its own connections.
+        let tls = crate::tls::platform_client_config()
+            .map_err(|message| MountError::HttpClient { base: base.to_string(), message })?;
         let http = reqwest::Client::builder()
             .connect_timeout(Duration::from_secs(10))
+            .tls_backend_preconfigured(tls)
             .build()
-            .map_err(|source| MountError::HttpClient { base: base.to_string(), source })?;
+            .map_err(|e| MountError::HttpClient { base: base.to_string(), message: e.to_string() })?;
         Ok(Self {
             http,
             base: base.trim_end_matches('/').to_string(),
