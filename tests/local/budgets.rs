@@ -26,10 +26,12 @@ fn main_agent(slug: &str, budget: Option<i64>) -> String {
 }
 
 const SCRIPTS: &[(&str, &str)] = &[
-    // 40 tokens a turn, for ten turns.
+    // 40 tokens a turn, three turns calling a tool, then the last again without one (a script repeats
+    // its last turn without its tool calls): 160 tokens, past a budget of 100 by its own turns alone,
+    // whenever its parent's turns are counted.
     (
         "burner",
-        "- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n",
+        "- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n- usage: {prompt_tokens: 30, completion_tokens: 10}\n  tool_calls: [{name: ls, arguments: {path: /home/gem/user-data/workspace}}]\n",
     ),
     // Sleeps, spending little.
     ("sleeper", "- delay_ms: 15000\n  usage: {prompt_tokens: 1, completion_tokens: 1}\n  content: rested\n"),
