@@ -392,7 +392,7 @@ mod tests {
     }
 
     #[test]
-    fn a_word_of_a_passages_headings_finds_it_and_counts_more_than_one_of_the_text() {
+    fn a_word_only_in_a_passages_headings_finds_it_first_above_a_passage_holding_it_in_its_text() {
         let index = KnowledgeIndex::in_memory().expect("an index");
         let under = "# Quotas\n\nEach user may run twenty at once.\n";
         let beside = "Runs are counted; quotas are kept per user and checked at once.\n";

@@ -204,13 +204,23 @@ impl RunRequest {
     /// The request with its summary made from `input`: whitespace folded to single spaces, cut at
     /// [`MAX_SUMMARY_CHARS`] characters (with `…` when cut); none for a blank input.
     pub fn summarized(self, input: &str) -> RunRequest {
-        let folded = input.split_whitespace().collect::<Vec<_>>().join(" ");
-        let summary = match folded.char_indices().nth(MAX_SUMMARY_CHARS) {
-            Some((cut, _)) => Some(format!("{}…", &folded[..cut])),
-            None if folded.is_empty() => None,
-            None => Some(folded),
+        let (start, cut) = folded_start(input, MAX_SUMMARY_CHARS);
+        let summary = match (start.is_empty(), cut) {
+            (true, _) => None,
+            (false, true) => Some(format!("{start}…")),
+            (false, false) => Some(start),
         };
         RunRequest { summary, ..self }
+    }
+}
+
+/// The first `max_chars` characters of `text` with its whitespace folded to single spaces, and whether
+/// more followed: a one-line start of a question (a run's summary, a conversation's title).
+pub fn folded_start(text: &str, max_chars: usize) -> (String, bool) {
+    let folded = text.split_whitespace().collect::<Vec<_>>().join(" ");
+    match folded.char_indices().nth(max_chars) {
+        Some((cut, _)) => (folded[..cut].to_string(), true),
+        None => (folded, false),
     }
 }
 

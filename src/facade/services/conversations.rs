@@ -38,7 +38,7 @@ pub const MAX_QUESTION_TITLE_CHARS: usize = 120;
 /// A conversation's title made from its first question: whitespace folded to single spaces, at most
 /// [`MAX_QUESTION_TITLE_CHARS`] characters (a list shows as much of it as fits).
 pub fn first_words(question: &str) -> String {
-    question.split_whitespace().collect::<Vec<_>>().join(" ").chars().take(MAX_QUESTION_TITLE_CHARS).collect()
+    crate::run::record::folded_start(question, MAX_QUESTION_TITLE_CHARS).0
 }
 
 /// The conversation part of [`note_run`].
