@@ -59,6 +59,8 @@ fn main() -> ExitCode {
     if std::env::args_os().nth(1).is_some_and(|role| role == "runner") {
         cli::runner::forbid_inspection();
     }
+    // What a dropped dictionary held goes back to the system, not to the allocator's free lists.
+    yuxi_operator::knowledge::held::on_release(cli::memory::return_freed_memory);
     let command = Cli::parse().command;
     // Flushes the spans left to export when dropped, as `main` returns.
     let _telemetry = cli::telemetry::init(match &command {

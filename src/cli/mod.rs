@@ -15,6 +15,7 @@ pub mod leader;
 pub mod local;
 pub mod local_mcp;
 pub mod local_models;
+pub mod memory;
 pub mod oidc;
 pub mod quick_model;
 pub mod runner;

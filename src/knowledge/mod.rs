@@ -12,6 +12,7 @@ pub mod analyzer;
 pub mod chunk;
 pub mod embeddings;
 pub mod extract;
+pub mod held;
 mod html;
 pub mod hybrid;
 pub mod index;
