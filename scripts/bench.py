@@ -411,6 +411,7 @@ async def measure(side, runs):
         url, method, body, auth = await side.wrk_status(client)
         out["wrk_status_per_s"] = wrk(url, method, body, auth, seconds=5)[0]
         out["rss_after"] = rss_mib(side.proc.pid)
+        out["anon_after"] = rss_mib(side.proc.pid, "RssAnon")
 
         t0 = time.perf_counter()
         out["burst_completed"], out["burst_lost"] = await side.burst(client, BURST)
@@ -451,6 +452,7 @@ ROWS = [
     (f"server RSS at rest (MiB, with children; {REST_SECONDS} s after the warm-up)", "rss_idle", "lower", 32.0),
     ("of which anonymous (MiB: heap and stacks, not the executable's pages)", "anon_idle", "lower", None),
     ("server RSS after the runs (MiB)", "rss_after", "lower", 48.0),
+    ("of which anonymous (MiB)", "anon_after", "lower", None),
     (f"{BURST} runs started at once: completed", "burst_completed", "higher", None),
     (f"{BURST} runs started at once: lost (not completed, or not exactly one end)", "burst_lost", "lower", None),
     (f"{BURST} runs started at once: seconds until all ended", "burst_seconds", "lower", None),

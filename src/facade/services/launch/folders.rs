@@ -13,12 +13,22 @@ use crate::store::{Store, StoreError};
 
 /// Removes the skills scopes of threads the store no longer knows and no run of this process is on;
 /// returns how many it removed. A folder that cannot be removed is logged and left for the next time.
+/// The removals are spread over `over` (at most [`MAX_PAUSE`] between two): thousands of folders removed
+/// at once held a core and left the file system slow to make the next runs' folders, so runs stalled
+/// behind every pass (a p99 of a second at 50 runs in flight, docs/benchmarks.md).
 ///
 /// Errors: the store fails ([`StoreError`]); nothing is removed then.
-pub async fn tidy(launcher: &LocalLauncher, store: &Store) -> Result<usize, StoreError> {
+pub async fn tidy(launcher: &LocalLauncher, store: &Store, over: std::time::Duration) -> Result<usize, StoreError> {
+    let data_dir = launcher.data_dir.clone();
+    let scopes = tokio::task::spawn_blocking(move || skills_scopes(&data_dir)).await.unwrap_or_default();
     let mut forgotten = Vec::new();
-    for (uid, threads) in skills_scopes(&launcher.data_dir) {
-        for thread_id in threads {
+    for (uid, threads) in scopes {
+        for (n, thread_id) in threads.into_iter().enumerate() {
+            // The in-process store answers at once: without a yield, thousands of looks would hold this
+            // worker, and the runs queued on it, until the last.
+            if n % 256 == 255 {
+                tokio::task::yield_now().await;
+            }
             if store.thread_owner(&thread_id).await?.is_none() {
                 forgotten.push((uid.clone(), thread_id));
             }
@@ -28,9 +38,13 @@ pub async fn tidy(launcher: &LocalLauncher, store: &Store) -> Result<usize, Stor
     // while no run is taken on, so a run taken on after the look makes its folders after the removal,
     // never before it, and a launch waits for one folder's removal at most.
     let (data_dir, runs) = (launcher.data_dir.clone(), launcher.runs.clone());
+    let pause = over.checked_div(forgotten.len().max(1) as u32).unwrap_or_default().min(MAX_PAUSE);
     let removed = tokio::task::spawn_blocking(move || {
         let mut removed = 0;
-        for (uid, thread_id) in forgotten {
+        for (n, (uid, thread_id)) in forgotten.into_iter().enumerate() {
+            if n > 0 {
+                std::thread::sleep(pause);
+            }
             let Ok(ids) = ScopeIds::new(&uid, "thread_id", &thread_id, None) else { continue };
             let path = data_dir.join(ids.sub_path(Scope::Skills));
             runs.with_threads_taken(|taken| {
@@ -70,12 +84,16 @@ fn skills_scopes(data_dir: &Path) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// Removes forgotten threads' skills scopes every `every`, for as long as the process lives.
+/// The longest pause between two removals of a pass of [`tidy`].
+pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
+
+/// Removes forgotten threads' skills scopes `every` after the last pass ended, each pass spread over
+/// half of `every`, for as long as the process lives.
 pub fn spawn_tidier(launcher: LocalLauncher, store: Store, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
             tokio::time::sleep(every).await;
-            match tidy(&launcher, &store).await {
+            match tidy(&launcher, &store, every / 2).await {
                 Ok(0) => {}
                 Ok(removed) => tracing::debug!(removed, "removed the skills scopes of forgotten threads"),
                 Err(err) => tracing::warn!(error = %err, "cannot look for forgotten threads' folders"),
