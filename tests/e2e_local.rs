@@ -255,7 +255,8 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
     let api = format!("http://{address}:8080");
 
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("runtime");
-    let (status, events, thread_id) = runtime.block_on(async {
+    let redis_url = format!("redis://:{password}@{node_ip}:{redis_port}");
+    let (status, events, thread_id, parent_run) = runtime.block_on(async {
         let client = reqwest::Client::builder().timeout(Duration::from_secs(300)).build().expect("client");
         let started: Value = client
             .post(format!("{api}/api/agent/runs"))
@@ -287,7 +288,7 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
             .json()
             .await
             .expect("json");
-        (run["run"]["status"].as_str().unwrap_or_default().to_string(), events, thread_id)
+        (run["run"]["status"].as_str().unwrap_or_default().to_string(), events, thread_id, run_id)
     });
     assert_eq!(status, "completed", "the run completes\n{events}\n{}", diagnose(&plane, &node));
     for wanted in ["subagent_start", "subagent_await", "knowledge_search", "event: end"] {
@@ -322,7 +323,48 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
         );
     }
     println!("e2e-local: {runs} AgentRuns Completed; the report is {} bytes", text.len());
+    // The cold path in real pods: from a run's record (made by the facade in the request that asked for
+    // the run: the parent's `POST /api/agent/runs`, each child's `subagent_start`) to its first event.
+    for (run, role, ms) in runtime.block_on(first_event_latencies(&redis_url, &parent_run)) {
+        println!("e2e-local: cold start, {role} {run}: {ms:.0} ms from its request to its first event");
+    }
     println!("{}", kubectl(&plane, &["get", "agentruns", "-n", NS]));
+}
+
+/// For the parent run and each of its children: the milliseconds from its record's creation to the first
+/// entry of its event stream (a stream entry's id is the Redis server's time in milliseconds), with
+/// "parent" or "child".
+async fn first_event_latencies(redis_url: &str, parent: &str) -> Vec<(String, &'static str, f64)> {
+    let client = redis::Client::open(redis_url).expect("the Redis URL");
+    let mut redis = client.get_multiplexed_async_connection().await.expect("Redis answers");
+    let mut children: Vec<String> = redis::cmd("SMEMBERS")
+        .arg(format!("yuxi:run:{parent}:children"))
+        .query_async(&mut redis)
+        .await
+        .expect("children");
+    children.sort();
+    let mut out = Vec::new();
+    for (run, role) in std::iter::once((parent.to_string(), "parent")).chain(children.into_iter().map(|c| (c, "child")))
+    {
+        let record: String =
+            redis::cmd("GET").arg(format!("yuxi:run:{run}:record")).query_async(&mut redis).await.expect("a record");
+        let record: Value = serde_json::from_str(&record).expect("a JSON record");
+        let created: jiff::Timestamp =
+            record["created_at"].as_str().and_then(|t| t.parse().ok()).expect("the record's created_at");
+        let first: redis::streams::StreamRangeReply = redis::cmd("XRANGE")
+            .arg(format!("yuxi:run:{run}:events"))
+            .arg("-")
+            .arg("+")
+            .arg("COUNT")
+            .arg(1)
+            .query_async(&mut redis)
+            .await
+            .expect("the run's events");
+        let id = &first.ids.first().expect("a first event").id;
+        let first_ms: i64 = id.split('-').next().and_then(|ms| ms.parse().ok()).expect("a stream id");
+        out.push((run, role, (first_ms - created.as_millisecond()) as f64));
+    }
+    out
 }
 
 /// A random number, for the Redis password.
