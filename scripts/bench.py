@@ -533,6 +533,10 @@ def main():
         for side in sides:
             if side.proc.poll() is None:
                 stop(side)
+    # Each side's folder (its data, hundreds of MiB after the runs, and its log) goes once every side
+    # was measured; after a failure it stays, for its log to be read.
+    for side in sides:
+        shutil.rmtree(getattr(side, "data", None) or side.dir, ignore_errors=True)
     text = table(results, "langgraph dev")
     cores = os.cpu_count()
     per_side = ", ".join(f"{k}: {v['runs_done']}" for k, v in results.items())

@@ -66,14 +66,15 @@ impl<T: Send + Sync + 'static> HeldWhileUsed<T> {
                 self.release_when_idle(value);
             }
         });
-        // No thread, or a load that panicked there: load here, held as any other (dropped by whoever
-        // lets go of it last, after the next caller finds it gone).
-        let value = match spawned.ok().and_then(|_| receiver.recv().ok()) {
-            Some(value) => value,
+        match spawned.ok().and_then(|_| receiver.recv().ok()) {
+            Some(value) => {
+                *held = Some(Held { value: Arc::clone(&value), last_used: Instant::now() });
+                value
+            }
+            // No thread to load and release it (none could be made, or the load panicked there): loaded
+            // here for this caller alone and not held, so nothing stays without a thread to drop it.
             None => Arc::new((self.load)()),
-        };
-        *held = Some(Held { value: Arc::clone(&value), last_used: Instant::now() });
-        value
+        }
     }
 
     /// On the loading thread: waits until the value has gone unasked for `idle`, stops holding it, waits
@@ -112,11 +113,16 @@ mod tests {
 
     use super::*;
 
-    /// A value that counts its loads and drops in the statics it is given.
+    /// A value that counts its drops in the static it is given.
     struct Counted(&'static AtomicUsize);
+
+    /// The names of the threads [`Counted`] values were dropped on.
+    static DROPPED_ON: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
     impl Drop for Counted {
         fn drop(&mut self) {
+            let thread = std::thread::current().name().unwrap_or_default().to_string();
+            DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).push(thread);
             self.0.fetch_add(1, Ordering::SeqCst);
         }
     }
@@ -138,7 +144,7 @@ mod tests {
         SHARED_LOADS.fetch_add(1, Ordering::SeqCst);
         Counted(&SHARED_DROPS)
     }
-    static SHARED: HeldWhileUsed<Counted> = HeldWhileUsed::new(shared_load, Duration::from_secs(1));
+    static SHARED: HeldWhileUsed<Counted> = HeldWhileUsed::new(shared_load, Duration::from_secs(3));
 
     #[test]
     fn callers_share_one_load_which_is_dropped_when_idle_and_loaded_again_when_asked() {
@@ -150,6 +156,8 @@ mod tests {
         assert!(SHARED.is_held());
         assert!(wait_until(|| SHARED_DROPS.load(Ordering::SeqCst) == 1), "dropped after the idle time");
         assert!(!SHARED.is_held());
+        let dropped_on = DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert!(dropped_on.iter().all(|t| t == "held-value"), "dropped on the thread that loaded it: {dropped_on:?}");
         let again = SHARED.get();
         assert_eq!(SHARED_LOADS.load(Ordering::SeqCst), 2);
         assert!(SHARED.is_held());
@@ -169,7 +177,10 @@ mod tests {
         std::thread::sleep(KEPT.idle() * 2);
         assert_eq!(KEPT_DROPS.load(Ordering::SeqCst), 0, "not dropped under its user");
         drop(user);
+        // The last user let go on this thread; the loading thread, which waited for it, drops it.
         assert!(wait_until(|| KEPT_DROPS.load(Ordering::SeqCst) == 1));
+        let dropped_on = DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert!(dropped_on.iter().all(|t| t == "held-value"), "dropped on the thread that loaded it: {dropped_on:?}");
     }
 
     static ASKED_DROPS: AtomicUsize = AtomicUsize::new(0);

@@ -13,20 +13,24 @@ use crate::store::{Store, StoreError};
 
 /// Removes the skills scopes of threads the store no longer knows and no run of this process is on;
 /// returns how many it removed. A folder that cannot be removed is logged and left for the next time.
-/// The removals are spread over `over` (at most [`MAX_PAUSE`] between two): thousands of folders removed
-/// at once held a core and left the file system slow to make the next runs' folders, so runs stalled
-/// behind every pass (a p99 of a second at 50 runs in flight, docs/benchmarks.md).
+/// The removals go [`BATCH`] at a time with a pause between two batches that spreads them over `over`
+/// (at most [`MAX_PAUSE`]; a pass with few folders ends sooner): thousands of folders removed at once
+/// held a core and left the file system slow to make the next runs' folders, so runs stalled behind
+/// every pass (a p99 of a second at 50 runs in flight, docs/benchmarks.md). The pauses are the async
+/// task's, so a process that stops waits for one batch at most.
 ///
 /// Errors: the store fails ([`StoreError`]); nothing is removed then.
 pub async fn tidy(launcher: &LocalLauncher, store: &Store, over: std::time::Duration) -> Result<usize, StoreError> {
     let data_dir = launcher.data_dir.clone();
     let scopes = tokio::task::spawn_blocking(move || skills_scopes(&data_dir)).await.unwrap_or_default();
     let mut forgotten = Vec::new();
+    let mut looks = 0usize;
     for (uid, threads) in scopes {
-        for (n, thread_id) in threads.into_iter().enumerate() {
+        for thread_id in threads {
             // The in-process store answers at once: without a yield, thousands of looks would hold this
             // worker, and the runs queued on it, until the last.
-            if n % 256 == 255 {
+            looks += 1;
+            if looks.is_multiple_of(256) {
                 tokio::task::yield_now().await;
             }
             if store.thread_owner(&thread_id).await?.is_none() {
@@ -34,35 +38,48 @@ pub async fn tidy(launcher: &LocalLauncher, store: &Store, over: std::time::Dura
             }
         }
     }
-    // Off the async workers (a removal is file-system work), one folder at a time: each is removed
-    // while no run is taken on, so a run taken on after the look makes its folders after the removal,
-    // never before it, and a launch waits for one folder's removal at most.
-    let (data_dir, runs) = (launcher.data_dir.clone(), launcher.runs.clone());
-    let pause = over.checked_div(forgotten.len().max(1) as u32).unwrap_or_default().min(MAX_PAUSE);
-    let removed = tokio::task::spawn_blocking(move || {
-        let mut removed = 0;
-        for (n, (uid, thread_id)) in forgotten.into_iter().enumerate() {
-            if n > 0 {
-                std::thread::sleep(pause);
-            }
-            let Ok(ids) = ScopeIds::new(&uid, "thread_id", &thread_id, None) else { continue };
-            let path = data_dir.join(ids.sub_path(Scope::Skills));
-            runs.with_threads_taken(|taken| {
-                if taken.contains(thread_id.as_str()) {
-                    return;
-                }
-                match std::fs::remove_dir_all(&path) {
-                    Ok(()) => removed += 1,
-                    Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                    Err(err) => tracing::warn!(path = %path.display(), error = %err, "cannot remove a skills scope"),
-                }
-            });
+    let batches = forgotten.len().div_ceil(BATCH).max(1);
+    let pause = over.checked_div(batches as u32).unwrap_or_default().min(MAX_PAUSE);
+    let mut removed = 0;
+    let mut forgotten = forgotten.into_iter().peekable();
+    while forgotten.peek().is_some() {
+        let batch: Vec<(String, String)> = forgotten.by_ref().take(BATCH).collect();
+        let (data_dir, runs) = (launcher.data_dir.clone(), launcher.runs.clone());
+        removed += tokio::task::spawn_blocking(move || remove_scopes(&data_dir, &runs, batch)).await.unwrap_or(0);
+        if forgotten.peek().is_some() {
+            tokio::time::sleep(pause).await;
         }
-        removed
-    })
-    .await
-    .unwrap_or(0);
+    }
     Ok(removed)
+}
+
+/// How many skills scopes [`tidy`] removes in one go on a blocking thread.
+pub const BATCH: usize = 32;
+
+/// The longest pause between two batches of a pass of [`tidy`].
+pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(50);
+
+/// Removes the skills scopes of `forgotten` (uid, thread) one folder at a time, each while no run is
+/// taken on, so a run taken on after the look makes its folders after the removal, never before it,
+/// and a launch waits for one folder's removal at most; a thread a run is on now is skipped. Returns how
+/// many it removed. File-system work: call it on a blocking thread.
+fn remove_scopes(data_dir: &Path, runs: &super::local::LocalRuns, forgotten: Vec<(String, String)>) -> usize {
+    let mut removed = 0;
+    for (uid, thread_id) in forgotten {
+        let Ok(ids) = ScopeIds::new(&uid, "thread_id", &thread_id, None) else { continue };
+        let path = data_dir.join(ids.sub_path(Scope::Skills));
+        runs.with_threads_taken(|taken| {
+            if taken.contains(thread_id.as_str()) {
+                return;
+            }
+            match std::fs::remove_dir_all(&path) {
+                Ok(()) => removed += 1,
+                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
+                Err(err) => tracing::warn!(path = %path.display(), error = %err, "cannot remove a skills scope"),
+            }
+        });
+    }
+    removed
 }
 
 /// Each user folder's skills scopes: the uid and the thread ids, names that are valid ids only.
@@ -84,11 +101,8 @@ fn skills_scopes(data_dir: &Path) -> Vec<(String, Vec<String>)> {
         .collect()
 }
 
-/// The longest pause between two removals of a pass of [`tidy`].
-pub const MAX_PAUSE: std::time::Duration = std::time::Duration::from_millis(20);
-
 /// Removes forgotten threads' skills scopes `every` after the last pass ended, each pass spread over
-/// half of `every`, for as long as the process lives.
+/// at most half of `every`, for as long as the process lives.
 pub fn spawn_tidier(launcher: LocalLauncher, store: Store, every: std::time::Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         loop {
