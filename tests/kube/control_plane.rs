@@ -398,7 +398,12 @@ pub fn write_kubeconfig(
         "apiVersion: v1\nkind: Config\nclusters:\n- name: test\n  cluster:\n    server: {server}\n    certificate-authority-data: {ca}\nusers:\n- name: {name}\n  user:\n    token: {token}\ncontexts:\n- name: test\n  context:\n    cluster: test\n    user: {name}{namespace}\ncurrent-context: test\n"
     );
     let path = dir.join(format!("{name}.kubeconfig"));
-    std::fs::write(&path, text).expect("kubeconfig");
+    // Tests running at once write the same kubeconfig and read it: each writes a file of its own and
+    // renames it over the name, so no reader ever sees one half written (a reader of a truncated file
+    // found no current context).
+    let written = dir.join(format!(".{name}.kubeconfig.{}", uuid::Uuid::new_v4().simple()));
+    std::fs::write(&written, text).expect("kubeconfig");
+    std::fs::rename(&written, &path).expect("kubeconfig in place");
     path
 }
 
