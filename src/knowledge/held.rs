@@ -127,6 +127,12 @@ mod tests {
         }
     }
 
+    /// Every [`Counted`] value dropped so far was dropped on the thread that loaded it.
+    fn assert_dropped_on_loading_threads() {
+        let dropped_on = DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).clone();
+        assert!(dropped_on.iter().all(|t| t == "held-value"), "dropped on the thread that loaded it: {dropped_on:?}");
+    }
+
     fn wait_until(what: impl Fn() -> bool) -> bool {
         let start = Instant::now();
         while start.elapsed() < Duration::from_secs(10) {
@@ -156,8 +162,7 @@ mod tests {
         assert!(SHARED.is_held());
         assert!(wait_until(|| SHARED_DROPS.load(Ordering::SeqCst) == 1), "dropped after the idle time");
         assert!(!SHARED.is_held());
-        let dropped_on = DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        assert!(dropped_on.iter().all(|t| t == "held-value"), "dropped on the thread that loaded it: {dropped_on:?}");
+        assert_dropped_on_loading_threads();
         let again = SHARED.get();
         assert_eq!(SHARED_LOADS.load(Ordering::SeqCst), 2);
         assert!(SHARED.is_held());
@@ -179,8 +184,7 @@ mod tests {
         drop(user);
         // The last user let go on this thread; the loading thread, which waited for it, drops it.
         assert!(wait_until(|| KEPT_DROPS.load(Ordering::SeqCst) == 1));
-        let dropped_on = DROPPED_ON.lock().unwrap_or_else(PoisonError::into_inner).clone();
-        assert!(dropped_on.iter().all(|t| t == "held-value"), "dropped on the thread that loaded it: {dropped_on:?}");
+        assert_dropped_on_loading_threads();
     }
 
     static ASKED_DROPS: AtomicUsize = AtomicUsize::new(0);
