@@ -88,6 +88,17 @@ pub struct RunnerArgs {
     /// mode hides its data folder, where other runs' files are.
     #[arg(long = "sandbox-hide", env = env::SANDBOX_HIDE, value_name = "PATH", value_delimiter = ':')]
     sandbox_hide: Vec<PathBuf>,
+    /// Start as a warm pod's runner: hold no run, wait for this pod's claim in the store (keyed by
+    /// `--pod-uid`), write its inputs to the folder of `--run` and `--agent`, then run it
+    /// (docs/concepts/warm-pools.md). Redis only.
+    #[arg(long, requires = "pod_uid")]
+    await_claim: bool,
+    /// How long a warm pod's runner waits for its claim, in seconds; none by then, it exits with 0.
+    #[arg(long, value_name = "SECONDS", default_value_t = 330)]
+    claim_wait_seconds: u64,
+    /// This pod's uid (from the downward API), the key of its claim.
+    #[arg(long, env = yuxi_operator::run::claim::POD_UID_ENV, value_name = "UID")]
+    pod_uid: Option<String>,
     /// Run `execute` commands unconfined (plain subprocesses) when bubblewrap cannot confine them; they are
     /// refused otherwise.
     #[arg(long, env = env::UNCONFINED_SANDBOX)]
@@ -151,7 +162,59 @@ pub fn run(args: RunnerArgs) -> ExitCode {
     code
 }
 
+/// A warm pod's wait for its claim: the claim's files written where `run_file`'s folder is (the pod's
+/// inputs folder), and its token. `Ok(None)` when no run claimed the pod in time.
+async fn await_claim(
+    store: &RunnerStoreClient,
+    pod_uid: &str,
+    wait: Duration,
+    run_file: &std::path::Path,
+) -> Result<Option<Option<String>>, String> {
+    use yuxi_operator::run::claim::Claim;
+    let Some(text) = store.take_claim(pod_uid, wait).await.map_err(|e| format!("cannot take this pod's claim: {e}"))?
+    else {
+        return Ok(None);
+    };
+    let claim = Claim::parse(&text).map_err(|e| e.to_string())?;
+    let folder = run_file.parent().ok_or_else(|| format!("{}: has no folder", run_file.display()))?;
+    for (name, text) in &claim.files {
+        use std::io::Write;
+        use std::os::unix::fs::OpenOptionsExt;
+        let path = folder.join(name);
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o400)
+            .open(&path)
+            .map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+        file.write_all(text.as_bytes()).map_err(|e| format!("cannot write {}: {e}", path.display()))?;
+    }
+    Ok(Some(claim.token))
+}
+
 async fn execute(args: RunnerArgs) -> ExitCode {
+    let store = match connect(&args).await {
+        Ok(store) => store,
+        Err(err) => {
+            eprintln!("error: {err}");
+            return ExitCode::from(EXIT_UNUSABLE);
+        }
+    };
+    let mut token = std::env::var(env::RUN_TOKEN).ok().filter(|t| !t.is_empty());
+    if args.await_claim {
+        let pod_uid = args.pod_uid.clone().unwrap_or_default();
+        match await_claim(&store, &pod_uid, Duration::from_secs(args.claim_wait_seconds), &args.run).await {
+            Ok(Some(claimed)) => token = claimed,
+            Ok(None) => {
+                eprintln!("no run claimed this pod in {} s", args.claim_wait_seconds);
+                return ExitCode::SUCCESS;
+            }
+            Err(err) => {
+                eprintln!("error: {err}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        }
+    }
     let mcp_servers = match &args.mcp_servers {
         Some(path) => match mcp::load_servers(path) {
             Ok(servers) => servers,
@@ -191,7 +254,7 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         mcp_servers,
         // A store socket has no cancel notice: checking often is all there is, and it is cheap.
         cancel_poll: if args.store_socket.is_some() { Duration::from_millis(250) } else { Duration::from_secs(1) },
-        facade: match (args.facade_url, std::env::var(env::RUN_TOKEN).ok().filter(|t| !t.is_empty())) {
+        facade: match (args.facade_url, token) {
             (Some(url), Some(token)) => Some(runner::FacadeAccess { url, token }),
             _ => None,
         },
@@ -203,25 +266,6 @@ async fn execute(args: RunnerArgs) -> ExitCode {
         } else {
             runner::Confinement::Required
         },
-    };
-    let store = match (&args.redis_url, &args.store_socket) {
-        (Some(url), _) => RunnerStoreClient::connect_redis(
-            url,
-            yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
-        )
-        .await
-        .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
-        (None, Some(path)) => RunnerStoreClient::connect_socket(path)
-            .await
-            .map_err(|e| format!("cannot reach the store socket ({}): {e}", env::STORE_SOCKET)),
-        (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),
-    };
-    let store = match store {
-        Ok(store) => store,
-        Err(err) => {
-            eprintln!("error: {err}");
-            return ExitCode::from(EXIT_UNUSABLE);
-        }
     };
     match runner::run(&options, store).await {
         Err(err) => {
@@ -235,5 +279,21 @@ async fn execute(args: RunnerArgs) -> ExitCode {
             }
             if report.status == RunStatus::Failed { ExitCode::FAILURE } else { ExitCode::SUCCESS }
         }
+    }
+}
+
+/// The run store the arguments name: Redis or the local mode's socket.
+async fn connect(args: &RunnerArgs) -> Result<RunnerStoreClient, String> {
+    match (&args.redis_url, &args.store_socket) {
+        (Some(url), _) => RunnerStoreClient::connect_redis(
+            url,
+            yuxi_operator::store::StoreAuth::from_flag(args.allow_unauthenticated_store),
+        )
+        .await
+        .map_err(|e| format!("cannot reach Redis ({}): {e}", env::REDIS_URL)),
+        (None, Some(path)) => RunnerStoreClient::connect_socket(path)
+            .await
+            .map_err(|e| format!("cannot reach the store socket ({}): {e}", env::STORE_SOCKET)),
+        (None, None) => Err("no store: pass --redis-url or --store-socket".to_string()),
     }
 }

@@ -708,15 +708,25 @@ fn namespace_sandbox<'a>(
     observed: &Observed<'_>,
     sandbox: &'a crate::controller::pod::SandboxSettings,
 ) -> std::borrow::Cow<'a, crate::controller::pod::SandboxSettings> {
-    if observed.traces.is_none() && observed.mcp_servers.is_empty() {
+    namespace_settings(observed.traces.as_ref(), &observed.mcp_servers, sandbox)
+}
+
+/// The sandbox settings of a run of a namespace: the installation's, with the namespace's own trace
+/// export (`traces`) and the McpServers its agent names (`mcp_servers`) added.
+pub fn namespace_settings<'a>(
+    traces: Option<&crate::controller::pod::TraceExport>,
+    mcp_servers: &crate::run::inputs::McpServers,
+    sandbox: &'a crate::controller::pod::SandboxSettings,
+) -> std::borrow::Cow<'a, crate::controller::pod::SandboxSettings> {
+    if traces.is_none() && mcp_servers.is_empty() {
         return std::borrow::Cow::Borrowed(sandbox);
     }
     let mut owned = sandbox.clone();
-    if let Some(traces) = &observed.traces {
+    if let Some(traces) = traces {
         owned.traces = Some(traces.clone());
     }
     // The installation's servers are configured first: an McpServer of the same name does not replace one.
-    for (name, server) in &observed.mcp_servers {
+    for (name, server) in mcp_servers {
         if let Ok(server) = serde_json::to_value(server) {
             owned.mcp_servers.entry(name.clone()).or_insert(server);
         }

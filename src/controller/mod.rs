@@ -13,6 +13,8 @@ pub mod metrics;
 pub mod model_prober;
 pub mod pod;
 pub mod pod_times;
+pub mod pool;
+pub mod pool_reconciler;
 pub mod run_reconciler;
 
 /// The APIs a controller of `K` watches: each of `namespaces`, or every namespace when `None`.

@@ -111,6 +111,49 @@ pub struct AgentSpec {
     /// place of a model of its own.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub remote: Option<super::remote::AgentRemote>,
+
+    /// How the agent's runs are given their sandbox pods in a cluster: its warm pool. Omitted: the
+    /// namespace's default (its `yuxi-warm-pool` ConfigMap), else none.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sandbox: Option<AgentSandbox>,
+}
+
+/// How an agent's runs get their sandbox pods (`spec.sandbox`).
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct AgentSandbox {
+    /// Idle sandbox pods kept ready for the runs of this agent, so a run starts in a running pod
+    /// rather than waiting for a new one (docs/concepts/warm-pools.md).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub warm_pool: Option<WarmPool>,
+}
+
+/// The most idle pods one warm pool keeps per scope.
+pub const MAX_WARM_POOL_SIZE: i32 = 16;
+/// The fewest and the most seconds an idle pod may wait for a run.
+pub const WARM_POOL_IDLE_SECONDS: std::ops::RangeInclusive<i64> = 30..=3600;
+/// How long an idle pod waits for a run when its pool does not say, in seconds.
+pub const DEFAULT_WARM_POOL_IDLE_SECONDS: i64 = 300;
+
+/// A warm pool: how many idle pods are kept ready per scope (an agent, a user and a conversation's
+/// files, docs/concepts/warm-pools.md) and how long one waits for a run before it is removed.
+#[derive(JsonSchema, Serialize, Deserialize, Clone, Copy, Debug, Default, PartialEq, Eq)]
+#[serde(rename_all = "camelCase")]
+pub struct WarmPool {
+    /// Idle pods per scope, 0 (no pool) to 16.
+    #[schemars(range(min = 0, max = 16))]
+    pub size: i32,
+    /// How long an idle pod waits for a run before it is removed, 30 to 3600 s; default 300.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schemars(range(min = 30, max = 3600))]
+    pub max_idle_seconds: Option<i64>,
+}
+
+impl WarmPool {
+    /// How long an idle pod of this pool waits, in seconds.
+    pub fn idle_seconds(&self) -> i64 {
+        self.max_idle_seconds.unwrap_or(DEFAULT_WARM_POOL_IDLE_SECONDS)
+    }
 }
 
 /// The runtime configuration of an agent (Yuxi `config_json.context`).

@@ -44,6 +44,17 @@ pub const THREAD_LABEL: &str = "yuxi.dev/thread";
 /// The annotation holding the full thread id of a sandbox pod.
 pub const THREAD_ANNOTATION: &str = "yuxi.dev/thread-id";
 
+/// The label saying whether a warm sandbox pod is `idle` (in its pool, holding no run) or `claimed`
+/// (given to the one run its [`RUN_LABEL`] names) (docs/concepts/warm-pools.md).
+pub const WARM_LABEL: &str = "yuxi.dev/warm";
+/// The label naming a warm pod's pool: the fingerprint of the pod it is, so a run claims only a pod
+/// identical to the one it would have been given.
+pub const WARM_POOL_LABEL: &str = "yuxi.dev/warm-pool";
+/// [`WARM_LABEL`] of a pod in its pool.
+pub const WARM_IDLE: &str = "idle";
+/// [`WARM_LABEL`] of a pod given to a run.
+pub const WARM_CLAIMED: &str = "claimed";
+
 /// The annotation holding an Agent's icon (Yuxi `icon`: a URL or a data URL), written by the facade.
 pub const ICON_ANNOTATION: &str = "yuxi.dev/icon";
 /// The annotation holding an Agent's pictures (Yuxi `pics`) as a JSON list of strings, written by the

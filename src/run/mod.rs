@@ -4,6 +4,7 @@
 
 pub mod approval;
 pub mod budget;
+pub mod claim;
 pub mod conversation;
 pub mod event;
 pub mod grant;

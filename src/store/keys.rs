@@ -202,3 +202,14 @@ pub fn namespace_day_usage(day: &str, namespace: &str) -> String {
 pub fn user_day_usage(day: &str, namespace: &str, uid: &str) -> String {
     format!("yuxi:usage:{day}:user:{namespace}:{uid}")
 }
+
+/// How long a warm pod's claim waits for its runner to take it, in seconds: a runner that is not there
+/// by then is gone, and the claim must not linger with the run's token in it.
+pub const CLAIM_TTL_SECONDS: i64 = 120;
+
+/// A warm sandbox pod's claim ([`crate::run::claim`]): a list holding at most one claim, popped by the
+/// pod's runner. `pod_uid` is the pod's `metadata.uid`, which only that pod's runner reads from its
+/// downward API.
+pub fn pod_claim(pod_uid: &str) -> String {
+    format!("yuxi:pod:{pod_uid}:claim")
+}

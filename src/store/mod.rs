@@ -16,6 +16,7 @@
 
 mod approvals;
 mod children;
+mod claims;
 mod conversations;
 pub mod keys;
 pub mod memory;

@@ -118,6 +118,20 @@ impl RunnerStoreClient {
         }
     }
 
+    /// Takes this pod's claim, waiting at most `wait` ([`Store::take_claim`]). Only a pod's runner has a
+    /// claim: over the local mode's socket there is none to take.
+    ///
+    /// Errors: [`StoreError::Socket`] over the socket.
+    pub async fn take_claim(&self, pod_uid: &str, wait: Duration) -> Result<Option<String>, StoreError> {
+        match self {
+            RunnerStoreClient::Direct(store) => store.take_claim(pod_uid, wait).await,
+            RunnerStoreClient::Socket(socket) => Err(StoreError::Socket {
+                path: socket.path().to_path_buf(),
+                message: "a warm pod's claim comes from Redis, not from the local mode's socket".into(),
+            }),
+        }
+    }
+
     /// The run's result, once it has finished ([`Store::run_result`]).
     pub async fn run_result(&self, run_id: &str) -> Result<Option<RunResult>, StoreError> {
         match self {

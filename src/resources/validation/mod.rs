@@ -219,7 +219,31 @@ pub fn validate_agent(agent: &Agent) -> Report {
     if let Some(remote) = &spec.remote {
         remote::check_remote(&mut report, remote, subagent_backend);
     }
+    if let Some(pool) = spec.sandbox.as_ref().and_then(|s| s.warm_pool.as_ref()) {
+        check_warm_pool(&mut report, "spec.sandbox.warmPool", pool);
+    }
     report
+}
+
+/// A warm pool keeps 0 to [`MAX_WARM_POOL_SIZE`](crate::resources::agent::MAX_WARM_POOL_SIZE) pods per
+/// scope, each idle for 30 to 3600 s (the CRD's bounds; `field` is the pool's path).
+pub fn check_warm_pool(report: &mut Report, field: &str, pool: &crate::resources::agent::WarmPool) {
+    use crate::resources::agent::{MAX_WARM_POOL_SIZE, WARM_POOL_IDLE_SECONDS};
+    if !(0..=MAX_WARM_POOL_SIZE).contains(&pool.size) {
+        report.error(format!("{field}.size"), format!("must be within 0..{MAX_WARM_POOL_SIZE} (is {})", pool.size));
+    }
+    if let Some(seconds) = pool.max_idle_seconds
+        && !WARM_POOL_IDLE_SECONDS.contains(&seconds)
+    {
+        report.error(
+            format!("{field}.maxIdleSeconds"),
+            format!(
+                "must be within {}..{} seconds (is {seconds})",
+                WARM_POOL_IDLE_SECONDS.start(),
+                WARM_POOL_IDLE_SECONDS.end()
+            ),
+        );
+    }
 }
 
 fn validate_context(report: &mut Report, context: &AgentContext) {

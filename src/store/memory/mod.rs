@@ -92,6 +92,8 @@ struct MemoryState {
     cancelled: HashSet<String>,
     /// The runs asked to end at their next model turn.
     steered: HashSet<String>,
+    /// Warm pods' claims, by pod uid ([`super::claims`]).
+    claims: HashMap<String, String>,
     /// The holder of each run's lease, and when it lapses.
     leases: HashMap<String, (String, Instant)>,
     /// When each run's keeper lapses.
@@ -317,4 +319,16 @@ impl MemoryState {
 /// The number before the `-` of an event id (`7-0` is 7); 0 for anything else, such as `0-0`.
 fn seq_number(seq: &str) -> u64 {
     seq.split('-').next().and_then(|n| n.parse().ok()).unwrap_or(0)
+}
+
+impl MemoryStore {
+    /// Puts the claim of pod `pod_uid`, in place of any before it.
+    pub(super) fn offer_claim(&self, pod_uid: &str, claim: &str) {
+        self.state().claims.insert(pod_uid.to_string(), claim.to_string());
+    }
+
+    /// Takes the claim of pod `pod_uid`, if there is one.
+    pub(super) fn take_claim(&self, pod_uid: &str) -> Option<String> {
+        self.state().claims.remove(pod_uid)
+    }
 }

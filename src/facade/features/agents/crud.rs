@@ -224,6 +224,7 @@ pub async fn create(
         owner: Some(who.uid.clone()),
         budget: None,
         remote: None,
+        sandbox: None,
     };
     if spec.is_default() && spec.is_subagent() {
         return Err(ApiError::invalid("set_default", "a subagent cannot be the default agent"));
