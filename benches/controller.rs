@@ -178,6 +178,7 @@ fn main() {
             settings: Settings::default(),
             metrics: ControllerMetrics::default(),
             backoff: Default::default(),
+            pools: None,
         });
         tokio::time::sleep(Duration::from_millis(200)).await;
         let rss_before = rss_mib();

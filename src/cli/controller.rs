@@ -151,7 +151,22 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         recorder: kube::runtime::events::Recorder::new(client.clone(), reporter),
         metrics: metrics.clone(),
         backoff: run_reconciler::Backoff::default(),
+        pools: Some(yuxi_operator::controller::pool_reconciler::Pools::watch(
+            &client,
+            namespaces.as_deref(),
+            shutdown.clone(),
+        )),
     });
+    let pools = match &ctx.pools {
+        Some(pools) => {
+            let pool_ctx = yuxi_operator::controller::pool_reconciler::PoolContext {
+                client: client.clone(),
+                sandbox: ctx.settings.sandbox.clone(),
+            };
+            yuxi_operator::controller::pool_reconciler::run(pool_ctx, pools.clone(), shutdown.clone()).boxed()
+        }
+        None => futures::future::ready(()).boxed(),
+    };
     let agents = agent_reconciler::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
     let models = model_prober::run(client.clone(), namespaces.clone(), metrics.clone(), shutdown.clone());
     let mcp_servers = yuxi_operator::controller::mcp_discovery::run(
@@ -161,8 +176,13 @@ async fn reconcile(args: ControllerArgs) -> anyhow::Result<()> {
         shutdown.clone(),
     );
     let reconcilers = async move {
-        let (agents, (), (), ()) =
-            tokio::join!(agents, models, mcp_servers, run_reconciler::run(ctx, namespaces, args.concurrency, shutdown));
+        let (agents, (), (), (), ()) = tokio::join!(
+            agents,
+            models,
+            mcp_servers,
+            pools,
+            run_reconciler::run(ctx, namespaces, args.concurrency, shutdown)
+        );
         if let Err(err) = agents {
             tracing::error!(error = %err, "the Agent reconciler stopped");
         }

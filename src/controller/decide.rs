@@ -362,7 +362,7 @@ pub fn decide(observed: &Observed<'_>, settings: &Settings) -> Vec<Action> {
         Some(pod) if pod.deleting && !pod.ended() => next.wait(settings.recheck),
         Some(pod) => match pod.phase {
             PodPhase::Pending => {
-                next.status.pod_name = Some(pod_name(run));
+                next.status.pod_name.get_or_insert_with(|| pod_name(run));
                 next.status.phase = Some(AgentRunPhase::Pending);
                 if let Some(waiting) = &pod.waiting {
                     next.status.reason = Some(waiting.clone());

@@ -11,6 +11,7 @@ pub mod mcp_deploy;
 pub mod mcp_discovery;
 pub mod metrics;
 pub mod model_prober;
+pub mod namespace_reads;
 pub mod pod;
 pub mod pod_times;
 pub mod pool;

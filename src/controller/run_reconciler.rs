@@ -19,8 +19,11 @@ use serde_json::json;
 
 use super::decide::{Action, Observed, ObservedPod, Outcome, Settings, decide};
 use super::metrics::ControllerMetrics;
+use super::namespace_reads::{named_mcp_servers, namespace_traces};
 use super::pod::{CredentialsVerdict, credentials_verdict, without_credentials};
-use crate::resources::names::{CREDENTIALS_ANNOTATION, FIELD_MANAGER, PARENT_RUN_LABEL, label_value, pod_name};
+use crate::resources::names::{
+    CREDENTIALS_ANNOTATION, FIELD_MANAGER, PARENT_RUN_LABEL, WARM_LABEL, label_value, pod_name,
+};
 use crate::resources::{Agent, AgentRun, AgentRunPhase, AgentRunStatus, Model};
 use crate::store::Store;
 
@@ -71,6 +74,9 @@ pub struct RunContext {
     pub metrics: ControllerMetrics,
     /// Retry waits of failing runs.
     pub backoff: Backoff,
+    /// The warm pools new runs claim their pods from ([`super::pool_reconciler`]); `None`: every run
+    /// gets a new pod.
+    pub pools: Option<Arc<super::pool_reconciler::Pools>>,
 }
 
 /// A reconcile failed; it is retried with a backoff ([`Backoff`]).
@@ -130,25 +136,6 @@ pub async fn reconcile(object: Arc<DynamicObject>, ctx: Arc<RunContext>) -> Resu
     outcome
 }
 
-/// The trace export the namespace's `yuxi-traces` ConfigMap asks for, `None` without one; one that
-/// does not follow the rules exports nothing (an empty endpoint), and says why.
-async fn namespace_traces(
-    ctx: &RunContext,
-    namespace: &str,
-) -> Result<Option<crate::controller::pod::TraceExport>, ReconcileError> {
-    let config_maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), namespace);
-    let Some(config_map) = config_maps.get_opt(crate::controller::pod::NAMESPACE_TRACES_CONFIG_MAP).await? else {
-        return Ok(None);
-    };
-    match crate::controller::pod::namespace_traces(&config_map.data.unwrap_or_default()) {
-        Ok(traces) => Ok(Some(traces)),
-        Err(why) => {
-            tracing::warn!(namespace, error = %why, "the namespace's runs export no traces");
-            Ok(Some(Default::default()))
-        }
-    }
-}
-
 async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Requeue, ReconcileError> {
     let run: AgentRun = match serde_json::to_value(object).and_then(serde_json::from_value) {
         Ok(run) => run,
@@ -164,7 +151,12 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pod = pods.get_opt(&pod_name(&run)).await?;
+    let pod = match run.status.as_ref().and_then(|s| s.pod_name.clone()).filter(|name| name != &pod_name(&run)) {
+        // A warm pod the run claimed: its own only while it is owned by the run (a status naming
+        // another run's pod finds none).
+        Some(claimed) => pods.get_opt(&claimed).await?.filter(|pod| owned_by_run(pod, &run)),
+        None => pods.get_opt(&pod_name(&run)).await?,
+    };
     let agent = agents.get_opt(&run.spec.agent).await?;
     // The Model is read only for a run whose pod is to be made, the one time its spec is used.
     let model = match (&agent, &pod, run.status.as_ref().and_then(|s| s.phase)) {
@@ -190,12 +182,12 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let recorded = ctx.store.run_record(&run.name_any()).await?;
     // The namespace's own collector, read only for a run whose pod is to be made.
     let traces = match (&pod, run.status.as_ref().and_then(|s| s.pod_name.as_ref())) {
-        (None, None) => namespace_traces(ctx, &namespace).await?,
+        (None, None) => namespace_traces(&ctx.client, &namespace).await?,
         _ => None,
     };
     // The McpServers the agent names, read only for a run whose pod is to be made.
     let mcp_servers = match (&agent, &pod, run.status.as_ref().and_then(|s| s.pod_name.as_ref())) {
-        (Some(agent), None, None) => named_mcp_servers(ctx, &namespace, agent).await?,
+        (Some(agent), None, None) => named_mcp_servers(&ctx.client, &ctx.settings.sandbox, &namespace, agent).await?,
         _ => Default::default(),
     };
     let observed = Observed {
@@ -215,7 +207,7 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let starts = |a: &Action| matches!(a, Action::SetStatus(s) if s.phase == Some(AgentRunPhase::Running));
     if run.status.as_ref().and_then(|s| s.phase) == Some(AgentRunPhase::Pending)
         && actions.iter().any(starts)
-        && let Some(started) = pod.as_ref()
+        && let Some(started) = pod.as_ref().filter(|pod| !pod.labels().contains_key(WARM_LABEL))
         && let Some(took) = super::pod_times::pod_start(started)
     {
         ctx.metrics.pod_started(took);
@@ -226,7 +218,7 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
         // The AgentRun exists and is being watched: its run is not abandoned, whatever its pod does.
         ctx.store.keep_run(&run.name_any(), KEEPER, KEEPER_TTL).await?;
     }
-    let mut requeue = apply(ctx, &run, actions).await?;
+    let mut requeue = apply(ctx, &run, pod.as_ref(), agent.as_ref(), actions).await?;
     if unfinished {
         requeue = Some(requeue.map_or(KEEPER_TTL / 3, |r| r.min(KEEPER_TTL / 3)));
     }
@@ -244,15 +236,31 @@ fn backoff_key(object: &DynamicObject) -> String {
     format!("{}/{}", object.namespace().unwrap_or_default(), object.name_any())
 }
 
-/// Applies `actions` to `run`, in order; returns when to look again, if `decide` asked for it. What is
-/// already done counts as done: a pod or inputs Secret that exists, a pod or run already gone.
-pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Result<Option<Duration>, ReconcileError> {
+/// Whether `pod` is `run`'s: its controller owner reference is the run's.
+fn owned_by_run(pod: &Pod, run: &AgentRun) -> bool {
+    run.metadata.uid.as_ref().is_some_and(|uid| {
+        pod.owner_references().iter().any(|r| &r.uid == uid && r.kind == "AgentRun" && r.controller == Some(true))
+    })
+}
+
+/// Applies `actions` to `run` (whose pod is `pod` and Agent `agent`, as observed), in order; returns
+/// when to look again, if `decide` asked for it. What is already done counts as done: a pod or inputs
+/// Secret that exists, a pod or run already gone. A pod to create is first claimed from the run's warm
+/// pool when it has a ready pod ([`super::pool_reconciler::claim`]); the status then names that pod.
+pub async fn apply(
+    ctx: &RunContext,
+    run: &AgentRun,
+    pod: Option<&Pod>,
+    agent: Option<&Agent>,
+    actions: Vec<Action>,
+) -> Result<Option<Duration>, ReconcileError> {
     let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
     let name = run.name_any();
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let runs: Api<AgentRun> = Api::namespaced(ctx.client.clone(), &namespace);
     let post = PostParams { dry_run: false, field_manager: Some(FIELD_MANAGER.into()) };
     let mut requeue: Option<Duration> = None;
+    let mut claimed: Option<String> = None;
     for action in actions {
         match action {
             Action::CreatePod(objects) => {
@@ -262,7 +270,21 @@ pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Re
                     Some(name) => secrets.get_opt(name).await?,
                     None => None,
                 };
-                let pod = match credentials_verdict(run, secret.as_ref()) {
+                let verdict = credentials_verdict(run, secret.as_ref());
+                if let (Some(pools), Some(agent), CredentialsVerdict::None | CredentialsVerdict::Mount) =
+                    (&ctx.pools, agent, &verdict)
+                {
+                    let token = match verdict {
+                        CredentialsVerdict::Mount => super::pool_reconciler::token_of(secret.as_ref()),
+                        _ => None,
+                    };
+                    let place = super::pool_reconciler::Place { client: &ctx.client, store: &ctx.store };
+                    claimed = super::pool_reconciler::claim(place, pools, run, agent, &objects, token).await?;
+                    if claimed.is_some() {
+                        continue;
+                    }
+                }
+                let pod = match verdict {
                     CredentialsVerdict::None | CredentialsVerdict::Mount => objects.pod,
                     // Its starter creates the Secret right after the run: everything waits for it, and
                     // the same actions are decided again then.
@@ -283,10 +305,16 @@ pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Re
                 }
             }
             Action::DeletePod => {
-                tolerate(pods.delete(&pod_name(run), &DeleteParams::default()).await.map(|_| ()), 404)?;
+                let name = pod.map_or_else(|| pod_name(run), |p| p.name_any());
+                tolerate(pods.delete(&name, &DeleteParams::default()).await.map(|_| ()), 404)?;
             }
             Action::SignalCancel => ctx.store.request_cancel(&name).await?,
-            Action::SetStatus(status) => {
+            Action::SetStatus(mut status) => {
+                if let Some(name) = &claimed {
+                    status.pod_name = Some(name.clone());
+                    status.reason = Some("PodClaimed".into());
+                    status.message = Some(format!("warm sandbox pod {name} claimed"));
+                }
                 if run.status.as_ref() != Some(status.as_ref()) {
                     apply_status(&runs, &name, &status).await?;
                 }
@@ -303,6 +331,12 @@ pub async fn apply(ctx: &RunContext, run: &AgentRun, actions: Vec<Action>) -> Re
             Action::CancelChildren => cancel_children(ctx, &runs, &name).await?,
             Action::DeleteRun => tolerate(runs.delete(&name, &DeleteParams::default()).await.map(|_| ()), 404)?,
             Action::Event { warning, reason, note } => {
+                let (reason, note) = match (&claimed, reason.as_str()) {
+                    (Some(name), "PodCreated") => {
+                        ("PodClaimed".to_string(), format!("claimed warm sandbox pod {name}"))
+                    }
+                    _ => (reason, note),
+                };
                 publish(ctx, &run.object_ref(&()), warning, &reason, note).await;
             }
             Action::RequeueAfter(after) => requeue = Some(requeue.map_or(after, |r| r.min(after))),
@@ -406,49 +440,6 @@ pub fn owned_by(run: &AgentRun, name: &str) -> ObjectMeta {
         owner_references: run.controller_owner_ref(&()).map(|r| vec![r]),
         ..ObjectMeta::default()
     }
-}
-
-/// The McpServers that `agent`'s `context.mcps` names and the installation's configuration does not,
-/// as the runner reads them: `<name>` of the run's namespace, or `<namespace>/<name>` of another
-/// namespace whose server lets the run's (`allowedNamespaces`) and lends it no Secret. A name of
-/// neither is left for the runner, which fails the run naming it.
-async fn named_mcp_servers(
-    ctx: &RunContext,
-    namespace: &str,
-    agent: &Agent,
-) -> Result<crate::run::inputs::McpServers, ReconcileError> {
-    use crate::resources::mcp_server::{McpServer, parse_reference};
-    let mut found = crate::run::inputs::McpServers::new();
-    for reference in agent.spec.context().mcps.iter().flatten() {
-        if ctx.settings.sandbox.mcp_servers.contains_key(reference) || found.contains_key(reference) {
-            continue;
-        }
-        let (home, name) = match parse_reference(reference) {
-            (Some(other), name) => (other, name),
-            (None, name) => (namespace, name),
-        };
-        let api: Api<McpServer> = Api::namespaced(ctx.client.clone(), home);
-        let server = match api.get_opt(name).await {
-            Ok(server) => server,
-            // A namespace the controller does not serve holds no server a run may use.
-            Err(kube::Error::Api(status)) if home != namespace && status.code == 403 => None,
-            Err(err) => return Err(err.into()),
-        };
-        let lent = |s: &McpServer| s.spec.headers.iter().any(|h| h.secret_key_ref.is_some());
-        let server = server.filter(|s| home == namespace || (s.spec.allows_namespace(namespace) && !lent(s)));
-        if let Some(server) = server {
-            let mut named = crate::run::inputs::McpServer::of_resource(&server);
-            if let Some(key) = &server.spec.ca_bundle_ref {
-                let maps: Api<k8s_openapi::api::core::v1::ConfigMap> = Api::namespaced(ctx.client.clone(), home);
-                // Missing, the bundle is empty and the runner refuses the server rather than trust the
-                // system's roots; the server's Accepted condition says which key is missing.
-                let bundle = maps.get_opt(&key.name).await?.and_then(|m| m.data?.get(&key.key).cloned());
-                named.ca_bundle = Some(bundle.unwrap_or_default());
-            }
-            found.insert(reference.clone(), named);
-        }
-    }
-    Ok(found)
 }
 
 #[cfg(test)]

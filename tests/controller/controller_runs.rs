@@ -28,6 +28,7 @@ fn context(client: kube::Client, store: Store) -> RunContext {
         settings: Settings::default(),
         metrics: ControllerMetrics::default(),
         backoff: Default::default(),
+        pools: None,
     }
 }
 
@@ -69,7 +70,7 @@ async fn a_status_is_server_side_applied_and_an_event_published() {
         Action::RequeueAfter(Duration::from_secs(30)),
         Action::RequeueAfter(Duration::from_secs(5)),
     ];
-    let requeue = apply(&ctx, &typed(run), actions).await.expect("applied");
+    let requeue = apply(&ctx, &typed(run), None, None, actions).await.expect("applied");
     let bodies = server.await.expect("the whole script");
     assert_eq!(requeue, Some(Duration::from_secs(5)), "the soonest look again wins");
     assert_eq!(
@@ -87,7 +88,7 @@ async fn an_unchanged_status_is_not_written_again() {
     let (client, server) = api_server(vec![]);
     let ctx = context(client, Store::memory());
     let status = AgentRunStatus { phase: Some(AgentRunPhase::Running), ..AgentRunStatus::default() };
-    apply(&ctx, &typed(run), vec![Action::SetStatus(Box::new(status))]).await.expect("nothing to do");
+    apply(&ctx, &typed(run), None, None, vec![Action::SetStatus(Box::new(status))]).await.expect("nothing to do");
     assert!(server.await.expect("no request").is_empty());
 }
 
@@ -109,7 +110,7 @@ async fn a_pod_or_run_already_gone_counts_as_deleted() {
         ),
     ]);
     let ctx = context(client, Store::memory());
-    apply(&ctx, &typed(run), vec![Action::DeletePod, Action::DeleteRun]).await.expect("gone is done");
+    apply(&ctx, &typed(run), None, None, vec![Action::DeletePod, Action::DeleteRun]).await.expect("gone is done");
     server.await.expect("the whole script");
 }
 
@@ -125,7 +126,7 @@ async fn a_forbidden_delete_is_an_error_to_retry() {
         failure(403, "Forbidden", message),
     )]);
     let ctx = context(client, Store::memory());
-    let err = apply(&ctx, &typed(run), vec![Action::DeletePod]).await.expect_err("not allowed");
+    let err = apply(&ctx, &typed(run), None, None, vec![Action::DeletePod]).await.expect_err("not allowed");
     server.await.expect("the whole script");
     assert!(err.to_string().contains("cannot delete resource"), "{err}");
 }
@@ -170,7 +171,7 @@ async fn an_ended_parent_cancels_its_unfinished_children_and_their_records() {
     };
     store.create_run(&child_record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
-    apply(&ctx, &typed(parent), vec![Action::CancelChildren]).await.expect("applied");
+    apply(&ctx, &typed(parent), None, None, vec![Action::CancelChildren]).await.expect("applied");
     let bodies = server.await.expect("the whole script");
     assert_eq!(bodies[1], json!({"spec": {"cancel": true}}), "only the unfinished child is cancelled");
     let record = store.run_record("child-a").await.expect("store").expect("record");
@@ -201,7 +202,7 @@ async fn the_runs_record_and_cancel_signal_go_to_the_store() {
     store.create_run(&record, None, Default::default()).await.expect("created");
     let ctx = context(client, store.clone());
     let actions = vec![Action::RecordStatus(RunStatus::Running, None), Action::SignalCancel];
-    apply(&ctx, &typed(run), actions).await.expect("applied");
+    apply(&ctx, &typed(run), None, None, actions).await.expect("applied");
     assert!(server.await.expect("no request").is_empty());
     assert_eq!(store.run_record("r1").await.expect("store").expect("record").status, RunStatus::Running);
     assert!(store.is_cancel_requested("r1").await.expect("store"));
@@ -236,8 +237,8 @@ async fn an_end_the_controller_records_has_its_result_and_one_end_event_unless_t
     assert!(store.finish_run("finished", "finished-thread", &[], &result).await.expect("finish"));
     let ctx = context(client, store.clone());
     let pod_gone = || vec![Action::RecordStatus(RunStatus::Interrupted, Some("the sandbox pod went away".into()))];
-    apply(&ctx, &typed(agent_run("gone", json!({}))), pod_gone()).await.expect("applied");
-    apply(&ctx, &typed(agent_run("finished", json!({}))), pod_gone()).await.expect("applied");
+    apply(&ctx, &typed(agent_run("gone", json!({}))), None, None, pod_gone()).await.expect("applied");
+    apply(&ctx, &typed(agent_run("finished", json!({}))), None, None, pod_gone()).await.expect("applied");
     assert!(server.await.expect("no request").is_empty());
 
     let gone = store.run_record("gone").await.expect("store").expect("record");
@@ -303,7 +304,7 @@ async fn creating_a_pod_that_exists_already_counts_as_created() {
     let mut inputs = Secret::default();
     inputs.metadata.name = Some("r1-inputs".into());
     let ctx = context(client, Store::memory());
-    apply(&ctx, &typed(run), vec![Action::CreatePod(Box::new(SandboxObjects { pod, inputs }))])
+    apply(&ctx, &typed(run), None, None, vec![Action::CreatePod(Box::new(SandboxObjects { pod, inputs }))])
         .await
         .expect("exists is done");
     let bodies = server.await.expect("the whole script");
@@ -447,7 +448,9 @@ async fn a_credentials_secret_that_is_not_the_runs_own_is_not_mounted() {
     inputs.metadata.name = Some("r1-inputs".into());
     let objects = SandboxObjects { pod: pod_with_token("r1", "r1-credentials"), inputs };
     let ctx = context(client, Store::memory());
-    apply(&ctx, &typed(announced_run("r1")), vec![Action::CreatePod(Box::new(objects))]).await.expect("applied");
+    apply(&ctx, &typed(announced_run("r1")), None, None, vec![Action::CreatePod(Box::new(objects))])
+        .await
+        .expect("applied");
     let bodies = server.await.expect("the whole script");
     assert_eq!(
         (bodies[1]["type"].as_str(), bodies[1]["reason"].as_str()),
@@ -481,8 +484,10 @@ async fn a_pod_waits_for_its_announced_credentials_and_they_go_when_the_run_ends
     let objects = SandboxObjects { pod: pod_with_token("r2", "r2-credentials"), inputs };
     let ctx = context(client, Store::memory());
     let run = typed(announced_run("r2"));
-    let after = apply(&ctx, &run, vec![Action::CreatePod(Box::new(objects)), Action::DeletePod]).await.expect("waits");
+    let after = apply(&ctx, &run, None, None, vec![Action::CreatePod(Box::new(objects)), Action::DeletePod])
+        .await
+        .expect("waits");
     assert_eq!(after, Some(yuxi_operator::controller::run_reconciler::CREDENTIALS_WAIT), "nothing else was done");
-    apply(&ctx, &run, vec![Action::DeleteCredentials]).await.expect("deleted");
+    apply(&ctx, &run, None, None, vec![Action::DeleteCredentials]).await.expect("deleted");
     server.await.expect("the whole script: no pod, no inputs before the Secret exists");
 }
