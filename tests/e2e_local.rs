@@ -329,6 +329,99 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
         println!("e2e-local: cold start, {role} {run}: {ms:.0} ms from its request to its first event");
     }
     println!("{}", kubectl(&plane, &["get", "agentruns", "-n", NS]));
+
+    // Warm pools: a parent that delegates 20 times in a row (examples/scripts/delegation-probe.yaml),
+    // once with no pool (every child a new pod) and once with a pool of 4 on its subagent.
+    apply(
+        &plane,
+        json!({"apiVersion": "yuxi.dev/v1alpha1", "kind": "Agent", "metadata": {"name": "delegation-probe", "namespace": NS},
+        "spec": {"backend": "ChatbotAgent", "owner": "platform-team", "context": {"tools": [], "subagents": ["research-explorer"],
+            "toolApprovalMode": "AlwaysTrust"},
+            "share": {"readScope": {"accessLevel": "Global"}}}}),
+    );
+    let mut figures = Vec::new();
+    for pool in [None, Some(4)] {
+        if let Some(size) = pool {
+            let patch = json!({"spec": {"sandbox": {"warmPool": {"size": size, "maxIdleSeconds": 600}}}}).to_string();
+            kubectl(&plane, &["patch", "agent", "research-explorer", "-n", NS, "--type", "merge", "-p", &patch]);
+        }
+        let parent = runtime.block_on(probe(&api, &token));
+        let children: Vec<f64> = runtime
+            .block_on(first_event_latencies(&redis_url, &parent))
+            .into_iter()
+            .filter(|(_, role, _)| *role == "child")
+            .map(|(_, _, ms)| ms)
+            .collect();
+        assert_eq!(children.len(), 20, "the probe delegated 20 times\n{}", diagnose(&plane, &node));
+        let claimed = kubectl(
+            &plane,
+            &[
+                "get",
+                "agentruns",
+                "-n",
+                NS,
+                "-l",
+                &format!("yuxi.dev/parent-run={parent}"),
+                "-o",
+                "jsonpath={range .items[*]}{.status.podName} {end}",
+            ],
+        );
+        let warm = claimed.split_whitespace().filter(|name| name.contains("-warm-")).count();
+        match pool {
+            None => assert_eq!(warm, 0, "without a pool no child gets a warm pod: {claimed}"),
+            Some(_) => {
+                assert!(warm > 0, "with a pool the children claim warm pods: {claimed}\n{}", diagnose(&plane, &node))
+            }
+        }
+        figures.push((pool, warm, children));
+    }
+    for (pool, warm, mut children) in figures {
+        children.sort_by(f64::total_cmp);
+        let at = |q: f64| children[((children.len() as f64 * q).ceil() as usize).clamp(1, children.len()) - 1];
+        let label = pool.map_or("no pool".to_string(), |size| format!("a warm pool of {size}"));
+        println!(
+            "e2e-local: {label}: {} children in a row ({warm} on warm pods), subagent_start to first event: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms",
+            children.len(),
+            at(0.5),
+            at(0.9),
+            at(0.99)
+        );
+    }
+    // A claimed pod served one run: every warm pod that ran a child names that child alone, and none is
+    // idle in a pool once the probe's parent has ended.
+    wait_until(
+        "the pools empty once no parent runs",
+        Duration::from_secs(60),
+        || kubectl(&plane, &["get", "pods", "-n", NS, "-l", "yuxi.dev/warm=idle", "-o", "name"]).trim().is_empty(),
+        || diagnose(&plane, &node),
+    );
+}
+
+/// Runs the delegation probe as a person would, to its end; returns its run id.
+async fn probe(api: &str, token: &str) -> String {
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(600)).build().expect("client");
+    let started: Value = client
+        .post(format!("{api}/api/agent/runs"))
+        .bearer_auth(token)
+        .json(&json!({"query": "probe", "agent_slug": "delegation-probe"}))
+        .send()
+        .await
+        .expect("the facade answers")
+        .json()
+        .await
+        .expect("json");
+    let run_id = started["run_id"].as_str().unwrap_or_else(|| panic!("a run: {started}")).to_string();
+    let events = client
+        .get(format!("{api}/api/agent/runs/{run_id}/events"))
+        .bearer_auth(token)
+        .send()
+        .await
+        .expect("events")
+        .text()
+        .await
+        .expect("the stream ends after `end`");
+    assert!(events.contains("Delegated 20 tasks"), "the probe ran to its end:\n{events}");
+    run_id
 }
 
 /// For the parent run and each of its children: the milliseconds from its record's creation to the first
