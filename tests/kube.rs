@@ -42,6 +42,8 @@ mod rbac;
 mod resources;
 #[path = "kube/traces.rs"]
 mod traces;
+#[path = "kube/warm_pools.rs"]
+mod warm_pools;
 
 /// A fresh name for an object or a file, unique in this test binary: `<prefix>-<n>`.
 pub fn unique(prefix: &str) -> String {

@@ -155,6 +155,16 @@ pub struct Place<'a> {
 /// Keeps the pools until `shutdown`: a pass after each change, at most every [`PASS_GAP`].
 pub async fn run(ctx: PoolContext, pools: Arc<Pools>, shutdown: impl std::future::Future<Output = ()>) {
     let passes = async {
+        // A pass over caches not yet filled would find no parent and empty every pool.
+        for store in &pools.runs {
+            let _ = store.wait_until_ready().await;
+        }
+        for store in &pools.pods {
+            let _ = store.wait_until_ready().await;
+        }
+        for store in &pools.defaults {
+            let _ = store.wait_until_ready().await;
+        }
         loop {
             let _ = tokio::time::timeout(PASS_EVERY, pools.wake.notified()).await;
             if let Err(err) = pass(&ctx, &pools).await {

@@ -152,7 +152,7 @@ pub fn warm_pod(cold: &Pod, agent: &Agent, pool: &WarmPool) -> Pod {
         }
         let volumes = spec.volumes.get_or_insert_with(Vec::new);
         for volume in volumes.iter_mut().filter(|v| v.name == INPUTS) {
-            *volume = empty_dir(INPUTS, "1Mi", Some("Memory"));
+            *volume = empty_dir(INPUTS, "2Mi", Some("Memory"));
         }
         volumes.push(empty_dir(WARM_SKILLS, "64Mi", None));
         // A claim no container mounts any more (the skills claim, when it is its own) is not given.
