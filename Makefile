@@ -201,6 +201,8 @@ e2e-local: image-tools
 		&& command -v redis-server && command -v curl && [ -x /usr/lib/cni/bridge ]; } >/dev/null 2>&1 \
 		|| scripts/apt-install containerd runc containernetworking-plugins iptables catatonit redis-server curl
 	$(MAKE) --no-print-directory image
+	@# Built before the network namespace, which reaches no module proxy: the suite's OpenID provider.
+	@scripts/oidc-provider >/dev/null
 	@bin=$$(scripts/kube-bin | tail -n 1) && $(CARGO) test --locked --test e2e_local --no-run && \
 		YUXI_KUBE_BIN=$$bin YUXI_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator.oci.tar \
 		YUXI_SANDBOX_IMAGE_ARCHIVE=$(CURDIR)/.run/image/yuxi-operator-sandbox.oci.tar CARGO_NET_OFFLINE=true \

@@ -236,6 +236,84 @@ async fn the_runner_binary_completes_a_run_and_execute_sees_no_secret() {
     assert_eq!(history.len(), 5, "user, assistant with two calls, two tool results, answer: {history:#?}");
 }
 
+/// A warm pod's runner as its pod starts it: the run's files not there yet, waiting for the claim of
+/// pod `pod_uid` for at most `wait_seconds`.
+fn awaiting(files: &RunFiles, pod_uid: &str, wait_seconds: u32) -> (std::process::Child, std::path::PathBuf) {
+    let inputs = files.path("inputs");
+    std::fs::create_dir_all(&inputs).expect("inputs folder");
+    let mut command = files.command();
+    let args: Vec<std::ffi::OsString> = command.get_args().map(ToOwned::to_owned).collect();
+    let mut warm = Command::new(command.get_program());
+    warm.args(args.iter().map(|a| {
+        let text = a.to_string_lossy();
+        if text.ends_with("/run.yaml") {
+            inputs.join("run.yaml").into_os_string()
+        } else if text.ends_with("/agent.yaml") {
+            inputs.join("agent.yaml").into_os_string()
+        } else {
+            a.clone()
+        }
+    }));
+    for (key, value) in command.get_envs() {
+        match value {
+            Some(value) => warm.env(key, value),
+            None => warm.env_remove(key),
+        };
+    }
+    warm.env_remove("YUXI_RUN_TOKEN").env("YUXI_POD_UID", pod_uid);
+    warm.args(["--await-claim", "--claim-wait-seconds", &wait_seconds.to_string()]);
+    warm.stdout(std::process::Stdio::piped()).stderr(std::process::Stdio::piped());
+    (warm.spawn().expect("runner"), inputs)
+}
+
+#[tokio::test]
+async fn a_warm_runner_runs_the_claim_of_its_own_pod_and_no_other() {
+    let files = RunFiles::new(&subagent("{}"), "[{content: claimed and done}]");
+    let pod = unique("pod");
+    let (runner, inputs) = awaiting(&files, &pod, 30);
+    let store = store().await;
+    let claim = |run: &str| {
+        let files_of = |name: &str| std::fs::read_to_string(files.path(name)).expect("manifest");
+        serde_json::to_string(&yuxi_operator::run::claim::Claim {
+            run: run.to_string(),
+            files: [("run.yaml", files_of("run.yaml")), ("agent.yaml", files_of("agent.yaml"))]
+                .map(|(k, v)| (k.to_string(), v))
+                .into(),
+            token: Some("claimed-run-token".into()),
+        })
+        .expect("json")
+    };
+    // Another pod's claim is not this runner's.
+    let other = unique("pod");
+    store.offer_claim(&other, &claim("someone-else")).await.expect("offered");
+    tokio::time::sleep(Duration::from_millis(1500)).await;
+    assert!(!inputs.join("run.yaml").exists(), "the runner took no other pod's claim");
+    store.offer_claim(&pod, &claim(&files.run_id)).await.expect("offered");
+    let output = tokio::task::spawn_blocking(move || runner.wait_with_output()).await.expect("joined").expect("ran");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(!stderr(&output).contains("claimed-run-token"), "the token is never printed");
+    let result = store.run_result(&files.run_id).await.expect("result").expect("stored");
+    assert_eq!(result.output, "claimed and done");
+    let mut redis = raw().await;
+    let left: Vec<String> =
+        redis::cmd("LRANGE").arg(keys::pod_claim(&pod)).arg(0).arg(-1).query_async(&mut redis).await.expect("lrange");
+    assert!(left.is_empty(), "the claim is taken, once");
+    let others: Vec<String> =
+        redis::cmd("LRANGE").arg(keys::pod_claim(&other)).arg(0).arg(-1).query_async(&mut redis).await.expect("lrange");
+    assert_eq!(others.len(), 1, "the other pod's claim is still its own");
+}
+
+#[tokio::test]
+async fn a_warm_runner_no_run_claims_ends_without_running_anything() {
+    let files = RunFiles::new(&subagent("{}"), "[{content: never}]");
+    let (runner, inputs) = awaiting(&files, &unique("pod"), 1);
+    let output = tokio::task::spawn_blocking(move || runner.wait_with_output()).await.expect("joined").expect("ran");
+    assert!(output.status.success(), "{}", stderr(&output));
+    assert!(stderr(&output).contains("no run claimed this pod in 1 s"), "{}", stderr(&output));
+    assert!(!inputs.join("run.yaml").exists());
+    assert_eq!(store().await.run_result(&files.run_id).await.expect("result"), None, "nothing ran");
+}
+
 #[tokio::test]
 async fn a_cancel_through_redis_stops_the_runner_binary() {
     let files = RunFiles::new(&subagent("{}"), "[{delay_ms: 60000, content: never}]");
