@@ -197,6 +197,14 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
         ])
         .args(["--set", "controller.replicas=1", "--set", "webhook.replicas=1", "--set", "api.replicas=1"])
         .args(["--set", "knowledge.sourcesClaim=knowledge-sources"])
+        // Two cores hold the control plane, the node, the roles and the pods: sandbox pods ask for
+        // little CPU, so that a warm pool of 4 beside the runs under way can be scheduled.
+        .args([
+            "--set",
+            "sandbox.runnerResources.requests.cpu=20m",
+            "--set",
+            "sandbox.sandboxResources.requests.cpu=20m",
+        ])
         .env("KUBECONFIG", &kubeconfig)
         .env("HELM_CACHE_HOME", plane.dir.join("helm/cache"))
         .env("HELM_CONFIG_HOME", plane.dir.join("helm/config"))

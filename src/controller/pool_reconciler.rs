@@ -37,6 +37,8 @@ pub const PASS_GAP: Duration = Duration::from_millis(500);
 pub const PASS_EVERY: Duration = Duration::from_secs(5);
 /// How long a pod the pool created counts as on its way when the pod cache does not show it yet.
 const IN_FLIGHT_FOR: Duration = Duration::from_secs(30);
+/// How long a claim is remembered for a run whose cached status does not name its pod yet.
+pub const CLAIM_MEMORY: Duration = Duration::from_secs(600);
 
 /// What the pools watch: the runs, the warm pods and the namespaces' defaults, one store of each per
 /// watched namespace (one for all namespaces when none are given).
@@ -46,6 +48,8 @@ pub struct Pools {
     defaults: Vec<Store<ConfigMap>>,
     /// Pods created, by pool, not yet in the pod cache.
     in_flight: Mutex<HashMap<String, Vec<(String, Instant)>>>,
+    /// The pod each run claimed, by the run's uid, until the run's cached status names it ([`Pools::claimed_by`]).
+    claims: Mutex<HashMap<String, (String, Instant)>>,
     wake: tokio::sync::Notify,
 }
 
@@ -66,6 +70,7 @@ impl Pools {
             pods: Vec::new(),
             defaults: Vec::new(),
             in_flight: Mutex::default(),
+            claims: Mutex::default(),
             wake: tokio::sync::Notify::new(),
         };
         let mut streams = Vec::new();
@@ -111,6 +116,29 @@ impl Pools {
                 tracing::warn!(namespace, error = %why, "the namespace's warm pool default is ignored");
                 None
             }
+        }
+    }
+
+    /// The pod `run` claimed, when this process claimed one and `run` (as cached) does not name it yet:
+    /// the run's cache may lag behind the status written with the claim, and a run that seemed to have
+    /// no pod would be given a second one. Forgotten once the run names its pod, or after
+    /// [`CLAIM_MEMORY`].
+    pub fn claimed_by(&self, run: &AgentRun) -> Option<String> {
+        let uid = run.metadata.uid.as_deref()?;
+        let mut claims = self.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        claims.retain(|_, (_, at)| at.elapsed() < CLAIM_MEMORY);
+        let (pod, _) = claims.get(uid)?;
+        if run.status.as_ref().and_then(|s| s.pod_name.as_deref()) == Some(pod.as_str()) {
+            claims.remove(uid);
+            return None;
+        }
+        Some(pod.clone())
+    }
+
+    fn remember_claim(&self, run: &AgentRun, pod: &str) {
+        if let Some(uid) = run.metadata.uid.clone() {
+            let mut claims = self.claims.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+            claims.insert(uid, (pod.to_string(), Instant::now()));
         }
     }
 
@@ -354,6 +382,7 @@ pub async fn claim(
             }
             return Ok(None);
         }
+        pools.remember_claim(run, &candidate.name);
         return Ok(Some(candidate.name));
     }
     Ok(None)

@@ -151,7 +151,10 @@ async fn reconcile_inner(object: &DynamicObject, ctx: &RunContext) -> Result<Req
     let namespace = run.namespace().ok_or_else(|| ReconcileError::Object("an AgentRun without a namespace".into()))?;
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let agents: Api<Agent> = Api::namespaced(ctx.client.clone(), &namespace);
-    let pod = match run.status.as_ref().and_then(|s| s.pod_name.clone()).filter(|name| name != &pod_name(&run)) {
+    // A pod this process claimed for the run, while the cached run does not name it yet.
+    let remembered = ctx.pools.as_ref().and_then(|pools| pools.claimed_by(&run));
+    let named = run.status.as_ref().and_then(|s| s.pod_name.clone()).filter(|name| name != &pod_name(&run));
+    let pod = match remembered.or(named) {
         // A warm pod the run claimed: its own only while it is owned by the run (a status naming
         // another run's pod finds none).
         Some(claimed) => pods.get_opt(&claimed).await?.filter(|pod| owned_by_run(pod, &run)),
@@ -310,6 +313,10 @@ pub async fn apply(
             }
             Action::SignalCancel => ctx.store.request_cancel(&name).await?,
             Action::SetStatus(mut status) => {
+                // The status names the pod the run has: a claimed one is not named after the run.
+                if let Some(observed) = pod.map(|p| p.name_any()).filter(|name| name != &pod_name(run)) {
+                    status.pod_name = Some(observed);
+                }
                 if let Some(name) = &claimed {
                     status.pod_name = Some(name.clone());
                     status.reason = Some("PodClaimed".into());
