@@ -203,7 +203,24 @@ async fn execute(args: RunnerArgs) -> ExitCode {
     let mut token = std::env::var(env::RUN_TOKEN).ok().filter(|t| !t.is_empty());
     if args.await_claim {
         let pod_uid = args.pod_uid.clone().unwrap_or_default();
-        match await_claim(&store, &pod_uid, Duration::from_secs(args.claim_wait_seconds), &args.run).await {
+        // An idle pod is deleted by its pool: it ends at once on SIGTERM (as its container's first
+        // process, it would otherwise wait out the grace period), having run nothing.
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(signal) => signal,
+            Err(err) => {
+                eprintln!("error: cannot listen for SIGTERM: {err}");
+                return ExitCode::from(EXIT_UNUSABLE);
+            }
+        };
+        let wait = Duration::from_secs(args.claim_wait_seconds);
+        let claimed = tokio::select! {
+            claimed = await_claim(&store, &pod_uid, wait, &args.run) => claimed,
+            _ = terminate.recv() => {
+                eprintln!("stopped before any run claimed this pod");
+                return ExitCode::SUCCESS;
+            }
+        };
+        match claimed {
             Ok(Some(claimed)) => token = claimed,
             Ok(None) => {
                 eprintln!("no run claimed this pod in {} s", args.claim_wait_seconds);
