@@ -354,14 +354,14 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
             kubectl(&plane, &["patch", "agent", "research-explorer", "-n", NS, "--type", "merge", "-p", &patch]);
         }
         let parent = runtime.block_on(probe(&api, &token));
-        let children: Vec<f64> = runtime
+        let children: Vec<(String, f64)> = runtime
             .block_on(first_event_latencies(&redis_url, &parent))
             .into_iter()
             .filter(|(_, role, _)| *role == "child")
-            .map(|(_, _, ms)| ms)
+            .map(|(run, _, ms)| (run, ms))
             .collect();
         assert_eq!(children.len(), 20, "the probe delegated 20 times\n{}", diagnose(&plane, &node));
-        let claimed = kubectl(
+        let pods = kubectl(
             &plane,
             &[
                 "get",
@@ -371,28 +371,44 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
                 "-l",
                 &format!("yuxi.dev/parent-run={parent}"),
                 "-o",
-                "jsonpath={range .items[*]}{.status.podName} {end}",
+                "jsonpath={range .items[*]}{.metadata.name}={.status.podName} {end}",
             ],
         );
-        let warm = claimed.split_whitespace().filter(|name| name.contains("-warm-")).count();
+        let on_warm: Vec<&str> =
+            pods.split_whitespace().filter(|p| p.contains("-warm-")).filter_map(|p| p.split('=').next()).collect();
         match pool {
-            None => assert_eq!(warm, 0, "without a pool no child gets a warm pod: {claimed}"),
+            None => assert!(on_warm.is_empty(), "without a pool no child gets a warm pod: {pods}"),
             Some(_) => {
-                assert!(warm > 0, "with a pool the children claim warm pods: {claimed}\n{}", diagnose(&plane, &node))
+                assert!(
+                    !on_warm.is_empty(),
+                    "with a pool the children claim warm pods: {pods}\n{}",
+                    diagnose(&plane, &node)
+                )
             }
         }
-        figures.push((pool, warm, children));
+        let (warm, cold): (Vec<_>, Vec<_>) = children.iter().partition(|(run, _)| on_warm.contains(&run.as_str()));
+        let ms = |list: Vec<&(String, f64)>| list.into_iter().map(|(_, ms)| *ms).collect::<Vec<f64>>();
+        figures.push((pool, children.iter().map(|(_, ms)| *ms).collect::<Vec<f64>>(), ms(warm), ms(cold)));
     }
-    for (pool, warm, mut children) in figures {
-        children.sort_by(f64::total_cmp);
-        let at = |q: f64| children[((children.len() as f64 * q).ceil() as usize).clamp(1, children.len()) - 1];
+    let quantiles = |mut list: Vec<f64>| {
+        list.sort_by(f64::total_cmp);
+        let at = |q: f64| list[((list.len() as f64 * q).ceil() as usize).clamp(1, list.len()) - 1];
+        if list.is_empty() {
+            "none".to_string()
+        } else {
+            format!("p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms", at(0.5), at(0.9), at(0.99))
+        }
+    };
+    for (pool, all, warm, cold) in figures {
         let label = pool.map_or("no pool".to_string(), |size| format!("a warm pool of {size}"));
         println!(
-            "e2e-local: {label}: {} children in a row ({warm} on warm pods), subagent_start to first event: p50 {:.0} ms, p90 {:.0} ms, p99 {:.0} ms",
-            children.len(),
-            at(0.5),
-            at(0.9),
-            at(0.99)
+            "e2e-local: {label}: {} children in a row, subagent_start to first event: {}; the {} on warm pods: {}; the {} on new pods: {}",
+            all.len(),
+            quantiles(all.clone()),
+            warm.len(),
+            quantiles(warm),
+            cold.len(),
+            quantiles(cold)
         );
     }
     // A claimed pod served one run: every warm pod that ran a child names that child alone, and none is

@@ -30,6 +30,7 @@ use crate::resources::agent::WarmPool;
 use crate::resources::names::{FIELD_MANAGER, WARM_LABEL, WARM_POOL_LABEL};
 use crate::resources::{Agent, AgentRun, Model};
 use crate::run::claim::Claim;
+use crate::run::inputs::DEFAULT_TIMEOUT_SECONDS;
 
 /// The shortest time between two passes.
 pub const PASS_GAP: Duration = Duration::from_millis(500);
@@ -311,7 +312,7 @@ async fn wanted_in(
                 None => None,
             };
             let Ok(objects) = sandbox_objects_on(&template, child, model.as_ref(), &settings) else { continue };
-            let pod = warm_pod(&objects.pod, child, pool);
+            let pod = warm_pod(&objects.pod, child, pool, DEFAULT_TIMEOUT_SECONDS as i64);
             let fingerprint = pod.labels().get(WARM_POOL_LABEL).cloned().unwrap_or_default();
             let size = usize::try_from(pool.size).unwrap_or(0);
             wanted.entry(fingerprint.clone()).or_insert(Wanted {
@@ -340,7 +341,8 @@ pub async fn claim(
 ) -> Result<Option<String>, kube::Error> {
     let namespace = run.namespace().unwrap_or_default();
     let Some(pool) = effective_pool(agent, pools.default_of(&namespace)) else { return Ok(None) };
-    let warm = warm_pod(&objects.pod, agent, &pool);
+    let timeout = run.spec.timeout_seconds.map_or(DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
+    let warm = warm_pod(&objects.pod, agent, &pool, timeout);
     let fingerprint = warm.labels().get(WARM_POOL_LABEL).cloned().unwrap_or_default();
     let now = jiff::Timestamp::now();
     let mut candidates: Vec<Held> = pools

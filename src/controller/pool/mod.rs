@@ -114,9 +114,14 @@ pub fn template_run(parent: &AgentRun, child: &str, default_uid: Option<&str>) -
     Some(run)
 }
 
-/// The warm form of `cold`, a run's pod as [`super::pod::sandbox_objects_on`] builds it: in `agent`'s
-/// pool `pool`, holding nothing of the run (see the module). Pure.
-pub fn warm_pod(cold: &Pod, agent: &Agent, pool: &WarmPool) -> Pod {
+/// The longest `timeoutSeconds` an AgentRun may have (the CRD's bound).
+pub const MAX_RUN_TIMEOUT_SECONDS: i64 = 86_400;
+
+/// The warm form of `cold`, a run's pod as [`super::pod::sandbox_objects_on`] builds it for a run of
+/// `timeout_seconds`: in `agent`'s pool `pool`, holding nothing of the run (see the module). Its
+/// deadline is the longest a run may need plus the pool's idle time, so runs of any timeout share a
+/// pool; the controller ends each run at its own deadline. Pure.
+pub fn warm_pod(cold: &Pod, agent: &Agent, pool: &WarmPool, timeout_seconds: i64) -> Pod {
     let mut pod = cold.clone();
     let idle = pool.idle_seconds();
     if let Some(spec) = pod.spec.as_mut() {
@@ -163,7 +168,8 @@ pub fn warm_pod(cold: &Pod, agent: &Agent, pool: &WarmPool) -> Pod {
             .flat_map(|c| c.volume_mounts.iter().flatten().map(|m| m.name.clone()))
             .collect();
         volumes.retain(|v| mounted.contains(&v.name));
-        spec.active_deadline_seconds = spec.active_deadline_seconds.map(|d| d + idle);
+        spec.active_deadline_seconds =
+            spec.active_deadline_seconds.map(|d| d - timeout_seconds + MAX_RUN_TIMEOUT_SECONDS + idle);
     }
     let meta = &mut pod.metadata;
     meta.name = None;

@@ -71,7 +71,8 @@ const POOL: WarmPool = WarmPool { size: 4, max_idle_seconds: Some(120) };
 
 fn warm_of(run: &AgentRun) -> Pod {
     let agent = explorer(Some(POOL));
-    warm_pod(&sandbox_objects(run, &agent, &SandboxSettings::default()).expect("pod").pod, &agent, &POOL)
+    let timeout = run.spec.timeout_seconds.map_or(crate::run::inputs::DEFAULT_TIMEOUT_SECONDS as i64, |t| t.max(1));
+    warm_pod(&sandbox_objects(run, &agent, &SandboxSettings::default()).expect("pod").pod, &agent, &POOL, timeout)
 }
 
 fn pool_of(pod: &Pod) -> String {
@@ -90,6 +91,9 @@ fn a_childs_pod_is_in_the_pool_its_parents_template_fills() {
     let mut other_files = child("c4", &parent());
     other_files.spec.parent.as_mut().expect("parent").file_thread_id = Some("thread-9".into());
     assert_ne!(pool_of(&warm_of(&other_files)), pool, "another conversation's files are another pool");
+    let mut longer = child("c5", &parent());
+    longer.spec.timeout_seconds = Some(600);
+    assert_eq!(pool_of(&warm_of(&longer)), pool, "a run's own timeout does not change its pool");
 }
 
 #[test]
@@ -104,7 +108,7 @@ fn an_idle_pod_holds_no_inputs_no_token_and_only_its_scopes_paths() {
         cold.spec.as_ref().unwrap().containers[0].env.iter().flatten().any(|v| v.name == env_names::RUN_TOKEN),
         "the cold pod has the token this test expects the warm one to lack"
     );
-    let warm = warm_pod(&cold, &explorer(Some(POOL)), &POOL);
+    let warm = warm_pod(&cold, &explorer(Some(POOL)), &POOL, crate::run::inputs::DEFAULT_TIMEOUT_SECONDS as i64);
     let spec = warm.spec.as_ref().expect("spec");
     let volumes = spec.volumes.iter().flatten();
     assert!(
