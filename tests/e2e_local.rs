@@ -416,7 +416,23 @@ fn the_readme_deep_research_flow_runs_in_real_pods() {
     wait_until(
         "the pools empty once no parent runs",
         Duration::from_secs(60),
-        || kubectl(&plane, &["get", "pods", "-n", NS, "-l", "yuxi.dev/warm=idle", "-o", "name"]).trim().is_empty(),
+        || {
+            // Deleted by the pool: gone, or on their way (each container ends on SIGTERM).
+            let idle = kubectl(
+                &plane,
+                &[
+                    "get",
+                    "pods",
+                    "-n",
+                    NS,
+                    "-l",
+                    "yuxi.dev/warm=idle",
+                    "-o",
+                    "jsonpath={range .items[*]}{.metadata.name}={.metadata.deletionTimestamp} {end}",
+                ],
+            );
+            idle.split_whitespace().all(|pod| !pod.ends_with('='))
+        },
         || diagnose(&plane, &node),
     );
 }

@@ -18,13 +18,19 @@ pub struct SandboxExecArgs {
     workdir: PathBuf,
 }
 
-/// Serves commands until the process is stopped. Exit status 1 when the workdir is not a folder or the
-/// socket cannot be served.
+/// Serves commands until the process is stopped: SIGTERM ends it at once with status 0 (as its
+/// container's first process it would otherwise ignore it, and its pod would wait out its grace period
+/// after the runner ended). Exit status 1 when the workdir is not a folder or the socket cannot be
+/// served.
 pub fn run(args: SandboxExecArgs) -> ExitCode {
     let SandboxExecArgs { socket, workdir } = args;
     super::run_async(async move {
         anyhow::ensure!(workdir.is_dir(), "the workdir {} is not a folder", workdir.display());
-        serve_socket(&socket, LocalExecutor::plain(workdir)).await?;
+        let mut terminate = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())?;
+        tokio::select! {
+            served = serve_socket(&socket, LocalExecutor::plain(workdir)) => served?,
+            _ = terminate.recv() => {}
+        }
         Ok(())
     })
 }

@@ -355,6 +355,7 @@ pub async fn claim(
     candidates.sort_by_key(|held| (held.created, held.name.clone()));
     let pods: Api<Pod> = Api::namespaced(ctx.client.clone(), &namespace);
     let params = PatchParams { field_manager: Some(FIELD_MANAGER.into()), ..PatchParams::default() };
+    let began = std::time::SystemTime::now();
     for candidate in candidates {
         let patch = claim_patch(&objects.pod, &candidate.resource_version);
         let claimed = match pods.patch(&candidate.name, &params, &Patch::Merge(&patch)).await {
@@ -385,6 +386,14 @@ pub async fn claim(
             return Ok(None);
         }
         pools.remember_claim(run, &candidate.name);
+        // In the run's trace, where a new pod's "schedule pod" and "start pod" would be.
+        let traceparent = run.annotations().get(crate::run::trace::TRACEPARENT_ANNOTATION).map(String::as_str);
+        let attributes = vec![
+            opentelemetry::KeyValue::new("k8s.pod.name", candidate.name.clone()),
+            opentelemetry::KeyValue::new("k8s.namespace.name", namespace.clone()),
+            opentelemetry::KeyValue::new("yuxi.run.id", run.name_any()),
+        ];
+        crate::telemetry::past_span("claim warm pod", traceparent, began, std::time::SystemTime::now(), attributes);
         return Ok(Some(candidate.name));
     }
     Ok(None)

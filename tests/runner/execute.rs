@@ -118,6 +118,23 @@ async fn the_sandbox_container_runs_commands_over_its_socket() {
     assert!(timed.timed_out);
 }
 
+#[test]
+fn the_sandbox_container_ends_on_sigterm_so_its_pod_ends_with_the_runner() {
+    let mut sandbox = sandbox();
+    // SAFETY: kill(2) on the child this test started and still holds.
+    let sent = unsafe { libc::kill(sandbox.child.id() as libc::pid_t, libc::SIGTERM) };
+    assert_eq!(sent, 0);
+    let deadline = Instant::now() + Duration::from_secs(5);
+    let status = loop {
+        if let Some(status) = sandbox.child.try_wait().expect("waits") {
+            break status;
+        }
+        assert!(Instant::now() < deadline, "sandbox-exec still runs 5 s after SIGTERM");
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(status.success(), "{status}");
+}
+
 #[tokio::test]
 async fn the_sandbox_answers_a_malformed_request_and_keeps_serving() {
     use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};

@@ -241,7 +241,7 @@ async fn the_runner_binary_completes_a_run_and_execute_sees_no_secret() {
 fn awaiting(files: &RunFiles, pod_uid: &str, wait_seconds: u32) -> (std::process::Child, std::path::PathBuf) {
     let inputs = files.path("inputs");
     std::fs::create_dir_all(&inputs).expect("inputs folder");
-    let mut command = files.command();
+    let command = files.command();
     let args: Vec<std::ffi::OsString> = command.get_args().map(ToOwned::to_owned).collect();
     let mut warm = Command::new(command.get_program());
     warm.args(args.iter().map(|a| {
