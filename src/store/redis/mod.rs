@@ -24,13 +24,23 @@ use redis::aio::ConnectionManager;
 use crate::store::types::{RunView, StoreAuth, StoreError};
 
 /// Whether the Redis at `info`'s address answers `PING` from a client that gives no credentials (a
-/// second, short-lived connection with the same address and TLS settings). A server that cannot be
-/// reached this way within 5 s counts as not answering.
+/// second, short-lived connection with the same address and TLS settings, tried three times 100 ms
+/// apart). A server that cannot be reached this way within 5 s counts as not answering.
 pub async fn admits_anonymous(info: &redis::ConnectionInfo) -> bool {
     let anonymous = info.clone().set_redis_settings(redis::RedisConnectionInfo::default());
     let Ok(client) = redis::Client::open(anonymous) else { return false };
+    // A connection that fails says nothing of what the server admits (a server just started may not
+    // accept yet, while the store's own connection retries): it is tried up to three times.
     let probe = async {
-        let mut connection = client.get_multiplexed_async_connection().await.ok()?;
+        let mut attempts = 0;
+        let mut connection = loop {
+            match client.get_multiplexed_async_connection().await {
+                Ok(connection) => break connection,
+                Err(_) if attempts < 2 => attempts += 1,
+                Err(_) => return None,
+            }
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        };
         redis::cmd("PING").query_async::<String>(&mut connection).await.ok()
     };
     matches!(tokio::time::timeout(Duration::from_secs(5), probe).await, Ok(Some(_)))
