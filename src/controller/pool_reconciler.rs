@@ -360,8 +360,22 @@ pub async fn claim(
         let patch = claim_patch(&objects.pod, &candidate.resource_version);
         let claimed = match pods.patch(&candidate.name, &params, &Patch::Merge(&patch)).await {
             Ok(pod) => pod,
-            // Claimed by another run, changed, or gone since the cache saw it: the next one.
-            Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => continue,
+            // Gone since the cache saw it: the next one.
+            Err(kube::Error::Api(status)) if status.code == 404 => continue,
+            // Changed since the cache saw it: claimed by another run (the next one), or only behind the
+            // cache (its status reported since), then claimed at its current version.
+            Err(kube::Error::Api(status)) if status.code == 409 => {
+                let Some(fresh) = pods.get_opt(&candidate.name).await? else { continue };
+                if !Held::of(&fresh).is_some_and(|held| held.claimable(pool.idle_seconds(), now)) {
+                    continue;
+                }
+                let patch = claim_patch(&objects.pod, &fresh.resource_version().unwrap_or_default());
+                match pods.patch(&candidate.name, &params, &Patch::Merge(&patch)).await {
+                    Ok(pod) => pod,
+                    Err(kube::Error::Api(status)) if status.code == 409 || status.code == 404 => continue,
+                    Err(err) => return Err(err),
+                }
+            }
             Err(err) => return Err(err),
         };
         pools.wake.notify_one();

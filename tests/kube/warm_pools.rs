@@ -110,7 +110,7 @@ async fn a_warm_pool_gives_each_pod_to_one_run_only_and_empties_when_its_parent_
     }
 
     // The controller sees the pods running through its watch; nothing outside it shows when it has.
-    tokio::time::sleep(Duration::from_secs(2)).await;
+    tokio::time::sleep(Duration::from_secs(5)).await;
 
     // Two children at once: each claims a pod of its own.
     let runs = Api::<DynamicObject>::namespaced_with(
