@@ -143,13 +143,9 @@ impl Pools {
         }
     }
 
-    /// The idle pods of the caches, with their namespaces.
-    fn held(&self) -> Vec<(String, Held, Arc<Pod>)> {
-        self.pods
-            .iter()
-            .flat_map(|s| s.state())
-            .filter_map(|pod| Some((pod.namespace()?, Held::of(&pod)?, pod)))
-            .collect()
+    /// The idle pods of the caches.
+    fn held(&self) -> Vec<Held> {
+        self.pods.iter().flat_map(|s| s.state()).filter_map(|pod| Held::of(&pod)).collect()
     }
 }
 
@@ -227,10 +223,8 @@ pub async fn pass(ctx: &PoolContext, pools: &Pools) -> Result<(), kube::Error> {
             unread.push(namespace.clone());
         }
     }
-    let held: Vec<_> = pools.held().into_iter().filter(|(ns, _, _)| !unread.contains(ns)).collect();
-    let namespace_of: HashMap<String, String> =
-        held.iter().map(|(ns, pod, _)| (pod.name.clone(), ns.clone())).collect();
-    let seen: Vec<String> = held.iter().map(|(_, pod, _)| pod.name.clone()).collect();
+    let held: Vec<Held> = pools.held().into_iter().filter(|pod| !unread.contains(&pod.namespace)).collect();
+    let seen: Vec<String> = held.iter().map(|pod| pod.name.clone()).collect();
     let mut wanted: Vec<Wanted> = wanted.into_values().collect();
     {
         let mut in_flight = pools.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
@@ -242,7 +236,6 @@ pub async fn pass(ctx: &PoolContext, pools: &Pools) -> Result<(), kube::Error> {
             pool.in_flight = in_flight.get(&pool.fingerprint).map_or(0, Vec::len);
         }
     }
-    let held: Vec<Held> = held.into_iter().map(|(_, pod, _)| pod).collect();
     for action in pool_actions(&wanted, &held, jiff::Timestamp::now()) {
         match action {
             PoolAction::Create(pod) => {
@@ -253,8 +246,7 @@ pub async fn pass(ctx: &PoolContext, pools: &Pools) -> Result<(), kube::Error> {
                 let mut in_flight = pools.in_flight.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
                 in_flight.entry(pool).or_default().push((created.name_any(), Instant::now()));
             }
-            PoolAction::Delete { name, resource_version } => {
-                let namespace = namespace_of.get(&name).cloned().unwrap_or_default();
+            PoolAction::Delete { namespace, name, resource_version } => {
                 let params = DeleteParams {
                     preconditions: Some(Preconditions { resource_version: Some(resource_version), uid: None }),
                     ..DeleteParams::default()
@@ -348,8 +340,7 @@ pub async fn claim(
     let mut candidates: Vec<Held> = pools
         .held()
         .into_iter()
-        .filter(|(ns, held, _)| ns == &namespace && held.fingerprint == fingerprint)
-        .map(|(_, held, _)| held)
+        .filter(|held| held.namespace == namespace && held.fingerprint == fingerprint)
         .filter(|held| held.claimable(pool.idle_seconds(), now))
         .collect();
     candidates.sort_by_key(|held| (held.created, held.name.clone()));

@@ -239,6 +239,8 @@ pub struct Wanted {
 /// A warm pod as the pool sees it.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Held {
+    /// Its namespace.
+    pub namespace: String,
     /// Its name.
     pub name: String,
     /// Its [`WARM_POOL_LABEL`].
@@ -269,6 +271,7 @@ impl Held {
             .and_then(|c| c.iter().find(|c| c.name == RUNNER_CONTAINER))
             .is_some_and(|c| c.state.as_ref().is_some_and(|s| s.running.is_some()));
         Some(Held {
+            namespace: pod.namespace()?,
             name: pod.name_any(),
             fingerprint: labels.get(WARM_POOL_LABEL).cloned().unwrap_or_default(),
             resource_version: pod.resource_version().unwrap_or_default(),
@@ -297,6 +300,8 @@ pub enum PoolAction {
     Create(Box<Pod>),
     /// Delete this idle pod, if its `resourceVersion` is still this one.
     Delete {
+        /// The pod's namespace.
+        namespace: String,
         /// The pod.
         name: String,
         /// The precondition.
@@ -309,8 +314,11 @@ pub enum PoolAction {
 /// its size gets pods, one over it loses its oldest. Pods being deleted count for nothing.
 pub fn pool_actions(wanted: &[Wanted], held: &[Held], now: jiff::Timestamp) -> Vec<PoolAction> {
     let mut actions = Vec::new();
-    let delete =
-        |pod: &Held| PoolAction::Delete { name: pod.name.clone(), resource_version: pod.resource_version.clone() };
+    let delete = |pod: &Held| PoolAction::Delete {
+        namespace: pod.namespace.clone(),
+        name: pod.name.clone(),
+        resource_version: pod.resource_version.clone(),
+    };
     let mut live: BTreeMap<&str, Vec<&Held>> = BTreeMap::new();
     for pod in held.iter().filter(|p| !p.deleting) {
         match wanted.iter().find(|w| w.fingerprint == pod.fingerprint) {

@@ -162,6 +162,7 @@ fn the_namespace_default_names_the_key_it_cannot_use() {
 
 fn held(name: &str, pool: &str, age: i64) -> Held {
     Held {
+        namespace: "team-a".into(),
         name: name.into(),
         fingerprint: pool.into(),
         resource_version: format!("rv-{name}"),
@@ -209,7 +210,11 @@ fn pods_of_no_pool_ended_expired_or_surplus_are_deleted_oldest_first() {
     going.deleting = true;
     assert_eq!(pool_actions(&[], &[going], now()), vec![], "a pod being deleted is not deleted again");
     let delete = &pool_actions(&[], &[held("x", "p0", 1)], now())[0];
-    assert_eq!(delete, &PoolAction::Delete { name: "x".into(), resource_version: "rv-x".into() }, "with its version");
+    assert_eq!(
+        delete,
+        &PoolAction::Delete { namespace: "team-a".into(), name: "x".into(), resource_version: "rv-x".into() },
+        "with its version"
+    );
 }
 
 #[test]
@@ -225,6 +230,7 @@ fn only_a_ready_young_idle_pod_is_claimable() {
 fn a_pod_is_read_as_held_only_while_idle_and_ready_once_its_runner_runs() {
     let mut pod = warm_of(&template_run(&parent(), "research-explorer", None).expect("template"));
     pod.metadata.name = Some("w1".into());
+    pod.metadata.namespace = Some("team-a".into());
     pod.metadata.creation_timestamp = Some(Time(now()));
     let unready = Held::of(&pod).expect("idle");
     assert!(!unready.ready);
