@@ -180,6 +180,7 @@ async fn serve_api(args: ApiArgs) -> anyhow::Result<()> {
             &args.namespace,
         ))),
         trace_link: args.trace_link,
+        local: None,
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.

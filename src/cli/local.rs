@@ -138,11 +138,40 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let models = facade::services::models::ModelCatalog::new(Some(default_model.clone()), models, openai_base_url)
         .map_err(anyhow::Error::msg)?;
     let store_auth = yuxi_operator::store::StoreAuth::from_flag(allow_unauthenticated_store);
+    let skills_library = match skills_library.canonicalize() {
+        Ok(library) => Some(library),
+        Err(err) => {
+            tracing::warn!(library = %skills_library.display(), error = %err, "no skills library: runs get no skills");
+            None
+        }
+    };
+    let local_mode =
+        facade::services::local_mode::LocalMode::new(skills_library.clone(), manifests.display().to_string());
+    // The data folder is taken before the manifests are read: they may name what was created through
+    // the API and kept there.
+    // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
+    // SAFETY: umask only sets this process's file mode mask.
+    unsafe {
+        libc::umask(0o077);
+    }
+    let data_folder = super::local_data::DataFolder::take(&data_dir)?;
+    let data_dir = data_folder.path().to_path_buf();
+    // Held while this process runs: one local mode per data folder, whichever store it keeps runs in.
+    let _data_lock = data_folder.lock()?;
+    let _data_guard = data_folder.spawn_guard(local_mode.clone());
+    let saved_agents = saved(&data_dir.join("agents"), "agents")?.agents;
+    let saved_kbs = saved(&data_dir.join("knowledge-bases"), "knowledge bases")?.knowledge_bases;
     let files = manifest_set::manifest_files(std::slice::from_ref(&manifests))?;
-    let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources, mcp_servers } =
-        manifest_set::load(&files).map_err(|problems| {
-            anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
-        })?;
+    let around = super::local_follow::surroundings(
+        &saved_agents,
+        saved_kbs.iter().map(kube::ResourceExt::name_any).collect(),
+        &local_mode,
+    );
+    let (followed, loaded) = manifest_set::follow::Followed::start(&files, &around).map_err(|problems| {
+        anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
+    })?;
+    let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources, mcp_servers } = loaded;
+    let started_with = (model_resources.clone(), mcp_servers.clone());
     let mcp_servers = super::local_mcp::reachable(mcp_servers);
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
     let secrets = super::local_models::LocalSecrets::load(secrets.as_deref())?;
@@ -152,16 +181,6 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             tracing::warn!(model = %name, "runs on this Model will fail: {err}");
         }
     }
-    // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
-    // SAFETY: umask only sets this process's file mode mask.
-    unsafe {
-        libc::umask(0o077);
-    }
-    std::fs::create_dir_all(&data_dir)?;
-    std::fs::set_permissions(&data_dir, std::os::unix::fs::PermissionsExt::from_mode(0o700))?;
-    let data_dir = data_dir.canonicalize()?;
-    // Held while this process runs: one local mode per data folder, whichever store it keeps runs in.
-    let _data_lock = lock_data_folder(&data_dir)?;
     let (store, runner_store) = match &redis_url {
         Some(url) => {
             let store = Store::connect_redis(url, store_auth).await.map_err(|e| {
@@ -203,13 +222,6 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             false => listen,
         }
     ));
-    let skills_library = match skills_library.canonicalize() {
-        Ok(library) => Some(library),
-        Err(err) => {
-            tracing::warn!(library = %skills_library.display(), error = %err, "no skills library: runs get no skills");
-            None
-        }
-    };
     let scripts_dir = scripts_dir.canonicalize().ok();
     let in_process = if runner_processes {
         if !mcp_servers.is_empty() {
@@ -262,20 +274,8 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     facade::services::launch::folders::spawn_tidier(launcher.clone(), store.clone(), lease_ttl / 2);
     // Agents created through the API are kept as manifests here, and served again after a restart.
     let saved_in = data_dir.join("agents");
-    let saved = if saved_in.is_dir() {
-        manifest_set::load_agents(&manifest_set::manifest_files(std::slice::from_ref(&saved_in))?).map_err(
-            |problems| {
-                anyhow::anyhow!(
-                    "the saved agents in {} are not valid:\n  {}",
-                    saved_in.display(),
-                    problems.join("\n  ")
-                )
-            },
-        )?
-    } else {
-        Vec::new()
-    };
-    let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved, Some(saved_in));
+    let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved_agents, Some(saved_in));
+    let agent_catalog_handle = agent_catalog.clone();
     let mcp_catalog = facade::services::catalog::LocalCatalog::new(mcp_servers.clone(), Vec::new(), None);
     super::local_mcp::spawn_discovery(
         mcp_catalog.clone(),
@@ -283,8 +283,10 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         std::sync::Arc::new(secrets),
         std::sync::Arc::new(config_maps.clone()),
     );
-    let knowledge = local_knowledge(knowledge_bases, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
+    let knowledge =
+        local_knowledge(knowledge_bases, saved_kbs, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
+    let knowledge_handle = knowledge.clone();
     let state: FacadeState = FacadeParts {
         auth: super::oidc::with_oidc(users.into(), oidc_config.as_deref())?,
         agents: AgentCatalog::Local(agent_catalog),
@@ -309,6 +311,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         // The manifests' McpServers, with the tools their discovery finds.
         mcp_resources: facade::services::catalog::Catalog::Local(mcp_catalog),
         trace_link,
+        local: Some(local_mode.clone()),
     }
     .into();
     // Starts what waits in the threads' queues, after a restart too.
@@ -321,6 +324,17 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             async move { facade::features::models::metrics::metrics_text(&state).await }
         }))
     });
+    // The manifests folder, followed from here on.
+    let _follower = super::local_follow::spawn(
+        manifests.clone(),
+        followed,
+        super::local_follow::Targets {
+            agents: agent_catalog_handle,
+            knowledge: knowledge_handle,
+            local: local_mode,
+            started_with,
+        },
+    )?;
     let listener = bind(listen)?;
     tracing::info!(listen = %listen, manifests = %manifests.display(), "serving the facade");
     // Its runs stop with it, and end as the stop breaks them: `interrupted`, each with its result and one
@@ -346,67 +360,19 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
-/// The lock file of a data folder, which the local mode serving it holds.
-const DATA_LOCK: &str = "local.lock";
-
-/// Takes the lock of the data folder `data_dir` (`<data-dir>/local.lock`, an exclusive `flock` held until
-/// the returned file is closed, with this process's id written in it), so that two local modes never
-/// share one folder: their runs, agents and knowledge bases would overwrite each other's. Errors: the
-/// lock is held (the message names the folder and, when it can, the other process), or the file cannot
-/// be opened.
-fn lock_data_folder(data_dir: &std::path::Path) -> anyhow::Result<std::fs::File> {
-    use std::io::{Read, Seek, Write};
-    use std::os::fd::AsRawFd;
-    let path = data_dir.join(DATA_LOCK);
-    let mut file = std::fs::OpenOptions::new()
-        .read(true)
-        .write(true)
-        .create(true)
-        .truncate(false)
-        .open(&path)
-        .map_err(|e| anyhow::anyhow!("cannot open {}: {e}", path.display()))?;
-    // SAFETY: flock(2) on a descriptor this function owns; no memory is shared.
-    if unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) } != 0 {
-        let mut holder = String::new();
-        let _ = file.read_to_string(&mut holder);
-        let holder = holder.trim();
-        let by = if holder.is_empty() { String::new() } else { format!(" (process {holder})") };
-        anyhow::bail!(
-            "another local mode{by} serves the data folder {}: stop it, or give this one another --data-dir",
-            data_dir.display()
-        );
-    }
-    file.set_len(0)?;
-    file.rewind()?;
-    writeln!(file, "{}", std::process::id())?;
-    Ok(file)
-}
-
-/// The local mode's knowledge bases: the manifests folder's, and those created through the API (kept
-/// as manifests in `<data>/knowledge-bases`); documents and indexes under `<data>/knowledge`, folder
+/// The local mode's knowledge bases: the manifests folder's, and those created through the API (`saved`,
+/// kept as manifests in `<data>/knowledge-bases`); documents and indexes under `<data>/knowledge`, folder
 /// sources relative to the manifests folder, ConfigMap sources among the manifests, MCP tokens from
 /// `<data>/secrets/<secret>/<key>`.
 fn local_knowledge(
     manifests: Vec<yuxi_operator::resources::KnowledgeBase>,
+    saved: Vec<yuxi_operator::resources::KnowledgeBase>,
     config_maps: Vec<k8s_openapi::api::core::v1::ConfigMap>,
     data_dir: &std::path::Path,
     manifests_dir: &std::path::Path,
     embeddings: Option<yuxi_operator::knowledge::embeddings::Embeddings>,
 ) -> anyhow::Result<std::sync::Arc<facade::services::knowledge::Knowledge>> {
     let saved_in = data_dir.join("knowledge-bases");
-    let saved = if saved_in.is_dir() {
-        manifest_set::load(&manifest_set::manifest_files(std::slice::from_ref(&saved_in))?)
-            .map_err(|problems| {
-                anyhow::anyhow!(
-                    "the saved knowledge bases in {} are not valid:\n  {}",
-                    saved_in.display(),
-                    problems.join("\n  ")
-                )
-            })?
-            .knowledge_bases
-    } else {
-        Vec::new()
-    };
     let sources_dir = if manifests_dir.is_dir() {
         manifests_dir.to_path_buf()
     } else {
@@ -424,11 +390,28 @@ fn local_knowledge(
             index_dir: Some(data_dir.join("knowledge").join("index")),
             sources_dir: Some(sources_dir),
         },
-        facade::services::knowledge::PlatformObjects::Local { secrets: data_dir.join("secrets"), config_maps },
+        facade::services::knowledge::PlatformObjects::local(data_dir.join("secrets"), config_maps),
         None,
     );
     Ok(std::sync::Arc::new(match embeddings {
         Some(embeddings) => knowledge.with_embeddings(embeddings),
         None => knowledge,
     }))
+}
+
+/// The objects created through the API and kept as manifests in `dir` of the data folder (`what` names
+/// them in the error), none when it does not exist. Their names are not checked against the others: they
+/// were when they were written, and what they named may have gone since, as in a cluster. Errors: a file
+/// that is not a valid manifest.
+fn saved(dir: &std::path::Path, what: &str) -> anyhow::Result<manifest_set::Loaded> {
+    if !dir.is_dir() {
+        return Ok(manifest_set::Loaded::default());
+    }
+    let around = manifest_set::Surroundings {
+        severity: yuxi_operator::resources::validation::Severity::Warn,
+        ..Default::default()
+    };
+    manifest_set::load(&manifest_set::manifest_files(&[dir.to_path_buf()])?, &around).map_err(|problems| {
+        anyhow::anyhow!("the saved {what} in {} are not valid:\n  {}", dir.display(), problems.join("\n  "))
+    })
 }

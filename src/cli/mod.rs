@@ -13,6 +13,8 @@ pub mod hash_password;
 pub mod in_process;
 pub mod leader;
 pub mod local;
+pub mod local_data;
+pub mod local_follow;
 pub mod local_mcp;
 pub mod local_models;
 pub mod memory;

@@ -4,6 +4,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use yuxi_operator::resources::manifest_set;
+use yuxi_operator::resources::validation::Severity;
 
 /// What to check.
 #[derive(clap::Args)]
@@ -11,10 +12,20 @@ pub struct ValidateArgs {
     /// Manifest files or folders.
     #[arg(required = true, value_name = "PATH")]
     paths: Vec<PathBuf>,
+    /// The skills library (folders with a SKILL.md) the Agents' skills must be in; without it, skills
+    /// are not checked.
+    #[arg(long, value_name = "DIR")]
+    skills_library: Option<PathBuf>,
+    /// Report an Agent's names of objects that are not among the files (knowledge bases, skills, Models,
+    /// MCP servers, subagents) as warnings, not errors: for files applied beside objects kept elsewhere.
+    #[arg(long)]
+    references_elsewhere: bool,
 }
 
 /// Lists one verdict per object on stdout (`ok`, `rejected` with its errors, `skipped` for other kinds),
-/// warnings included. Exit status 1 when an object is rejected, when no Agent, AgentRun, KnowledgeBase or Model is
+/// warnings included. The files are taken as the whole set: an Agent naming a knowledge base, Model, MCP
+/// server or subagent not among them is rejected (a warning with `--references-elsewhere`), and one
+/// naming a skill not in `--skills-library` when it is given. Exit status 1 when an object is rejected, when no Agent, AgentRun, KnowledgeBase or Model is
 /// found, or when a path cannot be read; 0 otherwise.
 pub fn run(args: ValidateArgs) -> ExitCode {
     let paths = &args.paths;
@@ -25,7 +36,15 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let checked = manifest_set::check_files(&files);
+    let around = manifest_set::Surroundings {
+        severity: match args.references_elsewhere {
+            true => Severity::Warn,
+            false => Severity::Refuse,
+        },
+        skills: args.skills_library.as_deref().map(manifest_set::library_skills),
+        ..Default::default()
+    };
+    let checked = manifest_set::check_files(&files, &around);
     let mut out = String::new();
     let mut failed = 0;
     for item in &checked {

@@ -66,6 +66,7 @@ pub fn router(state: FacadeState) -> Router {
         .route(OPENAPI_PATH, get(move || async move { axum::Json(document.as_ref().clone()) }))
         .merge(Router::from(docs).layer(axum::middleware::map_response(docs_headers)))
         .merge(features::a2a::routes())
+        .route_layer(axum::middleware::from_fn_with_state(state.clone(), data_folder_writes))
         .route_layer(axum::middleware::from_fn_with_state(state.metrics.clone(), http::metrics::track))
         .route_layer(axum::middleware::from_fn(http::trace::trace))
         .merge(features::mcp::routes(state.clone()))
@@ -80,6 +81,27 @@ pub fn router(state: FacadeState) -> Router {
         .layer(DefaultBodyLimit::max(MAX_DOCUMENT_BODY_BYTES))
         .layer(axum::middleware::from_fn_with_state(intake, http::intake::read_body))
         .with_state(state)
+}
+
+/// In the local mode, a request that writes (any method but GET, HEAD and OPTIONS, a login aside)
+/// answers 503 naming the data folder while it is gone, replaced or not writable: what it would write
+/// there would be lost, or would begin a new, empty folder without a word.
+async fn data_folder_writes(
+    axum::extract::State(state): axum::extract::State<FacadeState>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    use axum::http::Method;
+    use axum::response::IntoResponse;
+    let reads = matches!(*request.method(), Method::GET | Method::HEAD | Method::OPTIONS);
+    let login = request.uri().path().starts_with("/api/auth/");
+    if !reads
+        && !login
+        && let Some(problem) = state.local.as_ref().and_then(|local| local.data_problem())
+    {
+        return ApiError::Unavailable(problem).into_response();
+    }
+    next.run(request).await
 }
 
 /// The docs UI's answers may not be framed, sniffed or sent on as a referrer (as the console's).
@@ -110,9 +132,13 @@ fn body_rule(method: &axum::http::Method, path: &str, authenticated: bool) -> Bo
     }
 }
 
-/// `GET /readyz`: 200 when the agents can be read and the run store answers, else 503 naming what failed,
+/// `GET /readyz`: 200 when the agents can be read, the run store answers and (locally) the data folder is
+/// there and writable, else 503 naming what failed,
 /// so a load balancer only sends requests to a facade that can serve them.
 async fn readyz(axum::extract::State(state): axum::extract::State<FacadeState>) -> Result<&'static str, ApiError> {
+    if let Some(problem) = state.local.as_ref().and_then(|local| local.data_problem()) {
+        return Err(ApiError::Unavailable(problem));
+    }
     state.agents.all().await.map_err(|e| ApiError::Unavailable(format!("the agents cannot be read: {e}")))?;
     if let Some(runs) = &state.runs {
         runs.store.ping().await.map_err(|e| ApiError::Unavailable(format!("the run store does not answer: {e}")))?;

@@ -69,6 +69,29 @@ pub enum ManifestError {
     },
 }
 
+impl ManifestError {
+    /// The same finding again, for a second look at one reading: an I/O error keeps its kind and
+    /// message, a YAML error becomes a [`ManifestError::Field`] on the whole document with its message.
+    pub fn duplicate(&self) -> ManifestError {
+        match self {
+            ManifestError::Io { path, source } => {
+                ManifestError::Io { path: path.clone(), source: std::io::Error::new(source.kind(), source.to_string()) }
+            }
+            ManifestError::Yaml { document, source } => ManifestError::Field {
+                document: *document,
+                field: ".".into(),
+                message: format!("document {document}: not valid YAML: {source}"),
+            },
+            ManifestError::UnknownKind { document, api_version, kind } => {
+                ManifestError::UnknownKind { document: *document, api_version: api_version.clone(), kind: kind.clone() }
+            }
+            ManifestError::Field { document, field, message } => {
+                ManifestError::Field { document: *document, field: field.clone(), message: message.clone() }
+            }
+        }
+    }
+}
+
 /// Reads every non-empty YAML document of `text` as an Agent or AgentRun; the first failure stops it.
 ///
 /// Errors: as [`parse_documents`].

@@ -78,7 +78,7 @@ async fn serve_with(
             index_dir: Some(dir.path().join("index")),
             sources_dir: Some(dir.path().join("sources")),
         },
-        PlatformObjects::Local { secrets: dir.path().join("secrets"), config_maps },
+        PlatformObjects::local(dir.path().join("secrets"), config_maps),
         None,
     );
     let knowledge = Arc::new(match embeddings {

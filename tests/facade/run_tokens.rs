@@ -50,10 +50,7 @@ async fn facade() -> Facade {
             index_dir: None,
             sources_dir: None,
         },
-        yuxi_operator::facade::services::knowledge::PlatformObjects::Local {
-            secrets: documents,
-            config_maps: Vec::new(),
-        },
+        yuxi_operator::facade::services::knowledge::PlatformObjects::local(documents, Vec::new()),
         None,
     );
     let state: FacadeState = FacadeParts {

@@ -189,7 +189,7 @@ fn models_are_checked_and_the_local_mode_ignores_them() {
     let output = validate(&[&agent, &model]);
     assert!(output.status.success(), "{}", stdout(&output));
     assert!(stdout(&output).contains("(Model default/deepseek)"), "{}", stdout(&output));
-    let loaded = yuxi_operator::resources::manifest_set::load(&[agent, model.clone()]).expect("loads");
+    let loaded = yuxi_operator::resources::manifest_set::load(&[agent, model.clone()], &Default::default()).expect("loads");
     assert_eq!(loaded.agents.len(), 1);
 
     let bad = write(&dir, "bad.yaml", &MODEL.replace("preset: deepseek", "preset: vllm"));
@@ -203,5 +203,5 @@ fn models_are_checked_and_the_local_mode_ignores_them() {
     let typo = write(&dir, "typo.yaml", &MODEL.replace("preset:", "presett:"));
     let output = validate(&[&typo]);
     assert!(stdout(&output).contains("spec.presett: unknown field of Model"), "{}", stdout(&output));
-    assert!(yuxi_operator::resources::manifest_set::load(&[bad]).is_err(), "an invalid Model stops the local mode");
+    assert!(yuxi_operator::resources::manifest_set::load(&[bad], &Default::default()).is_err(), "an invalid Model stops the local mode");
 }

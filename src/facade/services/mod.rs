@@ -22,6 +22,7 @@ pub mod conversations;
 pub mod files;
 pub mod knowledge;
 pub mod launch;
+pub mod local_mode;
 pub mod mcp_servers;
 pub mod model_access;
 pub mod models;

@@ -70,6 +70,8 @@ pub struct FacadeParts {
     /// The address of a trace in the tracing backend, `{trace_id}` standing for the trace's W3C id
     /// (`--trace-link`), for the links `GET /api/agent/runs/{run_id}/trace` answers; `None`: no link.
     pub trace_link: Option<String>,
+    /// The local mode's skills library, manifests folder and data folder; `None` in a cluster.
+    pub local: Option<super::local_mode::LocalMode>,
 }
 
 impl FacadeParts {
@@ -95,6 +97,7 @@ impl FacadeParts {
             model_resources: super::catalog::Catalog::new(Vec::new()),
             mcp_resources: super::catalog::Catalog::new(Vec::new()),
             trace_link: None,
+            local: None,
         }
     }
 

@@ -21,10 +21,12 @@ use super::{BACKEND_SUBAGENT, BACKENDS};
 mod agent_run;
 mod knowledge_base;
 mod model;
+mod references;
 mod remote;
 pub use agent_run::{validate_agent_run, validate_agent_run_update};
 pub use knowledge_base::{MAX_CONFIG_MAP_BYTES, validate_config_map, validate_knowledge_base};
 pub use model::validate_model;
+pub use references::{Known, MODEL_PROVIDERS, Severity, check_references, unknown_name_hint};
 pub use remote::{validate_mcp_references, validate_mcp_server};
 
 /// One finding about one field: `field` is a Kubernetes field path such as `spec.share.readScope`.
@@ -166,7 +168,9 @@ fn check_name_list(report: &mut Report, field: &str, list: &[String], max_items:
 /// - a subagent is not the default agent and does not set `context.subagents` (no nesting);
 /// - share scopes: `Department` needs a department id, `User` a uid, `manageScope` lies within
 ///   `readScope` (see [`scope_within`]);
-/// - the schema's bounds: lengths, list sizes, duplicate-free lists, step and retry ranges.
+/// - the schema's bounds: lengths, list sizes, duplicate-free lists, step and retry ranges;
+/// - `context.tools` names built-in tools and a `<provider>/<model>` model a known provider
+///   ([`references`]; the names of other objects are [`check_references`]).
 pub fn validate_agent(agent: &Agent) -> Report {
     let mut report = Report::default();
     check_namespace(&mut report, &agent.metadata);
@@ -212,6 +216,7 @@ pub fn validate_agent(agent: &Agent) -> Report {
         }
         validate_context(&mut report, context);
     }
+    references::check_fixed_names(&mut report, agent);
     if let Some(share) = &spec.share {
         validate_share(&mut report, share);
     }
@@ -400,27 +405,14 @@ fn describe_scope(scope: &ShareScope) -> String {
 }
 
 /// The rules that need the other Agents of the namespace (`others`; the agent itself may be among them
-/// and is skipped by name):
-/// - at most one default agent per namespace: error on `spec.default` naming the current default;
+/// and is skipped by name), as the webhook and the controller judge them:
+/// - at most one default agent per namespace ([`validate_default_among`]);
 /// - every `context.subagents` entry should name a subagent in the namespace: a warning otherwise
 ///   (manifests may be applied in any order), and the entry is never resolved at run time.
 pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
-    let mut report = Report::default();
+    let mut report = validate_default_among(agent, others);
     let name = agent.name_any();
     let others: Vec<&Agent> = others.iter().filter(|other| other.name_any() != name).collect();
-    // A subagent claiming to be the default is rejected by its own rule; only main agents compete.
-    let claims_default = |a: &Agent| a.spec.is_default() && !a.spec.has_subagent_backend();
-    if claims_default(agent)
-        && let Some(current) = others.iter().find(|other| claims_default(other))
-    {
-        report.error(
-            "spec.default",
-            format!(
-                "agent {:?} is already the default agent of this namespace; at most one agent per namespace may be the default",
-                current.name_any()
-            ),
-        );
-    }
     let subagents = agent.spec.context.as_ref().and_then(|c| c.subagents.as_ref());
     for (i, slug) in subagents.into_iter().flatten().enumerate() {
         let field = format!("spec.context.subagents[{i}]");
@@ -434,6 +426,27 @@ pub fn validate_agent_among(agent: &Agent, others: &[Agent]) -> Report {
             }
             Some(_) => {}
         }
+    }
+    report
+}
+
+/// At most one default agent per namespace: an error on `spec.default` naming the current default
+/// among `others` (the agent itself is skipped by name).
+pub fn validate_default_among(agent: &Agent, others: &[Agent]) -> Report {
+    let mut report = Report::default();
+    let name = agent.name_any();
+    // A subagent claiming to be the default is rejected by its own rule; only main agents compete.
+    let claims_default = |a: &Agent| a.spec.is_default() && !a.spec.has_subagent_backend();
+    if claims_default(agent)
+        && let Some(current) = others.iter().find(|other| other.name_any() != name && claims_default(other))
+    {
+        report.error(
+            "spec.default",
+            format!(
+                "agent {:?} is already the default agent of this namespace; at most one agent per namespace may be the default",
+                current.name_any()
+            ),
+        );
     }
     report
 }

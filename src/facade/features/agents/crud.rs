@@ -69,7 +69,12 @@ pub async fn list(
         .filter(|a| query.include_subagents || !a.spec.is_subagent())
         .map(|a| view(a, &who, state.keeps_files(), state.agents.fixed(&a.name_any())))
         .collect();
-    Ok(Json(AgentList { agents }))
+    // The manifests folder's files and errors name objects of every user: administrators' to see.
+    let manifests = match administrator(&who, "") {
+        Ok(()) => state.local.as_ref().map(|local| local.manifests()),
+        Err(_) => None,
+    };
+    Ok(Json(AgentList { agents, manifests }))
 }
 
 /// The answer of `GET /api/agent`.
@@ -77,6 +82,10 @@ pub async fn list(
 pub struct AgentList {
     /// The agents, sorted by slug.
     pub agents: Vec<AgentView>,
+    /// In the local mode, to administrators: how the manifests folder last applied, with the files whose
+    /// current version is not in force (their last good version is, when they had one).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub manifests: Option<crate::facade::services::local_mode::ManifestsStatus>,
 }
 
 /// `GET /api/agent/{slug}`.
@@ -276,7 +285,7 @@ async fn create_unique(
         let slug = unique_slug(base, &others);
         let mut agent = Agent::new(&slug, spec.clone());
         agent.metadata = ObjectMeta { name: Some(slug.clone()), ..meta.clone() };
-        judge(&agent, &others)?;
+        judge(state, who, &agent, &others).await?;
         match state.agents.create(agent, who).await {
             Ok(agent) => {
                 let mut all = others;
@@ -352,7 +361,7 @@ pub async fn update(
     }
     set_pictures(&mut agent.metadata, body.icon, body.pics)?;
     stamp(&mut agent.metadata, &who, false);
-    judge(&agent, &others)?;
+    judge(&state, &who, &agent, &others).await?;
     let agent = state.agents.replace(agent, &who).await?;
     let all: Vec<Agent> = others.into_iter().map(|a| if a.name_any() == slug { agent.clone() } else { a }).collect();
     Ok(Json(detail(&state, &agent, &who, &all).await))

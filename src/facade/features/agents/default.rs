@@ -84,7 +84,7 @@ pub async fn set_default(
         .filter(|a| a.name_any() != slug)
         .map(|a| cleared.iter().find(|c| c.name_any() == a.name_any()).unwrap_or(a).clone())
         .collect();
-    let outcome = match judge(&agent, &others) {
+    let outcome = match judge(&state, &who, &agent, &others).await {
         Ok(()) => state.agents.replace(agent, &who).await.map_err(ApiError::from),
         Err(err) => Err(err),
     };

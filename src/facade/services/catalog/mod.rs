@@ -5,103 +5,28 @@
 //! folder so they survive a restart. One generic catalog serves both kinds ([`CatalogItem`]).
 
 pub mod fields;
+mod item;
+mod local;
+
+pub use item::{CatalogError, CatalogItem, Fixed};
+pub use local::LocalCatalog;
+use local::Origin;
 
 use std::collections::BTreeMap;
-use std::path::{Path, PathBuf};
-use std::sync::{Arc, RwLock};
 
+use kube::ResourceExt;
 use kube::api::{Api, DeleteParams, ListParams, PostParams};
-use kube::core::NamespaceResourceScope;
-use kube::{Resource, ResourceExt};
-use serde::Serialize;
-use serde::de::DeserializeOwned;
 
 use super::writers::Writers;
 use crate::access::Identity;
 use crate::resources::names::FACADE_FIELD_MANAGER;
-use crate::resources::{Agent, KnowledgeBase, builtin_general_purpose};
-
-/// A kind of object a catalog holds: a namespaced resource of this operator.
-pub trait CatalogItem:
-    Resource<DynamicType = (), Scope = NamespaceResourceScope>
-    + Clone
-    + std::fmt::Debug
-    + Serialize
-    + DeserializeOwned
-    + Send
-    + Sync
-    + 'static
-{
-    /// The kind's name in messages (`agent`, `knowledge base`).
-    const NOUN: &'static str;
-
-    /// The objects every catalog holds whether or not a manifest or the API defines them (the built-in
-    /// `general-purpose` subagent); they cannot be changed or deleted.
-    fn builtins() -> Vec<Self> {
-        Vec::new()
-    }
-}
-
-impl CatalogItem for Agent {
-    const NOUN: &'static str = "agent";
-
-    fn builtins() -> Vec<Self> {
-        vec![builtin_general_purpose()]
-    }
-}
-
-impl CatalogItem for KnowledgeBase {
-    const NOUN: &'static str = "knowledge base";
-}
-
-impl CatalogItem for crate::resources::Model {
-    const NOUN: &'static str = "model";
-}
-
-impl CatalogItem for crate::resources::mcp_server::McpServer {
-    const NOUN: &'static str = "MCP server";
-}
+use crate::resources::{Agent, KnowledgeBase};
 
 /// The agents, by slug.
 pub type AgentCatalog = Catalog<Agent>;
 
 /// The knowledge bases, by slug.
 pub type KnowledgeCatalog = Catalog<KnowledgeBase>;
-
-/// A catalog operation failed.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CatalogError {
-    /// An object with this slug exists already (create).
-    #[error("{noun} {slug:?} exists already")]
-    Exists {
-        /// The kind ([`CatalogItem::NOUN`]).
-        noun: &'static str,
-        /// The slug.
-        slug: String,
-    },
-    /// There is no object with this slug (replace, delete).
-    #[error("{noun} {slug:?} does not exist")]
-    Missing {
-        /// The kind ([`CatalogItem::NOUN`]).
-        noun: &'static str,
-        /// The slug.
-        slug: String,
-    },
-    /// The agent cannot be changed this way: defined by a manifest file in the local mode, or changed by
-    /// somebody else since it was read (a stale `resourceVersion`) in a cluster.
-    #[error("{0}")]
-    Conflict(String),
-    /// The Kubernetes API refused the object (the CRD's rules or the admission webhook); the API's message.
-    #[error("{0}")]
-    Rejected(String),
-    /// The storage failed: the Kubernetes API could not be reached, or a file could not be written.
-    #[error("{0}")]
-    Unavailable(String),
-    /// The caller may not make this write: the API server's RBAC refused the caller the facade
-    /// impersonated (its message names the namespace), or the caller has no identity to write as.
-    #[error("{0}")]
-    Forbidden(String),
-}
 
 /// The objects of one kind, by slug.
 #[derive(Clone)]
@@ -176,148 +101,6 @@ impl<K: CatalogItem> Catalog<K> {
             },
             Catalog::Cluster(_) => None,
         }
-    }
-}
-
-/// Why an object cannot be changed through the API ([`Catalog::fixed`]); in answers as snake_case.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-#[serde(rename_all = "snake_case")]
-pub enum Fixed {
-    /// A built-in object (the `general-purpose` subagent) of the local mode.
-    BuiltIn,
-    /// An object of the local mode's manifests folder: it is changed by editing its file.
-    ManifestFile,
-}
-
-/// Where a local object came from.
-#[derive(Clone, Debug, PartialEq, Eq)]
-enum Origin {
-    /// A built-in ([`CatalogItem::builtins`]).
-    Builtin,
-    /// A file of the manifests folder: read-only through the API.
-    Manifest,
-    /// The API (or a test).
-    Api,
-}
-
-type Entries<K> = BTreeMap<String, (K, Origin)>;
-
-/// The local mode's objects of one kind: the manifests folder's plus those created through the API, the
-/// latter kept as `<slug>.yaml` manifests (the YAML `kubectl apply` takes) in a folder of the data folder.
-#[derive(Clone)]
-pub struct LocalCatalog<K: CatalogItem> {
-    items: Arc<RwLock<Entries<K>>>,
-    saved_in: Option<PathBuf>,
-}
-
-impl<K: CatalogItem> LocalCatalog<K> {
-    /// A catalog of the manifests folder's objects and of the objects saved earlier in `saved_in` (where
-    /// the API's changes are written; `None` keeps them in memory). A saved object with the slug of a
-    /// manifest's is ignored: the manifests folder wins. The built-ins are added unless a manifest
-    /// defines their slug.
-    pub fn new(manifests: Vec<K>, saved: Vec<K>, saved_in: Option<PathBuf>) -> Self {
-        let mut map = BTreeMap::new();
-        for item in saved {
-            map.insert(item.name_any(), (item, Origin::Api));
-        }
-        for item in manifests {
-            if map.insert(item.name_any(), (item.clone(), Origin::Manifest)).is_some() {
-                tracing::warn!(slug = %item.name_any(), kind = K::NOUN, "a saved object has the slug of a manifest's; the manifest's is used");
-            }
-        }
-        for builtin in K::builtins() {
-            map.entry(builtin.name_any()).or_insert_with(|| (builtin, Origin::Builtin));
-        }
-        Self { items: Arc::new(RwLock::new(map)), saved_in }
-    }
-
-    /// Puts `item` in place of the object with its slug, which keeps its origin (a manifest's stays
-    /// read-only), and saves nothing: how the local mode keeps the status of its manifests' objects
-    /// current. An item with a slug the catalog does not hold is dropped.
-    pub fn refresh(&self, item: K) {
-        if let Some(entry) = self.write().get_mut(&item.name_any()) {
-            entry.0 = item;
-        }
-    }
-
-    fn read(&self) -> std::sync::RwLockReadGuard<'_, Entries<K>> {
-        self.items.read().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn write(&self) -> std::sync::RwLockWriteGuard<'_, Entries<K>> {
-        self.items.write().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
-
-    fn all(&self) -> Vec<K> {
-        self.read().values().map(|(item, _)| item.clone()).collect()
-    }
-
-    fn get(&self, slug: &str) -> Option<K> {
-        self.read().get(slug).map(|(item, _)| item.clone())
-    }
-
-    fn create(&self, item: K) -> Result<K, CatalogError> {
-        let slug = item.name_any();
-        let mut items = self.write();
-        if items.contains_key(&slug) {
-            return Err(CatalogError::Exists { noun: K::NOUN, slug });
-        }
-        self.save(&slug, &item)?;
-        items.insert(slug, (item.clone(), Origin::Api));
-        Ok(item)
-    }
-
-    fn replace(&self, item: K) -> Result<K, CatalogError> {
-        let slug = item.name_any();
-        let mut items = self.write();
-        Self::changeable(items.get(&slug).map(|(_, origin)| origin), &slug)?;
-        self.save(&slug, &item)?;
-        items.insert(slug, (item.clone(), Origin::Api));
-        Ok(item)
-    }
-
-    fn delete(&self, slug: &str) -> Result<(), CatalogError> {
-        let mut items = self.write();
-        Self::changeable(items.get(slug).map(|(_, origin)| origin), slug)?;
-        if let Some(dir) = &self.saved_in {
-            let file = dir.join(format!("{slug}.yaml"));
-            match std::fs::remove_file(&file) {
-                Ok(()) => {}
-                Err(err) if err.kind() == std::io::ErrorKind::NotFound => {}
-                Err(err) => return Err(CatalogError::Unavailable(format!("cannot remove {}: {err}", file.display()))),
-            }
-        }
-        items.remove(slug);
-        Ok(())
-    }
-
-    fn changeable(origin: Option<&Origin>, slug: &str) -> Result<(), CatalogError> {
-        match origin {
-            None => Err(CatalogError::Missing { noun: K::NOUN, slug: slug.to_string() }),
-            Some(Origin::Api) => Ok(()),
-            Some(Origin::Builtin) => {
-                Err(CatalogError::Conflict(format!("the built-in {} {slug} cannot be changed or deleted", K::NOUN)))
-            }
-            Some(Origin::Manifest) => Err(CatalogError::Conflict(format!(
-                "{} {slug:?} is defined in the manifests folder; change or remove it there",
-                K::NOUN
-            ))),
-        }
-    }
-
-    /// Writes the object's manifest, through a temporary file renamed into place so a crash leaves the
-    /// old file or the new one, never half of one.
-    fn save(&self, slug: &str, item: &K) -> Result<(), CatalogError> {
-        let Some(dir) = &self.saved_in else { return Ok(()) };
-        let unavailable = |what: &Path, err: &dyn std::fmt::Display| {
-            CatalogError::Unavailable(format!("cannot save {} {slug:?} in {}: {err}", K::NOUN, what.display()))
-        };
-        std::fs::create_dir_all(dir).map_err(|e| unavailable(dir, &e))?;
-        let text = serde_norway::to_string(item).map_err(|e| unavailable(dir, &e))?;
-        let file = dir.join(format!("{slug}.yaml"));
-        let partial = dir.join(format!(".{slug}.yaml.partial"));
-        std::fs::write(&partial, text).map_err(|e| unavailable(&partial, &e))?;
-        std::fs::rename(&partial, &file).map_err(|e| unavailable(&file, &e))
     }
 }
 

@@ -62,8 +62,8 @@ pub enum PlatformObjects {
     Local {
         /// Secrets as files, `<folder>/<secret>/<key>`, as a Secret mounted as a volume is laid out.
         secrets: PathBuf,
-        /// The ConfigMaps of the manifests folder.
-        config_maps: Vec<ConfigMap>,
+        /// The ConfigMaps of the manifests folder, replaced as it changes ([`Knowledge::set_config_maps`]).
+        config_maps: Arc<std::sync::RwLock<Vec<ConfigMap>>>,
     },
     /// A cluster: the facade's namespace, as far as its Role lets it read (the chart's
     /// `knowledge.secretNames` and `knowledge.configMapNames`, by name).
@@ -76,6 +76,11 @@ pub enum PlatformObjects {
 }
 
 impl PlatformObjects {
+    /// The local mode's: Secrets as files under `secrets`, the manifests folder's `config_maps`.
+    pub fn local(secrets: PathBuf, config_maps: Vec<ConfigMap>) -> Self {
+        PlatformObjects::Local { secrets, config_maps: Arc::new(std::sync::RwLock::new(config_maps)) }
+    }
+
     /// The objects of the facade's namespace reached through `client`.
     pub fn cluster(client: kube::Client, namespace: &str) -> Self {
         PlatformObjects::Cluster {
@@ -94,6 +99,7 @@ impl PlatformObjects {
                 let of_namespace = |c: &&ConfigMap| {
                     c.namespace().as_deref().unwrap_or(crate::resources::manifest_set::DEFAULT_NAMESPACE) == namespace
                 };
+                let config_maps = config_maps.read().unwrap_or_else(std::sync::PoisonError::into_inner);
                 config_maps.iter().filter(of_namespace).find(|c| c.name_any() == name).cloned().ok_or_else(missing)
             }
             PlatformObjects::Cluster { config_maps, .. } => match config_maps.get_opt(name).await {
@@ -176,7 +182,26 @@ impl Knowledge {
         objects: PlatformObjects,
         status_api: Option<kube::Api<KnowledgeBase>>,
     ) -> Self {
+        // The indexes' folder is made here, once: later each index makes only its own folder in it, so
+        // a data folder deleted under the facade is said to be gone, never silently begun again.
+        if let Some(dir) = &settings.index_dir
+            && let Err(err) = std::fs::create_dir_all(dir)
+        {
+            tracing::warn!(folder = %dir.display(), error = %err, "cannot make the indexes' folder");
+        }
         Self { catalog, settings, objects, status_api, bases: Mutex::new(HashMap::new()), embeddings: None }
+    }
+
+    /// Why the indexes' folder cannot hold an index, naming it: it is gone (the data folder was deleted
+    /// under the facade). `None` for indexes in memory or a folder that is there.
+    pub fn missing_index_folder(&self) -> Option<String> {
+        let dir = self.settings.index_dir.as_ref()?;
+        (!dir.is_dir()).then(|| {
+            format!(
+                "the indexes' folder {} is gone (was the data folder deleted?); restart to index again",
+                dir.display()
+            )
+        })
     }
 
     /// The same, searching by words and by meaning: passages and queries get vectors from `embeddings`,
@@ -194,6 +219,14 @@ impl Knowledge {
         Ok(dir)
     }
 
+    /// Puts `config_maps` in place of the local mode's ConfigMaps (a cluster's are read from the API and
+    /// not changed here); the knowledge bases that name them are indexed again at their next sync.
+    pub fn set_config_maps(&self, config_maps: Vec<ConfigMap>) {
+        if let PlatformObjects::Local { config_maps: held, .. } = &self.objects {
+            *held.write().unwrap_or_else(std::sync::PoisonError::into_inner) = config_maps;
+        }
+    }
+
     /// The uploads folder of `slug`.
     fn uploads_dir(&self, slug: &str) -> PathBuf {
         self.settings.documents_dir.join(slug)
@@ -207,8 +240,15 @@ impl Knowledge {
         }
         let index = match &self.settings.index_dir {
             Some(dir) => {
+                if let Some(missing) = self.missing_index_folder() {
+                    return Err(missing);
+                }
                 let dir = dir.join(slug);
-                std::fs::create_dir_all(&dir).map_err(|e| format!("cannot create its index folder: {e}"))?;
+                match std::fs::create_dir(&dir) {
+                    Ok(()) => {}
+                    Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                    Err(err) => return Err(format!("cannot create its index folder {}: {err}", dir.display())),
+                }
                 KnowledgeIndex::open(&dir)
             }
             None => KnowledgeIndex::in_memory(),

@@ -76,7 +76,13 @@ impl Knowledge {
                 chunks,
                 ..IndexState::default()
             },
-            Ok(Err(reason)) => IndexState { ready: false, error: Some(reason), ..IndexState::default() },
+            // A failed write into a folder that was deleted says so, not what the index made of it (a
+            // lock it could not take).
+            Ok(Err(reason)) => IndexState {
+                ready: false,
+                error: Some(self.missing_index_folder().unwrap_or(reason)),
+                ..IndexState::default()
+            },
             Err(panicked) => IndexState { ready: false, error: Some(panicked.to_string()), ..IndexState::default() },
         };
         state.generation = Some(generation(kb));

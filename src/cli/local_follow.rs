@@ -1,0 +1,172 @@
+//! The local mode follows its manifests folder as a cluster follows `kubectl apply`: a file created,
+//! changed or deleted is read again, checked among the others and applied within a second; a file that
+//! does not validate is logged, listed in `GET /api/agent` (for administrators) and on the console, and
+//! its last good version stays in force. Runs under way keep the Agent they started with (the runner
+//! was handed it at start).
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use notify::Watcher;
+use yuxi_operator::facade::services::catalog::{Catalog, LocalCatalog};
+use yuxi_operator::facade::services::knowledge::Knowledge;
+use yuxi_operator::facade::services::local_mode::LocalMode;
+use yuxi_operator::resources::manifest_set::follow::{FileProblem, Followed};
+use yuxi_operator::resources::manifest_set::{self, Loaded, Surroundings};
+use yuxi_operator::resources::{Agent, Model, mcp_server::McpServer};
+
+/// How long a burst of changes is let settle before the folder is read (an editor writes, renames and
+/// deletes in one save).
+const SETTLE: Duration = Duration::from_millis(150);
+
+/// How often the folder is read even without a notice (a notice can be lost: a folder on a network
+/// file system, an overflowing inotify queue).
+const RESCAN_EVERY: Duration = Duration::from_secs(30);
+
+/// What the manifests' objects are put into.
+pub struct Targets {
+    /// The agents.
+    pub agents: LocalCatalog<Agent>,
+    /// The knowledge bases (their catalog and ConfigMaps).
+    pub knowledge: Arc<Knowledge>,
+    /// Where the rounds' problems are shown.
+    pub local: LocalMode,
+    /// The Models and McpServers read at start: they are not changed while the local mode runs.
+    pub started_with: (Vec<Model>, Vec<McpServer>),
+}
+
+/// What the manifests of `folder` are checked against: the agents and knowledge bases created through
+/// the API, and the skills library; unknown names refused.
+pub fn surroundings(agents: &[Agent], knowledge_bases: Vec<String>, local: &LocalMode) -> Surroundings {
+    Surroundings { skills: local.skills(), agents: agents.to_vec(), knowledge_bases, ..Surroundings::default() }
+}
+
+/// Follows `folder` from `followed` (its state at start) until the returned watcher is dropped. Errors:
+/// the folder cannot be watched.
+pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::Result<notify::RecommendedWatcher> {
+    let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel::<()>();
+    let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        // An error (a queue overflow) is a reason to read the folder again, as any event is.
+        let touches_manifests = match &event {
+            // Reading the files (this follower's own reads among them) is no change.
+            Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => false,
+            Ok(event) => event.paths.is_empty() || event.paths.iter().any(|p| is_manifest(p)),
+            Err(_) => true,
+        };
+        if touches_manifests {
+            let _ = notices.send(());
+        }
+    })?;
+    // A file is followed through its folder, where an editor's rename lands.
+    let watched = match folder.is_dir() {
+        true => folder.clone(),
+        false => folder.parent().map(Path::to_path_buf).unwrap_or_else(|| folder.clone()),
+    };
+    watcher
+        .watch(&watched, notify::RecursiveMode::NonRecursive)
+        .map_err(|e| anyhow::anyhow!("cannot follow the manifests folder {}: {e}", watched.display()))?;
+    tokio::spawn(async move {
+        let mut followed = followed;
+        loop {
+            match tokio::time::timeout(RESCAN_EVERY, noticed.recv()).await {
+                Ok(None) => return,
+                Ok(Some(())) => {
+                    tokio::time::sleep(SETTLE).await;
+                    while noticed.try_recv().is_ok() {}
+                }
+                Err(_elapsed) => {}
+            }
+            apply_round(&folder, &mut followed, &targets).await;
+        }
+    });
+    Ok(watcher)
+}
+
+/// Whether `path` may be a manifest (a `.yaml` or `.yml` file; an editor's swap files are not).
+fn is_manifest(path: &Path) -> bool {
+    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+}
+
+/// Reads the folder, puts in force what validates, and reports the rest.
+async fn apply_round(folder: &Path, followed: &mut Followed, targets: &Targets) {
+    let files = match manifest_set::manifest_files(&[folder.to_path_buf()]) {
+        Ok(files) => files,
+        Err(err) => {
+            let problem = FileProblem {
+                file: folder.display().to_string(),
+                errors: vec![format!("cannot read the manifests folder: {err}")],
+                last_good_in_force: true,
+            };
+            tracing::error!(folder = %folder.display(), error = %err, "cannot read the manifests folder; what was in force stays");
+            targets.local.set_manifest_problems(vec![problem], now());
+            return;
+        }
+    };
+    let saved_kbs = match &targets.knowledge.catalog {
+        Catalog::Local(local) => local.api_items().iter().map(kube::ResourceExt::name_any).collect(),
+        Catalog::Cluster(_) => Vec::new(),
+    };
+    let around = surroundings(&targets.agents.api_items(), saved_kbs, &targets.local);
+    let round = followed.update(&files, &around);
+    let mut problems = round.problems;
+    problems.extend(unapplied_kinds(&round.loaded, &targets.started_with, folder));
+    apply(round.loaded, targets).await;
+    // Each refusal is logged once, when it appears, not at every later round.
+    let before = targets.local.manifests().problems;
+    for problem in problems.iter().filter(|p| !before.contains(p)) {
+        tracing::warn!(
+            file = %problem.file,
+            last_good_in_force = problem.last_good_in_force,
+            "a manifest was not applied: {}",
+            problem.errors.join("; ")
+        );
+    }
+    targets.local.set_manifest_problems(problems, now());
+}
+
+/// Puts the round's Agents, KnowledgeBases and ConfigMaps in force.
+async fn apply(loaded: Loaded, targets: &Targets) {
+    let Loaded { agents, knowledge_bases, config_maps, .. } = loaded;
+    let changed = targets.agents.set_manifests(agents);
+    if !changed.is_empty() {
+        tracing::info!(agents = ?changed, "applied the manifests folder's agents");
+    }
+    targets.knowledge.set_config_maps(config_maps);
+    if let Catalog::Local(local) = &targets.knowledge.catalog {
+        let changed = local.set_manifests(knowledge_bases);
+        if !changed.is_empty() {
+            tracing::info!(knowledge_bases = ?changed, "applied the manifests folder's knowledge bases");
+        }
+    }
+    // Indexes new and changed knowledge bases (and ConfigMaps' documents) now, and forgets gone ones.
+    let knowledge = targets.knowledge.clone();
+    tokio::spawn(async move { knowledge.sync_all().await });
+}
+
+/// A problem naming the Models and McpServers that differ from those the local mode started with:
+/// their connections are made at start, so a change waits for the next one.
+fn unapplied_kinds(
+    loaded: &Loaded,
+    (models, servers): &(Vec<Model>, Vec<McpServer>),
+    folder: &Path,
+) -> Option<FileProblem> {
+    let mut errors = Vec::new();
+    if values(&loaded.models) != values(models) {
+        errors.push("the Models changed: they are connected at start, so the change takes effect when the local mode starts again".to_string());
+    }
+    if values(&loaded.mcp_servers) != values(servers) {
+        errors.push("the McpServers changed: they are connected at start, so the change takes effect when the local mode starts again".to_string());
+    }
+    (!errors.is_empty()).then(|| FileProblem { file: folder.display().to_string(), errors, last_good_in_force: true })
+}
+
+/// The objects as JSON, to compare.
+fn values(items: &[impl serde::Serialize]) -> Vec<serde_json::Value> {
+    items.iter().filter_map(|i| serde_json::to_value(i).ok()).collect()
+}
+
+/// Now, RFC 3339.
+fn now() -> String {
+    jiff::Timestamp::now().to_string()
+}
