@@ -14,6 +14,8 @@ mod budgets;
 mod isolation;
 #[path = "local/limits.rs"]
 mod limits;
+#[path = "local/live_manifests.rs"]
+mod live_manifests;
 #[path = "local/local_memory.rs"]
 mod local_memory;
 #[path = "local/local_mode.rs"]

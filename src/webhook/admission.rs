@@ -150,6 +150,7 @@ impl Admission {
                     ));
                 }
             }
+            report.extend(self.unresolved_names(client, &namespace, &agent).await);
             // The MCP servers it names: configured, or McpServers of the namespace its author may use.
             let context = agent.spec.context();
             let names_mcp = context.mcps.as_ref().is_some_and(|m| !m.is_empty())
@@ -195,6 +196,30 @@ impl Admission {
         }
         verdict(response, report)
     }
+}
+
+impl Admission {
+    /// Warnings for the knowledge bases and the Model `agent` names that its namespace does not hold
+    /// now: warnings, not a denial, since GitOps tools apply objects in any order (Flux checks a whole
+    /// set by dry run before any of it exists). A list that cannot be read warns of nothing.
+    async fn unresolved_names(&self, client: &kube::Client, namespace: &str, agent: &Agent) -> validation::Report {
+        let context = agent.spec.context();
+        let mut known = validation::Known::default();
+        if context.knowledges.as_ref().is_some_and(|k| !k.is_empty()) {
+            let api: Api<crate::resources::KnowledgeBase> = Api::namespaced(client.clone(), namespace);
+            known.knowledge_bases = names(api.list(&ListParams::default()).await);
+        }
+        if context.model.as_deref().is_some_and(|m| !m.is_empty() && !m.contains('/')) {
+            let api: Api<crate::resources::Model> = Api::namespaced(client.clone(), namespace);
+            known.models = names(api.list(&ListParams::default()).await);
+        }
+        validation::check_references(agent, &known, validation::Severity::Warn)
+    }
+}
+
+/// The names of a listing, `None` when it failed.
+fn names<K: kube::Resource + Clone>(listed: Result<kube::core::ObjectList<K>, kube::Error>) -> Option<Vec<String>> {
+    listed.ok().map(|list| list.items.iter().map(kube::ResourceExt::name_any).collect())
 }
 
 /// The Kubernetes user who sent the request: the username and groups of its `userInfo`.

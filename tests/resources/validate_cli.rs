@@ -189,7 +189,8 @@ fn models_are_checked_and_the_local_mode_ignores_them() {
     let output = validate(&[&agent, &model]);
     assert!(output.status.success(), "{}", stdout(&output));
     assert!(stdout(&output).contains("(Model default/deepseek)"), "{}", stdout(&output));
-    let loaded = yuxi_operator::resources::manifest_set::load(&[agent, model.clone()], &Default::default()).expect("loads");
+    let loaded =
+        yuxi_operator::resources::manifest_set::load(&[agent, model.clone()], &Default::default()).expect("loads");
     assert_eq!(loaded.agents.len(), 1);
 
     let bad = write(&dir, "bad.yaml", &MODEL.replace("preset: deepseek", "preset: vllm"));
@@ -203,5 +204,41 @@ fn models_are_checked_and_the_local_mode_ignores_them() {
     let typo = write(&dir, "typo.yaml", &MODEL.replace("preset:", "presett:"));
     let output = validate(&[&typo]);
     assert!(stdout(&output).contains("spec.presett: unknown field of Model"), "{}", stdout(&output));
-    assert!(yuxi_operator::resources::manifest_set::load(&[bad], &Default::default()).is_err(), "an invalid Model stops the local mode");
+    assert!(
+        yuxi_operator::resources::manifest_set::load(&[bad], &Default::default()).is_err(),
+        "an invalid Model stops the local mode"
+    );
+}
+
+#[test]
+fn an_agents_names_are_checked_against_the_files_and_the_skills_library() {
+    let dir = TempDir::new().expect("dir");
+    let skills = TempDir::new().expect("skills");
+    std::fs::create_dir(skills.path().join("citations")).expect("skill");
+    std::fs::write(skills.path().join("citations/SKILL.md"), "---\ndescription: cite\n---\n").expect("SKILL.md");
+    write(
+        &dir,
+        "agent.yaml",
+        "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: chat}\nspec:\n  backend: ChatbotAgent\n  context: {knowledges: [handbook], skills: [citation], subagents: [helper]}\n",
+    );
+    let output = validate(&[dir.path()]);
+    assert_eq!(output.status.code(), Some(1), "{}", stdout(&output));
+    let said = stdout(&output);
+    assert!(said.contains("spec.context.knowledges[0]: no knowledge base \"handbook\"; there are none"), "{said}");
+    assert!(said.contains("spec.context.subagents[0]: no subagent \"helper\""), "{said}");
+    assert!(!said.contains("spec.context.skills"), "skills go unchecked without a library: {said}");
+
+    let output = Command::new(env!("CARGO_BIN_EXE_yuxi-operator"))
+        .args(["validate", "--references-elsewhere", "--skills-library"])
+        .arg(skills.path())
+        .arg(dir.path())
+        .output()
+        .expect("runs");
+    let said = stdout(&output);
+    assert!(output.status.success(), "references elsewhere are warnings: {said}");
+    assert!(
+        said.contains("warning: spec.context.skills[0]: no skill \"citation\"; did you mean \"citations\"?"),
+        "{said}"
+    );
+    assert!(said.contains("warning: spec.context.knowledges[0]"), "{said}");
 }

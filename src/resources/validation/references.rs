@@ -16,6 +16,15 @@ use crate::resources::{Agent, GENERAL_PURPOSE};
 /// endpoint and the offline scripted models (the runner's model resolution; docs/concepts/models.md).
 pub const MODEL_PROVIDERS: [&str; 2] = ["openai", "scripted"];
 
+/// The longest name list checked name by name: a longer one is refused by its size alone (one
+/// finding, not one per entry), as the CRD bounds it.
+const MAX_CHECKED_NAMES: usize = 256;
+
+/// Whether the names of `list` are worth checking one by one: it is within its bound.
+fn checkable(list: &[String]) -> bool {
+    list.len() <= MAX_CHECKED_NAMES
+}
+
 /// The most known names a message lists; more are counted.
 pub const MAX_LISTED_NAMES: usize = 20;
 
@@ -82,8 +91,10 @@ pub fn unknown_name_hint<S: AsRef<str>>(value: &str, known: &[S]) -> String {
 pub fn check_fixed_names(report: &mut Report, agent: &Agent) {
     let context = agent.spec.context();
     let tools = crate::resources::tools::names::BUILTIN;
-    for (i, tool) in context.tools.iter().flatten().enumerate() {
-        if !tools.contains(&tool.as_str()) {
+    let named = context.tools.iter().filter(|list| checkable(list)).flatten();
+    for (i, tool) in named.enumerate() {
+        // An empty name is refused by its length already.
+        if !tool.is_empty() && !tools.contains(&tool.as_str()) {
             report.error(
                 format!("spec.context.tools[{i}]"),
                 format!("no built-in tool {tool:?}; {}", unknown_name_hint(tool, &tools)),
@@ -121,8 +132,8 @@ pub fn check_references(agent: &Agent, known: &Known, severity: Severity) -> Rep
     ];
     for (field, named, known, noun) in lists {
         let Some(known) = known else { continue };
-        for (i, name) in named.iter().flatten().enumerate() {
-            if !known.contains(name) {
+        for (i, name) in named.iter().filter(|list| checkable(list)).flatten().enumerate() {
+            if !name.is_empty() && !known.contains(name) {
                 unknown(format!("{field}[{i}]"), format!("no {noun} {name:?}; {}", unknown_name_hint(name, known)));
             }
         }
@@ -142,8 +153,8 @@ pub fn check_references(agent: &Agent, known: &Known, severity: Severity) -> Rep
     if let Some(subagents) = &known.subagents {
         let mut resolvable = subagents.clone();
         resolvable.push(GENERAL_PURPOSE.to_string());
-        for (i, slug) in context.subagents.iter().flatten().enumerate() {
-            if !resolvable.contains(slug) {
+        for (i, slug) in context.subagents.iter().filter(|list| checkable(list)).flatten().enumerate() {
+            if !slug.is_empty() && !resolvable.contains(slug) {
                 unknown(
                     format!("spec.context.subagents[{i}]"),
                     format!("no subagent {slug:?}; {}", unknown_name_hint(slug, &resolvable)),
