@@ -239,6 +239,36 @@ test("in a cluster the list shows each agent's Accepted and Ready conditions (th
   }
 });
 
+test("an admin sees the manifest files the local mode did not apply, each with its errors (the problem mocked into the real answer)", async () => {
+  const answer = await fetch(`${base}/api/agent?include_subagents=true`, { headers: { Authorization: 'Bearer admin-token' } });
+  const listing = await answer.json();
+  assert.deepEqual(listing.manifests.problems, [], 'the examples all apply');
+  listing.manifests.problems = [
+    {
+      file: 'examples/note-taker.yaml',
+      errors: ['examples/note-taker.yaml: spec.context.tools[1]: no built-in tool "read_fiel"; did you mean "read_file"?'],
+      last_good_in_force: true,
+    },
+  ];
+  const admin = await browser.newPage();
+  watch(admin);
+  await admin.route('**/api/agent?include_subagents=true', (route) => route.fulfill({ json: listing }));
+  try {
+    await admin.goto(`${base}/console/`);
+    await admin.getByLabel('Bearer token').fill('admin-token');
+    await admin.getByRole('button', { name: 'Use this token' }).click();
+    const problem = admin.locator('.manifest-problems li[data-file="examples/note-taker.yaml"]');
+    await problem.waitFor();
+    assert.match(await problem.innerText(), /its last good version is in force/);
+    assert.match(await problem.innerText(), /did you mean "read_file"\?/);
+    // Alice is no administrator: the facade gives her no manifests, and the page shows none.
+    const mine = await fetch(`${base}/api/agent?include_subagents=true`, { headers: { Authorization: 'Bearer alice-token' } });
+    assert.equal((await mine.json()).manifests, undefined);
+  } finally {
+    await admin.close();
+  }
+});
+
 test('a read-only agent opens with every control disabled and no save button', async () => {
   await page.getByRole('link', { name: 'View Deep research' }).click();
   await page.getByRole('heading', { name: 'Deep research (read-only)' }).waitFor();

@@ -32,6 +32,46 @@ export interface Agent {
   conditions?: { type: string; status: string; reason?: string; message?: string }[];
 }
 
+/** A manifest file of the local mode whose current version is not in force. */
+export interface ManifestProblem {
+  file: string;
+  errors: string[];
+  /** Whether its last good version is in force instead. */
+  last_good_in_force: boolean;
+}
+
+/** How the local mode's manifests folder last applied (shown to administrators). */
+export interface ManifestsStatus {
+  folder: string;
+  applied_at: string | null;
+  problems: ManifestProblem[];
+}
+
+/** The local mode's manifest files that were not applied, each with its errors. */
+function ManifestProblems({ status }: { status: ManifestsStatus | undefined }) {
+  if (!status || status.problems.length === 0) return null;
+  return (
+    <div class="manifest-problems" role="alert">
+      <h2>{t('agents.manifests.heading', { folder: status.folder })}</h2>
+      <ul>
+        {status.problems.map((problem) => (
+          <li data-file={problem.file}>
+            <code>{problem.file}</code>{' '}
+            <span class="muted">
+              {problem.last_good_in_force ? t('agents.manifests.lastGood') : t('agents.manifests.none')}
+            </span>
+            <ul>
+              {problem.errors.map((error) => (
+                <li class="bad">{error}</li>
+              ))}
+            </ul>
+          </li>
+        ))}
+      </ul>
+    </div>
+  );
+}
+
 /** The access level of a scope in words. */
 export function scopeText(scope: Scope | null | undefined): string {
   if (!scope) return t('common.none');
@@ -63,11 +103,15 @@ function Conditions({ agent }: { agent: Agent }) {
 
 export function AgentsPage() {
   const [agents, setAgents] = useState<Agent[] | null>(null);
+  const [manifests, setManifests] = useState<ManifestsStatus | undefined>(undefined);
   const [error, setError] = useState<string | null>(null);
 
   useEffect(() => {
-    api<{ agents: Agent[] }>('GET', '/api/agent?include_subagents=true')
-      .then((answer) => setAgents(answer.agents))
+    api<{ agents: Agent[]; manifests?: ManifestsStatus }>('GET', '/api/agent?include_subagents=true')
+      .then((answer) => {
+        setAgents(answer.agents);
+        setManifests(answer.manifests);
+      })
       .catch((err) => setError(err.message));
   }, []);
 
@@ -89,6 +133,7 @@ export function AgentsPage() {
           {t('common.error', { message: error })}
         </p>
       )}
+      <ManifestProblems status={manifests} />
       {!agents && !error && <p aria-live="polite">{t('common.loading')}</p>}
       {agents && agents.length === 0 && <p>{t('agents.empty')}</p>}
       {agents && agents.length > 0 && (
