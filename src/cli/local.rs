@@ -145,8 +145,12 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             None
         }
     };
-    let local_mode =
-        facade::services::local_mode::LocalMode::new(skills_library.clone(), manifests.display().to_string());
+    let configured_mcp = super::in_process::configured_mcp()?;
+    let local_mode = facade::services::local_mode::LocalMode::new(
+        skills_library.clone(),
+        configured_mcp.keys().cloned().collect(),
+        manifests.display().to_string(),
+    );
     // The data folder is taken before the manifests are read: they may name what was created through
     // the API and kept there.
     // Everything this process and its runners write is theirs alone: the data folder 0700, files 0600.
@@ -171,10 +175,10 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         anyhow::anyhow!("the manifests in {} are not valid:\n  {}", manifests.display(), problems.join("\n  "))
     })?;
     let manifest_set::Loaded { agents, knowledge_bases, config_maps, models: model_resources, mcp_servers } = loaded;
-    let started_with = (model_resources.clone(), mcp_servers.clone());
+    let held_endpoints = (model_resources.clone(), mcp_servers.clone(), config_maps.clone());
     let mcp_servers = super::local_mcp::reachable(mcp_servers);
     let users = Users::load(&users).map_err(anyhow::Error::msg)?;
-    let secrets = super::local_models::LocalSecrets::load(secrets.as_deref())?;
+    let secrets = std::sync::Arc::new(super::local_models::LocalSecrets::load(secrets.as_deref())?);
     let connections = super::local_models::connect_all(&model_resources, &secrets, &config_maps);
     for (name, connection) in &connections {
         if let Err(err) = connection {
@@ -234,31 +238,40 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         // The runs' credentials (the model key, run tokens) are in this process now: commands of other
         // processes of this user must not read them through /proc.
         super::runner::forbid_inspection();
-        let runner = super::in_process::InProcess::new(super::in_process::Settings {
-            default_model: default_model.clone(),
-            scripts_dir: scripts_dir.clone(),
-            skills_library: skills_library.clone(),
-            sandbox_hide: vec![data_dir.clone()],
-            unconfined_sandbox,
-            lease_ttl,
-            facade_url: facade_url.clone(),
-            model_resources: connections.clone(),
-            mcp_resources: super::local_mcp::run_inputs(&mcp_servers, &config_maps),
-        })?;
-        Some(std::sync::Arc::new(runner) as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>)
+        let runner = super::in_process::InProcess::new(
+            configured_mcp,
+            super::in_process::Settings {
+                default_model: default_model.clone(),
+                scripts_dir: scripts_dir.clone(),
+                skills_library: skills_library.clone(),
+                sandbox_hide: vec![data_dir.clone()],
+                unconfined_sandbox,
+                lease_ttl,
+                facade_url: facade_url.clone(),
+                model_resources: connections.clone(),
+                mcp_resources: super::local_mcp::run_inputs(&mcp_servers, &config_maps),
+            },
+        )?;
+        Some(std::sync::Arc::new(runner))
     };
-    let quick_model = super::quick_model::RunnerModels {
+    let quick_model = std::sync::Arc::new(super::quick_model::RunnerModels {
         default_model: default_model.clone(),
-        settings: yuxi_operator::runner::model::ModelSettings {
+        settings: std::sync::RwLock::new(yuxi_operator::runner::model::ModelSettings {
             openai: super::runner::openai_endpoint(std::env::var(env::OPENAI_BASE_URL).ok()),
             scripts_dir: scripts_dir.clone(),
             resources: connections.clone(),
-        },
-    };
-    let model_inputs = super::local_models::subprocess_inputs(&model_resources, &secrets, &config_maps)?;
+        }),
+    });
+    let model_inputs = std::sync::Arc::new(std::sync::RwLock::new(super::local_models::subprocess_inputs(
+        &model_resources,
+        &secrets,
+        &config_maps,
+    )?));
     let launcher = LocalLauncher {
-        in_process,
-        model_inputs: std::sync::Arc::new(model_inputs),
+        in_process: in_process
+            .clone()
+            .map(|runner| runner as std::sync::Arc<dyn yuxi_operator::facade::services::launch::InProcessRunner>),
+        model_inputs: model_inputs.clone(),
         runs: runs.clone(),
         unconfined_sandbox,
         exe: std::env::current_exe()?,
@@ -277,12 +290,23 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
     let agent_catalog = facade::services::catalog::LocalCatalog::new(agents, saved_agents, Some(saved_in));
     let agent_catalog_handle = agent_catalog.clone();
     let mcp_catalog = facade::services::catalog::LocalCatalog::new(mcp_servers.clone(), Vec::new(), None);
-    super::local_mcp::spawn_discovery(
+    let discovery = super::local_mcp::spawn_discovery(
         mcp_catalog.clone(),
         mcp_servers,
-        std::sync::Arc::new(secrets),
+        secrets.clone(),
         std::sync::Arc::new(config_maps.clone()),
     );
+    let model_catalog = facade::services::catalog::LocalCatalog::new(model_resources, Vec::new(), None);
+    let endpoints = super::local_endpoints::LocalEndpoints {
+        secrets,
+        in_process,
+        quick: quick_model.clone(),
+        model_inputs,
+        models: model_catalog.clone(),
+        mcp: mcp_catalog.clone(),
+        discovery: std::sync::Mutex::new(discovery),
+        held: std::sync::Mutex::new(held_endpoints),
+    };
     let knowledge =
         local_knowledge(knowledge_bases, saved_kbs, config_maps, &data_dir, &manifests, embeddings.embeddings()?)?;
     let _indexer = knowledge.clone().spawn_syncer();
@@ -298,16 +322,12 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         streams: Default::default(),
         queues: Default::default(),
         chat_calls: Default::default(),
-        quick_model: Some(std::sync::Arc::new(quick_model)),
+        quick_model: Some(quick_model),
         knowledge: Some(knowledge),
         user_files: Some(data_dir.clone()),
         models,
         // The manifests' Models, read-only through the API.
-        model_resources: facade::services::catalog::Catalog::Local(facade::services::catalog::LocalCatalog::new(
-            model_resources,
-            Vec::new(),
-            None,
-        )),
+        model_resources: facade::services::catalog::Catalog::Local(model_catalog),
         // The manifests' McpServers, with the tools their discovery finds.
         mcp_resources: facade::services::catalog::Catalog::Local(mcp_catalog),
         trace_link,
@@ -332,7 +352,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
             agents: agent_catalog_handle,
             knowledge: knowledge_handle,
             local: local_mode,
-            started_with,
+            endpoints,
         },
     )?;
     let listener = bind(listen)?;

@@ -1,5 +1,6 @@
 //! The local mode follows its manifests folder as a cluster follows `kubectl apply`: a file created,
-//! changed or deleted is read again, checked among the others and applied within a second; a file that
+//! changed or deleted is read again, checked among the others and applied within a second (Agents,
+//! KnowledgeBases and their ConfigMaps here, Models and McpServers by [`super::local_endpoints`]); a file that
 //! does not validate is logged, listed in `GET /api/agent` (for administrators) and on the console, and
 //! its last good version stays in force. Runs under way keep the Agent they started with (the runner
 //! was handed it at start).
@@ -12,9 +13,9 @@ use notify::Watcher;
 use yuxi_operator::facade::services::catalog::{Catalog, LocalCatalog};
 use yuxi_operator::facade::services::knowledge::Knowledge;
 use yuxi_operator::facade::services::local_mode::LocalMode;
+use yuxi_operator::resources::Agent;
 use yuxi_operator::resources::manifest_set::follow::{FileProblem, Followed};
 use yuxi_operator::resources::manifest_set::{self, Loaded, Surroundings};
-use yuxi_operator::resources::{Agent, Model, mcp_server::McpServer};
 
 /// How long a burst of changes is let settle before the folder is read (an editor writes, renames and
 /// deletes in one save).
@@ -32,14 +33,20 @@ pub struct Targets {
     pub knowledge: Arc<Knowledge>,
     /// Where the rounds' problems are shown.
     pub local: LocalMode,
-    /// The Models and McpServers read at start: they are not changed while the local mode runs.
-    pub started_with: (Vec<Model>, Vec<McpServer>),
+    /// The Models and McpServers.
+    pub endpoints: super::local_endpoints::LocalEndpoints,
 }
 
-/// What the manifests of `folder` are checked against: the agents and knowledge bases created through
-/// the API, and the skills library; unknown names refused.
+/// What the manifests are checked against: the agents and knowledge bases created through the API, the
+/// skills library and the MCP servers of `YUXI_MCP_SERVERS`; unknown names refused.
 pub fn surroundings(agents: &[Agent], knowledge_bases: Vec<String>, local: &LocalMode) -> Surroundings {
-    Surroundings { skills: local.skills(), agents: agents.to_vec(), knowledge_bases, ..Surroundings::default() }
+    Surroundings {
+        skills: local.skills(),
+        agents: agents.to_vec(),
+        knowledge_bases,
+        mcp_servers: local.configured_mcp.clone(),
+        ..Surroundings::default()
+    }
 }
 
 /// Follows `folder` from `followed` (its state at start) until the returned watcher is dropped. Errors:
@@ -110,8 +117,11 @@ async fn apply_round(folder: &Path, followed: &mut Followed, targets: &Targets) 
     let around = surroundings(&targets.agents.api_items(), saved_kbs, &targets.local);
     let round = followed.update(&files, &around);
     let mut problems = round.problems;
-    problems.extend(unapplied_kinds(&round.loaded, &targets.started_with, folder));
-    apply(round.loaded, targets).await;
+    let loaded = round.loaded;
+    if let Err(err) = targets.endpoints.apply(&loaded.models, &loaded.mcp_servers, &loaded.config_maps) {
+        problems.push(FileProblem { file: folder.display().to_string(), errors: vec![err], last_good_in_force: true });
+    }
+    apply(loaded, targets).await;
     // Each refusal is logged once, when it appears, not at every later round.
     let before = targets.local.manifests().problems;
     for problem in problems.iter().filter(|p| !before.contains(p)) {
@@ -142,28 +152,6 @@ async fn apply(loaded: Loaded, targets: &Targets) {
     // Indexes new and changed knowledge bases (and ConfigMaps' documents) now, and forgets gone ones.
     let knowledge = targets.knowledge.clone();
     tokio::spawn(async move { knowledge.sync_all().await });
-}
-
-/// A problem naming the Models and McpServers that differ from those the local mode started with:
-/// their connections are made at start, so a change waits for the next one.
-fn unapplied_kinds(
-    loaded: &Loaded,
-    (models, servers): &(Vec<Model>, Vec<McpServer>),
-    folder: &Path,
-) -> Option<FileProblem> {
-    let mut errors = Vec::new();
-    if values(&loaded.models) != values(models) {
-        errors.push("the Models changed: they are connected at start, so the change takes effect when the local mode starts again".to_string());
-    }
-    if values(&loaded.mcp_servers) != values(servers) {
-        errors.push("the McpServers changed: they are connected at start, so the change takes effect when the local mode starts again".to_string());
-    }
-    (!errors.is_empty()).then(|| FileProblem { file: folder.display().to_string(), errors, last_good_in_force: true })
-}
-
-/// The objects as JSON, to compare.
-fn values(items: &[impl serde::Serialize]) -> Vec<serde_json::Value> {
-    items.iter().filter_map(|i| serde_json::to_value(i).ok()).collect()
 }
 
 /// Now, RFC 3339.

@@ -51,17 +51,18 @@ pub fn run_inputs(servers: &[McpServer], config_maps: &[ConfigMap]) -> McpServer
 }
 
 /// Lists the tools of each of `servers` now and then every `refreshSeconds`, writing its status into
-/// `catalog`, until the process stops. Header values come from `secrets` (and the process's variables);
-/// none reaches a status.
+/// `catalog`, until its task is aborted (when the servers change) or the process stops. Header values
+/// come from `secrets` (and the process's variables); none reaches a status.
 pub fn spawn_discovery(
     catalog: LocalCatalog<McpServer>,
     servers: Vec<McpServer>,
     secrets: Arc<LocalSecrets>,
     config_maps: Arc<Vec<ConfigMap>>,
-) {
+) -> Vec<tokio::task::JoinHandle<()>> {
+    let mut tasks = Vec::new();
     for mut server in servers {
         let (catalog, secrets, config_maps) = (catalog.clone(), secrets.clone(), config_maps.clone());
-        tokio::spawn(async move {
+        tasks.push(tokio::spawn(async move {
             loop {
                 let judged = judge_with(
                     &server,
@@ -72,6 +73,7 @@ pub fn spawn_discovery(
                 catalog.refresh(server.clone());
                 tokio::time::sleep(Duration::from_secs(server.spec.refresh_seconds().into())).await;
             }
-        });
+        }));
     }
+    tasks
 }

@@ -14,6 +14,7 @@ pub mod in_process;
 pub mod leader;
 pub mod local;
 pub mod local_data;
+pub mod local_endpoints;
 pub mod local_follow;
 pub mod local_mcp;
 pub mod local_models;

@@ -15,8 +15,15 @@ const ANSWER_WITHIN: Duration = Duration::from_secs(60);
 pub struct RunnerModels {
     /// The model of a question that names none.
     pub default_model: String,
-    /// Where the models come from.
-    pub settings: ModelSettings,
+    /// Where the models come from; the Model resources change as the manifests folder does.
+    pub settings: std::sync::RwLock<ModelSettings>,
+}
+
+impl RunnerModels {
+    /// Puts the manifests' Models (connected) in place of the former ones.
+    pub fn set_resources(&self, resources: super::in_process::ModelResources) {
+        self.settings.write().unwrap_or_else(std::sync::PoisonError::into_inner).resources = resources;
+    }
 }
 
 impl QuickModel for RunnerModels {
@@ -32,8 +39,8 @@ impl QuickModel for RunnerModels {
     {
         let id = model.unwrap_or_else(|| self.default_model.clone());
         // `scripted/auto` has no agent here: it is `scripted/echo`.
-        let id = scripted::pick_auto(&id, "", self.settings.scripts_dir.as_deref());
-        let settings = self.settings.clone();
+        let settings = self.settings.read().unwrap_or_else(std::sync::PoisonError::into_inner).clone();
+        let id = scripted::pick_auto(&id, "", settings.scripts_dir.as_deref());
         Box::pin(async move {
             // The caller is told which model failed, not this machine's paths or the endpoint's words:
             // those go to the log.

@@ -144,3 +144,49 @@ async fn a_watch_hears_each_tool_list_change_the_server_announces() {
     drop(_server);
     assert!(!watch.answers(Duration::from_secs(5)).await, "a server that stopped does not");
 }
+
+/// The tools the local mode lists for `dyn-docs` once its discovery reports it ready with `tools`.
+async fn listed_tools(local: &crate::support::local_mode::Local, tools: serde_json::Value) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let listed = local.get_json("/api/system/mcp-servers", "alice-token").await;
+        if listed["data"][0]["status"] == "ready" && listed["data"][0]["tools"] == tools {
+            return;
+        }
+        assert!(Instant::now() < deadline, "{listed}\n{}", local.log());
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+#[tokio::test]
+async fn an_mcp_server_changed_while_the_local_mode_serves_is_listed_and_reached_at_its_new_address() {
+    let (first_server, first_port) = dynamic_server(None).await;
+    let (_second_server, second_port) = dynamic_server(None).await;
+    let client = reqwest12::Client::new();
+    // The second server offers one more tool, so its listing tells it from the first.
+    client.post(format!("http://127.0.0.1:{second_port}/control/add")).send().await.expect("a tool added");
+    let server = |port: u16| {
+        format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: McpServer\nmetadata: {{name: dyn-docs}}\nspec:\n  url: http://127.0.0.1:{port}/mcp\n"
+        )
+    };
+    let agent = "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {name: uses-docs}\nspec:\n  backend: ChatbotAgent\n  context: {mcps: [dyn-docs], subagents: []}\n  share: {readScope: {accessLevel: Global}}\n";
+    let script = "- tool_calls: [{name: search, arguments: {query: solid electrolytes}}]\n- content: \"the server said: {{call_0_0}}\"\n";
+    let first = server(first_port);
+    let (local, manifests) = start_with_env(
+        LocalStore::InProcess,
+        TempDir::new().expect("dir"),
+        &[("dyn-docs", first.as_str()), ("uses-docs", agent)],
+        &[("uses-docs", script)],
+        &[],
+    )
+    .await;
+    listed_tools(&local, json!(["search"])).await;
+    std::fs::write(manifests.path().join("dyn-docs.yaml"), server(second_port)).expect("edit");
+    listed_tools(&local, json!(["search", "delete_note"])).await;
+    // With the first server gone, a run reaches the tool only at the new address.
+    drop(first_server);
+    let run = local.start_run("alice-token", &[], json!({"query": "look it up", "agent_slug": "uses-docs"})).await;
+    let result = local.result_of(&run, "alice-token").await;
+    assert_eq!(result["output"], "the server said: found: solid electrolytes", "{result}\n{}", local.log());
+}

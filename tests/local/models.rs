@@ -162,3 +162,42 @@ async fn a_runs_cost_is_priced_by_its_model_and_a_cost_budget_stops_the_tree() {
     );
     assert!(!text.contains("team-a-model"), "a private Model's name is in the metrics");
 }
+
+/// A Model file changed while the local mode serves (another endpoint, another model) is connected
+/// again: the next run uses the new endpoint and model, the former endpoint hears nothing more.
+async fn a_model_changed_while_serving_is_used_by_the_next_run(processes: bool) {
+    let former = FakeOpenAi::start(vec![]).await;
+    let (local, manifests) = system(&former, processes).await;
+    let current = FakeOpenAi::start(vec![Reply::text(&["from ", "the new endpoint"])]).await;
+    let file = manifests.path().join("team-a-model.yaml");
+    let text = std::fs::read_to_string(&file).expect("read");
+    let changed = text.replace(&former.base_url, &current.base_url).replace("qwen3-8b", "qwen3-32b");
+    std::fs::write(&file, changed).expect("edit");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let picker = local.get_json("/api/system/model-providers/models/v2", "alice-token").await;
+        if picker.to_string().contains("qwen3-32b") {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "the Model change was not applied: {picker}\n{}", local.log());
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    let (status, started) = post(&local, "alice-token", json!({"query": "hi", "agent_slug": "team-a-writer"})).await;
+    assert_eq!(status, 200, "{started}");
+    let ended = result(&local, started["run_id"].as_str().expect("run_id")).await;
+    assert_eq!(ended["status"], "completed", "{ended}\n{}", local.log());
+    assert_eq!(ended["output"], "from the new endpoint");
+    assert_eq!(current.requests()[0]["model"], "qwen3-32b");
+    assert_eq!(current.authorizations(), [format!("Bearer {TEAM_KEY}")]);
+    assert!(former.requests().is_empty(), "the former endpoint was asked: {:?}", former.requests());
+}
+
+#[tokio::test]
+async fn a_model_changed_while_serving_is_used_by_the_next_run_in_process() {
+    a_model_changed_while_serving_is_used_by_the_next_run(false).await;
+}
+
+#[tokio::test]
+async fn a_model_changed_while_serving_is_used_by_the_next_run_in_runner_processes() {
+    a_model_changed_while_serving_is_used_by_the_next_run(true).await;
+}

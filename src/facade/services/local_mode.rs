@@ -15,6 +15,9 @@ use crate::resources::manifest_set::follow::FileProblem;
 pub struct LocalMode {
     /// The skills library (`--skills-library`), when it exists.
     pub skills_library: Option<PathBuf>,
+    /// The MCP servers of the installation's configuration (`YUXI_MCP_SERVERS`), by name: usable by
+    /// every agent beside the McpServers.
+    pub configured_mcp: Vec<String>,
     manifests: Arc<RwLock<ManifestsStatus>>,
     data_problem: Arc<RwLock<Option<String>>>,
 }
@@ -31,10 +34,10 @@ pub struct ManifestsStatus {
 }
 
 impl LocalMode {
-    /// The local mode of `skills_library`, following `folder`.
-    pub fn new(skills_library: Option<PathBuf>, folder: String) -> Self {
+    /// The local mode of `skills_library` and the `configured_mcp` servers, following `folder`.
+    pub fn new(skills_library: Option<PathBuf>, configured_mcp: Vec<String>, folder: String) -> Self {
         let manifests = ManifestsStatus { folder, ..ManifestsStatus::default() };
-        Self { skills_library, manifests: Arc::new(RwLock::new(manifests)), ..Self::default() }
+        Self { skills_library, configured_mcp, manifests: Arc::new(RwLock::new(manifests)), ..Self::default() }
     }
 
     /// The skills of the skills library now (none without one).

@@ -48,7 +48,11 @@ async fn known_to(state: &FacadeState, who: &Identity, agents: &[Agent]) -> Know
     let (skills, mcp_servers) = match &state.local {
         Some(local) => {
             let mcp = match crate::facade::services::mcp_servers::usable(state, who).await {
-                Ok(servers) => Some(servers.into_iter().map(|s| s.name).collect()),
+                Ok(servers) => {
+                    let mut names: Vec<String> = servers.into_iter().map(|s| s.name).collect();
+                    names.extend(local.configured_mcp.iter().cloned());
+                    Some(names)
+                }
                 Err(err) => unchecked("MCP servers", &err),
             };
             (local.skills(), mcp)

@@ -189,7 +189,13 @@ impl<K: CatalogItem> LocalCatalog<K> {
     }
 }
 
-/// Whether two objects serialize alike.
+/// Whether two objects serialize alike but for their status (which the local mode writes itself, as
+/// an MCP server's discovered tools).
 fn same<K: Serialize>(a: &K, b: &K) -> bool {
-    serde_json::to_value(a).ok() == serde_json::to_value(b).ok()
+    let without_status = |item: &K| {
+        let mut value = serde_json::to_value(item).ok()?;
+        value.as_object_mut()?.remove("status");
+        Some(value)
+    };
+    without_status(a) == without_status(b)
 }

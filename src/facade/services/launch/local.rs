@@ -56,7 +56,8 @@ pub struct LocalLauncher {
     /// `runner` subprocess (`--runner-processes`).
     pub in_process: Option<std::sync::Arc<dyn InProcessRunner>>,
     /// What a `runner` subprocess of a run on a Model resource is given, by the Model's name.
-    pub model_inputs: std::sync::Arc<std::collections::BTreeMap<String, ModelInputs>>,
+    /// They change as the manifests folder does; a run takes them at its start.
+    pub model_inputs: std::sync::Arc<std::sync::RwLock<std::collections::BTreeMap<String, ModelInputs>>>,
 }
 
 /// What a `runner` subprocess of a run on a Model gets, as a pod's runner container does: the Model's
@@ -348,7 +349,10 @@ impl LocalLauncher {
             Some(&self.default_model),
         )
         .and_then(crate::resources::model::resource_name);
-        if let Some(inputs) = model.and_then(|name| self.model_inputs.get(name)) {
+        let inputs = model.and_then(|name| {
+            self.model_inputs.read().unwrap_or_else(std::sync::PoisonError::into_inner).get(name).cloned()
+        });
+        if let Some(inputs) = inputs {
             write("model.yaml", Ok(inputs.manifest.clone()))?;
             command.env(env_names::MODEL_FILE, dir.join("model.yaml"));
             for (name, value) in &inputs.variables {

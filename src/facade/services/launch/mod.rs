@@ -14,7 +14,7 @@ pub mod run;
 
 pub use cluster::ClusterLauncher;
 pub use error::LaunchError;
-pub use local::{InProcessRunner, LocalLauncher, LocalRuns, RunJob, RunnerStore, ThreadsTaken};
+pub use local::{InProcessRunner, LocalLauncher, LocalRuns, ModelInputs, RunJob, RunnerStore, ThreadsTaken};
 pub use run::{agent_run, check_startable, end_of_run};
 
 use crate::resources::Agent;
