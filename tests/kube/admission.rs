@@ -243,3 +243,33 @@ async fn the_admission_policy_lets_the_facade_create_run_credentials_and_no_othe
     );
     assert!(message.contains(&format!("{RELEASE}-api-secrets")), "{message}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_agent_naming_what_its_namespace_lacks_is_admitted_with_warnings_and_a_misspelt_tool_is_refused() {
+    let plane = installed().plane;
+    let dir = tempfile::TempDir::new().expect("dir");
+    let write = |name: &str, context: &str| {
+        let path = dir.path().join(format!("{name}.yaml"));
+        let manifest = format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {name}}}\nspec:\n  backend: ChatbotAgent\n  context: {context}\n"
+        );
+        std::fs::write(&path, manifest).expect("write");
+        path.display().to_string()
+    };
+    // GitOps applies in any order: a knowledge base or a Model that is not there yet is a warning.
+    let later = write(&crate::unique("names-later"), "{tools: [ls], knowledges: [handbook], model: team-model}");
+    let admitted = plane.kubectl(&["create", "--dry-run=server", "-n", SERVED[0], "-f", &later]);
+    let said = String::from_utf8_lossy(&admitted.stderr).into_owned();
+    assert!(admitted.status.success(), "{said}");
+    assert!(said.contains("Warning: spec.context.knowledges[0]: no knowledge base \"handbook\""), "{said}");
+    assert!(said.contains("Warning: spec.context.model: no Model \"team-model\""), "{said}");
+    // A built-in tool is known everywhere: a misspelt one is refused, with the close match.
+    let misspelt = write(&crate::unique("names-typo"), "{tools: [read_fiel]}");
+    let refused = plane.kubectl(&["create", "--dry-run=server", "-n", SERVED[0], "-f", &misspelt]);
+    let said = String::from_utf8_lossy(&refused.stderr).into_owned();
+    assert!(!refused.status.success(), "refused: {said}");
+    assert!(
+        said.contains("spec.context.tools[0]") && said.contains("did you mean") && said.contains("read_file"),
+        "{said}"
+    );
+}
