@@ -49,10 +49,12 @@ pub fn surroundings(agents: &[Agent], knowledge_bases: Vec<String>, local: &Loca
     }
 }
 
-/// Follows `folder` from `followed` (its state at start) until the returned watcher is dropped. Errors:
-/// the folder cannot be watched.
+/// Follows `folder` from `followed` (its state at start) while the process runs; notices of changes come
+/// while the returned watcher is held. Errors: the folder cannot be watched.
 pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::Result<notify::RecommendedWatcher> {
-    let (notices, mut noticed) = tokio::sync::mpsc::unbounded_channel::<()>();
+    // Notices fold into one: a flood of events costs one round, and no memory.
+    let noticed = Arc::new(tokio::sync::Notify::new());
+    let notices = noticed.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
         // An error (a queue overflow) is a reason to read the folder again, as any event is.
         let touches_manifests = match &event {
@@ -62,7 +64,7 @@ pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::R
             Err(_) => true,
         };
         if touches_manifests {
-            let _ = notices.send(());
+            notices.notify_one();
         }
     })?;
     // A file is followed through its folder, where an editor's rename lands.
@@ -76,13 +78,9 @@ pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::R
     tokio::spawn(async move {
         let mut followed = followed;
         loop {
-            match tokio::time::timeout(RESCAN_EVERY, noticed.recv()).await {
-                Ok(None) => return,
-                Ok(Some(())) => {
-                    tokio::time::sleep(SETTLE).await;
-                    while noticed.try_recv().is_ok() {}
-                }
-                Err(_elapsed) => {}
+            if tokio::time::timeout(RESCAN_EVERY, noticed.notified()).await.is_ok() {
+                // The rest of an editor's save lands meanwhile; a notice after this wakes the next round.
+                tokio::time::sleep(SETTLE).await;
             }
             apply_round(&folder, &mut followed, &targets).await;
         }
