@@ -345,7 +345,7 @@ async fn serve_local(args: LocalArgs) -> anyhow::Result<()> {
         }))
     });
     // The manifests folder, followed from here on.
-    let _follower = super::local_follow::spawn(
+    super::local_follow::spawn(
         manifests.clone(),
         followed,
         super::local_follow::Targets {

@@ -49,21 +49,17 @@ pub fn surroundings(agents: &[Agent], knowledge_bases: Vec<String>, local: &Loca
     }
 }
 
-/// Follows `folder` from `followed` (its state at start) while the process runs; notices of changes come
-/// while the returned watcher is held. Errors: the folder cannot be watched.
-pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::Result<notify::RecommendedWatcher> {
+/// Follows `folder` from `followed` (its state at start) while the process runs. Errors: the folder
+/// cannot be watched.
+pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::Result<()> {
     // Notices fold into one: a flood of events costs one round, and no memory.
     let noticed = Arc::new(tokio::sync::Notify::new());
     let notices = noticed.clone();
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
-        // An error (a queue overflow) is a reason to read the folder again, as any event is.
-        let touches_manifests = match &event {
-            // Reading the files (this follower's own reads among them) is no change.
-            Ok(event) if matches!(event.kind, notify::EventKind::Access(_)) => false,
-            Ok(event) => event.paths.is_empty() || event.paths.iter().any(|p| is_manifest(p)),
-            Err(_) => true,
-        };
-        if touches_manifests {
+        // Reading the files (this follower's own reads among them) is no change; anything else is a
+        // reason to read the folder again: a file written, renamed or deleted whatever its name (a
+        // ConfigMap-style `..data` link swapped in), or an error (a queue overflow).
+        if !matches!(&event, Ok(event) if matches!(event.kind, notify::EventKind::Access(_))) {
             notices.notify_one();
         }
     })?;
@@ -75,52 +71,107 @@ pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::R
     watcher
         .watch(&watched, notify::RecursiveMode::NonRecursive)
         .map_err(|e| anyhow::anyhow!("cannot follow the manifests folder {}: {e}", watched.display()))?;
+    let mut identity = identity_of(&watched);
     tokio::spawn(async move {
         let mut followed = followed;
         loop {
-            if tokio::time::timeout(RESCAN_EVERY, noticed.notified()).await.is_ok() {
+            // While the folder is gone no notice can come: it is looked for every second.
+            let wait = if identity_of(&watched).is_some() { RESCAN_EVERY } else { Duration::from_secs(1) };
+            if tokio::time::timeout(wait, noticed.notified()).await.is_ok() {
                 // The rest of an editor's save lands meanwhile; a notice after this wakes the next round.
                 tokio::time::sleep(SETTLE).await;
             }
-            apply_round(&folder, &mut followed, &targets).await;
+            // A folder deleted and made again is another folder: it is watched anew.
+            let now_identity = identity_of(&watched);
+            if now_identity.is_some() && now_identity != identity {
+                let _ = watcher.unwatch(&watched);
+                match watcher.watch(&watched, notify::RecursiveMode::NonRecursive) {
+                    Ok(()) => identity = now_identity,
+                    Err(err) => {
+                        tracing::warn!(folder = %watched.display(), error = %err, "cannot follow the manifests folder again; it is read every 30 s")
+                    }
+                }
+            }
+            followed = apply_round(&folder, followed, &targets).await;
         }
     });
-    Ok(watcher)
+    Ok(())
 }
 
-/// Whether `path` may be a manifest (a `.yaml` or `.yml` file; an editor's swap files are not).
-fn is_manifest(path: &Path) -> bool {
-    matches!(path.extension().and_then(|e| e.to_str()), Some("yaml" | "yml"))
+/// The device and inode of `path`, `None` when it cannot be read.
+fn identity_of(path: &Path) -> Option<(u64, u64)> {
+    use std::os::unix::fs::MetadataExt;
+    std::fs::metadata(path).ok().map(|meta| (meta.dev(), meta.ino()))
 }
 
-/// Reads the folder, puts in force what validates, and reports the rest.
-async fn apply_round(folder: &Path, followed: &mut Followed, targets: &Targets) {
-    let files = match manifest_set::manifest_files(&[folder.to_path_buf()]) {
-        Ok(files) => files,
-        Err(err) => {
-            let problem = FileProblem {
-                file: folder.display().to_string(),
-                errors: vec![format!("cannot read the manifests folder: {err}")],
-                last_good_in_force: true,
-            };
-            tracing::error!(folder = %folder.display(), error = %err, "cannot read the manifests folder; what was in force stays");
-            targets.local.set_manifest_problems(vec![problem], now());
-            return;
-        }
-    };
+/// How long a round may read the folder before the log says it is stuck.
+const STUCK_AFTER: Duration = Duration::from_secs(30);
+
+/// Reads the folder (off the request threads: a slow or blocking file never stalls the API), puts in
+/// force what validates, and reports the rest. A folder that is gone changes nothing: what was in force
+/// stays until it is back.
+async fn apply_round(folder: &Path, followed: Followed, targets: &Targets) -> Followed {
+    if !folder.exists() {
+        let problem = FileProblem {
+            file: folder.display().to_string(),
+            errors: vec![format!(
+                "the manifests folder {} is gone; what was in force stays until it is back",
+                folder.display()
+            )],
+            last_good_in_force: true,
+        };
+        report(targets, vec![problem]);
+        return followed;
+    }
     let saved_kbs = match &targets.knowledge.catalog {
         Catalog::Local(local) => local.api_items().iter().map(kube::ResourceExt::name_any).collect(),
         Catalog::Cluster(_) => Vec::new(),
     };
     let around = surroundings(&targets.agents.api_items(), saved_kbs, &targets.local);
-    let round = followed.update(&files, &around);
+    let path = folder.to_path_buf();
+    let mut reading = tokio::task::spawn_blocking(move || {
+        let mut followed = followed;
+        let round =
+            manifest_set::manifest_files(std::slice::from_ref(&path)).map(|files| followed.update(&files, &around));
+        (followed, round)
+    });
+    let (followed, round) = loop {
+        match tokio::time::timeout(STUCK_AFTER, &mut reading).await {
+            Ok(Ok(done)) => break done,
+            Ok(Err(panicked)) => {
+                tracing::error!(folder = %folder.display(), error = %panicked, "reading the manifests folder failed; it is read again from scratch");
+                return Followed::default();
+            }
+            Err(_stuck) => tracing::error!(
+                folder = %folder.display(),
+                "reading the manifests folder has taken over 30 s: a file that blocks its readers? The manifests stay as they are until it ends"
+            ),
+        }
+    };
+    let round = match round {
+        Ok(round) => round,
+        Err(err) => {
+            let problem = FileProblem {
+                file: folder.display().to_string(),
+                errors: vec![format!("cannot read the manifests folder: {err}; what was in force stays")],
+                last_good_in_force: true,
+            };
+            report(targets, vec![problem]);
+            return followed;
+        }
+    };
     let mut problems = round.problems;
     let loaded = round.loaded;
     if let Err(err) = targets.endpoints.apply(&loaded.models, &loaded.mcp_servers, &loaded.config_maps) {
         problems.push(FileProblem { file: folder.display().to_string(), errors: vec![err], last_good_in_force: true });
     }
     apply(loaded, targets).await;
-    // Each refusal is logged once, when it appears, not at every later round.
+    report(targets, problems);
+    followed
+}
+
+/// Shows `problems` (the API, the console) and logs each once, when it appears, not at every later round.
+fn report(targets: &Targets, problems: Vec<FileProblem>) {
     let before = targets.local.manifests().problems;
     for problem in problems.iter().filter(|p| !before.contains(p)) {
         tracing::warn!(

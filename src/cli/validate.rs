@@ -26,7 +26,7 @@ pub struct ValidateArgs {
 /// warnings included. The files are taken as the whole set: an Agent naming a knowledge base, Model, MCP
 /// server or subagent not among them is rejected (a warning with `--references-elsewhere`), and one
 /// naming a skill not in `--skills-library` when it is given. Exit status 1 when an object is rejected, when no Agent, AgentRun, KnowledgeBase or Model is
-/// found, or when a path cannot be read; 0 otherwise.
+/// found, or when a path (the skills library among them) cannot be read; 0 otherwise.
 pub fn run(args: ValidateArgs) -> ExitCode {
     let paths = &args.paths;
     let files = match manifest_set::manifest_files(paths) {
@@ -36,6 +36,10 @@ pub fn run(args: ValidateArgs) -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
+    if let Some(library) = args.skills_library.as_deref().filter(|library| !library.is_dir()) {
+        eprintln!("error: --skills-library {}: not a folder", library.display());
+        return ExitCode::FAILURE;
+    }
     let around = manifest_set::Surroundings {
         severity: match args.references_elsewhere {
             true => Severity::Warn,

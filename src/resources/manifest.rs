@@ -10,7 +10,9 @@ use serde_json::Value;
 use super::{API_VERSION, Agent, AgentRun, KnowledgeBase, Model};
 
 /// One object read from a manifest.
-#[derive(Clone, Debug)]
+/// Serialized, it is the object itself.
+#[derive(Clone, Debug, serde::Serialize)]
+#[serde(untagged)]
 pub enum Manifest {
     /// An `Agent`.
     Agent(Box<Agent>),
@@ -196,8 +198,18 @@ pub fn read_manifest_text(path: &Path) -> Result<String, ManifestError> {
         let message = format!("not a regular file of at most {MAX_MANIFEST_BYTES} bytes");
         return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, message)));
     }
+    // Opened without waiting (a FIFO or a device swapped in after the look above never blocks the
+    // reader), and read only when what was opened is a regular file.
+    let file = {
+        use std::os::unix::fs::OpenOptionsExt;
+        std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NONBLOCK).open(path).map_err(io)?
+    };
+    if !file.metadata().map_err(io)?.is_file() {
+        let message = format!("not a regular file of at most {MAX_MANIFEST_BYTES} bytes");
+        return Err(io(std::io::Error::new(std::io::ErrorKind::InvalidInput, message)));
+    }
     let mut text = String::new();
-    std::fs::File::open(path).map_err(io)?.take(MAX_MANIFEST_BYTES).read_to_string(&mut text).map_err(io)?;
+    file.take(MAX_MANIFEST_BYTES).read_to_string(&mut text).map_err(io)?;
     Ok(text)
 }
 

@@ -782,3 +782,18 @@ async fn an_upload_for_a_knowledge_base_deleted_meanwhile_stores_nothing_in_its_
     let (status, refused) = served.upload("race", "alice-token", &long, b"# x\n\ny").await;
     assert_eq!((status, refused["field"].as_str()), (422, Some("file")), "{refused}");
 }
+
+#[tokio::test]
+async fn an_upload_after_the_data_folder_went_says_so_and_makes_no_folder_again() {
+    let served = serve(Vec::new()).await;
+    served.call("POST", "/api/knowledge", "alice-token", Some(json!({"name": "Docs", "slug": "docs"}))).await;
+    assert_eq!(served.upload("docs", "alice-token", "ops.md", LEASES_MD.as_bytes()).await.0, 201);
+    for folder in ["documents", "index"] {
+        std::fs::remove_dir_all(served.dir.path().join(folder)).expect("delete");
+    }
+    let (status, refused) = served.upload("docs", "alice-token", "more.md", b"# More\n\nLeases expire.").await;
+    assert_ne!(status, 201, "{refused}");
+    let said = refused["message"].as_str().unwrap_or_default();
+    assert!(said.contains("is gone") && !said.to_lowercase().contains("lock"), "{refused}");
+    assert!(!served.dir.path().join("documents").exists(), "the documents' folder was made again");
+}

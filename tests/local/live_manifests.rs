@@ -244,3 +244,56 @@ fn nix_is_root() -> bool {
     // SAFETY: geteuid(2) reads this process's effective user id.
     unsafe { libc::geteuid() == 0 }
 }
+
+#[tokio::test]
+async fn a_manifests_folder_deleted_keeps_what_was_in_force_and_is_followed_again_once_it_is_back() {
+    let (local, manifests) = start_with(
+        LocalStore::InProcess,
+        TempDir::new().expect("dir"),
+        &[("live", &agent("live", "before", "[ls]"))],
+        &[],
+    )
+    .await;
+    let folder = manifests.path().to_path_buf();
+    let kept = TempDir::new().expect("dir");
+    for entry in std::fs::read_dir(&folder).expect("read") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, kept.path().join(path.file_name().expect("name"))).expect("copy");
+    }
+    std::fs::remove_dir_all(&folder).expect("delete the folder");
+    let (listing, _) = until(&local, "the folder's absence", |l| {
+        l["manifests"]["problems"].to_string().contains("is gone; what was in force stays")
+    })
+    .await;
+    assert_eq!(described(&listing, "live").as_deref(), Some("before"), "what was in force stays: {listing}");
+    assert!(described(&listing, "research-explorer").is_some(), "{listing}");
+    // Made again, the folder is followed again: an edit there is applied.
+    std::fs::create_dir(&folder).expect("again");
+    for entry in std::fs::read_dir(kept.path()).expect("read") {
+        let path = entry.expect("entry").path();
+        std::fs::copy(&path, folder.join(path.file_name().expect("name"))).expect("copy");
+    }
+    until(&local, "the folder back", |l| l["manifests"]["problems"] == json!([])).await;
+    std::fs::write(folder.join("live.yaml"), agent("live", "after", "[ls]")).expect("edit");
+    until(&local, "an edit in the folder made again", |l| described(l, "live").as_deref() == Some("after")).await;
+}
+
+#[tokio::test]
+async fn a_name_longer_than_any_name_is_refused_by_its_length_without_being_repeated() {
+    let (local, _manifests) = start_with(LocalStore::InProcess, TempDir::new().expect("dir"), &[], &[]).await;
+    let long = "y".repeat(1_000_000);
+    for field in ["subagents", "tools", "knowledges", "skills"] {
+        let response = local
+            .client
+            .post(format!("{}/api/agent", local.base))
+            .bearer_auth("bob-token")
+            .json(&json!({"name": "Long", "config_json": {"context": {field: [long]}}}))
+            .send()
+            .await
+            .expect("create");
+        assert_eq!(response.status(), 422, "{field}");
+        let said = response.text().await.expect("text");
+        assert!(said.len() < 4096, "{field}: an answer of {} bytes", said.len());
+        assert!(said.contains("must be at most"), "{field}: {said}");
+    }
+}

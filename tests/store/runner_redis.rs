@@ -357,7 +357,7 @@ async fn an_unknown_model_provider_fails_the_run() {
     let files = RunFiles::new(&subagent("{model: anthropic/claude}"), "[{content: x}]");
     let output = files.command().output().expect("runs");
     assert_eq!(output.status.code(), Some(1), "{}", stderr(&output));
-    assert_failed_with(&run_events(&files.run_id).await, "unknown provider \"anthropic\"");
+    assert_failed_with(&run_events(&files.run_id).await, "no model provider \"anthropic\"");
 }
 
 #[tokio::test]

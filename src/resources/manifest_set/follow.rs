@@ -62,51 +62,67 @@ impl Followed {
     }
 
     /// Reads `files` (the folder's files now) and puts in force every file whose new version is valid
-    /// among the others; a file that is not keeps its last good version, or none. A file that fails is
-    /// set back and the rest judged again, until no other file fails, so one broken file never takes a
-    /// valid one down with it, and a file still valid after another's change keeps up with it.
+    /// among what is in force; a file that is not keeps its last good version, or none, and a deleted
+    /// file's objects go. A new version is judged by its own findings alone: when the new versions
+    /// together do not all pass, each is tried in turn (by file name) against what is in force with the
+    /// earlier ones accepted, so a broken file never holds back a valid one, and an unchanged file that
+    /// no longer resolves (a knowledge base it names was deleted) stays in force and is reported.
     pub fn update(&mut self, files: &[PathBuf], around: &Surroundings) -> Round {
-        let mut fresh: BTreeMap<PathBuf, Vec<Document>> = BTreeMap::new();
+        let mut fresh: BTreeMap<PathBuf, Vec<Document>> = files.iter().map(|f| (f.clone(), Vec::new())).collect();
         for document in read_documents(files) {
             fresh.entry(document.file.clone()).or_default().push(document);
         }
-        for file in files {
-            fresh.entry(file.clone()).or_default();
+        // The files whose content changed (a new file, or one that cannot be read, included).
+        let changed: Vec<PathBuf> =
+            fresh.iter().filter(|(file, documents)| !self.unchanged(file, documents)).map(|(f, _)| f.clone()).collect();
+        // Each file's version in force while judging: the last good one, or the new one once accepted.
+        let mut accepted: BTreeSet<PathBuf> = BTreeSet::new();
+        let mut refused: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
+        let all: BTreeSet<PathBuf> = changed.iter().cloned().collect();
+        let together = self.world(&fresh, &all);
+        let failing = failing_files(&together, &check_documents(&together, around));
+        if changed.iter().all(|file| !failing.contains_key(file)) {
+            accepted = all;
+        } else {
+            for file in &changed {
+                let mut trying = accepted.clone();
+                trying.insert(file.clone());
+                let documents = self.world(&fresh, &trying);
+                match failing_files(&documents, &check_documents(&documents, around)).remove(file) {
+                    None => {
+                        accepted.insert(file.clone());
+                    }
+                    Some(errors) => {
+                        refused.insert(file.clone(), errors);
+                    }
+                }
+            }
         }
-        // The files set back to their last good version, with the errors of the version refused.
-        let mut set_back: BTreeMap<PathBuf, Vec<String>> = BTreeMap::new();
-        let (documents, checked) = loop {
-            let documents = self.world(&fresh, &set_back);
-            let checked = check_documents(&documents, around);
-            let failing = failing_files(&documents, &checked);
-            let newly: Vec<PathBuf> = failing.into_keys().filter(|f| !set_back.contains_key(f)).collect();
-            if newly.is_empty() {
-                break (documents, checked);
-            }
-            let failing = failing_files(&documents, &checked);
-            for file in newly {
-                set_back.insert(file.clone(), failing[&file].clone());
-            }
-        };
-        // What is still wrong with what is in force (a last good version that no longer resolves).
-        let still = failing_files(&documents, &checked);
+        let documents = self.world(&fresh, &accepted);
+        let still = failing_files(&documents, &check_documents(&documents, around));
         let mut problems = Vec::new();
-        for (file, mut errors) in set_back.clone() {
+        let mut reported: BTreeSet<PathBuf> = refused.keys().cloned().collect();
+        reported.extend(still.keys().cloned());
+        for file in reported {
+            let mut errors = refused.get(&file).cloned().unwrap_or_default();
             for line in still.get(&file).into_iter().flatten() {
                 if !errors.contains(line) {
                     errors.push(line.clone());
                 }
             }
             errors.truncate(MAX_PROBLEM_LINES);
+            for line in &mut errors {
+                bound_line(line);
+            }
             let last_good_in_force = self.good.get(&file).is_some_and(|good| !good.is_empty());
             problems.push(FileProblem { file: file.display().to_string(), errors, last_good_in_force });
         }
         let loaded = Loaded::from_documents(&documents);
         let mut good: BTreeMap<PathBuf, Vec<Manifest>> = BTreeMap::new();
         for file in fresh.keys() {
-            let kept = match set_back.contains_key(file) {
-                true => self.good.get(file).cloned().unwrap_or_default(),
-                false => fresh[file].iter().filter_map(|d| d.parsed.as_ref().ok().cloned()).collect(),
+            let kept = match accepted.contains(file) {
+                true => fresh[file].iter().filter_map(|d| d.parsed.as_ref().ok().cloned()).collect(),
+                false => self.good.get(file).cloned().unwrap_or_default(),
             };
             good.insert(file.clone(), kept);
         }
@@ -114,23 +130,26 @@ impl Followed {
         Round { loaded, problems }
     }
 
-    /// The documents in force: each file's new version, or its last good one when it is set back.
-    fn world(
-        &self,
-        fresh: &BTreeMap<PathBuf, Vec<Document>>,
-        set_back: &BTreeMap<PathBuf, Vec<String>>,
-    ) -> Vec<Document> {
+    /// Whether `documents`, the file's new reading, are its last good version.
+    fn unchanged(&self, file: &Path, documents: &[Document]) -> bool {
+        let Some(good) = self.good.get(file) else { return false };
+        let parsed: Option<Vec<&Manifest>> = documents.iter().map(|d| d.parsed.as_ref().ok()).collect();
+        parsed.is_some_and(|parsed| {
+            parsed.len() == good.len()
+                && parsed
+                    .iter()
+                    .zip(good)
+                    .all(|(new, old)| serde_json::to_value(new).ok() == serde_json::to_value(old).ok())
+        })
+    }
+
+    /// The documents of every file: its new version when it is in `new`, else its last good one (none
+    /// for a file never good).
+    fn world(&self, fresh: &BTreeMap<PathBuf, Vec<Document>>, new: &BTreeSet<PathBuf>) -> Vec<Document> {
         let mut documents = Vec::new();
-        for (file, new) in fresh {
-            if set_back.contains_key(file) {
-                let good = self.good.get(file).map(Vec::as_slice).unwrap_or_default();
-                documents.extend(good.iter().enumerate().map(|(i, manifest)| Document {
-                    file: file.clone(),
-                    origin: super::origin(file, (good.len() > 1).then_some(i + 1)),
-                    parsed: Ok(manifest.clone()),
-                }));
-            } else {
-                documents.extend(new.iter().map(|d| Document {
+        for (file, read) in fresh {
+            if new.contains(file) {
+                documents.extend(read.iter().map(|d| Document {
                     file: d.file.clone(),
                     origin: d.origin.clone(),
                     parsed: match &d.parsed {
@@ -138,9 +157,31 @@ impl Followed {
                         Err(err) => Err(err.duplicate()),
                     },
                 }));
+            } else {
+                let good = self.good.get(file).map(Vec::as_slice).unwrap_or_default();
+                documents.extend(good.iter().enumerate().map(|(i, manifest)| Document {
+                    file: file.clone(),
+                    origin: super::origin(file, (good.len() > 1).then_some(i + 1)),
+                    parsed: Ok(manifest.clone()),
+                }));
             }
         }
         documents
+    }
+}
+
+/// The longest error line a [`FileProblem`] keeps, in bytes; a longer one is cut and says so.
+pub const MAX_LINE_BYTES: usize = 2048;
+
+/// Cuts `line` to [`MAX_LINE_BYTES`] at a character boundary.
+fn bound_line(line: &mut String) {
+    if line.len() > MAX_LINE_BYTES {
+        let mut end = MAX_LINE_BYTES;
+        while !line.is_char_boundary(end) {
+            end -= 1;
+        }
+        line.truncate(end);
+        line.push_str(" …(cut)");
     }
 }
 
@@ -156,7 +197,103 @@ fn failing_files(documents: &[Document], checked: &[Checked]) -> BTreeMap<PathBu
     failing
 }
 
-/// The files in `problems`, as a set.
-pub fn problem_files(problems: &[FileProblem]) -> BTreeSet<&str> {
-    problems.iter().map(|p| p.file.as_str()).collect()
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn agent(slug: &str, extra: &str) -> String {
+        format!(
+            "apiVersion: yuxi.dev/v1alpha1\nkind: Agent\nmetadata: {{name: {slug}}}\nspec:\n  backend: ChatbotAgent\n  description: {extra}\n{}",
+            if extra.contains("default") { "  default: true\n" } else { "" }
+        )
+    }
+
+    struct Folder(tempfile::TempDir);
+
+    impl Folder {
+        fn new(files: &[(&str, String)]) -> Self {
+            let folder = Folder(tempfile::tempdir().expect("dir"));
+            for (name, text) in files {
+                folder.write(name, text);
+            }
+            folder
+        }
+
+        fn write(&self, name: &str, text: &str) {
+            std::fs::write(self.0.path().join(name), text).expect("write");
+        }
+
+        fn files(&self) -> Vec<PathBuf> {
+            super::super::manifest_files(&[self.0.path().to_path_buf()]).expect("files")
+        }
+    }
+
+    fn descriptions(round: &Round) -> Vec<(String, String)> {
+        let mut found: Vec<(String, String)> = round
+            .loaded
+            .agents
+            .iter()
+            .map(|a| (kube::ResourceExt::name_any(a), a.spec.description.clone().unwrap_or_default()))
+            .collect();
+        found.sort();
+        found
+    }
+
+    fn problem_files(round: &Round) -> Vec<String> {
+        round.problems.iter().map(|p| Path::new(&p.file).file_name().unwrap().to_string_lossy().into_owned()).collect()
+    }
+
+    #[test]
+    fn a_broken_file_never_holds_back_a_valid_change_of_another() {
+        let folder = Folder::new(&[("a.yaml", agent("a", "default one")), ("b.yaml", agent("b", "plain"))]);
+        let around = Surroundings::default();
+        let (mut followed, _) = Followed::start(&folder.files(), &around).expect("valid");
+        // b claims the default too: refused, and a (unchanged, accused by b's claim) stays as it is.
+        folder.write("b.yaml", &agent("b", "default two"));
+        let round = followed.update(&folder.files(), &around);
+        assert_eq!(problem_files(&round), ["b.yaml"], "{:?}", round.problems);
+        assert!(round.problems[0].last_good_in_force);
+        assert_eq!(descriptions(&round), [("a".into(), "default one".into()), ("b".into(), "plain".into())]);
+        // a changes while b is still broken: a's change is put in force.
+        folder.write("a.yaml", &agent("a", "default one, edited"));
+        let round = followed.update(&folder.files(), &around);
+        assert_eq!(problem_files(&round), ["b.yaml"], "{:?}", round.problems);
+        assert_eq!(descriptions(&round)[0], ("a".into(), "default one, edited".into()));
+    }
+
+    #[test]
+    fn two_files_of_one_agent_are_refused_and_the_first_stays() {
+        let folder = Folder::new(&[("a.yaml", agent("a", "first"))]);
+        let around = Surroundings::default();
+        let (mut followed, _) = Followed::start(&folder.files(), &around).expect("valid");
+        folder.write("z.yaml", &agent("a", "second"));
+        let round = followed.update(&folder.files(), &around);
+        assert_eq!(problem_files(&round), ["z.yaml"]);
+        assert!(round.problems[0].errors[0].contains("declared twice"), "{:?}", round.problems);
+        assert!(!round.problems[0].last_good_in_force);
+        assert_eq!(descriptions(&round), [("a".into(), "first".into())]);
+    }
+
+    #[test]
+    fn a_manifest_cannot_take_the_slug_or_the_default_of_an_agent_made_through_the_api() {
+        let folder = Folder::new(&[("a.yaml", agent("a", "first"))]);
+        let mut made: crate::resources::Agent =
+            serde_norway::from_str(&agent("mine", "default made through the api")).expect("agent");
+        made.metadata.name = Some("mine".into());
+        let around = Surroundings { agents: vec![made], ..Surroundings::default() };
+        let (mut followed, _) = Followed::start(&folder.files(), &around).expect("valid");
+        folder.write("b.yaml", &agent("mine", "taken"));
+        folder.write("c.yaml", &agent("c", "default too"));
+        let round = followed.update(&folder.files(), &around);
+        assert_eq!(problem_files(&round), ["b.yaml", "c.yaml"], "{:?}", round.problems);
+        assert!(round.problems[0].errors[0].contains("created through the API"), "{:?}", round.problems[0]);
+        assert!(round.problems[1].errors[0].contains("spec.default"), "{:?}", round.problems[1]);
+    }
+
+    #[test]
+    fn an_error_line_is_cut_to_its_bound() {
+        let mut line = "é".repeat(MAX_LINE_BYTES);
+        bound_line(&mut line);
+        assert!(line.len() <= MAX_LINE_BYTES + " …(cut)".len() && line.ends_with("…(cut)"));
+    }
 }

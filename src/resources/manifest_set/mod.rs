@@ -148,7 +148,17 @@ pub fn check_documents(documents: &[Document], around: &Surroundings) -> Vec<Che
             Ok(Manifest::KnowledgeBase(kb)) => {
                 let object = describe("KnowledgeBase", kb.namespace(), &kb.name_any());
                 known_in(&mut known, kb.namespace()).knowledge_bases.get_or_insert_default().push(kb.name_any());
-                checked.push(once(origin, object, validate_knowledge_base(kb)));
+                let mut report = validate_knowledge_base(kb);
+                if around.knowledge_bases.contains(&kb.name_any()) {
+                    report.error(
+                        "metadata.name",
+                        format!(
+                            "knowledge base {:?} was created through the API; a manifest cannot take its slug",
+                            kb.name_any()
+                        ),
+                    );
+                }
+                checked.push(once(origin, object, report));
             }
             Ok(Manifest::Model(model)) => {
                 let object = describe("Model", model.namespace(), &model.name_any());
@@ -200,33 +210,64 @@ pub fn check_documents(documents: &[Document], around: &Surroundings) -> Vec<Che
     for (_, agent) in &agents {
         by_namespace.entry(namespace_of(agent)).or_default().push((*agent).clone());
     }
+    // What an Agent of each namespace may name, made once per namespace.
+    let mut names_in: HashMap<String, Known> = HashMap::new();
+    let saved: std::collections::HashSet<String> = around.agents.iter().map(|a| a.name_any()).collect();
+    let mut agents_seen: std::collections::HashSet<String> = std::collections::HashSet::new();
     for (origin, agent) in &agents {
         let namespace = namespace_of(agent);
         let mut report = validate_agent(agent);
+        let object = describe("Agent", agent.namespace(), &agent.name_any());
+        if !agents_seen.insert(object.clone()) {
+            report.error("metadata.name", format!("{object} is declared twice among the files"));
+        }
+        if saved.contains(&agent.name_any()) {
+            report.error(
+                "metadata.name",
+                format!("agent {:?} was created through the API; a manifest cannot take its slug", agent.name_any()),
+            );
+        }
         let among = &by_namespace[&namespace];
+        // The default agent is one among the files and the agents created through the API.
         report.extend(validate_default_among(agent, among));
-        let mut names = known.get(&namespace).cloned().unwrap_or_default();
-        names.knowledge_bases.get_or_insert_default().extend(around.knowledge_bases.iter().cloned());
-        names.models.get_or_insert_default();
-        names.skills = around.skills.clone();
-        let mut mcp = around.mcp_servers.clone();
-        mcp.extend(servers.iter().filter_map(|server| {
-            let home = server.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
-            match home == namespace {
-                true => Some(server.name_any()),
-                false => server.spec.allows_namespace(&namespace).then(|| format!("{home}/{}", server.name_any())),
-            }
-        }));
-        names.mcp_servers = Some(mcp);
-        let mut subagents = Known::subagents_of(among);
-        subagents.extend(Known::subagents_of(&around.agents));
-        names.subagents = Some(subagents);
-        report.extend(check_references(agent, &names, around.severity));
-        let object = Some(describe("Agent", agent.namespace(), &agent.name_any()));
-        checked.push(Checked { origin: origin.to_string(), object, report, skipped: false });
+        report.extend(validate_default_among(agent, &around.agents));
+        let names = names_in
+            .entry(namespace.clone())
+            .or_insert_with(|| names_of(&namespace, known.get(&namespace), among, &servers, around));
+        report.extend(check_references(agent, names, around.severity));
+        checked.push(Checked { origin: origin.to_string(), object: Some(object), report, skipped: false });
     }
     checked.sort_by(|a, b| a.origin.cmp(&b.origin));
     checked
+}
+
+/// What an Agent of `namespace` may name: the knowledge bases and Models of its namespace among the files
+/// (`declared`), those of `around`, the McpServers of the files it may use, and the subagents among the
+/// namespace's Agents and `around`'s.
+fn names_of(
+    namespace: &str,
+    declared: Option<&Known>,
+    among: &[Agent],
+    servers: &[&super::mcp_server::McpServer],
+    around: &Surroundings,
+) -> Known {
+    let mut names = declared.cloned().unwrap_or_default();
+    names.knowledge_bases.get_or_insert_default().extend(around.knowledge_bases.iter().cloned());
+    names.models.get_or_insert_default();
+    names.skills = around.skills.clone();
+    let mut mcp = around.mcp_servers.clone();
+    mcp.extend(servers.iter().filter_map(|server| {
+        let home = server.namespace().unwrap_or_else(|| DEFAULT_NAMESPACE.to_string());
+        match home == namespace {
+            true => Some(server.name_any()),
+            false => server.spec.allows_namespace(namespace).then(|| format!("{home}/{}", server.name_any())),
+        }
+    }));
+    names.mcp_servers = Some(mcp);
+    let mut subagents = Known::subagents_of(among);
+    subagents.extend(Known::subagents_of(&around.agents));
+    names.subagents = Some(subagents);
+    names
 }
 
 /// The names known in `namespace` (the default one when `None`).

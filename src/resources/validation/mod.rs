@@ -438,7 +438,7 @@ pub fn validate_default_among(agent: &Agent, others: &[Agent]) -> Report {
     // A subagent claiming to be the default is rejected by its own rule; only main agents compete.
     let claims_default = |a: &Agent| a.spec.is_default() && !a.spec.has_subagent_backend();
     if claims_default(agent)
-        && let Some(current) = others.iter().find(|other| other.name_any() != name && claims_default(other))
+        && let Some(current) = others.iter().find(|other| claims_default(other) && other.name_any() != name)
     {
         report.error(
             "spec.default",

@@ -20,9 +20,18 @@ pub const MODEL_PROVIDERS: [&str; 2] = ["openai", "scripted"];
 /// finding, not one per entry), as the CRD bounds it.
 const MAX_CHECKED_NAMES: usize = 256;
 
+/// The longest name an Agent may give (the CRD's bound on every entry of its lists).
+const MAX_NAME_CHARS: usize = 128;
+
 /// Whether the names of `list` are worth checking one by one: it is within its bound.
 fn checkable(list: &[String]) -> bool {
     list.len() <= MAX_CHECKED_NAMES
+}
+
+/// Whether `name` is worth looking up: not empty and within its length, which other rules refuse
+/// otherwise without repeating the name.
+fn lookable(name: &str) -> bool {
+    !name.is_empty() && name.chars().count() <= MAX_NAME_CHARS
 }
 
 /// The most known names a message lists; more are counted.
@@ -64,10 +73,15 @@ impl Known {
 /// (at most a third of its characters different), and lists the known names (at most
 /// [`MAX_LISTED_NAMES`], the rest counted), or says there are none.
 pub fn unknown_name_hint<S: AsRef<str>>(value: &str, known: &[S]) -> String {
+    let length = value.chars().count();
+    // Only names of about the same length can be close: the others cost nothing to skip, and a name
+    // longer than any name may be is compared with nothing.
     let closest = known
         .iter()
-        .map(|k| (strsim::damerau_levenshtein(value, k.as_ref()), k.as_ref()))
-        .filter(|(distance, k)| *distance <= (k.chars().count().max(value.chars().count()) / 3).max(1))
+        .map(AsRef::as_ref)
+        .filter(|k| length <= MAX_NAME_CHARS && k.chars().count().abs_diff(length) <= length / 3 + 1)
+        .map(|k| (strsim::damerau_levenshtein(value, k), k))
+        .filter(|(distance, k)| *distance <= (k.chars().count().max(length) / 3).max(1))
         .min_by_key(|(distance, k)| (*distance, *k));
     let mut names: Vec<&str> = known.iter().map(AsRef::as_ref).collect();
     names.sort_unstable();
@@ -94,14 +108,14 @@ pub fn check_fixed_names(report: &mut Report, agent: &Agent) {
     let named = context.tools.iter().filter(|list| checkable(list)).flatten();
     for (i, tool) in named.enumerate() {
         // An empty name is refused by its length already.
-        if !tool.is_empty() && !tools.contains(&tool.as_str()) {
+        if lookable(tool) && !tools.contains(&tool.as_str()) {
             report.error(
                 format!("spec.context.tools[{i}]"),
                 format!("no built-in tool {tool:?}; {}", unknown_name_hint(tool, &tools)),
             );
         }
     }
-    if let Some((provider, _)) = context.model.as_deref().and_then(|m| m.split_once('/'))
+    if let Some((provider, _)) = context.model.as_deref().filter(|m| m.len() <= 256).and_then(|m| m.split_once('/'))
         && !MODEL_PROVIDERS.contains(&provider)
     {
         report.error(
@@ -133,12 +147,12 @@ pub fn check_references(agent: &Agent, known: &Known, severity: Severity) -> Rep
     for (field, named, known, noun) in lists {
         let Some(known) = known else { continue };
         for (i, name) in named.iter().filter(|list| checkable(list)).flatten().enumerate() {
-            if !name.is_empty() && !known.contains(name) {
+            if lookable(name) && !known.contains(name) {
                 unknown(format!("{field}[{i}]"), format!("no {noun} {name:?}; {}", unknown_name_hint(name, known)));
             }
         }
     }
-    if let (Some(model), Some(models)) = (context.model.as_deref().filter(|m| !m.is_empty()), &known.models)
+    if let (Some(model), Some(models)) = (context.model.as_deref().filter(|m| lookable(m)), &known.models)
         && !model.contains('/')
         && !models.iter().any(|m| m == model)
     {
@@ -154,7 +168,7 @@ pub fn check_references(agent: &Agent, known: &Known, severity: Severity) -> Rep
         let mut resolvable = subagents.clone();
         resolvable.push(GENERAL_PURPOSE.to_string());
         for (i, slug) in context.subagents.iter().filter(|list| checkable(list)).flatten().enumerate() {
-            if !slug.is_empty() && !resolvable.contains(slug) {
+            if lookable(slug) && !resolvable.contains(slug) {
                 unknown(
                     format!("spec.context.subagents[{i}]"),
                     format!("no subagent {slug:?}; {}", unknown_name_hint(slug, &resolvable)),
@@ -251,5 +265,16 @@ mod tests {
         let hint = unknown_name_hint("zzz", &many);
         assert!(hint.ends_with("kb-19 and 10 more"), "{hint}");
         assert_eq!(unknown_name_hint("x", &Vec::<String>::new()), "there are none");
+    }
+
+    #[test]
+    fn a_name_longer_than_any_name_is_left_to_its_length_rule_and_never_echoed() {
+        let long = "y".repeat(1_000_000);
+        let named = agent(&format!("{{tools: [{long}], subagents: [{long}], knowledges: [{long}]}}"));
+        let mut report = Report::default();
+        check_fixed_names(&mut report, &named);
+        report.extend(check_references(&named, &known(), Severity::Refuse));
+        assert!(report.errors.is_empty(), "{} findings", report.errors.len());
+        assert!(!unknown_name_hint(&long, &["y".repeat(100)]).contains("did you mean"));
     }
 }

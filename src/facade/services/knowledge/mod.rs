@@ -184,10 +184,10 @@ impl Knowledge {
     ) -> Self {
         // The indexes' folder is made here, once: later each index makes only its own folder in it, so
         // a data folder deleted under the facade is said to be gone, never silently begun again.
-        if let Some(dir) = &settings.index_dir
-            && let Err(err) = std::fs::create_dir_all(dir)
-        {
-            tracing::warn!(folder = %dir.display(), error = %err, "cannot make the indexes' folder");
+        for dir in settings.index_dir.iter().chain([&settings.documents_dir]) {
+            if let Err(err) = std::fs::create_dir_all(dir) {
+                tracing::warn!(folder = %dir.display(), error = %err, "cannot make a knowledge folder");
+            }
         }
         Self { catalog, settings, objects, status_api, bases: Mutex::new(HashMap::new()), embeddings: None }
     }

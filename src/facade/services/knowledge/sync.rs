@@ -201,12 +201,22 @@ impl Knowledge {
         let dir = self.uploads_dir(&slug);
         let (base2, name2, hash) = (base.clone(), name.to_string(), prepared.content_hash.clone());
         let passages = prepared.passages.len();
-        tokio::task::spawn_blocking(move || {
+        let documents_dir = self.settings.documents_dir.clone();
+        let stored = tokio::task::spawn_blocking(move || {
             let indexed = base2.index.documents().map_err(|e| e.to_string())?;
             if indexed.len() >= MAX_DOCUMENTS && !indexed.iter().any(|d| d.name == name2) {
                 return Ok(Err(()));
             }
-            std::fs::create_dir_all(&dir).map_err(|e| format!("cannot store the document: {e}"))?;
+            // The uploads' folder is made at start: only this knowledge base's folder is made here, so
+            // a data folder deleted meanwhile is not begun again.
+            if !documents_dir.is_dir() {
+                return Err(format!("the documents' folder {} is gone", documents_dir.display()));
+            }
+            match std::fs::create_dir(&dir) {
+                Ok(()) => {}
+                Err(err) if err.kind() == std::io::ErrorKind::AlreadyExists => {}
+                Err(err) => return Err(format!("cannot store the document: {err}")),
+            }
             let partial = dir.join(format!(".{name2}.partial"));
             std::fs::write(&partial, &bytes).map_err(|e| format!("cannot store the document: {e}"))?;
             if let Err(err) =
@@ -219,9 +229,11 @@ impl Knowledge {
             Ok(Ok(()))
         })
         .await
-        .map_err(|e| ChangeError::Storage(e.to_string()))?
-        .map_err(ChangeError::Storage)?
-        .map_err(|()| ChangeError::Full(slug.clone()))?;
+        .map_err(|e| ChangeError::Storage(e.to_string()))?;
+        // A failed write into a folder that was deleted says so, not what the index made of it.
+        stored
+            .map_err(|reason| ChangeError::Storage(self.missing_index_folder().unwrap_or(reason)))?
+            .map_err(|()| ChangeError::Full(slug.clone()))?;
         self.refresh_counts(kb, &base).await;
         Ok(IndexedDocument { name: name.to_string(), content_hash: prepared.content_hash, passages })
     }
