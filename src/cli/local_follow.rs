@@ -52,10 +52,27 @@ pub fn surroundings(agents: &[Agent], knowledge_bases: Vec<String>, local: &Loca
 /// Follows `folder` from `followed` (its state at start) while the process runs. Errors: the folder
 /// cannot be watched.
 pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::Result<()> {
+    // A file is followed through its folder, where an editor's rename lands.
+    let watched = match folder.is_dir() {
+        true => folder.clone(),
+        false => folder.parent().map(Path::to_path_buf).unwrap_or_else(|| folder.clone()),
+    };
     // Notices fold into one: a flood of events costs one round, and no memory.
     let noticed = Arc::new(tokio::sync::Notify::new());
     let notices = noticed.clone();
+    // Set when the watched folder itself goes (deleted or moved away): its watch went with it.
+    let lost = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let (lost_seen, watched_seen) = (lost.clone(), watched.clone());
     let mut watcher = notify::recommended_watcher(move |event: notify::Result<notify::Event>| {
+        if let Ok(event) = &event
+            && matches!(
+                event.kind,
+                notify::EventKind::Remove(_) | notify::EventKind::Modify(notify::event::ModifyKind::Name(_))
+            )
+            && event.paths.iter().any(|p| p == &watched_seen)
+        {
+            lost_seen.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
         // Reading the files (this follower's own reads among them) is no change; anything else is a
         // reason to read the folder again: a file written, renamed or deleted whatever its name (a
         // ConfigMap-style `..data` link swapped in), or an error (a queue overflow).
@@ -63,11 +80,6 @@ pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::R
             notices.notify_one();
         }
     })?;
-    // A file is followed through its folder, where an editor's rename lands.
-    let watched = match folder.is_dir() {
-        true => folder.clone(),
-        false => folder.parent().map(Path::to_path_buf).unwrap_or_else(|| folder.clone()),
-    };
     watcher
         .watch(&watched, notify::RecursiveMode::NonRecursive)
         .map_err(|e| anyhow::anyhow!("cannot follow the manifests folder {}: {e}", watched.display()))?;
@@ -75,18 +87,25 @@ pub fn spawn(folder: PathBuf, followed: Followed, targets: Targets) -> anyhow::R
     tokio::spawn(async move {
         let mut followed = followed;
         loop {
-            // While the folder is gone no notice can come: it is looked for every second.
-            let wait = if identity_of(&watched).is_some() { RESCAN_EVERY } else { Duration::from_secs(1) };
+            // While the folder's watch is gone no notice can come: it is looked for every second.
+            let watching = identity_of(&watched).is_some() && !lost.load(std::sync::atomic::Ordering::SeqCst);
+            let wait = if watching { RESCAN_EVERY } else { Duration::from_secs(1) };
             if tokio::time::timeout(wait, noticed.notified()).await.is_ok() {
                 // The rest of an editor's save lands meanwhile; a notice after this wakes the next round.
                 tokio::time::sleep(SETTLE).await;
             }
-            // A folder deleted and made again is another folder: it is watched anew.
+            // A folder deleted and made again is another folder (its inode may be the same number):
+            // it is watched anew once it is there.
             let now_identity = identity_of(&watched);
-            if now_identity.is_some() && now_identity != identity {
+            if now_identity.is_none() {
+                lost.store(true, std::sync::atomic::Ordering::SeqCst);
+            } else if now_identity != identity || lost.load(std::sync::atomic::Ordering::SeqCst) {
                 let _ = watcher.unwatch(&watched);
                 match watcher.watch(&watched, notify::RecursiveMode::NonRecursive) {
-                    Ok(()) => identity = now_identity,
+                    Ok(()) => {
+                        identity = now_identity;
+                        lost.store(false, std::sync::atomic::Ordering::SeqCst);
+                    }
                     Err(err) => {
                         tracing::warn!(folder = %watched.display(), error = %err, "cannot follow the manifests folder again; it is read every 30 s")
                     }
