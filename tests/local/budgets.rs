@@ -142,7 +142,9 @@ async fn a_tree_stops_at_its_budget_with_the_reason_on_each_run(store: LocalStor
     let own = parent["token_usage"]["total_tokens"].as_i64().expect("own usage");
     let childs = child["token_usage"]["total_tokens"].as_i64().expect("child usage");
     assert_eq!(tree, own + childs, "{parent}\n{child}");
-    assert!((100..100 + 40).contains(&tree), "stopped by the call that reached the budget: {tree}");
+    // At most one burner turn (40) past the budget, and the parent's await turn (10), which under load
+    // can be counted after the burner's turns: 10 + 3 × 40 + 10 = 140 at the most.
+    assert!((100..=140).contains(&tree), "stopped by the call that reached the budget: {tree}");
     assert!(child.get("tree_token_usage").is_none(), "only the root reports the tree: {child}");
 
     // A parent that spends past its budget stops, and its running child with it, for the same reason.
