@@ -44,14 +44,7 @@ impl Followed {
     /// Starts following with `files` as they are now: every document must be valid (the local mode will
     /// not start on a broken folder). Errors: every problem, as `origin: field: message` lines.
     pub fn start(files: &[PathBuf], around: &Surroundings) -> Result<(Self, Loaded), Vec<String>> {
-        let documents = read_documents(files);
-        let problems: Vec<String> = check_documents(&documents, around)
-            .iter()
-            .flat_map(|item| item.report.errors.iter().map(move |error| format!("{}: {error}", item.origin)))
-            .collect();
-        if !problems.is_empty() {
-            return Err(problems);
-        }
+        let documents = super::valid_documents(files, around)?;
         let mut good: BTreeMap<PathBuf, Vec<Manifest>> = files.iter().map(|f| (f.clone(), Vec::new())).collect();
         for document in &documents {
             if let Ok(manifest) = &document.parsed {

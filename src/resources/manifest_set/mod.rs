@@ -315,13 +315,19 @@ pub fn load_agents(files: &[PathBuf], around: &Surroundings) -> Result<Vec<Agent
 /// valid among them and `around` (documents of other kinds and AgentRuns are ignored); otherwise every
 /// problem, as `origin: field: message` lines.
 pub fn load(files: &[PathBuf], around: &Surroundings) -> Result<Loaded, Vec<String>> {
+    valid_documents(files, around).map(|documents| Loaded::from_documents(&documents))
+}
+
+/// Every document of `files` when all are valid among them and `around`; otherwise every problem, as
+/// `origin: field: message` lines.
+pub fn valid_documents(files: &[PathBuf], around: &Surroundings) -> Result<Vec<Document>, Vec<String>> {
     let documents = read_documents(files);
     let problems: Vec<String> = check_documents(&documents, around)
         .iter()
         .flat_map(|item| item.report.errors.iter().map(move |error| format!("{}: {error}", item.origin)))
         .collect();
     match problems.is_empty() {
-        true => Ok(Loaded::from_documents(&documents)),
+        true => Ok(documents),
         false => Err(problems),
     }
 }
